@@ -1,0 +1,31 @@
+# The two commands of the README: `make demo` and `make test`. Each creates or reuses .venv.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+# A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/).
+demo: $(STAMP)
+	rm -rf results/demo
+	$(VENV)/bin/nccl-tune sweep examples/sim.toml --study demo
+
+# Everything, the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+test: $(STAMP)
+	$(PY) -m pytest -q -rs
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) results/*/ .pytest_cache

@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Reference OpenAI-compatible streaming server with exactly known pacing (stdlib only).
+
+Independent of ``tuner``: it must stay importable and runnable without the package, so the
+probe and the bench are checked against something they share no code with.
+
+Run as a process::
+
+    python tests/refserver.py --port P --rate TOK_S [--ttft S] [--reasoning-tokens K]
+        [--reasoning-field reasoning|reasoning_content] [--no-usage] [--chunk-tokens N]
+        [--model M] [--shared-capacity] [--stall-after K] [--drop-after K] [--fail-status CODE]
+
+It prints ``READY http://127.0.0.1:PORT`` on stdout once it listens (``--port 0`` picks a free
+port).  Or in-process: ``server, base_url = start_in_thread(port=0, rate=1000.0, ttft=0.05)``;
+``server.shutdown(); server.server_close()`` stops it (``stop(server)`` does both).
+
+Endpoints: ``GET /health`` (200, empty body), ``GET /v1/models``,
+``POST /v1/chat/completions`` and ``POST /v1/completions``, streaming (SSE, chunked transfer
+encoding) and non-streaming.
+
+Pacing of a streamed request of N = max_tokens tokens (the server always generates exactly
+max_tokens tokens when ``ignore_eos`` is true or the prompt has no canned answer):
+
+* t0 = the moment the request body has been read (perf_counter).  A role-only chunk
+  (``delta: {"role": "assistant"}``) is sent at once, as vLLM does; it carries no token.
+* Token i (0-based) is due at ``t0 + ttft + i / rate``.  Scheduling is absolute (sleep until
+  the due time), so jitter never accumulates.  With ``--chunk-tokens n`` tokens are grouped n
+  to a chunk and a chunk is sent when its last token is due; chunks never mix reasoning and
+  content.
+* The first K = ``--reasoning-tokens`` tokens are reasoning deltas (``delta.reasoning`` by
+  default, ``delta.reasoning_content`` with ``--reasoning-field reasoning_content``); the rest
+  are ``delta.content``.  All N count in ``usage.completion_tokens``.
+* The last token chunk carries ``finish_reason``; then (unless ``--no-usage``) a usage-only
+  chunk with ``choices: []``; then ``data: [DONE]``.
+
+So, for one stream, the last token leaves at ``ttft + (N - 1) / rate`` and the true
+single-stream figure users quote (REFERENCE.md section 7) is
+``N / (ttft + (N - 1) / rate)`` tok/s (with chunking: the same, the last chunk is due with the
+last token).
+
+Concurrency: by default every stream is paced independently at ``rate`` (aggregate = C x rate
+for C concurrent streams), which makes the truth of a concurrency bench computable.  With
+``--shared-capacity`` the rate is a fixed aggregate capacity: every token takes the next free
+global slot (slots 1/rate apart), so C backlogged streams share ``rate`` tok/s between them and
+a lone stream still gets ``rate``.
+
+Faults: ``--stall-after K`` sends K tokens then holds the connection open silently (until the
+client goes away or the server stops); ``--drop-after K`` sends K tokens then closes the
+socket without finishing the chunked body; ``--fail-status CODE`` answers every completion
+request with that HTTP status and a JSON error body.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DEFAULTS = {
+    "rate": 100.0,  # tok/s per stream (aggregate with shared_capacity)
+    "ttft": 0.0,  # s from request to first token
+    "reasoning_tokens": 0,
+    "reasoning_field": "reasoning",
+    "usage": True,
+    "chunk_tokens": 1,
+    "model": "ref-model",
+    "shared_capacity": False,
+    "stall_after": None,
+    "drop_after": None,
+    "fail_status": None,
+}
+
+_WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+_ANSWERS = (("capital of france", "The capital of France is Paris."),)
+
+
+class _Capacity:
+    """Global token slots for --shared-capacity: one slot every 1/rate s across all streams."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.next_free = 0.0
+        self.lock = threading.Lock()
+
+    def reserve(self, earliest: float) -> float:
+        with self.lock:
+            t = earliest if earliest > self.next_free else self.next_free
+            self.next_free = t + self.interval
+            return t
+
+
+def _sleep_until(t: float) -> None:
+    dt = t - time.perf_counter()
+    if dt > 0:
+        time.sleep(dt)
+
+
+def _canned_answer(prompt: str) -> str | None:
+    low = prompt.lower()
+    for key, answer in _ANSWERS:
+        if key in low:
+            return answer
+    return None
+
+
+def _prompt_of(body: dict, chat: bool) -> str:
+    if not chat:
+        p = body.get("prompt", "")
+        return p if isinstance(p, str) else json.dumps(p)
+    parts = []
+    for m in body.get("messages") or []:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            parts.append(c)
+    return "\n".join(parts)
+
+
+def _plan_tokens(body: dict, chat: bool, opts: dict) -> tuple[list[str], str]:
+    """Token texts to emit and the finish_reason."""
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 16
+    max_tokens = max(1, int(max_tokens))
+    answer = None if body.get("ignore_eos") else _canned_answer(_prompt_of(body, chat))
+    if answer is not None:
+        words = answer.split(" ")
+        toks = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        if len(toks) <= max_tokens:
+            return toks, "stop"
+        return toks[:max_tokens], "length"
+    toks = [(" " if i else "") + _WORDS[i % len(_WORDS)] for i in range(max_tokens)]
+    return toks, "length"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # every SSE event leaves at once
+    server_version = "refserver/1"
+
+    # -- plumbing -------------------------------------------------------------------------
+    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+        if self.server.opts.get("verbose"):
+            sys.stderr.write("refserver: " + (format % args) + "\n")
+
+    def _send_json(self, status: int, obj) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _event(self, obj) -> None:
+        self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+    # -- routes ---------------------------------------------------------------------------
+    def do_GET(self):
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/health":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/v1/models":
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.server.opts["model"], "object": "model", "owned_by": "refserver"}
+                    ],
+                },
+            )
+        else:
+            self._send_json(404, {"error": {"message": f"no route {path}", "code": 404}})
+
+    def do_POST(self):
+        t0 = None
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        t0 = time.perf_counter()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path not in ("/v1/chat/completions", "/v1/completions"):
+            self._send_json(404, {"error": {"message": f"no route {path}", "code": 404}})
+            return
+        opts = self.server.opts
+        if opts.get("fail_status"):
+            st = int(opts["fail_status"])
+            self._send_json(
+                st,
+                {"error": {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": st}},
+            )
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._send_json(400, {"error": {"message": "invalid JSON body", "code": 400}})
+            return
+        chat = path == "/v1/chat/completions"
+        try:
+            if body.get("stream"):
+                self._stream(body, chat, t0)
+            else:
+                self._complete(body, chat, t0)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _complete(self, body: dict, chat: bool, t0: float) -> None:
+        opts = self.server.opts
+        toks, finish = _plan_tokens(body, chat, opts)
+        n = len(toks)
+        k = min(opts["reasoning_tokens"], n) if chat else 0
+        rate, ttft = opts["rate"], opts["ttft"]
+        _sleep_until(t0 + ttft + (n - 1) / rate)
+        usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
+        base = {"id": "cmpl-ref", "created": int(time.time()), "model": opts["model"]}
+        if chat:
+            msg = {"role": "assistant", "content": "".join(toks[k:]) or None}
+            if k:
+                msg[opts["reasoning_field"]] = "".join(toks[:k])
+            choice = {"index": 0, "message": msg, "finish_reason": finish}
+            obj = dict(base, object="chat.completion", choices=[choice], usage=usage)
+        else:
+            choice = {"index": 0, "text": "".join(toks), "finish_reason": finish}
+            obj = dict(base, object="text_completion", choices=[choice], usage=usage)
+        self._send_json(200, obj)
+
+    def _stream(self, body: dict, chat: bool, t0: float) -> None:
+        opts = self.server.opts
+        toks, finish = _plan_tokens(body, chat, opts)
+        n = len(toks)
+        k = min(opts["reasoning_tokens"], n) if chat else 0
+        rate, ttft, per = float(opts["rate"]), float(opts["ttft"]), max(1, int(opts["chunk_tokens"]))
+        capacity: _Capacity | None = self.server.capacity if opts["shared_capacity"] else None
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and opts["usage"]
+        stall_after, drop_after = opts.get("stall_after"), opts.get("drop_after")
+
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        created = int(time.time())
+        if chat:
+            head = {"id": "chatcmpl-ref", "object": "chat.completion.chunk", "created": created, "model": opts["model"]}
+            self._event(dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]))
+        else:
+            head = {"id": "cmpl-ref", "object": "text_completion", "created": created, "model": opts["model"]}
+        self.wfile.flush()
+
+        # chunks: (first token index, last token index, kind)
+        chunks = []
+        i = 0
+        while i < n:
+            kind = "reasoning" if i < k else "content"
+            end = min(i + per, k if i < k else n)
+            chunks.append((i, end - 1, kind))
+            i = end
+
+        sent = 0
+        prev_t = None
+        for first, last, kind in chunks:
+            if stall_after is not None and sent >= stall_after:
+                self._hold()
+                return
+            if drop_after is not None and sent >= drop_after:
+                self._drop()
+                return
+            if capacity is None:
+                due = t0 + ttft + last / rate
+            else:
+                due = None
+                for _ in range(first, last + 1):
+                    earliest = t0 + ttft if prev_t is None else prev_t + capacity.interval
+                    prev_t = due = capacity.reserve(earliest)
+            _sleep_until(due)
+            text = "".join(toks[first : last + 1])
+            fin = finish if last == n - 1 else None
+            if chat:
+                field = opts["reasoning_field"] if kind == "reasoning" else "content"
+                choice = {"index": 0, "delta": {field: text}, "logprobs": None, "finish_reason": fin}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": fin}
+            obj = dict(head, choices=[choice])
+            if include_usage:
+                obj["usage"] = None
+            self._event(obj)
+            sent += last - first + 1
+        if include_usage:
+            usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
+            self._event(dict(head, choices=[], usage=usage))
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _hold(self) -> None:
+        """Keep the connection open and silent until the peer leaves or the server stops."""
+        self.wfile.flush()
+        stop = self.server.stopping
+        self.connection.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                if self.connection.recv(1) == b"":
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+        self.close_connection = True
+
+    def _drop(self) -> None:
+        """Close the socket mid-body (no terminating zero-length chunk)."""
+        self.wfile.flush()
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class RefServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr, opts: dict):
+        super().__init__(addr, Handler)
+        self.opts = opts
+        self.capacity = _Capacity(float(opts["rate"]))
+        self.stopping = threading.Event()
+
+    def shutdown(self):
+        self.stopping.set()
+        super().shutdown()
+
+    def handle_error(self, request, client_address):
+        # A client that goes away (reset, broken pipe, timeout) is normal here: no traceback.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout)):
+            return
+        super().handle_error(request, client_address)
+
+
+def _options(**opts) -> dict:
+    unknown = set(opts) - set(DEFAULTS) - {"verbose"}
+    if unknown:
+        raise TypeError(f"unknown refserver options: {sorted(unknown)}")
+    merged = dict(DEFAULTS, **opts)
+    if float(merged["rate"]) <= 0:
+        raise ValueError("rate must be > 0 tok/s")
+    return merged
+
+
+def make_server(host: str = "127.0.0.1", port: int = 0, **opts) -> RefServer:
+    """A bound, not yet serving, RefServer.  ``opts``: keys of DEFAULTS."""
+    return RefServer((host, port), _options(**opts))
+
+
+def start_in_thread(port: int = 0, host: str = "127.0.0.1", **opts) -> tuple[RefServer, str]:
+    """Start a server in a daemon thread; returns (server, base_url like http://127.0.0.1:P)."""
+    server = make_server(host, port, **opts)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    return server, f"http://{host}:{server.server_address[1]}"
+
+
+def stop(server: RefServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def spawn(*args: str, python: str | None = None, timeout_s: float = 15.0):
+    """Start this file as a separate process (``args``: CLI options, e.g. "--rate", "1000").
+
+    Returns ``(popen, base_url)`` once the READY line is read; stop it with ``kill_process``.
+    """
+    import select
+    import subprocess
+    import tempfile
+
+    cmd = [python or sys.executable, os.path.abspath(__file__), "--port", "0", *args]
+    err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty server never blocks
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    line = proc.stdout.readline() if ready else ""
+    if not line.startswith("READY "):
+        kill_process(proc)
+        err.seek(0)
+        raise RuntimeError(f"refserver did not start: {line!r} {err.read()[-2000:]}")
+    err.close()
+    return proc, line.split()[1]
+
+
+def kill_process(proc) -> None:
+    """SIGTERM, wait up to 5 s, then SIGKILL, for a process from ``spawn``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+            proc.kill()
+            proc.wait(5)
+    if proc.stdout:
+        proc.stdout.close()
+
+
+def truth_output_tok_s(n: int, rate: float, ttft: float = 0.0) -> float:
+    """True single-stream output tok/s (completion_tokens / E2E) for n tokens, ignoring network."""
+    return n / (ttft + (n - 1) / rate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Reference OpenAI-compatible streaming server with exact pacing.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port (printed in the READY line)")
+    ap.add_argument("--rate", type=float, default=DEFAULTS["rate"], help="tokens/s per stream (aggregate with --shared-capacity)")
+    ap.add_argument("--ttft", type=float, default=0.0, help="seconds before the first token")
+    ap.add_argument("--reasoning-tokens", type=int, default=0, help="first K tokens are reasoning deltas")
+    ap.add_argument("--reasoning-field", choices=("reasoning", "reasoning_content"), default="reasoning")
+    ap.add_argument("--no-usage", action="store_true", help="never send the final usage chunk")
+    ap.add_argument("--chunk-tokens", type=int, default=1, help="tokens per SSE chunk")
+    ap.add_argument("--model", default=DEFAULTS["model"])
+    ap.add_argument("--shared-capacity", action="store_true", help="rate is an aggregate shared by all streams")
+    ap.add_argument("--stall-after", type=int, default=None, help="send K tokens then hold the stream silently")
+    ap.add_argument("--drop-after", type=int, default=None, help="send K tokens then close the socket")
+    ap.add_argument("--fail-status", type=int, default=None, help="answer completions with this HTTP status")
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    server = make_server(
+        a.host,
+        a.port,
+        rate=a.rate,
+        ttft=a.ttft,
+        reasoning_tokens=a.reasoning_tokens,
+        reasoning_field=a.reasoning_field,
+        usage=not a.no_usage,
+        chunk_tokens=a.chunk_tokens,
+        model=a.model,
+        shared_capacity=a.shared_capacity,
+        stall_after=a.stall_after,
+        drop_after=a.drop_after,
+        fail_status=a.fail_status,
+        verbose=a.verbose,
+    )
+    print(f"READY http://{a.host}:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

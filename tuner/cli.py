@@ -1,0 +1,248 @@
+"""``nccl-tune``: sweep, probe, bench, report, sim.
+
+Bad input exits 2 with one paragraph naming the file, key, value and what is accepted; an
+interrupted sweep exits 130 (SIGINT) or 143 (SIGTERM) with its server torn down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tuner.errors import InputError, SweepAborted
+
+
+def _duration(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"--timeout {text!r}: use a number with s, m, h or d, e.g. 8h or 90m")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+def _until(text: str) -> datetime:
+    try:
+        t = datetime.strptime(text.strip(), "%H:%M")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--until {text!r}: use a wall-clock time HH:MM, e.g. 07:00") from None
+    now = datetime.now()
+    when = now.replace(hour=t.hour, minute=t.minute, second=0, microsecond=0)
+    return when if when > now else when + timedelta(days=1)
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a comma list of integers, e.g. 1,2,4,8") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: concurrency levels must be integers >= 1")
+    return values
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+        return v
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    p = argparse.ArgumentParser(prog="nccl-tune", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("sweep", help="relaunch the server under each NCCL set and compare with the baseline")
+    s.add_argument("config", help="experiment TOML (see examples/)")
+    s.add_argument("--trials", type=_positive(int), help="relaunch budget, baseline included (default: config)")
+    s.add_argument("--study", help="study name (default: the config file's stem)")
+    s.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db (default: SQLite in results/<study>/)")
+    s.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
+    s.add_argument("--space", type=Path, help="search-space TOML (default: the config's sweep.space)")
+    s.add_argument("--mode", choices=("search", "presets"), help="presets: only the space's preset sets, in order")
+    s.add_argument("--seed", type=int, help="sampler seed")
+    s.add_argument("--allow-unsafe", action="store_true", help="allow forcing LL128 and other settings that can corrupt data or hang")
+    s.add_argument("--baseline-every", type=int, metavar="K", help="re-measure the baseline every K trials (drift check)")
+    s.add_argument("--no-final-baseline", action="store_true", help="skip the drift re-measure of the baseline at the end")
+    s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
+    s.add_argument("--target", type=_positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
+    s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
+    s.add_argument("--timeout", type=_duration, help="stop before a trial that would end past this duration (e.g. 8h)")
+    s.add_argument("--until", type=_until, help="stop before a trial that would end past this wall-clock time (HH:MM)")
+    s.add_argument("--min-effect", type=float, default=0.01, help="smallest gain worth calling faster (fraction, default 0.01)")
+
+    pr = sub.add_parser("probe", help="measure single-stream decode of a running server")
+    pr.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    pr.add_argument("--model", help="model id (default: first of /v1/models)")
+    pr.add_argument("--max-tokens", type=_positive(int), default=512)
+    pr.add_argument("--repeats", type=_positive(int), default=3)
+    pr.add_argument("--warmup", type=int, default=1)
+    pr.add_argument("--prompt", default="Count from 1 to 50.")
+    pr.add_argument("--stall-timeout", type=_positive(float), default=120.0, help="s without a token before giving up")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+
+    b = sub.add_parser("bench", help="concurrency table of a running server")
+    b.add_argument("--url", required=True)
+    b.add_argument("--model")
+    b.add_argument("--concurrency", type=_csv_ints, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8")
+    b.add_argument("--requests", type=_positive(int), default=4, help="requests per concurrent stream at each level")
+    b.add_argument("--max-tokens", type=_positive(int), default=256)
+    b.add_argument("--prompt", default="Count from 1 to 50.")
+    b.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("report", help="rebuild trials.csv, plots and report.md from the storage")
+    r.add_argument("--study", required=True)
+    r.add_argument("--storage", help="Optuna storage URL (default: SQLite in results/<study>/)")
+    r.add_argument("--results", type=Path, default=Path("results"))
+    r.add_argument("--min-effect", type=float, default=0.01)
+
+    sub.add_parser("sim", help="the bundled simulator: nccl-tune sim serve --port P ...", add_help=False)
+    return p
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from tuner import report
+    from tuner.config import load_config
+    from tuner.progress import Progress
+    from tuner.space import load_space
+    from tuner.study import Interrupted, Sweep, SweepOptions
+
+    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe)
+    space = load_space(args.space or cfg.sweep.space, allow_unsafe=args.allow_unsafe)
+    if args.baseline_every is not None and args.baseline_every < 0:
+        raise InputError("(command line)", "--baseline-every", args.baseline_every, "an integer >= 0")
+    if not 0 <= args.min_effect < 0.5:
+        raise InputError("(command line)", "--min-effect", args.min_effect, "a fraction in [0, 0.5)")
+    study_name = args.study or Path(args.config).stem
+    trials = args.trials or cfg.sweep.trials
+    opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
+                        mode=args.mode, seed=args.seed, space=args.space, allow_unsafe=args.allow_unsafe,
+                        baseline_every=args.baseline_every, final_baseline=not args.no_final_baseline,
+                        rebaseline=args.rebaseline, target=args.target, always=args.always,
+                        timeout_s=args.timeout, until=args.until, min_effect=args.min_effect,
+                        progress=Progress(trials + (0 if args.no_final_baseline else 1)))
+    sweep = Sweep(cfg, space, opts)
+    study = sweep.study
+    from tuner.nccl_env import redact, scrub, secret_values
+
+    study.set_user_attr("server_command", [scrub(a, secret_values(dict(cfg.server.env))) for a in cfg.server.argv()])
+    study.set_user_attr("target", sweep.target)
+    study.set_user_attr("storage_hint", sweep.storage)
+    study.set_user_attr("server_env", redact(cfg.server.env))
+    code = 0
+    try:
+        outcome = sweep.run()
+        study.set_user_attr("stop_reason", outcome.stop_reason)
+        study.set_user_attr("target_met_untuned", outcome.target_met_untuned)
+        study.set_user_attr("target_reached_by", outcome.target_reached_by)
+        sweep.progress.log(f"sweep ended: {outcome.stop_reason} ({outcome.relaunches} relaunches this run)")
+    except Interrupted as exc:
+        sweep.progress.log(f"interrupted by {exc}: server torn down, study kept; run the same command to resume")
+        code = exc.code
+    except SweepAborted as exc:
+        print(f"nccl-tune: sweep stopped: {exc}", file=sys.stderr)
+        code = 3
+    df, verdict = report.write_outputs(study, opts.study_dir, min_effect=args.min_effect)
+    if not df.empty:
+        import pandas as pd
+
+        with pd.option_context("display.max_columns", 20, "display.width", 200, "display.max_colwidth", 70):
+            print(report.summary_table(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print()
+    print(verdict)
+    print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
+    return code
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from tuner import probe
+
+    result = probe.run_probe(args.url, model=args.model, prompt=args.prompt, max_tokens=args.max_tokens,
+                             warmup=args.warmup, repeats=args.repeats, stall_timeout_s=args.stall_timeout)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    print(f"{'run':>4} {'tok/s':>9} {'TTFT s':>8} {'TPOT ms':>8} {'E2E s':>7} {'tokens':>7}")
+    for i, r in enumerate(result.runs, 1):
+        tpot = f"{r.tpot_s * 1000:.2f}" if r.tpot_s is not None else "-"
+        print(f"{i:>4} {r.output_tok_s:>9.2f} {r.ttft_s:>8.3f} {tpot:>8} {r.e2e_s:>7.2f} {r.completion_tokens:>7}"
+              + ("  (counted: no usage chunk)" if r.tokens_counted else ""))
+    print(f"median output tok/s: {result.output_tok_s:.2f}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from tuner import bench
+
+    levels = bench.run_bench(args.url, model=args.model, concurrency=args.concurrency, requests=args.requests,
+                             max_tokens=args.max_tokens, prompt=args.prompt)
+    print(json.dumps(bench.levels_to_json(levels)) if args.json else bench.format_table(levels))
+    return 0 if all(lv.ok for lv in levels) else 1
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import optuna
+
+    from tuner import report
+    from tuner.study import default_storage
+
+    study_dir = args.results / args.study
+    storage = args.storage or default_storage(study_dir)
+    if not args.storage and not (study_dir / "study.db").exists():
+        raise InputError("(command line)", "--study", args.study,
+                         f"a study with a storage; {study_dir / 'study.db'} does not exist (or pass --storage)")
+    try:
+        study = optuna.load_study(study_name=args.study, storage=storage)
+    except KeyError:
+        raise InputError("(command line)", "--study", args.study, f"a study name present in {storage}") from None
+    df, verdict = report.write_outputs(study, study_dir, min_effect=args.min_effect)
+    if not df.empty:
+        print(report.summary_table(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print()
+    print(verdict)
+    print(f"\nwrote {study_dir}/trials.csv, report.md and plots")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``nccl-tune`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        from importlib import import_module
+
+        return import_module("tuner.sim.cli").main(argv[1:])
+    args = build_parser().parse_args(argv)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report}
+    try:
+        return handlers[args.command](args)
+    except InputError as exc:
+        print(f"nccl-tune: error: {exc}", file=sys.stderr)
+        return 2
+    except SweepAborted as exc:
+        print(f"nccl-tune: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("nccl-tune: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - probe/bench failures against a user's server
+        from tuner.probe import ProbeError
+
+        if isinstance(exc, ProbeError):
+            print(f"nccl-tune: {args.command} failed against {getattr(args, 'url', '?')}: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""What the runner shows while it works: trial i/N, phase, elapsed, ETA.
+
+A rich status line on a terminal; plain timestamped log lines otherwise (CI, nohup, cron),
+so an overnight log reads well the next morning. Nothing secret is ever passed here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+
+from rich.console import Console
+
+PHASES = ("launching", "loading", "ready-check", "warmup", "probing", "concurrency", "teardown")
+
+
+class Progress:
+    """Prints progress events; ``interactive`` (a TTY) uses a rich live status."""
+
+    def __init__(self, total: int, *, interactive: bool | None = None, quiet: bool = False) -> None:
+        self.total = total
+        self.start = time.monotonic()
+        self.quiet = quiet
+        self.console = Console(stderr=True)
+        self.interactive = sys.stderr.isatty() if interactive is None else interactive
+        self._status = self.console.status("") if self.interactive and not quiet else None
+        if self._status:
+            self._status.start()
+        self.trial_times: list[float] = []
+
+    def _eta(self, index: int) -> str:
+        if not self.trial_times:
+            return "?"
+        per = sum(self.trial_times) / len(self.trial_times)
+        left = max(0, self.total - index) * per
+        return f"{left / 60:.1f} min"
+
+    def phase(self, index: int, label: str, phase: str, detail: str = "") -> None:
+        """Announce that trial ``index`` (1-based relaunch count) entered ``phase``."""
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.start
+        text = (f"trial {index}/{self.total} [{label}] {phase}"
+                f"{': ' + detail if detail else ''}  elapsed {elapsed / 60:.1f} min, ETA {self._eta(index)}")
+        if self._status:
+            self._status.update(text)
+        else:
+            self.log(text)
+
+    def log(self, text: str) -> None:
+        """A plain line with a timestamp (printed above the live status on a terminal)."""
+        if self.quiet:
+            return
+        stamp = datetime.now().strftime("%H:%M:%S")
+        self.console.print(f"[{stamp}] {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def trial_done(self, wall_s: float) -> None:
+        """Record a finished relaunch's wall time (s) for the ETA."""
+        self.trial_times.append(wall_s)
+
+    def close(self) -> None:
+        """Stop the live status."""
+        if self._status:
+            self._status.stop()

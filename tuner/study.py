@@ -1,0 +1,591 @@
+"""The sweep: one Optuna study, one server relaunch per trial, every trial against the baseline.
+
+Order of relaunches: the untuned baseline (trial 0), the space's presets in order, then the
+sampler's proposals (search mode). Every trial, whatever its kind, is a point of one
+categorical Optuna space (each variable's candidates plus "unset"), so presets teach the
+sampler too. A trial that fails is told to the sampler as a violated constraint
+(``trial.set_constraint``) so TPE stops proposing that region; tok/s is never recorded as 0.
+
+Sampler: TPE (``multivariate=True``, ``constant_liar=True``), not GPSampler. The space is all
+categorical (a few thousand points), where TPE's per-category densities are natural and
+GPSampler's one-hot kernel gains little at 10-30 trials; GPSampler would also pull PyTorch
+(GBs) onto every runner host, and constant_liar keeps parallel hosts on one PostgreSQL
+study from proposing the same point.
+
+Everything a report needs is stored in the trial's user attributes, so ``nccl-tune report``
+rebuilds trials.csv and the plots from the storage alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import warnings
+
+import optuna
+from optuna.storages._heartbeat import is_heartbeat_enabled
+from optuna.trial import TrialState
+
+from tuner import gpu, nccl_env, probe, stats
+from tuner.config import ExperimentConfig
+from tuner.errors import SweepAborted
+from tuner.launcher import LaunchFailed, ServerProcess, kill_leftover, port_holder, port_in_use
+from tuner.progress import Progress
+from tuner.space import UNSET, SearchSpace
+
+BASELINE, PRESET, SEARCH, DUPLICATE = "baseline", "preset", "search", "duplicate"
+CONSTRAINT = "server_failed"
+_MAX_DUPLICATES = 200
+
+
+@dataclass
+class SweepOptions:
+    """Command-line choices for one sweep.
+
+    ``trials``: relaunch budget, baseline included (None: the config's). ``timeout_s`` (s) and
+    ``until`` (wall clock) bound the night: a trial is started only if the measured trial time
+    says it fits. ``target`` (tok/s): stop at the first set whose CI lower bound meets it.
+    """
+
+    study: str
+    results: Path = Path("results")
+    storage: str | None = None
+    trials: int | None = None
+    mode: str | None = None
+    seed: int | None = None
+    space: Path | None = None
+    allow_unsafe: bool = False
+    baseline_every: int | None = None
+    final_baseline: bool = True
+    rebaseline: bool = False
+    target: float | None = None
+    always: bool = False
+    timeout_s: float | None = None
+    until: datetime | None = None
+    min_effect: float = stats.DEFAULT_MIN_EFFECT
+    progress: Progress | None = None
+
+    @property
+    def study_dir(self) -> Path:
+        """``results/<study>/``: storage (by default), CSV, plots, logs."""
+        return self.results / self.study
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: relaunches made, why it stopped, and the study to report from."""
+
+    study: optuna.Study
+    relaunches: int = 0
+    stop_reason: str = ""
+    target_met_untuned: bool = False
+    target_reached_by: int | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+def env_key(env: dict[str, str]) -> str:
+    """Canonical JSON of an env set: the identity used to never measure a set twice."""
+    return json.dumps(dict(sorted(env.items())), separators=(",", ":"))
+
+
+def default_storage(study_dir: Path) -> str:
+    """SQLite storage URL under the study directory (``results/<study>/study.db``)."""
+    return f"sqlite:///{(study_dir / 'study.db').resolve()}"
+
+
+def open_study(name: str, storage: str, seed: int | None = None) -> optuna.Study:
+    """Create or load the study (maximise tok/s) with the TPE sampler described above.
+
+    For RDB storages (SQLite, PostgreSQL) a heartbeat is configured so a trial whose runner
+    died is failed by ``optuna.storages.fail_stale_trials`` after the grace period.
+    """
+    # Heartbeats outside Study.optimize and the experimental flag only warn; they work.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+    if storage.startswith(("sqlite", "postgresql", "mysql")):
+        store: optuna.storages.BaseStorage | str = optuna.storages.RDBStorage(
+            storage, heartbeat_interval=30, grace_period=120,
+            engine_kwargs={"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else None)
+    else:
+        store = storage
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True,
+                                         n_startup_trials=5)
+    return optuna.create_study(study_name=name, storage=store, sampler=sampler,
+                               direction="maximize", load_if_exists=True)
+
+
+class _Heartbeat:
+    """Records an Optuna heartbeat for a running trial on a thread (RDB storages only)."""
+
+    def __init__(self, study: optuna.Study, trial_id: int, interval_s: float = 30.0) -> None:
+        self._stop = threading.Event()
+        storage = study._storage
+        if not is_heartbeat_enabled(storage):
+            self._thread = None
+            return
+
+        def beat() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001 - a missed beat must not kill a measurement
+                    pass
+
+        storage.record_heartbeat(trial_id)
+        self._thread = threading.Thread(target=beat, daemon=True, name="optuna-heartbeat")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the runner; ``code`` is the exit status (130 / 143)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
+class Sweep:
+    """Runs one sweep of ``config`` under ``options`` over ``space``. Call :meth:`run`."""
+
+    def __init__(self, config: ExperimentConfig, space: SearchSpace, options: SweepOptions) -> None:
+        self.cfg = config
+        self.space = space
+        self.opt = options
+        self.dir = options.study_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.storage = options.storage or default_storage(self.dir)
+        self.study = open_study(options.study, self.storage, options.seed if options.seed is not None else config.sweep.seed)
+        self.choices = space.choices()
+        self.budget = options.trials or config.sweep.trials
+        self.mode = options.mode or config.sweep.mode
+        self.target = options.target if options.target is not None else config.sweep.target
+        self.baseline_every = options.baseline_every if options.baseline_every is not None else config.sweep.baseline_every
+        self.progress = options.progress or Progress(self.budget)
+        self.runner_id = f"{socket.gethostname()}:{os.getpid()}"
+        self.inflight_path = self.dir / f"inflight-{socket.gethostname()}.json"
+        self.started = time.monotonic()
+        self.relaunches = 0
+        self.outcome = SweepOutcome(study=self.study)
+        self._current: ServerProcess | None = None
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _finished(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get("kind") != DUPLICATE]
+
+    def _measured_keys(self) -> dict[str, optuna.trial.FrozenTrial]:
+        out = {}
+        for t in self._finished():
+            if "env_key" in t.user_attrs and t.user_attrs.get("kind") != BASELINE:
+                out.setdefault(t.user_attrs["env_key"], t)
+        return out
+
+    def _baselines(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self._finished() if t.user_attrs.get("kind") == BASELINE]
+
+    def _pending_keys(self) -> set[str]:
+        keys = set()
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+            keys.add(env_key({k: v for k, v in t.params.items() if v != UNSET})
+                     if t.params else t.system_attrs.get("fixed_params_key", ""))
+            if "fixed_params" in t.system_attrs:
+                keys.add(env_key({k: v for k, v in t.system_attrs["fixed_params"].items() if v != UNSET}))
+        return keys
+
+    def _params(self, env: dict[str, str]) -> dict[str, str]:
+        return {name: env.get(name, UNSET) for name in self.choices}
+
+    def _enqueue(self, env: dict[str, str], kind: str, label: str, extra: dict | None = None) -> None:
+        attrs = {"kind": kind, "preset": label, **(extra or {})}
+        self.study.enqueue_trial(self._params(env), user_attrs=attrs, skip_if_exists=False)
+
+    def _plan(self) -> None:
+        """Enqueue what must run before the sampler: the baseline (if not measured) and presets."""
+        pending = self._pending_keys()
+        if self.mode in ("search", "presets"):
+            measured = self._measured_keys()
+            for preset in self.space.presets:
+                key = env_key(preset.env)
+                if key not in measured and key not in pending:
+                    self._enqueue(preset.env, PRESET, preset.name)
+                    pending.add(key)
+
+    def _recover(self) -> None:
+        """Resume after a dead runner: tear down the server it left, retry its trial once."""
+        if not self.inflight_path.exists():
+            return
+        try:
+            info = json.loads(self.inflight_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            info = {}
+        if info:
+            killed = kill_leftover(info.get("server", {}))
+            self.progress.log(f"resume: the previous runner ({info.get('runner')}) died during trial "
+                              f"{info.get('trial')}; tore down its server ({len(killed)} processes)")
+            trial_id = info.get("trial_id")
+            try:
+                frozen = self.study._storage.get_trial(trial_id) if trial_id is not None else None
+            except KeyError:
+                frozen = None
+            if frozen is not None and frozen.state == TrialState.RUNNING:
+                self.study._storage.set_trial_user_attr(trial_id, "status", "interrupted")
+                self.study._storage.set_trial_user_attr(trial_id, "cause", "runner died mid-trial")
+                self.study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
+                if not frozen.user_attrs.get("retry_of_trial") is not None:
+                    env = {k: v for k, v in frozen.params.items() if v != UNSET}
+                    if not env and "fixed_params" in frozen.system_attrs:
+                        env = {k: v for k, v in frozen.system_attrs["fixed_params"].items() if v != UNSET}
+                    self._enqueue(env, frozen.user_attrs.get("kind", SEARCH), frozen.user_attrs.get("preset", ""),
+                                  {"retry_of_trial": frozen.number})
+        self.inflight_path.unlink(missing_ok=True)
+
+    # -- budget --------------------------------------------------------------------------
+    def _fits(self, extra: bool = False) -> tuple[bool, str]:
+        if not extra and self._spent() >= self.budget:
+            return False, f"relaunch budget of {self.budget} spent"
+        walls = [t.user_attrs.get("wall_s", 0) for t in self._finished()] + self.progress.trial_times
+        estimate = max(walls) if walls else 0.0
+        now = time.monotonic()
+        if self.opt.timeout_s is not None and now - self.started + estimate > self.opt.timeout_s:
+            return False, f"--timeout: another trial (~{estimate:.0f} s) would not fit"
+        if self.opt.until is not None and datetime.now().timestamp() + estimate > self.opt.until.timestamp():
+            return False, f"--until {self.opt.until:%H:%M}: another trial (~{estimate:.0f} s) would not fit"
+        return True, ""
+
+    # -- one trial -----------------------------------------------------------------------
+    def _measure(self, number: int, trial_id: int | None, env: dict[str, str], label: str) -> dict:
+        index = self.relaunches
+        log = self.dir / "logs" / f"trial-{number:04d}.log"
+        rec: dict = {"status": "failed", "cause": "", "runs": [], "log": str(log)}
+        t0 = time.monotonic()
+        server = ServerProcess(self.cfg.server, env, log)
+        self._current = server
+        rec["removed_inherited"] = server.removed
+        probe_s = 0.0
+        try:
+            self.progress.phase(index, label, "launching")
+            server.start(gpu.used_bytes())
+            self.inflight_path.write_text(json.dumps({
+                "runner": self.runner_id, "trial": number, "trial_id": trial_id,
+                "server": server.identity()}))
+            self.progress.phase(index, label, "loading")
+            rec["load_s"] = server.wait_ready(self.cfg.server.ready_timeout_s)
+            p0 = time.monotonic()
+            self._probe(server, rec, index, label)
+            probe_s = time.monotonic() - p0
+            rec["status"] = "ok"
+        except LaunchFailed as exc:
+            rec["status"], rec["cause"] = exc.status, exc.cause
+        finally:
+            self.progress.phase(index, label, "teardown")
+            report = server.teardown()
+            self._current = None
+            self.inflight_path.unlink(missing_ok=True)
+        rec["probe_s"] = probe_s
+        rec["teardown_s"] = report.duration_s
+        rec["wall_s"] = time.monotonic() - t0
+        if not report.clean:
+            problems = []
+            if report.survivors:
+                problems.append(f"processes {report.survivors} survived SIGKILL")
+            if not report.port_free:
+                problems.append(f"port {self.cfg.server.port} is still held by {port_holder(self.cfg.server.port)}")
+            if report.gpu:
+                problems.append(report.gpu)
+            rec["teardown_problem"] = "; ".join(problems)
+        return rec
+
+    def _probe(self, server: ServerProcess, rec: dict, index: int, label: str) -> None:
+        """Readiness proof, smoke check, warmup, recorded runs and the concurrency table."""
+        pc = self.cfg.probe
+        url = self.cfg.server.base_url
+
+        def fail(exc: Exception, phase: str) -> LaunchFailed:
+            if not server.alive():
+                return LaunchFailed("crashed", f"{server.crash_cause()} during {phase}")
+            if isinstance(exc, probe.ProbeStalled):
+                return LaunchFailed("hung", f"no token for {pc.stall_timeout_s:.0f} s during {phase}")
+            if phase == "ready-check":
+                return LaunchFailed("unhealthy", f"ready but the first request failed: {exc}")
+            if isinstance(exc, probe.ProbeDisconnected):
+                return LaunchFailed("crashed", f"stream dropped during {phase}: {exc}")
+            return LaunchFailed("unhealthy", f"{exc} during {phase}")
+
+        with probe.make_client(pc.stall_timeout_s) as client:
+            self.progress.phase(index, label, "ready-check")
+            try:
+                model = self.cfg.server.model or probe.discover_model(url, client=client)
+                probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
+                                  stall_timeout_s=pc.stall_timeout_s)
+                if pc.check is not None:
+                    ok, answer = probe.smoke_check(client, url, model, pc.check.prompt, pc.check.expect,
+                                                   timeout_s=pc.stall_timeout_s)
+                    if not ok:
+                        raise LaunchFailed("invalid_output", f"smoke check: {pc.check.prompt!r} answered "
+                                           f"{answer[:120]!r}, expected {pc.check.expect!r}")
+            except probe.ProbeError as exc:
+                raise fail(exc, "ready-check") from None
+            runs: list[probe.RunMetrics] = []
+            want = pc.repeats if isinstance(pc.repeats, int) else pc.max_repeats
+            total = pc.warmup + want
+            i = 0
+            while i < total:
+                phase = "warmup" if i < pc.warmup else "probing"
+                self.progress.phase(index, label, phase, f"run {i + 1}/{pc.warmup + (want if isinstance(pc.repeats, int) else 3)}")
+                try:
+                    m = probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
+                                          stall_timeout_s=pc.stall_timeout_s)
+                except probe.ProbeError as exc:
+                    raise fail(exc, phase) from None
+                if i >= pc.warmup:
+                    runs.append(m)
+                    rec["runs"] = [r.output_tok_s for r in runs]
+                    if (pc.repeats == "auto" and len(runs) >= 3
+                            and stats.median_ci_halfwidth(rec["runs"]) <= pc.ci_target):
+                        break
+                i += 1
+            _summarise(rec, runs)
+            if pc.concurrency:
+                from tuner import bench
+
+                self.progress.phase(index, label, "concurrency", ",".join(map(str, pc.concurrency)))
+                levels = bench.run_bench(url, model=model, concurrency=list(pc.concurrency),
+                                         requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
+                                         prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s)
+                rec["concurrency"] = bench.levels_to_json(levels)
+
+    def _tell(self, trial: optuna.Trial, rec: dict) -> None:
+        for key, value in rec.items():
+            trial.set_user_attr(key, value)
+        ok = rec["status"] == "ok"
+        trial.set_constraint(CONSTRAINT, 0.0 if ok else 1.0)
+        if ok:
+            value = float(rec["output_tok_s"])
+        else:
+            # The sampler needs a number; the constraint marks it infeasible. Reports show NaN.
+            done = [t.value for t in self._finished() if t.value is not None and t.user_attrs.get("status") == "ok"]
+            value = 0.5 * min(done) if done else 0.0
+        self.study.tell(trial, value)
+
+    # -- the loop ------------------------------------------------------------------------
+    def preflight(self) -> None:
+        """Refuse to start when the port already answers (who holds it is named)."""
+        host, port = self.cfg.server.host, self.cfg.server.port
+        if port_in_use(host, port):
+            raise SweepAborted(f"port {port} on {host} already answers, held by {port_holder(port)}; "
+                               "stop that server or choose another server.port before sweeping")
+
+    def _next(self) -> tuple[optuna.Trial, dict[str, str], str, str] | None:
+        waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if self.mode == "presets" and not waiting:
+            return None
+        duplicates = 0
+        while True:
+            trial = self.study.ask()
+            params = {name: trial.suggest_categorical(name, list(values)) for name, values in self.choices.items()}
+            env = {k: str(v) for k, v in params.items() if v != UNSET}
+            kind = trial.user_attrs.get("kind", SEARCH)
+            label = trial.user_attrs.get("preset") or ("baseline" if kind == BASELINE else "search")
+            if kind == BASELINE:
+                return trial, {}, kind, label
+            key = env_key(env)
+            earlier = self._measured_keys().get(key)
+            if not env:
+                earlier = earlier or (self._baselines() or [None])[0]
+            if earlier is None:
+                trial.set_user_attr("kind", kind)
+                return trial, env, kind, label
+            # Already measured: tell the sampler the known result, spend no relaunch.
+            trial.set_user_attr("kind", DUPLICATE)
+            trial.set_user_attr("duplicate_of", earlier.number)
+            trial.set_constraint(CONSTRAINT, earlier.constraints.get(CONSTRAINT, 0.0))
+            self.study.tell(trial, earlier.value)
+            duplicates += 1
+            if duplicates >= _MAX_DUPLICATES:
+                return None
+            if self.mode == "presets" and not self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                return None
+
+    def _baseline_stats(self) -> tuple[list[float], float]:
+        runs = [r for t in self._baselines() for r in t.user_attrs.get("runs", [])]
+        return runs, stats.drift([t.user_attrs.get("output_tok_s", math.nan) for t in self._baselines()])
+
+    def _target_check(self, rec: dict, kind: str, number: int) -> bool:
+        if self.target is None or rec.get("status") != "ok":
+            return False
+        runs = rec["runs"]
+        low = rec["output_tok_s"] * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec["output_tok_s"]
+        if low >= self.target:
+            if kind == BASELINE:
+                self.outcome.target_met_untuned = True
+            else:
+                self.outcome.target_reached_by = number
+            return True
+        return False
+
+    def _spent(self) -> int:
+        """Relaunches the budget counts: finished baseline, preset and search trials of the
+        whole study (a resumed sweep continues the count); drift re-measures are extra."""
+        return sum(1 for t in self._finished() if not t.user_attrs.get("recheck"))
+
+    def run(self) -> SweepOutcome:
+        """Run relaunches until the budget, time limit or target ends the sweep.
+
+        Raises SweepAborted when the machine is not clean (port held, processes survived);
+        Interrupted on SIGINT/SIGTERM after tearing the server down.
+        """
+        for notice in self.space.notices:
+            self.progress.log(notice)
+        self._recover()
+        self.preflight()
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        since_baseline = 0
+        try:
+            if not self._baselines() or self.opt.rebaseline:
+                if self._run_baseline(recheck=bool(self._baselines())):
+                    return self._done()
+            elif self.target is not None and not self.opt.always:
+                b = self._baselines()[-1]
+                if self._target_check(dict(b.user_attrs), BASELINE, b.number):
+                    self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
+                    return self._done()
+            if not self._baselines():
+                self.outcome.stop_reason = "the untuned baseline failed: nothing can be compared"
+                return self._done()
+            self._plan()
+            while True:
+                fits, why = self._fits()
+                if not fits:
+                    self.outcome.stop_reason = why
+                    break
+                if self.baseline_every and since_baseline >= self.baseline_every:
+                    self._run_baseline(recheck=True)
+                    since_baseline = 0
+                    continue
+                nxt = self._next()
+                if nxt is None:
+                    self.outcome.stop_reason = ("all presets measured" if self.mode == "presets"
+                                                else "search space exhausted (only duplicates proposed)")
+                    break
+                since_baseline += 1
+                if self._run_trial(*nxt):
+                    break
+            if (self.opt.final_baseline and self.relaunches > 1 and not self.outcome.target_met_untuned
+                    and self._fits(extra=True)[0]):
+                self._run_baseline(recheck=True, final=True)
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+            self.progress.close()
+        return self._done()
+
+    def _done(self) -> SweepOutcome:
+        self.outcome.relaunches = self.relaunches
+        return self.outcome
+
+    def _run_baseline(self, *, recheck: bool, final: bool = False) -> bool:
+        """Measure the untuned baseline outside the sampler's queue, record it with add_trial.
+
+        Returns True when the sweep should stop (target already met by the baseline).
+        """
+        self.relaunches += 1
+        number = len(self.study.get_trials(deepcopy=False))
+        label = "baseline re-measure" if recheck else "baseline"
+        attrs = {"kind": BASELINE, "preset": "", "env": {}, "env_key": env_key({}), "recheck": recheck,
+                 "runner": self.runner_id, "started_at": time.time()}
+        rec = self._measure(number, None, {}, label)
+        rec["finished_at"] = time.time()
+        attrs.update(rec)
+        ok = rec["status"] == "ok"
+        value = float(rec["output_tok_s"]) if ok else 0.0
+        params = self._params({})
+        dists = {k: optuna.distributions.CategoricalDistribution(list(v)) for k, v in self.choices.items()}
+        self.study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, value=value, user_attrs=attrs,
+            system_attrs={f"constraints:{CONSTRAINT}": 0.0 if ok else 1.0}))
+        self._after(number, label, {}, rec)
+        if final or recheck:
+            return False
+        if self.target is not None and self._target_check(rec, BASELINE, number) and not self.opt.always:
+            self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
+            return True
+        return False
+
+    def _after(self, number: int, label: str, env: dict[str, str], rec: dict) -> None:
+        self.progress.trial_done(rec["wall_s"])
+        status = rec["status"]
+        summary = (f"{rec['output_tok_s']:.1f} tok/s (runs {', '.join(f'{r:.1f}' for r in rec['runs'])})"
+                   if status == "ok" else f"{status}: {rec['cause']}")
+        self.progress.log(f"trial {number} [{label}] {json.dumps(nccl_env.redact(env))} -> {summary}")
+        if "teardown_problem" in rec:
+            raise SweepAborted(f"after trial {number} the machine is not clean: {rec['teardown_problem']}. "
+                               "The next trial was not launched; results so far are kept.")
+
+    def _run_trial(self, trial: optuna.Trial, env: dict[str, str], kind: str, label: str) -> bool:
+        """Relaunch for one sampler/preset trial and tell Optuna; True when the target is met."""
+        self.relaunches += 1
+        trial.set_user_attr("kind", kind)
+        trial.set_user_attr("preset", label if kind == PRESET else "")
+        trial.set_user_attr("env", nccl_env.redact(env))
+        trial.set_user_attr("env_key", env_key(nccl_env.redact(env)))
+        trial.set_user_attr("runner", self.runner_id)
+        trial.set_user_attr("started_at", time.time())
+        beat = _Heartbeat(self.study, trial._trial_id)
+        try:
+            rec = self._measure(trial.number, trial._trial_id, env, label)
+        except Interrupted:
+            beat.stop()
+            self.study._storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
+            self.study.tell(trial, state=TrialState.FAIL)
+            raise
+        beat.stop()
+        rec["finished_at"] = time.time()
+        self._tell(trial, rec)
+        self._after(trial.number, label, env, rec)
+        if self._target_check(rec, kind, trial.number):
+            self.outcome.stop_reason = f"target {self.target:g} tok/s reached by trial {trial.number}"
+            return True
+        return False
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        raise Interrupted(signum)
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _summarise(rec: dict, runs: list[probe.RunMetrics]) -> None:
+    rec["output_tok_s"] = _median([r.output_tok_s for r in runs])
+    rec["ttft_s"] = _median([r.ttft_s for r in runs])
+    tpots = [r.tpot_s for r in runs if r.tpot_s is not None]
+    rec["tpot_s"] = _median(tpots) if tpots else None
+    rec["e2e_s"] = _median([r.e2e_s for r in runs])
+    rec["completion_tokens"] = _median([r.completion_tokens for r in runs])
+    rec["tokens_counted"] = any(r.tokens_counted for r in runs)
+    rec["reasoning_deltas"] = runs[-1].reasoning_deltas if runs else 0
+    rec["run_details"] = [r.to_json() for r in runs]
+
+
+def run_sweep(config: ExperimentConfig, space: SearchSpace, options: SweepOptions,
+              on_start: Callable[[Sweep], None] | None = None) -> SweepOutcome:
+    """Build a :class:`Sweep` and run it; ``on_start`` sees the sweep before the first launch."""
+    sweep = Sweep(config, space, options)
+    if on_start:
+        on_start(sweep)
+    return sweep.run()
