@@ -126,8 +126,10 @@ def _plan_tokens(body: dict, chat: bool, opts: dict) -> tuple[list[str], str]:
     max_tokens = max(1, int(max_tokens))
     answer = None if body.get("ignore_eos") else _canned_answer(_prompt_of(body, chat))
     if answer is not None:
+        # a reasoning model thinks first (reasoning_tokens words), then answers
+        think = [(" " if i else "") + _WORDS[i % len(_WORDS)] for i in range(opts["reasoning_tokens"] if chat else 0)]
         words = answer.split(" ")
-        toks = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        toks = think + [w if i == 0 else " " + w for i, w in enumerate(words)]
         if len(toks) <= max_tokens:
             return toks, "stop"
         return toks[:max_tokens], "length"
@@ -141,6 +143,11 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "refserver/1"
 
     # -- plumbing -------------------------------------------------------------------------
+    def setup(self):
+        super().setup()
+        with self.server.count_lock:
+            self.server.connections += 1
+
     def log_message(self, format, *args):  # noqa: A002 - stdlib signature
         if self.server.opts.get("verbose"):
             sys.stderr.write("refserver: " + (format % args) + "\n")
@@ -333,6 +340,8 @@ class RefServer(ThreadingHTTPServer):
         self.opts = opts
         self.capacity = _Capacity(float(opts["rate"]))
         self.stopping = threading.Event()
+        self.connections = 0  # TCP connections accepted so far (keep-alive reuse shows here)
+        self.count_lock = threading.Lock()
 
     def shutdown(self):
         self.stopping.set()

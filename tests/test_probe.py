@@ -72,6 +72,9 @@ def ref_process():
 # accuracy
 
 
+ATTEMPTS = 3  # the machine is shared: a timing miss is retried, every attempt is reported
+
+
 @pytest.mark.parametrize(
     "rate, tol, process",
     [(80.0, 0.01, False), (1000.0, 0.01, False), (5000.0, 0.02, True)],
@@ -79,20 +82,30 @@ def ref_process():
 )
 @pytest.mark.parametrize("reasoning", [False, True], ids=["content", "reasoning"])
 def test_output_tok_s_accuracy(ref, ref_process, rate, tol, process, reasoning):
+    """Median output tok/s within tol of N / (ttft + (N - 1) / rate); ~1 s per run.
+
+    Noise from other processes only ever slows a run down, so a miss is re-measured (up to
+    ATTEMPTS times); a systematic bias fails every attempt.
+    """
     n = int(rate)  # about one second per run
     k = n // 4 if reasoning else 0
     if process:
         url = ref_process("--rate", str(rate), "--ttft", str(TTFT), "--reasoning-tokens", str(k))
     else:
         url = ref(rate=rate, ttft=TTFT, reasoning_tokens=k)
-    seen = []
-    result = run_probe(url, prompt="hello", max_tokens=n, warmup=1, repeats=1, on_run=lambda i, m: seen.append(i))
     truth = refserver.truth_output_tok_s(n, rate, TTFT)
-    assert seen == [0]
-    run = result.runs[0]
-    assert run.completion_tokens == n and not run.tokens_counted
-    assert run.reasoning_deltas == k and run.content_deltas == n - k
-    assert abs(result.output_tok_s / truth - 1) < tol, (result.output_tok_s, truth)
+    attempts = []
+    for _ in range(ATTEMPTS):
+        seen = []
+        result = run_probe(url, prompt="hello", max_tokens=n, warmup=1, repeats=1, on_run=lambda i, m: seen.append(i))
+        assert seen == [0]
+        run = result.runs[0]
+        assert run.completion_tokens == n and not run.tokens_counted
+        assert run.reasoning_deltas == k and run.content_deltas == n - k
+        attempts.append(result)
+        if abs(result.output_tok_s / truth - 1) < tol:
+            break
+    assert abs(result.output_tok_s / truth - 1) < tol, (truth, [a.output_tok_s for a in attempts])
     assert result.ttft_s == pytest.approx(TTFT, abs=0.02)
     assert result.tpot_s == pytest.approx(1 / rate, rel=tol)
 
@@ -152,6 +165,16 @@ def test_itl_and_tpot(ref):
     assert m.tpot_s == pytest.approx(0.002, rel=0.05)
     assert m.text.startswith("alpha beta gamma")
     assert m.finish_reason == "length"
+
+
+def test_keep_alive_connection_is_reused():
+    """After [DONE] the body is drained, so sequential streams share one TCP connection."""
+    server, url = refserver.start_in_thread(rate=5000.0)
+    try:
+        run_probe(url, prompt="x", max_tokens=10, warmup=1, repeats=3)
+        assert server.connections == 1
+    finally:
+        refserver.stop(server)
 
 
 def test_completions_endpoint(ref):
@@ -321,8 +344,29 @@ def test_smoke_check(ref):
         assert not ok
 
 
+def test_smoke_check_reasoning_model(ref):
+    url = ref(rate=1000.0, reasoning_tokens=5, reasoning_field="reasoning_content")
+    with make_client() as c:
+        ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris")
+    assert ok and text == "The capital of France is Paris."
+    with make_client() as c:  # cut off while thinking: the reasoning text is what there is
+        ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris", max_tokens=3)
+    assert not ok and text == "alpha beta gamma"
+
+
 def test_smoke_check_http_error(ref):
     url = ref(fail_status=503)
     with make_client() as c, pytest.raises(ProbeHTTPError) as ei:
         smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris")
     assert ei.value.status == 503
+
+
+def test_percentile_matches_numpy_linear():
+    import numpy as np
+
+    from tuner.probe import percentile
+
+    vals = sorted([0.3, 0.1, 0.7, 0.2, 0.9, 0.4])
+    for q in (0, 25, 50, 90, 99, 100):
+        assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
+    assert percentile([0.5], 99) == 0.5

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 from tuner.probe import (
     DEFAULT_PROMPT,
     ProbeError,
-    _percentile,
+    percentile,
     discover_model,
     make_client,
     stream_once,
@@ -142,8 +142,8 @@ def _run_level(
         wall_s=wall,
         aggregate_tok_s=tokens / wall if wall > 0 else 0.0,
         latency_avg_s=statistics.fmean(lat) if lat else None,
-        latency_p50_s=_percentile(lat, 50.0) if lat else None,
-        latency_p99_s=_percentile(lat, 99.0) if lat else None,
+        latency_p50_s=percentile(lat, 50.0) if lat else None,
+        latency_p99_s=percentile(lat, 99.0) if lat else None,
         completion_tokens=tokens,
         ttft_avg_s=statistics.fmean(ttft) if ttft else None,
     )

@@ -45,6 +45,7 @@ __all__ = [
     "RunMetrics",
     "ProbeResult",
     "make_client",
+    "percentile",
     "api_url",
     "discover_model",
     "stream_once",
@@ -97,7 +98,7 @@ class ProbeConnectError(ProbeError):
 # results
 
 
-def _percentile(sorted_vals: list[float], q: float) -> float:
+def percentile(sorted_vals: list[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default) of an ascending non-empty list; q in [0, 100]."""
     if len(sorted_vals) == 1:
         return sorted_vals[0]
@@ -321,15 +322,17 @@ def stream_once(
                 raise ProbeHTTPError(resp.status_code, _excerpt(resp.text))
             for line in resp.iter_lines():
                 now = clock()
-                if not line.startswith("data:"):
-                    continue  # blank separators, SSE comments, event:/id: fields
+                if done or not line.startswith("data:"):
+                    # blank separators, SSE comments, event:/id: fields; after [DONE] the rest
+                    # of the body is drained (not parsed) so the keep-alive connection is reused
+                    continue
                 if now - last_seen > stall_timeout_s:
                     raise ProbeStalled(f"no chunk for {now - last_seen:.1f} s (stall timeout {stall_timeout_s} s)", stall_timeout_s)
                 last_seen = now
                 payload = line[5:].strip()
                 if payload == "[DONE]":
                     done = True
-                    break
+                    continue
                 try:
                     obj = loads(payload)
                 except ValueError as e:
@@ -377,15 +380,18 @@ def stream_once(
     except httpx.ConnectTimeout as e:
         raise ProbeConnectError(f"connect timeout to {url}") from e
     except httpx.TimeoutException as e:
-        waited = clock() - last_seen
-        raise ProbeStalled(
-            f"stream stalled: no chunk for {waited:.1f} s (stall timeout {stall_timeout_s} s) after {len(times)} token chunks",
-            stall_timeout_s,
-        ) from e
+        if not done:  # after [DONE] the measurement is complete; only the drain timed out
+            waited = clock() - last_seen
+            raise ProbeStalled(
+                f"stream stalled: no chunk for {waited:.1f} s (stall timeout {stall_timeout_s} s) after {len(times)} token chunks",
+                stall_timeout_s,
+            ) from e
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as e:
-        raise ProbeDisconnected(f"connection dropped after {len(times)} token chunks: {type(e).__name__}: {e}") from e
+        if not done:
+            raise ProbeDisconnected(f"connection dropped after {len(times)} token chunks: {type(e).__name__}: {e}") from e
     except httpx.TransportError as e:
-        raise ProbeDisconnected(f"{type(e).__name__}: {e}") from e
+        if not done:
+            raise ProbeDisconnected(f"{type(e).__name__}: {e}") from e
 
     if not done and finish_reason is None:
         raise ProbeDisconnected(f"stream ended without [DONE] or finish_reason after {len(times)} token chunks")
@@ -399,8 +405,8 @@ def stream_once(
     itl_med = itl_p99 = None
     if len(times) >= 2:
         gaps = sorted(b - a for a, b in zip(times, times[1:]))
-        itl_med = _percentile(gaps, 50.0)
-        itl_p99 = _percentile(gaps, 99.0)
+        itl_med = percentile(gaps, 50.0)
+        itl_p99 = percentile(gaps, 99.0)
     return RunMetrics(
         ttft_s=times[0] - t_send,
         e2e_s=times[-1] - t_send,

@@ -33,8 +33,10 @@ def trials_frame(study: optuna.Study, *, min_effect: float = stats.DEFAULT_MIN_E
 
     Columns: :data:`COLUMNS` plus ``tok_s_c<C>`` per measured concurrency level. ``env`` and
     ``output_tok_s_runs`` are JSON text; tok/s is NaN for failed trials (never 0).
-    ``vs_baseline`` is the ratio of medians against the pooled runs of every baseline
-    measurement, with its 95 % bootstrap CI and verdict (:func:`tuner.stats.compare`).
+    ``vs_baseline`` is the ratio of medians against the baseline
+    measurement before the trial (the first one for trials before any), with its 95 % bootstrap
+    CI and verdict (:func:`tuner.stats.compare`); a verdict becomes ``inconclusive`` when the
+    baseline drifted across its measurements at least as much as the gain.
     """
     rows = []
     for t in study.get_trials(deepcopy=False):
@@ -64,20 +66,32 @@ def trials_frame(study: optuna.Study, *, min_effect: float = stats.DEFAULT_MIN_E
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    base_runs, drift = baseline_runs(df)
+    _, drift = baseline_runs(df)
+    bases = df[(df["kind"] == "baseline") & (df["status"] == "ok")].sort_values("trial")
     ratios, lows, highs, verdicts = [], [], [], []
     for _, row in df.iterrows():
         runs = json.loads(row["output_tok_s_runs"])
-        if row["status"] != "ok" or not runs or not base_runs:
+        ref = _reference_baseline(bases, int(row["trial"]))
+        if row["status"] != "ok" or not runs or ref is None:
             ratios.append(math.nan), lows.append(math.nan), highs.append(math.nan)
             verdicts.append("" if row["status"] == "ok" else "failed")
             continue
-        c = stats.compare(runs, base_runs, min_effect=min_effect, drift=drift)
+        c = stats.compare(runs, ref, min_effect=min_effect, drift=drift)
         ratios.append(c.ratio), lows.append(c.ci_low), highs.append(c.ci_high)
         verdicts.append("baseline" if row["kind"] == "baseline" else c.verdict)
     df["vs_baseline"], df["vs_baseline_ci_low"], df["vs_baseline_ci_high"], df["verdict"] = ratios, lows, highs, verdicts
     extra = [c for c in df.columns if c not in COLUMNS]
     return df[[c for c in COLUMNS if c in df.columns] + sorted(extra)].sort_values("trial").reset_index(drop=True)
+
+
+def _reference_baseline(bases: pd.DataFrame, trial: int) -> list[float] | None:
+    """Runs of the baseline a trial is compared with: the last one measured before it (the
+    machine as it was then), else the first one. Baseline rows compare with the first."""
+    if bases.empty:
+        return None
+    before = bases[bases["trial"] < trial]
+    row = before.iloc[-1] if not before.empty else bases.iloc[0]
+    return json.loads(row["output_tok_s_runs"])
 
 
 def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
@@ -144,6 +158,9 @@ def verdict_paragraph(df: pd.DataFrame, study_attrs: dict | None = None) -> str:
     elif str(best["verdict"]).startswith("inconclusive"):
         parts.append(f"Best set: {env_s} (trial {int(best['trial'])}), {gain:+.1f} % ({ci}), but the verdict is "
                      f"{best['verdict']}: the baseline moved as much as the gain; re-measure before adopting it.")
+    elif best["verdict"] == stats.SLOWER:
+        parts.append(f"Every tuned set was slower than the baseline (the best, {env_s}, {gain:+.1f} %, {ci}): "
+                     "keep the defaults.")
     else:
         parts.append(f"No NCCL setting beat the baseline by more than the noise (best {gain:+.1f} %, {ci}, "
                      f"{env_s}): on this server NCCL configuration is not the bottleneck. Keep the defaults.")

@@ -70,8 +70,16 @@ class SearchSpace:
         return n
 
 
+def _no_secret(file: str, key: str, name: str) -> None:
+    if nccl_env.is_secret(name):
+        raise InputError(file, key, nccl_env.REDACTED, "NCCL/CUDA tuning variables only",
+                         "a secret (name holds TOKEN, KEY, SECRET or PASSWORD) belongs in server.env, "
+                         "where it is passed on but never written")
+
+
 def _values(file: str, name: str, table: object, allow_unsafe: bool, notices: list[str]) -> tuple[str, ...]:
     key = f"variables.{name}"
+    _no_secret(file, key, name)
     if not isinstance(table, dict) or set(table) - {"values", "unsafe", "note"} or "values" not in table:
         raise InputError(file, key, table, 'a table with values = ["...", ...] (and optional unsafe, note)')
     raw = table["values"]
@@ -149,6 +157,9 @@ def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False, _see
         label = entry.get("name", f"preset-{i}")
         if not isinstance(label, str):
             raise InputError(name, f"{key}.name", label, "a string")
+        if isinstance(entry["env"], dict):
+            for var in entry["env"]:
+                _no_secret(name, f"{key}.env.{var}", var)
         env = env_table(name, f"{key}.env", entry["env"], allow_unsafe)
         if not env:
             raise InputError(name, f"{key}.env", entry["env"], "at least one variable (the baseline is always run)")

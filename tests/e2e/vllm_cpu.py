@@ -80,6 +80,8 @@ SERVE_ENV = {
 SERVE_FLAGS = [
     "--served-model-name", SERVED_MODEL_NAME,
     "--dtype", "float32",
+    # No torch.compile warm-up: ~40-55 s to /health instead of ~80-105 s, same decode rate.
+    "--enforce-eager",
     "--max-model-len", "512",
     "--max-num-seqs", "4",
     "--max-num-batched-tokens", "512",
@@ -96,7 +98,8 @@ def _log(msg: str) -> None:
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None) -> None:
     """Run argv (never through a shell), streaming its output; raise on failure."""
-    _log("$ " + " ".join(argv))
+    shown = [a if len(a) <= 120 else a[:60].replace("\n", " ") + "...<script>" for a in argv]
+    _log("$ " + " ".join(shown))
     full_env = dict(os.environ)
     full_env.update(OFFLINE_ENV)
     full_env.pop("PYTHONPATH", None)  # keep the project's packages out of the vLLM venv

@@ -1,42 +1,107 @@
-"""An independent test server whose decode rate depends on the NCCL variables it started with.
+"""An independent test server whose decode rate and faults depend on the NCCL variables it
+started with, the way a real server's behaviour depends on NCCL's. Not the project's simulator:
+a stdlib wrapper around tests/refserver.py, which imports nothing from ``tuner``.
 
-Not the project's simulator: a stdlib wrapper around tests/refserver.py. At start it prints
-``SAW_ENV {json}`` (every NCCL_* and CUDA_DEVICE_MAX_CONNECTIONS it was given) and the pids
-of two worker children it spawns (so teardown is real), then serves at a rate that is a fixed
-function of the environment: base 400 tok/s, NCCL_PROTO=LL x1.05, NCCL_PROTO=Simple x0.85,
-NCCL_ALGO=Tree x0.9, NCCL_MAX_NCHANNELS=1 x0.95. ``ENVRATE_FAULT=crash`` exits at start.
+At start it prints ``SAW_ENV {json}`` (every NCCL_* and CUDA_DEVICE_MAX_CONNECTIONS it got)
+and ``WORKERS pid pid`` (two child processes, so teardown is real).
+
+Rate: ENVRATE_BASE (400) tok/s x 1.05 for NCCL_PROTO=LL, x 0.85 for Simple, x 0.9 for
+NCCL_ALGO=Tree, x 0.95 for NCCL_MAX_NCHANNELS=1, x 1.02 for NCCL_MAX_NCHANNELS=8, x 1.005 for
+CUDA_DEVICE_MAX_CONNECTIONS=1, x ENVRATE_SCALE (1.0); with ENVRATE_DRIFT_FILE, launches number
+ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine).
+
+Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
+  64  crash-start   prints an NCCL WARN and exits 1 while "loading"
+  96  hang-start    never binds the port
+  128 crash-mid     serves, then exits 1 ENVRATE_CRASH_AFTER_S (1.5) s after binding
+  160 hang-mid      every stream stops after 20 tokens and stays open
+  192 http-500      /health 200, every completion HTTP 500 "EngineCore encountered an issue"
+  224 orphans       workers start their own session, ignore SIGTERM; the parent exits at once
+  256 slow-exit     on SIGTERM, takes 2 s to exit
+  288 wrong-answer  answers the smoke question without "Paris"
+NCCL_PROTO=LL128 always fails at start with an NCCL WARN, as on a PCIe box.
 """
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import refserver  # noqa: E402
 
+FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "hang-mid",
+          "192": "http-500", "224": "orphans", "256": "slow-exit", "288": "wrong-answer"}
+
 
 def rate_for(env) -> float:
-    rate = float(env.get("ENVRATE_BASE", "400"))
-    proto, algo = env.get("NCCL_PROTO"), env.get("NCCL_ALGO")
-    rate *= {"LL": 1.05, "Simple": 0.85}.get(proto, 1.0)
-    rate *= 0.9 if algo == "Tree" else 1.0
-    rate *= 0.95 if env.get("NCCL_MAX_NCHANNELS") == "1" else 1.0
+    rate = float(env.get("ENVRATE_BASE", "400")) * float(env.get("ENVRATE_SCALE", "1"))
+    rate *= {"LL": 1.05, "Simple": 0.85}.get(env.get("NCCL_PROTO"), 1.0)
+    rate *= 0.9 if env.get("NCCL_ALGO") == "Tree" else 1.0
+    rate *= {"1": 0.95, "8": 1.02}.get(env.get("NCCL_MAX_NCHANNELS"), 1.0)
+    rate *= 1.005 if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1" else 1.0
+    drift_file = env.get("ENVRATE_DRIFT_FILE")
+    if drift_file:  # the machine drifts: launches from ENVRATE_DRIFT_AT on run 5 % faster
+        n = int(open(drift_file).read() or 0) if os.path.exists(drift_file) else 0
+        with open(drift_file, "w") as f:
+            f.write(str(n + 1))
+        rate *= 1.05 if n >= int(env.get("ENVRATE_DRIFT_AT", "2")) else 1.0
     return rate
 
 
+def _worker_argv(fault: str) -> list[str]:
+    if fault == "orphans":
+        code = ("import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "time.sleep(3600)")
+    else:
+        code = "import time; time.sleep(3600)"
+    return [sys.executable, "-c", code]
+
+
 def main() -> int:
-    seen = {k: v for k, v in os.environ.items() if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
+    env = os.environ
+    seen = {k: v for k, v in env.items() if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
     print("SAW_ENV " + json.dumps(seen, sort_keys=True), flush=True)
-    if os.environ.get("ENVRATE_FAULT") == "crash" or os.environ.get("NCCL_PROTO") == "LL128":
-        print("NCCL WARN forced LL128 is not supported on this topology", flush=True)
+    fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
+    port = int(sys.argv[sys.argv.index("--port") + 1])
+    time.sleep(float(env.get("ENVRATE_LOAD_S", "0.3")))
+    if fault == "crash-start" or env.get("NCCL_PROTO") == "LL128":
+        print("host:1:1 [0] NCCL WARN Cuda failure 'out of memory' while forcing protocol", flush=True)
         return 1
-    workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"]) for _ in range(2)]
+    workers = [subprocess.Popen(_worker_argv(fault)) for _ in range(2)]
     print("WORKERS " + " ".join(str(w.pid) for w in workers), flush=True)
-    time.sleep(float(os.environ.get("ENVRATE_LOAD_S", "0.3")))
-    port = sys.argv[sys.argv.index("--port") + 1]
-    return refserver.main(["--port", port, "--rate", str(rate_for(os.environ))])
+    if fault == "hang-start":
+        time.sleep(3600)
+        return 0
+    opts = {"rate": rate_for(env)}
+    if fault == "hang-mid":
+        opts["stall_after"] = 20
+    if fault == "http-500":
+        opts["fail_status"] = 500
+    server = refserver.make_server("127.0.0.1", port, **opts)
+    if fault == "wrong-answer":
+        refserver._canned_answer = lambda prompt: "The capital is Lyon."
+    done = threading.Event()
+
+    def on_term(_sig, _frame):
+        if fault == "slow-exit":
+            time.sleep(2.0)
+        if fault != "orphans":
+            for w in workers:
+                w.terminate()
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    if fault == "crash-mid":
+        threading.Timer(float(env.get("ENVRATE_CRASH_AFTER_S", "1.5")),
+                        lambda: (print("RuntimeError: worker died mid-stream", flush=True), os._exit(1))).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    print(f"serving on {port} at {opts['rate']:.1f} tok/s", flush=True)
+    done.wait()
+    return 0
 
 
 if __name__ == "__main__":

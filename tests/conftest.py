@@ -1,0 +1,85 @@
+"""Shared fixtures: free ports, experiment files around the independent test servers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS = ROOT / "tests" / "servers"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (bound to 0, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(path: Path, *, command: list[str], space: Path, trials: int = 4, port: int | None = None,
+                 max_tokens: int = 60, repeats: int = 3, extra_server: str = "", extra_probe: str = "",
+                 extra_sweep: str = "", ready_timeout_s: float = 20, stall_timeout_s: float = 5) -> Path:
+    """Write an experiment TOML for a test server; returns its path."""
+    port = port or free_port()
+    cmd = ", ".join(f'"{a}"' for a in command)
+    path.write_text(f"""
+[server]
+command = [{cmd}]
+port = {port}
+ready_timeout_s = {ready_timeout_s}
+teardown_grace_s = 3
+{extra_server}
+[probe]
+prompt = "Count from 1 to 50."
+max_tokens = {max_tokens}
+warmup = 1
+repeats = {repeats}
+stall_timeout_s = {stall_timeout_s}
+{extra_probe}
+[sweep]
+space = "{space}"
+trials = {trials}
+{extra_sweep}
+""")
+    return path
+
+
+def envrate_command() -> list[str]:
+    """argv of the independent env-dependent test server (tests/servers/envrate_server.py)."""
+    return [sys.executable, str(SERVERS / "envrate_server.py"), "--port", "{port}"]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m tuner.cli ARGS`` as a real process; returns the completed process."""
+    full_env = dict(os.environ if env is None else env)
+    full_env.setdefault("PYTHONPATH", str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd or ROOT)
+
+
+def processes_with(text: str) -> list[psutil.Process]:
+    """Live processes whose command line contains ``text`` (zombies excluded)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and text in " ".join(p.info["cmdline"] or []):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture
+def space_file(tmp_path: Path):
+    """Factory: write a search-space TOML into tmp_path and return its path."""
+    def make(text: str, name: str = "space.toml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    return make

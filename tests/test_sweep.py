@@ -1,0 +1,252 @@
+"""End-to-end sweeps against an independent server whose speed and faults depend on the NCCL
+variables it was started with (tests/servers/envrate_server.py): real processes, real ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import ROOT, envrate_command, processes_with, run_cli, write_config
+
+PRESETS = """
+[[presets]]
+name = "ll"
+env = { NCCL_PROTO = "LL" }
+[[presets]]
+name = "simple"
+env = { NCCL_PROTO = "Simple" }
+[[presets]]
+name = "ring-ll-16"
+env = { NCCL_ALGO = "Ring", NCCL_PROTO = "LL", NCCL_MAX_NCHANNELS = "16", NCCL_BUFFSIZE = "16777216" }
+"""
+
+
+def _workers_alive(study_dir: Path) -> list[int]:
+    pids = []
+    for log in (study_dir / "logs").glob("*.log"):
+        for line in log.read_text().splitlines():
+            if line.startswith("WORKERS "):
+                pids += [int(p) for p in line.split()[1:]]
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def _saw_env(log: str) -> dict:
+    for line in Path(log).read_text().splitlines():
+        if line.startswith("SAW_ENV "):
+            return json.loads(line[len("SAW_ENV "):])
+    raise AssertionError(f"no SAW_ENV line in {log}")
+
+
+def test_sweep_records_what_the_server_saw(tmp_path, space_file):
+    space = space_file(PRESETS)
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
+                       extra_sweep='mode = "presets"')
+    env = dict(os.environ, NCCL_PROTO="Simple", NCCL_DEBUG="INFO", CUDA_DEVICE_MAX_CONNECTIONS="4")
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "s1" / "trials.csv")
+    assert list(df["trial"])[:4] == [0, 1, 2, 3]
+    assert (df["status"] == "ok").all()
+    base = df[df["trial"] == 0].iloc[0]
+    assert base["kind"] == "baseline" and json.loads(base["env"]) == {}
+    # The shell's tuning never reached the baseline, and every row's env is what the server saw.
+    assert _saw_env(base["log"]) == {}
+    assert set(json.loads(base["removed_inherited"])) == {"NCCL_PROTO", "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS"}
+    for _, row in df.iterrows():
+        assert _saw_env(row["log"]) == json.loads(row["env"]), row["trial"]
+    # A drift re-measure of the baseline closes the sweep (trial 4).
+    assert df.iloc[-1]["kind"] == "baseline"
+    ll = df[df["env"] == json.dumps({"NCCL_PROTO": "LL"})].iloc[0]
+    assert ll["verdict"] == "faster" and ll["vs_baseline_ci_low"] <= 1.05 <= ll["vs_baseline_ci_high"] + 0.01
+    simple = df[df["env"] == json.dumps({"NCCL_PROTO": "Simple"})].iloc[0]
+    assert simple["verdict"] == "slower"
+    assert not _workers_alive(tmp_path / "r" / "s1")
+    assert not processes_with("envrate_server.py")
+    assert (tmp_path / "r" / "s1" / "trials_vs_baseline.png").stat().st_size > 10_000
+    assert "Best set: NCCL_PROTO=LL" in res.stdout or "Best set: NCCL_ALGO=Ring" in res.stdout
+
+
+def test_half_percent_is_noise_five_percent_is_faster(tmp_path, space_file):
+    space = space_file("""
+[[presets]]
+name = "half-percent"
+env = { CUDA_DEVICE_MAX_CONNECTIONS = "1" }
+[[presets]]
+name = "five-percent"
+env = { NCCL_PROTO = "LL" }
+""")
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3,
+                       extra_sweep='mode = "presets"')
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise", "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "noise" / "trials.csv").set_index("trial")
+    assert df.loc[1, "verdict"] == "no significant difference"
+    assert df.loc[2, "verdict"] == "faster"
+    assert df.loc[2, "vs_baseline_ci_low"] <= 1.05 + 0.01 and df.loc[2, "vs_baseline_ci_high"] >= 1.05 - 0.01
+
+
+def test_search_mode_never_relaunches_a_measured_set(tmp_path, space_file):
+    space = space_file("""
+[variables.NCCL_PROTO]
+values = ["LL", "Simple"]
+[variables.NCCL_ALGO]
+values = ["Ring"]
+[[presets]]
+name = "ll"
+env = { NCCL_PROTO = "LL" }
+""")
+    # 3 x 2 = 6 points, the baseline among them: a budget of 10 must stop when they are all measured.
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
+                       repeats=2)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "dup", "--seed", "1",
+                  "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "dup" / "trials.csv")
+    assert len(df) == 6
+    assert df["env"].is_unique
+    assert "exhausted" in res.stderr
+
+
+def test_target_met_by_baseline_spends_one_launch(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=5)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
+    assert len(df) == 1 and df.iloc[0]["kind"] == "baseline"
+    assert len(list((tmp_path / "r" / "t" / "logs").glob("*.log"))) == 1
+    assert "already met by the untuned server" in res.stdout
+    assert "already met by the untuned server" in (tmp_path / "r" / "t" / "report.md").read_text()
+
+
+def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100000",
+                  "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
+    assert len(df) == 3
+    assert "Target 100000 tok/s: not reached within the budget" in res.stdout
+
+
+def test_target_reached_stops_early(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6)
+    # baseline 400 tok/s misses 410; the first preset (LL, 420) meets it: stop there.
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "410",
+                  "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
+    assert len(df) == 2 and "reached by trial 1" in res.stdout
+
+
+def test_baseline_drift_makes_small_gain_inconclusive(tmp_path, space_file):
+    space = space_file("""
+[[presets]]
+name = "two-percent"
+env = { NCCL_MAX_NCHANNELS = "8" }
+""")
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2,
+                       extra_server=f'env = {{ ENVRATE_DRIFT_FILE = "{tmp_path / "drift"}", ENVRATE_DRIFT_AT = "2" }}',
+                       extra_sweep='mode = "presets"', max_tokens=200)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "d" / "trials.csv").set_index("trial")
+    assert list(df["kind"]) == ["baseline", "preset", "baseline"]
+    drift = float(re.match(r"inconclusive \(baseline drifted ([\d.]+) %\)", df.loc[1, "verdict"]).group(1))
+    assert 3.0 <= drift <= 7.0
+    assert (tmp_path / "r" / "d" / "baselines.png").exists()
+
+
+def test_report_rebuilds_from_storage(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
+                       max_tokens=20)
+    assert run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rep").returncode == 0
+    out = tmp_path / "r" / "rep"
+    before = pd.read_csv(out / "trials.csv")
+    for f in ("trials.csv", "trials_vs_baseline.png", "report.md"):
+        (out / f).unlink()
+    res = run_cli("report", "--study", "rep", "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    after = pd.read_csv(out / "trials.csv")
+    pd.testing.assert_frame_equal(before[["trial", "status", "env", "output_tok_s"]],
+                                  after[["trial", "status", "env", "output_tok_s"]])
+    assert (out / "trials_vs_baseline.png").exists() and "## Verdict" in (out / "report.md").read_text()
+
+
+def test_port_already_answering_is_refused(tmp_path, space_file):
+    import refserver
+
+    server, url = refserver.start_in_thread(port=0)
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), port=port)
+        res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "p")
+        assert res.returncode == 3
+        assert f"port {port}" in res.stderr and "already answers" in res.stderr and "pid" in res.stderr
+        assert "Traceback" not in res.stderr
+        assert not (tmp_path / "r" / "p" / "logs").exists()
+    finally:
+        refserver.stop(server)
+
+
+def _start_sweep(args: list[str]) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_log(study_dir: Path, number: int, needle: str, timeout: float = 60) -> None:
+    log = study_dir / "logs" / f"trial-{number:04d}.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and needle in log.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{log} never showed {needle!r}")
+
+
+def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+                       extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
+    proc = _start_sweep(["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sig"])
+    _wait_for_log(tmp_path / "r" / "sig", 0, "SAW_ENV")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert not processes_with("envrate_server.py")
+    assert "interrupted" in err
+
+
+def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
+    """The runner dies (SIGKILL) while trial 2's server loads; the same command resumes."""
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+                       extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=30)
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "res"]
+    study_dir = tmp_path / "r" / "res"
+    proc = _start_sweep(args)
+    _wait_for_log(study_dir, 2, "SAW_ENV")
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert processes_with("envrate_server.py"), "the dead runner's server should still be running"
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    assert "died during trial 2" in res.stderr
+    df = pd.read_csv(study_dir / "trials.csv")
+    ok = df[df["status"] == "ok"]
+    tuned = ok[ok["kind"] != "baseline"]
+    assert len(ok[(ok["kind"] == "baseline")]) == 2  # first + drift re-measure
+    assert len(tuned) == 3 and tuned["env"].is_unique
+    interrupted = df[df["status"] == "interrupted"]
+    assert list(interrupted["trial"]) == [2]
+    assert tuned["retry_of_trial"].dropna().astype(int).tolist() == [2]
+    assert not processes_with("envrate_server.py")
+    assert not _workers_alive(study_dir)

@@ -1,0 +1,7 @@
+"""``python -m tuner.sim ...``: see tuner.sim.cli."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main(sys.argv[1:]))
