@@ -83,3 +83,12 @@ def space_file(tmp_path: Path):
         p.write_text(text)
         return p
     return make
+
+
+def server_processes(config: Path) -> list[psutil.Process]:
+    """Live processes of the test server started for ``config`` (matched by its port), so
+    tests running side by side never see each other's servers."""
+    import tomllib
+
+    port = tomllib.loads(config.read_text())["server"]["port"]
+    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]

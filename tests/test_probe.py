@@ -370,3 +370,20 @@ def test_percentile_matches_numpy_linear():
     for q in (0, 25, 50, 90, 99, 100):
         assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
     assert percentile([0.5], 99) == 0.5
+
+
+def test_drain_failure_after_done_keeps_the_measurement():
+    """A server that never ends the body after [DONE]: the run still counts (only the drain failed)."""
+
+    class Body(httpx.SyncByteStream):
+        def __iter__(self):
+            yield (_chunk({"content": "a"}) + "\n\n" + _chunk({"content": "b"}, finish="length") + "\n\n").encode()
+            yield (_chunk(choices=False, usage={"completion_tokens": 2}) + "\n\ndata: [DONE]\n\n").encode()
+            raise httpx.ReadTimeout("drain")
+
+    def handler(request):
+        return httpx.Response(200, stream=Body(), headers={"content-type": "text/event-stream"})
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as c:
+        m = stream_once(c, "http://mock", model="m", prompt="x", max_tokens=2)
+    assert m.completion_tokens == 2 and m.text == "ab"

@@ -16,7 +16,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import ROOT, envrate_command, processes_with, run_cli, write_config
+from conftest import ROOT, envrate_command, run_cli, server_processes, write_config
 
 PRESETS = """
 [[presets]]
@@ -71,7 +71,7 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     simple = df[df["env"] == json.dumps({"NCCL_PROTO": "Simple"})].iloc[0]
     assert simple["verdict"] == "slower"
     assert not _workers_alive(tmp_path / "r" / "s1")
-    assert not processes_with("envrate_server.py")
+    assert not server_processes(cfg)
     assert (tmp_path / "r" / "s1" / "trials_vs_baseline.png").stat().st_size > 10_000
     assert "Best set: NCCL_PROTO=LL" in res.stdout or "Best set: NCCL_ALGO=Ring" in res.stdout
 
@@ -222,7 +222,7 @@ def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
-    assert not processes_with("envrate_server.py")
+    assert not server_processes(cfg)
     assert "interrupted" in err
 
 
@@ -236,7 +236,7 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     _wait_for_log(study_dir, 2, "SAW_ENV")
     proc.kill()
     proc.communicate(timeout=30)
-    assert processes_with("envrate_server.py"), "the dead runner's server should still be running"
+    assert server_processes(cfg), "the dead runner's server should still be running"
     res = run_cli(*args)
     assert res.returncode == 0, res.stderr
     assert "died during trial 2" in res.stderr
@@ -248,5 +248,5 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     interrupted = df[df["status"] == "interrupted"]
     assert list(interrupted["trial"]) == [2]
     assert tuned["retry_of_trial"].dropna().astype(int).tolist() == [2]
-    assert not processes_with("envrate_server.py")
+    assert not server_processes(cfg)
     assert not _workers_alive(study_dir)

@@ -235,10 +235,12 @@ def plot_trials_vs_baseline(df: pd.DataFrame, path: Path) -> None:
             ax.annotate(row["status"], (row["trial"], y0), textcoords="offset points", xytext=(0, 8),
                         ha="center", fontsize=7, color="tab:red", rotation=90)
     best = best_row(df)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.22 * (hi - lo))  # headroom for the best-trial note
     if best is not None:
         ax.annotate(f"best: trial {int(best['trial'])}, {best['output_tok_s']:.1f} tok/s "
                     f"({(best['vs_baseline'] - 1) * 100:+.1f} %, {best['verdict']})\n{_env_text(best['env'])}",
-                    (best["trial"], best["output_tok_s"]), textcoords="offset points", xytext=(10, 18),
+                    (best["trial"], best["output_tok_s"]), textcoords="offset points", xytext=(12, 22),
                     fontsize=8, arrowprops={"arrowstyle": "->", "color": "tab:orange"},
                     bbox={"boxstyle": "round", "fc": "lightyellow", "alpha": 0.9})
     ax.set_xlabel("trial (relaunch order; 0 = untuned baseline)")

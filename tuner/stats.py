@@ -77,7 +77,8 @@ def compare(trial: Sequence[float], baseline: Sequence[float], *,
         verdict = SLOWER
     else:
         verdict = NO_DIFF
-    if drift > 0 and verdict != NO_DIFF and drift >= abs(ratio - 1.0):
+    gain = abs(ratio - 1.0)
+    if drift > 0 and drift >= gain and (verdict != NO_DIFF or gain >= min_effect):
         verdict = f"inconclusive (baseline drifted {drift * 100:.1f} %)"
     return Comparison(ratio, low, high, verdict)
 

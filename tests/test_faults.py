@@ -1,0 +1,227 @@
+"""Fault isolation: one presets sweep against the independent test server
+(tests/servers/envrate_server.py) in which every preset plays a different failure, chosen by
+its NCCL_NTHREADS value (see that file's docstring), plus a healthy set and forced LL128.
+
+Every failure must be recorded once with a status and a cause that names it, its log kept,
+its tok/s NaN (never 0), the sampler told through a violated constraint, and nothing of any
+server left alive afterwards. A second sweep checks that secrets never reach a written file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import SERVERS, envrate_command, processes_with, run_cli, write_config
+
+READY_TIMEOUT_S = 4.0
+STALL_TIMEOUT_S = 2.0
+
+# name, env, expected status, regex the cause must match (None: the trial must be ok)
+CASES = [
+    ("crash-start", {"NCCL_NTHREADS": "64"}, "crashed", r"NCCL WARN"),
+    ("hang-start", {"NCCL_NTHREADS": "96"}, "timeout", r"not ready after 4 s"),
+    ("crash-mid", {"NCCL_NTHREADS": "128"}, "crashed", r"RuntimeError|exit status 1|stream dropped"),
+    ("hang-mid", {"NCCL_NTHREADS": "160"}, "hung", r"no token for 2 s"),
+    ("http-500", {"NCCL_NTHREADS": "192"}, "unhealthy", r"500"),
+    ("orphans", {"NCCL_NTHREADS": "224"}, "ok", None),
+    ("slow-exit", {"NCCL_NTHREADS": "256"}, "ok", None),
+    ("wrong-answer", {"NCCL_NTHREADS": "288"}, "invalid_output", r"Paris"),
+    ("ll", {"NCCL_PROTO": "LL"}, "ok", None),
+    ("ll128", {"NCCL_PROTO": "LL128"}, "crashed", r"NCCL WARN"),
+]
+
+# A line of the log that proves the failure's own output was kept (the tail of the server).
+LOG_NEEDLE = {
+    "crash-start": "NCCL WARN",
+    "ll128": "NCCL WARN",
+    "crash-mid": "RuntimeError: worker died mid-stream",
+    "hang-start": "WORKERS ",
+    "hang-mid": "serving on",
+    "http-500": "serving on",
+    "wrong-answer": "serving on",
+}
+
+
+def _space_text() -> str:
+    out = []
+    for name, env, _, _ in CASES:
+        body = ", ".join(f'{k} = "{v}"' for k, v in env.items())
+        out.append(f'[[presets]]\nname = "{name}"\nenv = {{ {body} }}\n')
+    return "\n".join(out)
+
+
+def _worker_pids(study_dir: Path) -> list[int]:
+    pids = []
+    for log in (study_dir / "logs").glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("WORKERS "):
+                pids += [int(p) for p in line.split()[1:]]
+    return pids
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+@pytest.fixture(scope="module")
+def fault_sweep(tmp_path_factory):
+    """Run the fault sweep once; every test of this module reads its results."""
+    tmp = tmp_path_factory.mktemp("faults")
+    space = tmp / "space.toml"
+    space.write_text(_space_text())
+    cfg = write_config(tmp / "exp.toml", command=envrate_command(), space=space, trials=30,
+                       max_tokens=800, repeats=2, ready_timeout_s=READY_TIMEOUT_S,
+                       stall_timeout_s=STALL_TIMEOUT_S, extra_sweep='mode = "presets"',
+                       extra_probe='check = { prompt = "What is the capital of France?", expect = "Paris" }')
+    res = run_cli("sweep", str(cfg), "--results", str(tmp / "r"), "--study", "faults", "--allow-unsafe",
+                  timeout=400)
+    study_dir = tmp / "r" / "faults"
+    df = pd.read_csv(study_dir / "trials.csv") if (study_dir / "trials.csv").exists() else None
+    return res, study_dir, df
+
+
+def _row(df: pd.DataFrame, env: dict) -> pd.Series:
+    rows = df[df["env"] == json.dumps(env, sort_keys=True)]
+    assert len(rows) == 1, f"{env}: {len(rows)} rows\n{df[['trial', 'status', 'env']]}"
+    return rows.iloc[0]
+
+
+def test_every_fault_is_isolated_and_recorded(fault_sweep):
+    res, study_dir, df = fault_sweep
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert df is not None
+    # Every trial exactly once: baseline, the ten presets, the drift re-measure of the baseline.
+    assert df["trial"].is_unique
+    assert list(df["trial"]) == list(range(len(df)))
+    assert len(df) == 1 + len(CASES) + 1, df[["trial", "kind", "status", "env"]]
+    bases = df[df["kind"] == "baseline"]
+    assert len(bases) == 2 and (bases["status"] == "ok").all()
+    assert df[df["kind"] != "baseline"]["env"].is_unique
+    for name, env, status, cause_re in CASES:
+        row = _row(df, env)
+        assert row["kind"] == "preset" and row["preset"] == name
+        assert row["status"] == status, f"{name}: {row['status']} ({row['cause']})"
+        log = Path(row["log"])
+        assert log.is_file(), f"{name}: no log {log}"
+        text = log.read_text(errors="replace")
+        assert "[nccl-tune] teardown:" in text, name
+        if status == "ok":
+            assert math.isfinite(row["output_tok_s"]) and row["output_tok_s"] > 0, name
+            assert len(json.loads(row["output_tok_s_runs"])) == 2, name
+            continue
+        cause = row["cause"]
+        assert isinstance(cause, str) and cause.strip(), f"{name}: empty cause"
+        assert re.search(cause_re, cause), f"{name}: cause {cause!r} does not match {cause_re!r}"
+        # tok/s of a failure is NaN in the CSV, never 0.
+        assert math.isnan(row["output_tok_s"]), f"{name}: tok/s {row['output_tok_s']}"
+        assert json.loads(row["output_tok_s_runs"]) == [], name
+        assert row["verdict"] == "failed", name
+        assert LOG_NEEDLE[name] in text, f"{name}: log lacks {LOG_NEEDLE[name]!r}"
+    # The report names every failure too.
+    report = (study_dir / "report.md").read_text()
+    assert "## Failed trials" in report
+    for status in ("crashed", "timeout", "hung", "unhealthy", "invalid_output"):
+        assert status in report
+
+
+def test_crash_at_start_fails_fast(fault_sweep):
+    _, _, df = fault_sweep
+    for env in ({"NCCL_NTHREADS": "64"}, {"NCCL_PROTO": "LL128"}):
+        row = _row(df, env)
+        assert row["status"] == "crashed"
+        # The runner noticed the exit at once instead of waiting out ready_timeout_s.
+        assert row["wall_s"] < 0.5 * READY_TIMEOUT_S, (env, row["wall_s"])
+    hang = _row(df, {"NCCL_NTHREADS": "96"})
+    assert READY_TIMEOUT_S <= hang["wall_s"] < READY_TIMEOUT_S + 10, hang["wall_s"]
+
+
+def test_nothing_of_any_server_survives(fault_sweep):
+    _, study_dir, df = fault_sweep
+    assert not processes_with("envrate_server.py")
+    pids = _worker_pids(study_dir)
+    # Two workers per launch that got past loading: baseline x2, LL, and seven NTHREADS faults.
+    assert len(pids) == 2 * 10, pids
+    assert not _alive(pids), f"workers alive after the sweep: {_alive(pids)}"
+    orphans = Path(_row(df, {"NCCL_NTHREADS": "224"})["log"]).read_text()
+    assert "SIGKILL needed" in orphans and "0 survivors" in orphans
+
+
+def test_failures_are_constraint_violations_for_the_sampler(fault_sweep):
+    _, study_dir, df = fault_sweep
+    study = optuna.load_study(study_name="faults", storage=f"sqlite:///{study_dir / 'study.db'}")
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert set(df["trial"]) <= set(by_number)
+    for _, row in df.iterrows():
+        t = by_number[int(row["trial"])]
+        assert t.state == optuna.trial.TrialState.COMPLETE, (row["trial"], t.state)
+        assert t.constraints, f"trial {row['trial']} has no constraint"
+        violation = sum(v for v in t.constraints.values() if v > 0)
+        if row["status"] == "ok":
+            assert violation == 0, (row["trial"], t.constraints)
+            assert t.value == pytest.approx(row["output_tok_s"])
+        else:
+            assert violation > 0, (row["trial"], row["status"], t.constraints)
+            # The number the sampler needs is not 0 (a minimiser would read 0 as the best).
+            assert t.value is not None and t.value > 0, (row["trial"], t.value)
+
+
+# -- secrets ------------------------------------------------------------------------------
+
+TOKEN = "hf_supersecret_ABC123"
+API_KEY = "sk-verysecret-XYZ"
+
+
+def test_secrets_never_written(tmp_path, space_file):
+    """HF_TOKEN from server.env, MY_API_KEY from the runner's environment, and the token again
+    as a command-line argument: the server prints its whole environment, and neither value
+    may appear in any file of the results, nor on the runner's stdout/stderr."""
+    script = str(SERVERS / "envrate_server.py")
+    code = (f"import os,sys,runpy; print('ENVIRON', dict(os.environ), flush=True); "
+            f"print('ARGV', sys.argv, flush=True); runpy.run_path({script!r}, run_name='__main__')")
+    # envrate_server reads only --port from its argv, so --api-key is passed along untouched.
+    command = [sys.executable, "-c", code, "--port", "{port}", "--api-key", TOKEN]
+    space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
+    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20,
+                       repeats=2, extra_server=f'env = {{ HF_TOKEN = "{TOKEN}" }}',
+                       extra_sweep='mode = "presets"')
+    env = dict(os.environ, MY_API_KEY=API_KEY)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec", env=env)
+    assert res.returncode == 0, res.stderr[-4000:]
+    for stream in (res.stdout, res.stderr):
+        assert TOKEN not in stream and API_KEY not in stream
+    study_dir = tmp_path / "r" / "sec"
+    files = [p for p in study_dir.rglob("*") if p.is_file()]
+    names = {p.name for p in files}
+    assert {"study.db", "trials.csv", "report.md", "trials_vs_baseline.png"} <= names, names
+    assert len(list((study_dir / "logs").glob("*.log"))) == 3
+    for p in files:
+        data = p.read_bytes()
+        for secret in (TOKEN, API_KEY):
+            assert secret.encode() not in data, f"{secret} written to {p}"
+            assert secret.encode("utf-16-le") not in data, f"{secret} written (UTF-16) to {p}"
+    # The server did print both values: the log shows *** in their place.
+    log = (study_dir / "logs" / "trial-0000.log").read_text()
+    environ_line = next(line for line in log.splitlines() if line.startswith("ENVIRON "))
+    assert "'HF_TOKEN': '***'" in environ_line
+    assert "'MY_API_KEY': '***'" in environ_line
+    argv_line = next(line for line in log.splitlines() if line.startswith("ARGV "))
+    assert "'--api-key', '***'" in argv_line
+    assert "--api-key ***" in log  # the runner's own argv line
+    assert not processes_with("envrate_server.py")

@@ -1,0 +1,132 @@
+"""Sweep options: time budgets, auto repeats, per-trial concurrency, SIGINT; statistics and
+launcher units. Real processes against tests/servers/envrate_server.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import ROOT, envrate_command, run_cli, server_processes, write_config
+from tuner import stats
+from tuner.config import ServerConfig
+from tuner.launcher import LaunchFailed, ServerProcess, build_env
+
+TWO_PRESETS = """
+[[presets]]
+name = "ll"
+env = { NCCL_PROTO = "LL" }
+[[presets]]
+name = "simple"
+env = { NCCL_PROTO = "Simple" }
+[[presets]]
+name = "tree"
+env = { NCCL_ALGO = "Tree" }
+"""
+
+
+def test_timeout_stops_before_a_trial_that_would_not_fit(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=4,
+                       extra_server='env = { ENVRATE_LOAD_S = "2" }')
+    # Each trial takes >2 s (load); a 5 s budget admits the baseline and at most one more trial.
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "to", "--timeout", "5s")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "to" / "trials.csv")
+    assert 1 <= len(df) <= 2
+    assert "--timeout" in res.stderr and "would not fit" in res.stderr
+
+
+def test_auto_repeats_stop_at_target_halfwidth(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=1,
+                       extra_probe="ci_target = 0.02\nmax_repeats = 8", max_tokens=100)
+    cfg.write_text(cfg.read_text().replace("repeats = 3", 'repeats = "auto"'))
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "auto")
+    assert res.returncode == 0, res.stderr
+    runs = json.loads(pd.read_csv(tmp_path / "r" / "auto" / "trials.csv").iloc[0]["output_tok_s_runs"])
+    assert 3 <= len(runs) <= 8
+    if len(runs) < 8:
+        assert stats.median_ci_halfwidth(runs) <= 0.02
+
+
+def test_concurrency_table_per_trial(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=2,
+                       extra_probe="concurrency = [1, 2, 4]\nconcurrency_requests = 2", max_tokens=40, repeats=2)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "conc", "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "conc" / "trials.csv")
+    for c in (1, 2, 4):
+        assert (df[f"tok_s_c{c}"] > 0).all()
+    # Independent streams: aggregate grows with C.
+    assert (df["tok_s_c4"] > 2.5 * df["tok_s_c1"]).all()
+    assert (tmp_path / "r" / "conc" / "concurrency.png").exists()
+
+
+def test_sigint_exits_130_and_leaves_nothing(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=3,
+                       extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results", str(tmp_path / "r"),
+                             "--study", "int"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "r" / "int" / "logs" / "trial-0000.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and "SAW_ENV" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert not server_processes(cfg)
+    assert "Traceback" not in err
+
+
+def test_compare_noise_and_gain():
+    rng = np.random.default_rng(3)
+    base = 81.4 * (1 + 0.01 * rng.standard_normal(5))
+    assert stats.compare(base * 1.005, base).verdict == stats.NO_DIFF  # 81.9 vs 81.4: noise
+    five = stats.compare(81.4 * 1.05 * (1 + 0.01 * rng.standard_normal(5)), base)
+    assert five.verdict == stats.FASTER and five.ci_low <= 1.05 <= five.ci_high
+    slow = stats.compare(base * 0.9, base)
+    assert slow.verdict == stats.SLOWER
+    assert stats.compare(base * 1.02, base, drift=0.05).verdict.startswith("inconclusive (baseline drifted 5.0 %")
+    assert stats.min_detectable_effect(base, 5) > 0
+    assert stats.drift([100, 105]) == pytest.approx(0.05)
+
+
+def test_build_env_strips_inherited_tuning_and_applies_trial():
+    env, removed = build_env({"NCCL_PROTO": "Simple", "CUDA_DEVICE_MAX_CONNECTIONS": "4", "PATH": "/bin",
+                              "NCCL_DEBUG": "INFO"}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"NCCL_ALGO": "Ring"})
+    assert removed == ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_DEBUG", "NCCL_PROTO"]
+    assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_ALGO": "Ring"}
+
+
+def test_launcher_fails_fast_and_kills_session_escapees(tmp_path):
+    # A server that spawns a child which leaves the session and ignores SIGTERM, then dies.
+    code = ("import os, subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import os, signal, time; os.setsid(); "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
+            "print('ESCAPEE STARTED', flush=True); time.sleep(0.5); "
+            "print('RuntimeError: engine died', flush=True); sys.exit(3)")
+    server = ServerConfig(command=(sys.executable, "-c", code), port=18999, teardown_grace_s=1)
+    sp = ServerProcess(server, {}, tmp_path / "log.txt")
+    sp.start()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchFailed) as info:
+        sp.wait_ready(timeout_s=60)
+    assert time.monotonic() - t0 < 5
+    assert info.value.status == "crashed" and "RuntimeError: engine died" in info.value.cause
+    marker = sp.marker
+    report = sp.teardown()
+    assert report.clean, report
+    for p in psutil.process_iter():
+        try:
+            assert p.environ().get("TUNER_SERVER_ID") != marker
+        except psutil.Error:
+            pass
+    assert "exit status 3" in info.value.cause
