@@ -21,9 +21,11 @@ import httpx
 import psutil
 import pytest
 
-from tests.e2e import vllm_cpu
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) does not put the root there
+    sys.path.insert(0, str(ROOT))
+
+from tests.e2e import vllm_cpu  # noqa: E402
 EXAMPLE = ROOT / "examples" / "vllm-cpu-tiny.toml"
 READY_TIMEOUT_S = 600
 STARTUP_MARKERS = ("Starting vLLM server on", "vLLM API server version", "version 0.32")
@@ -57,7 +59,7 @@ def _port_free(port: int) -> bool:
 
 def _vllm_processes() -> dict[int, str]:
     """pid -> description of live processes that belong to a vLLM serving the tiny model."""
-    model = str(vllm_cpu.MODEL_DIR)
+    model, venv = str(vllm_cpu.MODEL_DIR), str(vllm_cpu.VENV_DIR)
     found: dict[int, str] = {}
     for p in psutil.process_iter(["name", "cmdline", "status"]):
         try:
@@ -65,7 +67,8 @@ def _vllm_processes() -> dict[int, str]:
                 continue
             cmd = " ".join(p.info["cmdline"] or [])
             name = p.info["name"] or ""
-            if model in cmd or "VLLM::" in cmd or "VLLM::" in name or "EngineCore" in cmd or "EngineCore" in name:
+            # the venv path also catches multiprocessing's resource_tracker child
+            if model in cmd or venv in cmd or "VLLM::" in cmd or "VLLM::" in name or "EngineCore" in cmd or "EngineCore" in name:
                 found[p.pid] = f"{p.pid} {name} {cmd[:120]}"
         except psutil.Error:
             continue

@@ -152,10 +152,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         code = 3
     df, verdict = report.write_outputs(study, opts.study_dir, min_effect=args.min_effect)
     if not df.empty:
-        import pandas as pd
-
-        with pd.option_context("display.max_columns", 20, "display.width", 200, "display.max_colwidth", 70):
-            print(report.summary_table(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(report.console_table(df))
     print()
     print(verdict)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
@@ -205,7 +202,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise InputError("(command line)", "--study", args.study, f"a study name present in {storage}") from None
     df, verdict = report.write_outputs(study, study_dir, min_effect=args.min_effect)
     if not df.empty:
-        print(report.summary_table(df).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(report.console_table(df))
     print()
     print(verdict)
     print(f"\nwrote {study_dir}/trials.csv, report.md and plots")

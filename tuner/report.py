@@ -193,6 +193,29 @@ def summary_table(df: pd.DataFrame, columns: list[str] | None = None) -> pd.Data
     return out
 
 
+def console_table(df: pd.DataFrame) -> str:
+    """The end-of-sweep table for a terminal: sorted by tok/s, ratio to baseline with its CI."""
+    rows = []
+    for _, r in df.sort_values("output_tok_s", ascending=False, na_position="last").iterrows():
+        ok = r["status"] == "ok"
+        ci = (f"{r['vs_baseline_ci_low']:.3f}..{r['vs_baseline_ci_high']:.3f}"
+              if ok and not math.isnan(r["vs_baseline_ci_low"]) else "")
+        rows.append({"trial": int(r["trial"]), "kind": r["kind"], "status": r["status"],
+                     "tok/s": f"{r['output_tok_s']:.1f}" if ok else "-",
+                     "vs base": f"{r['vs_baseline']:.3f}" if ok and not math.isnan(r["vs_baseline"]) else "-",
+                     "95% CI": ci, "verdict": r["verdict"] if ok else (r["cause"] or "")[:40],
+                     "env": _env_text(r["env"])})
+    if not rows:
+        return ""
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    right = {"trial", "tok/s", "vs base"}
+    fmt = lambda c, v: str(v).rjust(width[c]) if c in right else str(v).ljust(width[c])  # noqa: E731
+    lines = ["  ".join(fmt(c, c) for c in cols).rstrip()]
+    lines += ["  ".join(fmt(c, r[c]) for c in cols).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
 def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-markdown table of ``df`` (no extra dependency)."""
     head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns) + "\n"

@@ -24,6 +24,8 @@ Facts this relies on (docs REFERENCE.md section 6):
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -98,7 +100,7 @@ def _log(msg: str) -> None:
 
 def _run(argv: list[str], *, env: dict[str, str] | None = None) -> None:
     """Run argv (never through a shell), streaming its output; raise on failure."""
-    shown = [a if len(a) <= 120 else a[:60].replace("\n", " ") + "...<script>" for a in argv]
+    shown = [a if len(a) <= 120 else a[:60].replace("\n", " ") + "..." for a in argv]
     _log("$ " + " ".join(shown))
     full_env = dict(os.environ)
     full_env.update(OFFLINE_ENV)
@@ -279,10 +281,27 @@ def ensure_model() -> Path:
     return MODEL_DIR
 
 
+@contextlib.contextmanager
+def _cache_lock():
+    """Serialise builds across processes (two pytest runs, a user's setup) with flock."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _log(f"waiting for another build holding {CACHE_DIR / '.lock'}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def ensure_all() -> tuple[Path, Path]:
-    """Build (or reuse) venv and model; return (python, model_dir)."""
-    py = ensure_venv()
-    model = ensure_model()
+    """Build (or reuse) venv and model under a cache lock; return (python, model_dir)."""
+    with _cache_lock():
+        py = ensure_venv()
+        model = ensure_model()
     return py, model
 
 
