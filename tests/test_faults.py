@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sys
+import uuid
 from pathlib import Path
 
 import optuna
@@ -21,7 +22,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import SERVERS, envrate_command, processes_with, run_cli, write_config
+from conftest import SERVERS, envrate_command, free_port, processes_with, run_cli, write_config
 
 READY_TIMEOUT_S = 4.0
 STALL_TIMEOUT_S = 2.0
@@ -86,15 +87,30 @@ def fault_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
     space = tmp / "space.toml"
     space.write_text(_space_text())
-    cfg = write_config(tmp / "exp.toml", command=envrate_command(), space=space, trials=30,
+    port = free_port()
+    cfg = write_config(tmp / "exp.toml", command=envrate_command(), space=space, trials=30, port=port,
                        max_tokens=800, repeats=2, ready_timeout_s=READY_TIMEOUT_S,
                        stall_timeout_s=STALL_TIMEOUT_S, extra_sweep='mode = "presets"',
                        extra_probe='check = { prompt = "What is the capital of France?", expect = "Paris" }')
+    # Every process of this sweep inherits FAULTS_TAG from the runner: leftovers are found by it,
+    # whatever they renamed themselves to, without mistaking other people's test servers for ours.
+    tag = uuid.uuid4().hex
     res = run_cli("sweep", str(cfg), "--results", str(tmp / "r"), "--study", "faults", "--allow-unsafe",
-                  timeout=400)
+                  timeout=400, env=dict(os.environ, FAULTS_TAG=tag))
     study_dir = tmp / "r" / "faults"
     df = pd.read_csv(study_dir / "trials.csv") if (study_dir / "trials.csv").exists() else None
-    return res, study_dir, df
+    return res, study_dir, df, port, tag
+
+
+def _tagged(tag: str) -> list[int]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("FAULTS_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
 
 
 def _row(df: pd.DataFrame, env: dict) -> pd.Series:
@@ -104,7 +120,7 @@ def _row(df: pd.DataFrame, env: dict) -> pd.Series:
 
 
 def test_every_fault_is_isolated_and_recorded(fault_sweep):
-    res, study_dir, df = fault_sweep
+    res, study_dir, df, _, _ = fault_sweep
     assert res.returncode == 0, res.stderr[-4000:]
     assert df is not None
     # Every trial exactly once: baseline, the ten presets, the drift re-measure of the baseline.
@@ -142,7 +158,7 @@ def test_every_fault_is_isolated_and_recorded(fault_sweep):
 
 
 def test_crash_at_start_fails_fast(fault_sweep):
-    _, _, df = fault_sweep
+    _, _, df, _, _ = fault_sweep
     for env in ({"NCCL_NTHREADS": "64"}, {"NCCL_PROTO": "LL128"}):
         row = _row(df, env)
         assert row["status"] == "crashed"
@@ -153,8 +169,9 @@ def test_crash_at_start_fails_fast(fault_sweep):
 
 
 def test_nothing_of_any_server_survives(fault_sweep):
-    _, study_dir, df = fault_sweep
-    assert not processes_with("envrate_server.py")
+    _, study_dir, df, port, tag = fault_sweep
+    assert not [p.pid for p in processes_with("envrate_server.py") if f"--port {port}" in " ".join(p.info["cmdline"])]
+    assert not _tagged(tag), "processes of the sweep's servers are still alive"
     pids = _worker_pids(study_dir)
     # Two workers per launch that got past loading: baseline x2, LL, and seven NTHREADS faults.
     assert len(pids) == 2 * 10, pids
@@ -164,7 +181,7 @@ def test_nothing_of_any_server_survives(fault_sweep):
 
 
 def test_failures_are_constraint_violations_for_the_sampler(fault_sweep):
-    _, study_dir, df = fault_sweep
+    _, study_dir, df, _, _ = fault_sweep
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{study_dir / 'study.db'}")
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
     assert set(df["trial"]) <= set(by_number)
@@ -198,8 +215,9 @@ def test_secrets_never_written(tmp_path, space_file):
     # envrate_server reads only --port from its argv, so --api-key is passed along untouched.
     command = [sys.executable, "-c", code, "--port", "{port}", "--api-key", TOKEN]
     space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
+    port = free_port()
     cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20,
-                       repeats=2, extra_server=f'env = {{ HF_TOKEN = "{TOKEN}" }}',
+                       repeats=2, extra_server=f'env = {{ HF_TOKEN = "{TOKEN}" }}', port=port,
                        extra_sweep='mode = "presets"')
     env = dict(os.environ, MY_API_KEY=API_KEY)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec", env=env)
@@ -224,4 +242,94 @@ def test_secrets_never_written(tmp_path, space_file):
     argv_line = next(line for line in log.splitlines() if line.startswith("ARGV "))
     assert "'--api-key', '***'" in argv_line
     assert "--api-key ***" in log  # the runner's own argv line
-    assert not processes_with("envrate_server.py")
+    assert not [p for p in processes_with("envrate_server.py") if f"--port {port}" in " ".join(p.info["cmdline"])]
+
+
+# -- known bugs (see the reports of this issue); xfail until tuner/ is fixed ----------------
+
+def _sim_command() -> list[str]:
+    return [sys.executable, "-m", "tuner.sim", "serve", "--profile", "fast-tiny", "--port", "{port}",
+            "--load-time", "0.2", "--workers", "1"]
+
+
+@pytest.mark.xfail(strict=False, reason="study.Sweep._probe.fail() checks server.alive() the instant the "
+                   "stream drops, before the dying server is reaped, and files a dropped stream during the "
+                   "ready-check as 'unhealthy' instead of 'crashed'")
+def test_crash_during_ready_check_is_crashed(tmp_path, space_file):
+    """The server dies after K tokens of its very first request (the ready-check stream)."""
+    space = space_file("".join(
+        f'[[presets]]\nname = "after-{k}"\nenv = {{ SIM_FAULT = "crash-mid-stream", SIM_FAULT_AFTER = "{k}" }}\n'
+        for k in (1, 2, 3)))
+    port = free_port()
+    cfg = write_config(tmp_path / "exp.toml", command=_sim_command(), space=space, trials=4, max_tokens=32,
+                       repeats=2, ready_timeout_s=5, stall_timeout_s=2, extra_sweep='mode = "presets"', port=port)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rc", "--no-final-baseline")
+    assert res.returncode == 0, res.stderr[-3000:]
+    df = pd.read_csv(tmp_path / "r" / "rc" / "trials.csv")
+    crashes = df[df["kind"] == "preset"]
+    assert len(crashes) == 3
+    assert not [p for p in processes_with("tuner.sim") if f"--port {port}" in " ".join(p.info["cmdline"] or [])]
+    for _, row in crashes.iterrows():
+        assert row["status"] == "crashed", (row["preset"], row["status"], row["cause"])
+        assert "Cuda failure" in row["cause"], row["cause"]
+
+
+@pytest.mark.xfail(strict=False, reason="cli._cmd_sweep scrubs the server_command study attribute with the "
+                   "secrets of server.env only, not those of the inherited environment the launcher scrubs")
+def test_runner_env_secret_on_the_command_line_not_written(tmp_path, space_file):
+    script = str(SERVERS / "envrate_server.py")
+    command = [sys.executable, script, "--port", "{port}", "--api-key", API_KEY]
+    space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
+    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20,
+                       repeats=2, extra_sweep='mode = "presets"')
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec2", "--no-final-baseline",
+                  env=dict(os.environ, MY_API_KEY=API_KEY))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert API_KEY not in res.stdout + res.stderr
+    # The launcher already scrubs it from the server log ...
+    assert "--api-key ***" in (tmp_path / "r" / "sec2" / "logs" / "trial-0000.log").read_text()
+    # ... but every other file must be clean too (study.db, report.md).
+    leaks = [str(p) for p in (tmp_path / "r" / "sec2").rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    assert not leaks, leaks
+
+
+@pytest.mark.xfail(strict=False, reason="Sweep._on_signal raises Interrupted inside ServerProcess.teardown(): "
+                   "a SIGTERM during a teardown aborts it, and processes that ignore SIGTERM outlive the runner")
+def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
+    import signal
+    import subprocess
+    import time
+
+    from conftest import ROOT
+
+    space = space_file('[[presets]]\nname = "orphans"\nenv = { NCCL_NTHREADS = "224" }\n')
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2, max_tokens=20,
+                       repeats=2, extra_sweep='mode = "presets"')
+    study_dir = tmp_path / "r" / "term"
+    started = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results", str(tmp_path / "r"),
+                             "--study", "term"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "[orphans] teardown" in line:
+                time.sleep(0.5)  # inside the 3 s SIGTERM grace the orphaned workers ignore
+                proc.send_signal(signal.SIGTERM)
+                break
+        proc.stderr.read()
+        assert proc.wait(timeout=60) == 143
+        time.sleep(0.3)
+        pids = _worker_pids(study_dir)
+        assert len(pids) == 4, pids
+        assert not _alive(pids), f"workers alive after the runner said 'server torn down': {_alive(pids)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in _alive(_worker_pids(study_dir) if (study_dir / "logs").exists() else []):
+            try:  # our own leftovers only: started by this test
+                p = psutil.Process(pid)
+                if p.create_time() >= started:
+                    p.kill()
+            except psutil.Error:
+                pass

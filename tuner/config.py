@@ -185,7 +185,7 @@ def _resolve_program(file: str, argv: list[str]) -> None:
 
 def _resolve_space(file: Path, value: str) -> Path:
     candidate = Path(os.path.expanduser(value))
-    for path in ([candidate] if candidate.is_absolute() else [Path.cwd() / candidate, file.parent / candidate]):
+    for path in ([candidate] if candidate.is_absolute() else [candidate, file.parent / candidate]):
         if path.is_file():
             return path
     raise InputError(str(file), "sweep.space", value,
