@@ -306,7 +306,7 @@ def plot_variable_effects(df: pd.DataFrame, path: Path) -> None:
 
 
 def plot_history(df: pd.DataFrame, path: Path) -> None:
-    """Best tok/s so far vs relaunch number, with the cumulative wall clock (h) on a second axis."""
+    """Best tok/s so far vs relaunch number, with the cumulative wall clock (min or h) on a second axis."""
     d = df.sort_values("trial").reset_index(drop=True)
     best = d["output_tok_s"].where(d["status"] == "ok").cummax()
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -316,8 +316,10 @@ def plot_history(df: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("relaunch number")
     ax.set_ylabel("single-stream output tok/s")
     ax2 = ax.twinx()
-    ax2.plot(x, d["wall_s"].fillna(0).cumsum() / 3600, color="tab:gray", ls="--", label="wall clock (h)")
-    ax2.set_ylabel("cumulative wall clock (h)")
+    wall = d["wall_s"].fillna(0).cumsum()
+    unit, scale = ("h", 3600) if wall.iloc[-1] >= 7200 else ("min", 60)
+    ax2.plot(x, wall / scale, color="tab:gray", ls="--", label=f"wall clock ({unit})")
+    ax2.set_ylabel(f"cumulative wall clock ({unit})")
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="lower right")

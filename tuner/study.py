@@ -244,7 +244,7 @@ class Sweep:
                 self.study._storage.set_trial_user_attr(trial_id, "status", "interrupted")
                 self.study._storage.set_trial_user_attr(trial_id, "cause", "runner died mid-trial")
                 self.study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
-                if not frozen.user_attrs.get("retry_of_trial") is not None:
+                if frozen.user_attrs.get("retry_of_trial") is None:  # retried once, never twice
                     env = {k: v for k, v in frozen.params.items() if v != UNSET}
                     if not env and "fixed_params" in frozen.system_attrs:
                         env = {k: v for k, v in frozen.system_attrs["fixed_params"].items() if v != UNSET}
