@@ -130,3 +130,27 @@ def test_launcher_fails_fast_and_kills_session_escapees(tmp_path):
         except psutil.Error:
             pass
     assert "exit status 3" in info.value.cause
+
+
+def test_log_is_capped_and_secrets_scrubbed(tmp_path):
+    code = ("import sys\nfor i in range(20000): print(f'line {i} token hf_secretvalue_123 ' + 'x' * 40)\n"
+            "print('RuntimeError: the last words', flush=True)")
+    server = ServerConfig(command=(sys.executable, "-c", code), port=18998, teardown_grace_s=1,
+                          log_max_bytes=64 * 1024, env={"HF_TOKEN": "hf_secretvalue_123"})
+    sp = ServerProcess(server, {}, tmp_path / "log.txt")
+    sp.start()
+    with pytest.raises(LaunchFailed):
+        sp.wait_ready(timeout_s=30)
+    sp.teardown()
+    text = (tmp_path / "log.txt").read_text()
+    assert len(text) < 64 * 1024 + 400 * 120
+    assert "bytes dropped" in text and "RuntimeError: the last words" in text and "line 0 " in text
+    assert "hf_secretvalue_123" not in text and "***" in text
+
+
+def test_export_lines():
+    from tuner.report import export_lines
+
+    lines = export_lines({"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, ["vllm", "serve", "m"])
+    assert lines[0] == "export NCCL_PROTO=LL NCCL_ALGO=Ring"
+    assert any("vllm serve" in ln for ln in lines) and any("sglang.launch_server" in ln for ln in lines)

@@ -155,8 +155,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(report.console_table(df))
     print()
     print(verdict)
+    _print_export(report, df, study)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
     return code
+
+
+def _print_export(report, df, study) -> None:
+    """Print the ready-to-paste lines for the best set when it is significantly faster."""
+    best = report.best_row(df) if not df.empty else None
+    if best is not None and best["verdict"] == "faster":
+        print("\nUse it:")
+        for line in report.export_lines(json.loads(best["env"]), study.user_attrs.get("server_command")):
+            print(f"  {line}")
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -205,6 +215,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(report.console_table(df))
     print()
     print(verdict)
+    _print_export(report, df, study)
     print(f"\nwrote {study_dir}/trials.csv, report.md and plots")
     return 0
 

@@ -180,6 +180,8 @@ class ServerProcess:
 
     def crash_cause(self) -> str:
         """One line explaining an exit: the log's cause, else the exit status."""
+        if self.pump:
+            self.pump.drain(1.0)  # the last lines (the cause) may still be in the pipe
         tail = self.pump.tail() if self.pump else []
         code = self.proc.poll() if self.proc else None
         cause = extract_cause(tail)

@@ -78,6 +78,10 @@ class LogPump:
         with self._lock:
             self._file.write(f"[nccl-tune] {scrub(text, self._secrets)}\n".encode())
 
+    def drain(self, timeout_s: float = 2.0) -> None:
+        """Wait (bounded) until the pipe is read to its end: the child and its children exited."""
+        self._thread.join(timeout_s)
+
     def tail(self, n: int = 60) -> list[str]:
         """The last ``n`` lines the server printed (scrubbed)."""
         with self._lock:
