@@ -110,6 +110,8 @@ def test_notebook_runs_against_a_simulated_study(tmp_path, monkeypatch):
     workdir.mkdir()
     monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join(filter(None, [str(_kernel_spec(tmp_path)), os.environ.get("JUPYTER_PATH")])))
     monkeypatch.setenv("NCCL_TUNE_TRIALS_CSV", str(csv))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))  # connection files
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no user profile or startup scripts
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(NOTEBOOK, as_version=4)

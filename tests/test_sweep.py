@@ -50,7 +50,7 @@ def _saw_env(log: str) -> dict:
 def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     space = space_file(PRESETS)
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
-                       extra_sweep='mode = "presets"')
+                       extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     env = dict(os.environ, NCCL_PROTO="Simple", NCCL_DEBUG="INFO", CUDA_DEVICE_MAX_CONNECTIONS="4")
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
     assert res.returncode == 0, res.stderr
@@ -86,7 +86,7 @@ name = "five-percent"
 env = { NCCL_PROTO = "LL" }
 """)
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3,
-                       extra_sweep='mode = "presets"')
+                       extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "noise" / "trials.csv").set_index("trial")

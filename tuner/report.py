@@ -240,10 +240,10 @@ def plot_trials_vs_baseline(df: pd.DataFrame, path: Path) -> None:
         if sub.empty:
             continue
         y = sub["output_tok_s"].to_numpy(float)
-        if base_runs and kind != "baseline":
-            bm = float(np.median(base_runs))
-            yerr = np.vstack([y - sub["vs_baseline_ci_low"].to_numpy(float) * bm,
-                              sub["vs_baseline_ci_high"].to_numpy(float) * bm - y]).clip(min=0)
+        if kind != "baseline" and sub["vs_baseline"].notna().all():
+            ref = y / sub["vs_baseline"].to_numpy(float)  # the baseline each trial was compared with
+            yerr = np.vstack([y - sub["vs_baseline_ci_low"].to_numpy(float) * ref,
+                              sub["vs_baseline_ci_high"].to_numpy(float) * ref - y]).clip(min=0)
         else:
             yerr = None
         ax.errorbar(sub["trial"], y, yerr=yerr, fmt="o", color=color, capsize=4, label=f"{kind} (median, 95 % CI)")
@@ -308,10 +308,12 @@ def plot_variable_effects(df: pd.DataFrame, path: Path) -> None:
 def plot_history(df: pd.DataFrame, path: Path) -> None:
     """Best tok/s so far vs relaunch number, with the cumulative wall clock (min or h) on a second axis."""
     d = df.sort_values("trial").reset_index(drop=True)
-    best = d["output_tok_s"].where(d["status"] == "ok").cummax()
+    best = d["output_tok_s"].where((d["status"] == "ok") & (d["kind"] != "baseline")).cummax()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     x = np.arange(1, len(d) + 1)
-    ax.step(x, best, where="post", color="tab:blue", label="best so far (tok/s)")
+    ax.step(x, best, where="post", color="tab:blue", label="best tuned set so far (tok/s)")
+    base = d["output_tok_s"].where((d["status"] == "ok") & (d["kind"] == "baseline"))
+    ax.scatter(x, base, s=24, color="black", marker="s", label="baseline (tok/s)")
     ax.scatter(x, d["output_tok_s"], s=14, color="tab:blue", alpha=0.5, label="trial (tok/s)")
     ax.set_xlabel("relaunch number")
     ax.set_ylabel("single-stream output tok/s")

@@ -274,7 +274,7 @@ class Sweep:
         server = ServerProcess(self.cfg.server, env, log)
         self._current = server
         rec["removed_inherited"] = server.removed
-        probe_s = 0.0
+        p0: float | None = None
         try:
             self.progress.phase(index, label, "launching")
             server.start(gpu.used_bytes())
@@ -285,11 +285,11 @@ class Sweep:
             rec["load_s"] = server.wait_ready(self.cfg.server.ready_timeout_s)
             p0 = time.monotonic()
             self._probe(server, rec, index, label)
-            probe_s = time.monotonic() - p0
             rec["status"] = "ok"
         except LaunchFailed as exc:
             rec["status"], rec["cause"] = exc.status, exc.cause
         finally:
+            probe_s = time.monotonic() - p0 if p0 is not None else 0.0
             self.progress.phase(index, label, "teardown")
             report = server.teardown()
             self._current = None

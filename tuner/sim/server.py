@@ -302,6 +302,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- POST --------------------------------------------------------------------------------
     def do_POST(self):
+        self._t_arrival = time.perf_counter()  # the schedule starts when the request arrived
         path = self.path.split("?", 1)[0]
         if path not in ("/v1/chat/completions", "/v1/completions"):
             self._send_error_json(404, f"Not Found: {path}", "NotFoundError")
@@ -392,7 +393,7 @@ class Handler(BaseHTTPRequestHandler):
     def _paced(self, req: dict, req_no: int, factor: float):
         """Yield (index, kind, text) at each token's due time (absolute schedule)."""
         eng = self.server.engine
-        t_due = time.perf_counter() + eng.prefill_s(req["prompt_tokens"], factor)
+        t_due = getattr(self, "_t_arrival", time.perf_counter()) + eng.prefill_s(req["prompt_tokens"], factor)
         with eng.decoding():
             for i, (kind, text) in enumerate(req["tokens"]):
                 if i:
