@@ -245,16 +245,13 @@ def test_secrets_never_written(tmp_path, space_file):
     assert not [p for p in processes_with("envrate_server.py") if f"--port {port}" in " ".join(p.info["cmdline"])]
 
 
-# -- known bugs (see the reports of this issue); xfail until tuner/ is fixed ----------------
+# -- regressions: bugs found by the fault tests, fixed in tuner/ ---------------------------
 
 def _sim_command() -> list[str]:
     return [sys.executable, "-m", "tuner.sim", "serve", "--profile", "fast-tiny", "--port", "{port}",
             "--load-time", "0.2", "--workers", "1"]
 
 
-@pytest.mark.xfail(strict=False, reason="study.Sweep._probe.fail() checks server.alive() the instant the "
-                   "stream drops, before the dying server is reaped, and files a dropped stream during the "
-                   "ready-check as 'unhealthy' instead of 'crashed'")
 def test_crash_during_ready_check_is_crashed(tmp_path, space_file):
     """The server dies after K tokens of its very first request (the ready-check stream)."""
     space = space_file("".join(
@@ -274,8 +271,6 @@ def test_crash_during_ready_check_is_crashed(tmp_path, space_file):
         assert "Cuda failure" in row["cause"], row["cause"]
 
 
-@pytest.mark.xfail(strict=False, reason="cli._cmd_sweep scrubs the server_command study attribute with the "
-                   "secrets of server.env only, not those of the inherited environment the launcher scrubs")
 def test_runner_env_secret_on_the_command_line_not_written(tmp_path, space_file):
     script = str(SERVERS / "envrate_server.py")
     command = [sys.executable, script, "--port", "{port}", "--api-key", API_KEY]
@@ -293,8 +288,6 @@ def test_runner_env_secret_on_the_command_line_not_written(tmp_path, space_file)
     assert not leaks, leaks
 
 
-@pytest.mark.xfail(strict=False, reason="Sweep._on_signal raises Interrupted inside ServerProcess.teardown(): "
-                   "a SIGTERM during a teardown aborts it, and processes that ignore SIGTERM outlive the runner")
 def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
     import signal
     import subprocess

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from datetime import datetime, timedelta
@@ -133,7 +134,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     study = sweep.study
     from tuner.nccl_env import redact, scrub, secret_values
 
-    study.set_user_attr("server_command", [scrub(a, secret_values(dict(cfg.server.env))) for a in cfg.server.argv()])
+    secrets = secret_values({**os.environ, **cfg.server.env})  # the runner's own env reaches the server too
+    study.set_user_attr("server_command", [scrub(a, secrets) for a in cfg.server.argv()])
     study.set_user_attr("target", sweep.target)
     study.set_user_attr("storage_hint", sweep.storage)
     study.set_user_attr("server_env", redact(cfg.server.env))

@@ -178,6 +178,16 @@ class ServerProcess:
         """True while the server's main process has not exited."""
         return self.proc is not None and self.proc.poll() is None
 
+    def exited_within(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` s for the main process to exit; True if it has."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     def crash_cause(self) -> str:
         """One line explaining an exit: the log's cause, else the exit status."""
         if self.pump:
@@ -336,6 +346,8 @@ def kill_leftover(identity: Mapping[str, object], grace_s: float = 10.0) -> list
     pid = int(identity.get("pgid", 0) or 0)
     victims = {p.pid: p for p in marked_processes(marker)} if marker else {}
     try:
+        if pid <= 0:
+            raise ValueError("no process group recorded")
         leader = psutil.Process(pid)
         if abs(leader.create_time() - float(identity.get("create_time", 0))) < 0.5:
             victims[leader.pid] = leader

@@ -144,8 +144,9 @@ def verdict_paragraph(df: pd.DataFrame, study_attrs: dict | None = None) -> str:
                      "no tuned relaunch was spent. Keep the defaults.")
         return " ".join(parts)
     best = best_row(df)
-    tried = int((df["kind"] != "baseline").sum())
-    failed = int(((df["kind"] != "baseline") & (df["status"] != "ok")).sum())
+    settled = df[~df["status"].isin(["interrupted", "running"])]  # retried or in flight: not a result
+    tried = int((settled["kind"] != "baseline").sum())
+    failed = int(((settled["kind"] != "baseline") & (settled["status"] != "ok")).sum())
     if best is None:
         parts.append(f"None of the {tried} tuned sets ran successfully ({failed} failed): keep the defaults.")
         return " ".join(parts)

@@ -33,6 +33,7 @@ from pathlib import Path
 import warnings
 
 import optuna
+import psutil
 from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import TrialState
 
@@ -180,6 +181,8 @@ class Sweep:
         self.relaunches = 0
         self.outcome = SweepOutcome(study=self.study)
         self._current: ServerProcess | None = None
+        self._tearing_down = False
+        self._pending_signal = 0
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _finished(self) -> list[optuna.trial.FrozenTrial]:
@@ -224,33 +227,48 @@ class Sweep:
                     pending.add(key)
 
     def _recover(self) -> None:
-        """Resume after a dead runner: tear down the server it left, retry its trial once."""
-        if not self.inflight_path.exists():
-            return
-        try:
-            info = json.loads(self.inflight_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            info = {}
-        if info:
-            killed = kill_leftover(info.get("server", {}))
+        """Resume after a dead runner: tear down the server it left, retry its trial once.
+
+        The in-flight record names the trial and the server (marker, process group, start
+        time); besides it, any RUNNING trial started on this host by a runner that is no
+        longer alive is marked ``interrupted``. Trials of other hosts are failed by Optuna's
+        heartbeat (``fail_stale_trials``) once their grace period passed.
+        """
+        info: dict = {}
+        if self.inflight_path.exists():
+            try:
+                info = json.loads(self.inflight_path.read_text())
+            except (OSError, json.JSONDecodeError):
+                info = {}
+        if info.get("server"):
+            killed = kill_leftover(info["server"])
             self.progress.log(f"resume: the previous runner ({info.get('runner')}) died during trial "
                               f"{info.get('trial')}; tore down its server ({len(killed)} processes)")
-            trial_id = info.get("trial_id")
-            try:
-                frozen = self.study._storage.get_trial(trial_id) if trial_id is not None else None
-            except KeyError:
-                frozen = None
-            if frozen is not None and frozen.state == TrialState.RUNNING:
-                self.study._storage.set_trial_user_attr(trial_id, "status", "interrupted")
-                self.study._storage.set_trial_user_attr(trial_id, "cause", "runner died mid-trial")
-                self.study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
-                if frozen.user_attrs.get("retry_of_trial") is None:  # retried once, never twice
-                    env = {k: v for k, v in frozen.params.items() if v != UNSET}
-                    if not env and "fixed_params" in frozen.system_attrs:
-                        env = {k: v for k, v in frozen.system_attrs["fixed_params"].items() if v != UNSET}
-                    self._enqueue(env, frozen.user_attrs.get("kind", SEARCH), frozen.user_attrs.get("preset", ""),
-                                  {"retry_of_trial": frozen.number})
+        host = socket.gethostname()
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            rhost, _, rpid = str(frozen.user_attrs.get("runner", "")).rpartition(":")
+            mine = frozen._trial_id == info.get("trial_id") or (
+                rhost == host and rpid.isdigit() and not _runner_alive(int(rpid)))
+            if mine:
+                self._interrupted(frozen)
+        if is_heartbeat_enabled(self.study._storage):
+            optuna.storages.fail_stale_trials(self.study)
         self.inflight_path.unlink(missing_ok=True)
+
+    def _interrupted(self, frozen: optuna.trial.FrozenTrial) -> None:
+        storage, trial_id = self.study._storage, frozen._trial_id
+        storage.set_trial_user_attr(trial_id, "status", "interrupted")
+        storage.set_trial_user_attr(trial_id, "cause", "runner died mid-trial")
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+        self.progress.log(f"resume: trial {frozen.number} was interrupted; "
+                          + ("it is retried once" if frozen.user_attrs.get("retry_of_trial") is None
+                             else "already a retry, not retried again"))
+        if frozen.user_attrs.get("retry_of_trial") is None:  # retried once, never twice
+            env = {k: v for k, v in frozen.params.items() if v != UNSET}
+            if not env and "fixed_params" in frozen.system_attrs:
+                env = {k: v for k, v in frozen.system_attrs["fixed_params"].items() if v != UNSET}
+            self._enqueue(env, frozen.user_attrs.get("kind", SEARCH), frozen.user_attrs.get("preset", ""),
+                          {"retry_of_trial": frozen.number})
 
     # -- budget --------------------------------------------------------------------------
     def _fits(self, extra: bool = False) -> tuple[bool, str]:
@@ -277,10 +295,12 @@ class Sweep:
         p0: float | None = None
         try:
             self.progress.phase(index, label, "launching")
+            inflight = {"runner": self.runner_id, "trial": number, "trial_id": trial_id,
+                        "server": {"marker": server.marker}}
+            self.inflight_path.write_text(json.dumps(inflight))  # before start: no window unrecorded
             server.start(gpu.used_bytes())
-            self.inflight_path.write_text(json.dumps({
-                "runner": self.runner_id, "trial": number, "trial_id": trial_id,
-                "server": server.identity()}))
+            inflight["server"] = server.identity()
+            self.inflight_path.write_text(json.dumps(inflight))
             self.progress.phase(index, label, "loading")
             rec["load_s"] = server.wait_ready(self.cfg.server.ready_timeout_s)
             p0 = time.monotonic()
@@ -291,9 +311,16 @@ class Sweep:
         finally:
             probe_s = time.monotonic() - p0 if p0 is not None else 0.0
             self.progress.phase(index, label, "teardown")
-            report = server.teardown()
+            self._tearing_down = True  # a signal now is held until the teardown has finished
+            try:
+                report = server.teardown()
+            finally:
+                self._tearing_down = False
             self._current = None
             self.inflight_path.unlink(missing_ok=True)
+            if self._pending_signal:
+                signum, self._pending_signal = self._pending_signal, 0
+                raise Interrupted(signum)
         rec["probe_s"] = probe_s
         rec["teardown_s"] = report.duration_s
         rec["wall_s"] = time.monotonic() - t0
@@ -314,6 +341,8 @@ class Sweep:
         url = self.cfg.server.base_url
 
         def fail(exc: Exception, phase: str) -> LaunchFailed:
+            if isinstance(exc, (probe.ProbeDisconnected, probe.ProbeConnectError)):
+                server.exited_within(1.0)  # a dropped stream is often a dying server: let it finish
             if not server.alive():
                 return LaunchFailed("crashed", f"{server.crash_cause()} during {phase}")
             if isinstance(exc, probe.ProbeStalled):
@@ -395,6 +424,7 @@ class Sweep:
         duplicates = 0
         while True:
             trial = self.study.ask()
+            trial.set_user_attr("runner", self.runner_id)  # so a resume can tell this trial is ours
             params = {name: trial.suggest_categorical(name, list(values)) for name, values in self.choices.items()}
             env = {k: str(v) for k, v in params.items() if v != UNSET}
             kind = trial.user_attrs.get("kind", SEARCH)
@@ -561,7 +591,21 @@ class Sweep:
         return False
 
     def _on_signal(self, signum: int, _frame) -> None:
+        if self._tearing_down:
+            self._pending_signal = signum
+            return
         raise Interrupted(signum)
+
+
+def _runner_alive(pid: int) -> bool:
+    """True when ``pid`` is a live nccl-tune runner (not a reused pid of something else)."""
+    if pid == os.getpid():
+        return True
+    try:
+        cmd = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+    return "tuner" in cmd or "nccl-tune" in cmd
 
 
 def _median(values: list[float]) -> float:
