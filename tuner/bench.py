@@ -74,6 +74,7 @@ class LevelResult:
     ttft_avg_s: float | None = None
 
     def to_json(self) -> dict:
+        """This level as a plain dict (field names as above; s and tok/s)."""
         return asdict(self)
 
 

@@ -193,6 +193,18 @@ def _resolve_space(file: Path, value: str) -> Path:
                      "file not found")
 
 
+def read_toml(file: Path, what: str) -> dict[str, Any]:
+    """Parse a TOML file; InputError naming the file for a missing, unreadable or invalid one."""
+    try:
+        return tomllib.loads(file.read_text())
+    except FileNotFoundError:
+        raise InputError(str(file), "(file)", str(file), f"an existing {what} TOML file", "file not found") from None
+    except OSError as exc:
+        raise InputError(str(file), "(file)", str(file), f"a readable {what} TOML file", exc.strerror or str(exc)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(str(file), "(file)", str(file), "valid TOML", str(exc)) from None
+
+
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
                 check_program: bool = True) -> ExperimentConfig:
     """Read and validate an experiment file.
@@ -203,14 +215,8 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     """
     file = Path(path)
     name = str(file)
-    try:
-        data = tomllib.loads(file.read_text())
-    except FileNotFoundError:
-        raise InputError(name, "(file)", name, "an existing TOML experiment file", "file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(name, "(file)", name, "valid TOML", str(exc)) from None
-    top = _Reader(name, data, "", {"server", "probe", "sweep"})
-    del top
+    data = read_toml(file, "experiment")
+    _Reader(name, data, "", {"server", "probe", "sweep"})  # refuses unknown top-level keys
     for section in ("server", "probe", "sweep"):
         if section in data and not isinstance(data[section], dict):
             raise InputError(name, section, data[section], f"a [{section}] table")

@@ -172,18 +172,22 @@ class ProbeResult:
 
     @property
     def ttft_s(self) -> float | None:
+        """Median TTFT (s) over the recorded runs (None with no runs)."""
         return self._median("ttft_s")
 
     @property
     def tpot_s(self) -> float | None:
+        """Median TPOT (s) over the recorded runs (None with no runs)."""
         return self._median("tpot_s")
 
     @property
     def e2e_s(self) -> float | None:
+        """Median E2E latency (s) over the recorded runs (None with no runs)."""
         return self._median("e2e_s")
 
     @property
     def completion_tokens(self) -> float | None:
+        """Median completion tokens over the recorded runs (None with no runs)."""
         return self._median("completion_tokens")
 
     @property

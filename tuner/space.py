@@ -16,12 +16,11 @@ are skipped with a notice unless ``allow_unsafe``.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner import nccl_env
-from tuner.config import env_table
+from tuner.config import env_table, read_toml
 from tuner.errors import InputError
 
 #: The candidate meaning "do not set the variable; let NCCL choose".
@@ -116,12 +115,7 @@ def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False, _see
     """
     file = Path(path)
     name = str(file)
-    try:
-        data = tomllib.loads(file.read_text())
-    except FileNotFoundError:
-        raise InputError(name, "(file)", name, "an existing search-space TOML file", "file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(name, "(file)", name, "valid TOML", str(exc)) from None
+    data = read_toml(file, "search-space")
     known = {"description", "include_presets", "variables", "presets"}
     for key in data:
         if key not in known:
