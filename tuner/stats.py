@@ -2,7 +2,8 @@
 
 Trials and baselines are compared by the ratio of their median output tok/s, with a 95 %
 bootstrap confidence interval over the recorded runs (scipy.stats.bootstrap, percentile
-method, two independent samples). A set is ``faster`` only when the whole interval lies above
+method, two independent samples), widened to Welch's t interval on log tok/s where that is
+wider (few runs: see :func:`ratio_ci`). A set is ``faster`` only when the whole interval lies above
 1 and the point gain reaches the practical threshold ``min_effect`` (default 1 %: the field's
 "81.9 vs 81.4 tok/s is noise", REFERENCE.md section 1); symmetrically ``slower``.
 """
@@ -41,11 +42,16 @@ def _median_ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def ratio_ci(trial: Sequence[float], baseline: Sequence[float], *, confidence: float = 0.95,
              n_resamples: int = 4000, seed: int = 0) -> tuple[float, float, float]:
-    """Ratio of medians ``median(trial)/median(baseline)`` and its bootstrap CI.
+    """Ratio of medians ``median(trial)/median(baseline)`` and its confidence interval.
 
-    ``trial`` and ``baseline`` are per-run tok/s (at least 1 each). With a single run on either
-    side there is nothing to resample and the interval collapses to the point. Returns
-    ``(ratio, low, high)``. Raises ValueError on empty input.
+    The interval is the percentile bootstrap over runs (scipy.stats.bootstrap, two independent
+    samples), widened where needed to Welch's t interval on log tok/s
+    (scipy.stats.ttest_ind, equal_var=False): with the 3-5 runs a relaunch affords, the
+    percentile bootstrap only resamples those few values and is known to under-cover
+    (Efron & Tibshirani, An Introduction to the Bootstrap, 1993, ch. 13), which on a noisy
+    machine turned noise into a "significant" +54 %. ``trial`` and ``baseline`` are per-run
+    tok/s (at least 1 each); with a single run on either side the interval collapses to the
+    point. Returns ``(ratio, low, high)``. Raises ValueError on empty input.
     """
     x = np.asarray(trial, dtype=float)
     y = np.asarray(baseline, dtype=float)
@@ -58,6 +64,9 @@ def ratio_ci(trial: Sequence[float], baseline: Sequence[float], *, confidence: f
                         method="percentile", vectorized=True, paired=False,
                         rng=np.random.default_rng(seed))
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    welch = sps.ttest_ind(np.log(x), np.log(y), equal_var=False).confidence_interval(confidence)
+    if np.isfinite(welch.low) and np.isfinite(welch.high):
+        low, high = min(low, float(np.exp(welch.low))), max(high, float(np.exp(welch.high)))
     return ratio, min(low, ratio), max(high, ratio)
 
 
@@ -84,9 +93,11 @@ def compare(trial: Sequence[float], baseline: Sequence[float], *,
 
 
 def median_ci_halfwidth(runs: Sequence[float], *, confidence: float = 0.95, seed: int = 0) -> float:
-    """Half-width of the bootstrap CI of the median, as a fraction of the median.
+    """Half-width of the 95 % CI of one set's tok/s, as a fraction of its median.
 
-    Used by ``repeats = "auto"`` to decide whether another run is needed; ``inf`` below 2 runs.
+    The larger of the bootstrap CI of the median and the Student t interval of the mean
+    (``t_{n-1} * s / sqrt(n)``), for the same few-runs reason as :func:`ratio_ci`. Used by
+    ``repeats = "auto"`` and ``--target``; ``inf`` below 2 runs.
     """
     x = np.asarray(runs, dtype=float)
     if x.size < 2:
@@ -96,7 +107,9 @@ def median_ci_halfwidth(runs: Sequence[float], *, confidence: float = 0.95, seed
     res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000,
                         method="percentile", rng=np.random.default_rng(seed))
     med = float(np.median(x))
-    return float(res.confidence_interval.high - res.confidence_interval.low) / 2.0 / med
+    boot = float(res.confidence_interval.high - res.confidence_interval.low) / 2.0 / med
+    t_half = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size)) / med
+    return max(boot, t_half)
 
 
 def min_detectable_effect(baseline: Sequence[float], n_trial: int, *, alpha: float = 0.05,
