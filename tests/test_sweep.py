@@ -250,3 +250,50 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     assert tuned["retry_of_trial"].dropna().astype(int).tolist() == [2]
     assert not server_processes(cfg)
     assert not _workers_alive(study_dir)
+
+
+def test_failed_baseline_stops_at_once_and_exits_4(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+                       extra_server='env = { ENVRATE_FAULT = "crash-start" }')
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "bf")
+    assert res.returncode == 4, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "bf" / "trials.csv")
+    assert len(df) == 1 and df.iloc[0]["status"] == "crashed" and "NCCL WARN" in df.iloc[0]["cause"]
+    assert "no tuned set was launched" in res.stderr
+
+
+def test_resume_with_changed_server_is_refused(tmp_path, space_file):
+    space = space_file(PRESETS)
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=1, max_tokens=20)
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "fp"]
+    assert run_cli(*args).returncode == 0
+    cfg.write_text(cfg.read_text().replace("max_tokens = 20", "max_tokens = 40"))
+    res = run_cli(*args, "--trials", "2")
+    assert res.returncode == 2 and "probe.max_tokens" in res.stderr and "new --study" in res.stderr
+    assert len(pd.read_csv(tmp_path / "r" / "fp" / "trials.csv")) == 1
+
+
+def test_server_env_may_not_fix_what_the_space_varies(tmp_path, space_file):
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS),
+                       extra_server='env = { NCCL_PROTO = "Simple" }')
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"))
+    assert res.returncode == 2 and "server.env.NCCL_PROTO" in res.stderr
+
+
+def test_min_above_max_in_space_is_never_launched(tmp_path, space_file):
+    space = space_file("""
+[variables.NCCL_MIN_NCHANNELS]
+values = [16]
+[variables.NCCL_MAX_NCHANNELS]
+values = [4, 32]
+""")
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
+                       repeats=2)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "mm", "--seed", "3",
+                  "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    df = pd.read_csv(tmp_path / "r" / "mm" / "trials.csv")
+    for env in df["env"].map(json.loads):
+        assert not ("NCCL_MIN_NCHANNELS" in env and int(env.get("NCCL_MAX_NCHANNELS", 64)) < int(env["NCCL_MIN_NCHANNELS"]))
+    # 2 x 3 points, one of them invalid (MIN 16 > MAX 4): 5 relaunches, then exhausted.
+    assert len(df) == 5 and "exhausted" in res.stderr

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from tuner.errors import InputError, SweepAborted
+from tuner.nccl_env import is_tuning_variable
 
 
 def _duration(text: str) -> float:
@@ -44,14 +45,24 @@ def _csv_ints(text: str) -> list[int]:
     return values
 
 
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v < 2**32:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 2**32)")
+    return v
+
+
 def _positive(kind):
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be above 0")
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
         return v
     return parse
 
@@ -69,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--results", type=Path, default=Path("results"), help="results root (default: results)")
     s.add_argument("--space", type=Path, help="search-space TOML (default: the config's sweep.space)")
     s.add_argument("--mode", choices=("search", "presets"), help="presets: only the space's preset sets, in order")
-    s.add_argument("--seed", type=int, help="sampler seed")
+    s.add_argument("--seed", type=_nonneg_int, help="sampler seed (>= 0)")
     s.add_argument("--allow-unsafe", action="store_true", help="allow forcing LL128 and other settings that can corrupt data or hang")
     s.add_argument("--baseline-every", type=int, metavar="K", help="re-measure the baseline every K trials (drift check)")
     s.add_argument("--no-final-baseline", action="store_true", help="skip the drift re-measure of the baseline at the end")
@@ -116,13 +127,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner.space import load_space
     from tuner.study import Interrupted, Sweep, SweepOptions
 
-    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe)
+    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=args.space is None)
     space = load_space(args.space or cfg.sweep.space, allow_unsafe=args.allow_unsafe)
     if args.baseline_every is not None and args.baseline_every < 0:
         raise InputError("(command line)", "--baseline-every", args.baseline_every, "an integer >= 0")
     if not 0 <= args.min_effect < 0.5:
         raise InputError("(command line)", "--min-effect", args.min_effect, "a fraction in [0, 0.5)")
+    _check_fixed_env(cfg, space)
     study_name = args.study or Path(args.config).stem
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", study_name):
+        raise InputError("(command line)", "--study", study_name, "letters, digits, '.', '_' and '-' (a folder name under --results)")
     trials = args.trials or cfg.sweep.trials
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, space=args.space, allow_unsafe=args.allow_unsafe,
@@ -130,15 +144,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                         rebaseline=args.rebaseline, target=args.target, always=args.always,
                         timeout_s=args.timeout, until=args.until, min_effect=args.min_effect,
                         progress=Progress(trials + (0 if args.no_final_baseline else 1)))
-    sweep = Sweep(cfg, space, opts)
+    try:
+        sweep = Sweep(cfg, space, opts)
+    except OSError as exc:
+        raise InputError("(command line)", "--results", str(args.results), "a folder nccl-tune can create and write",
+                         exc.strerror or str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - storage URLs fail in many ways (driver, host, scheme)
+        raise _storage_error(args.storage, exc) from None
     study = sweep.study
     from tuner.nccl_env import redact, scrub, secret_values
 
     secrets = secret_values({**os.environ, **cfg.server.env})  # the runner's own env reaches the server too
+    _check_fingerprint(study, cfg, secrets, args.config, study_name)
     study.set_user_attr("server_command", [scrub(a, secrets) for a in cfg.server.argv()])
     study.set_user_attr("target", sweep.target)
-    study.set_user_attr("storage_hint", sweep.storage)
+    study.set_user_attr("storage_hint", _hide_password(sweep.storage))
     study.set_user_attr("server_env", redact(cfg.server.env))
+    fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k)}
+    study.set_user_attr("fixed_tuning_env", redact(fixed))
+    if fixed:
+        sweep.progress.log(f"note: server.env fixes {' '.join(f'{k}={v}' for k, v in redact(fixed).items())} for "
+                           "every trial; the 'untuned' baseline runs with these too")
     code = 0
     try:
         outcome = sweep.run()
@@ -146,6 +172,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         study.set_user_attr("target_met_untuned", outcome.target_met_untuned)
         study.set_user_attr("target_reached_by", outcome.target_reached_by)
         sweep.progress.log(f"sweep ended: {outcome.stop_reason} ({outcome.relaunches} relaunches this run)")
+        if outcome.baseline_failed:
+            code = 4
     except Interrupted as exc:
         sweep.progress.log(f"interrupted by {exc}: server torn down, study kept; run the same command to resume")
         code = exc.code
@@ -169,6 +197,49 @@ def _print_export(report, df, study) -> None:
         print("\nUse it:")
         for line in report.export_lines(json.loads(best["env"]), study.user_attrs.get("server_command")):
             print(f"  {line}")
+
+
+def _hide_password(url: str) -> str:
+    """A storage URL with its password replaced by ***, for anything written."""
+    return re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", url)
+
+
+def _storage_error(storage: str | None, exc: Exception) -> InputError:
+    why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if "postgres" in (storage or "") and isinstance(exc, ImportError | ModuleNotFoundError) or "psycopg" in why:
+        why += " (install the driver: pip install -e '.[postgres]')"
+    return InputError("(command line)", "--storage", _hide_password(storage or ""),
+                      "an Optuna storage URL, e.g. sqlite:///results/s/study.db or postgresql://user:pass@host/db", why)
+
+
+def _check_fixed_env(cfg, space) -> None:
+    """server.env must not fix a variable the space varies: every trial would silently override it."""
+    varied = set(space.choices())
+    for name in cfg.server.env:
+        if name in varied:
+            raise InputError(str(cfg.path), f"server.env.{name}", cfg.server.env[name],
+                             f"variables the search space {space.path} does not vary",
+                             "the space varies it too, so the baseline and the trials would disagree about it")
+
+
+def _check_fingerprint(study, cfg, secrets, config_path, study_name) -> None:
+    """Refuse to resume a study with a different server or probe: old trials would be judged
+    against a baseline measured under other conditions."""
+    from tuner.nccl_env import redact, scrub
+
+    now = {"server.command": [scrub(a, secrets) for a in cfg.server.command],
+           "server.env": redact(cfg.server.env),
+           "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
+    before = study.user_attrs.get("fingerprint")
+    if before is None:
+        study.set_user_attr("fingerprint", now)
+        return
+    changed = [k for k in now if json.dumps(now[k]) != json.dumps(before.get(k))]
+    if changed:
+        raise InputError(str(config_path), ", ".join(changed), [now[k] for k in changed],
+                         f"the settings study '{study_name}' was measured with ({', '.join(repr(before.get(k)) for k in changed)}), "
+                         "or a new --study name",
+                         "resuming would judge new trials against a baseline measured under other conditions")
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -211,7 +282,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         study = optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:
-        raise InputError("(command line)", "--study", args.study, f"a study name present in {storage}") from None
+        raise InputError("(command line)", "--study", args.study,
+                         f"a study name present in {_hide_password(storage)}") from None
+    except Exception as exc:  # noqa: BLE001 - driver, host or scheme problems
+        raise _storage_error(storage, exc) from None
     df, verdict = report.write_outputs(study, study_dir, min_effect=args.min_effect)
     if not df.empty:
         print(report.console_table(df))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +46,14 @@ class ServerConfig:
     log_max_bytes: int = 50 * 1024 * 1024
 
     def argv(self, port: int | None = None) -> list[str]:
-        """The command with ``{port}`` replaced and a leading ``~`` expanded in each element."""
+        """The command with ``{port}`` replaced, ``{python}`` replaced by this interpreter
+        (sys.executable: the simulator runs in nccl-tune's own venv) and a leading ``~`` expanded."""
         p = str(self.port if port is None else port)
-        return [os.path.expanduser(a.replace("{port}", p)) if a.startswith("~")
-                else a.replace("{port}", p) for a in self.command]
+        out = []
+        for a in self.command:
+            a = a.replace("{port}", p).replace("{python}", sys.executable)
+            out.append(os.path.expanduser(a) if a.startswith("~") else a)
+        return out
 
     @property
     def base_url(self) -> str:
@@ -206,7 +211,7 @@ def read_toml(file: Path, what: str) -> dict[str, Any]:
 
 
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
-                check_program: bool = True) -> ExperimentConfig:
+                check_program: bool = True, resolve_space: bool = True) -> ExperimentConfig:
     """Read and validate an experiment file.
 
     Raises :class:`InputError` for a missing or unparsable file, unknown keys, wrong types,
@@ -232,7 +237,7 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
         raise InputError(name, "server.command", data["server"].get("command"),
                          "a non-empty list of strings (argv), or a string split with shlex")
     if check_program:
-        _resolve_program(name, command)
+        _resolve_program(name, [command[0].replace("{python}", sys.executable)])
     health = s.str("health_path", "/health")
     if not health.startswith("/"):
         raise InputError(name, "server.health_path", health, "a path starting with '/', e.g. /health")
@@ -252,7 +257,7 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     p = _Reader(name, probe_table, "probe", _PROBE_KEYS)
     repeats = probe_table.get("repeats", 3)
     if repeats != "auto":
-        repeats = p.int("repeats", 3, 1, 1000)
+        repeats = p.int("repeats", 3, 2, 1000)  # one run gives no interval: nothing could be judged
     check = probe_table.get("check")
     if check is not None:
         if (not isinstance(check, dict) or set(check) != {"prompt", "expect"}
@@ -286,7 +291,7 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     if mode not in MODES:
         raise InputError(name, "sweep.mode", mode, " or ".join(MODES))
     sweep = SweepConfig(
-        space=_resolve_space(file, space_value),
+        space=_resolve_space(file, space_value) if resolve_space else Path(space_value),
         trials=w.int("trials", 12, 1, 10_000),
         mode=mode,
         seed=w.int("seed", None, 0),

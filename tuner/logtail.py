@@ -21,6 +21,7 @@ _CAUSES = [
     ("oom", re.compile(r".*(out of memory|OutOfMemoryError|CUDA OOM).*", re.I)),
     ("nccl", re.compile(r".*(ncclInvalidUsage|ncclInternalError|ncclSystemError|unhandled system error).*")),
     ("python", re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit)\b(?::.*)?$")),
+    ("python", re.compile(r"\b[A-Z]\w*(?:Error|Exception): .*")),
     ("fatal", re.compile(r".*\b(FATAL|Fatal|Aborted|Segmentation fault|core dumped)\b.*")),
 ]
 

@@ -41,7 +41,7 @@ class Progress:
         if self.quiet:
             return
         elapsed = time.monotonic() - self.start
-        text = (f"trial {index}/{self.total} [{label}] {phase}"
+        text = (f"relaunch {index}/{self.total} [{label}] {phase}"
                 f"{': ' + detail if detail else ''}  elapsed {elapsed / 60:.1f} min, ETA {self._eta(index)}")
         if self._status:
             self._status.update(text)

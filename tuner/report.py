@@ -41,7 +41,7 @@ def trials_frame(study: optuna.Study, *, min_effect: float = stats.DEFAULT_MIN_E
     rows = []
     for t in study.get_trials(deepcopy=False):
         ua = t.user_attrs
-        if ua.get("kind") in (None, "duplicate") or t.state in (TrialState.WAITING,):
+        if ua.get("kind") in (None, "duplicate", "invalid") or t.state in (TrialState.WAITING,):
             continue
         if t.state == TrialState.RUNNING:
             status = "running"
@@ -67,11 +67,11 @@ def trials_frame(study: optuna.Study, *, min_effect: float = stats.DEFAULT_MIN_E
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     _, drift = baseline_runs(df)
-    bases = df[(df["kind"] == "baseline") & (df["status"] == "ok")].sort_values("trial")
+    bases = df[(df["kind"] == "baseline") & (df["status"] == "ok")].sort_values(["started_at", "trial"])
     ratios, lows, highs, verdicts = [], [], [], []
     for _, row in df.iterrows():
         runs = json.loads(row["output_tok_s_runs"])
-        ref = _reference_baseline(bases, int(row["trial"]))
+        ref = _reference_baseline(bases, row)
         if row["status"] != "ok" or not runs or ref is None:
             ratios.append(math.nan), lows.append(math.nan), highs.append(math.nan)
             verdicts.append("" if row["status"] == "ok" else "failed")
@@ -84,14 +84,18 @@ def trials_frame(study: optuna.Study, *, min_effect: float = stats.DEFAULT_MIN_E
     return df[[c for c in COLUMNS if c in df.columns] + sorted(extra)].sort_values("trial").reset_index(drop=True)
 
 
-def _reference_baseline(bases: pd.DataFrame, trial: int) -> list[float] | None:
-    """Runs of the baseline a trial is compared with: the last one measured before it (the
-    machine as it was then), else the first one. Baseline rows compare with the first."""
+def _reference_baseline(bases: pd.DataFrame, row: pd.Series) -> list[float] | None:
+    """Runs of the baseline a trial is compared with: the last one measured before it started
+    (the machine as it was then), else the first one. Baseline rows compare with the first."""
     if bases.empty:
         return None
-    before = bases[bases["trial"] < trial]
-    row = before.iloc[-1] if not before.empty else bases.iloc[0]
-    return json.loads(row["output_tok_s_runs"])
+    if row["kind"] == "baseline":
+        ref = bases.iloc[0]
+    else:
+        key = "started_at" if bases["started_at"].notna().all() and not pd.isna(row["started_at"]) else "trial"
+        before = bases[bases[key] < row[key]]
+        ref = before.iloc[-1] if not before.empty else bases.iloc[0]
+    return json.loads(ref["output_tok_s_runs"])
 
 
 def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
@@ -148,7 +152,8 @@ def verdict_paragraph(df: pd.DataFrame, study_attrs: dict | None = None) -> str:
     tried = int((settled["kind"] != "baseline").sum())
     failed = int(((settled["kind"] != "baseline") & (settled["status"] != "ok")).sum())
     if best is None:
-        parts.append(f"None of the {tried} tuned sets ran successfully ({failed} failed): keep the defaults.")
+        parts.append("Only the baseline was measured: no tuned set to judge yet." if tried == 0 else
+                     f"None of the {tried} tuned sets ran successfully ({failed} failed): keep the defaults.")
         return " ".join(parts)
     gain, lo, hi = (best["vs_baseline"] - 1) * 100, (best["vs_baseline_ci_low"] - 1) * 100, (best["vs_baseline_ci_high"] - 1) * 100
     env_s = _env_text(best["env"])
@@ -172,6 +177,10 @@ def verdict_paragraph(df: pd.DataFrame, study_attrs: dict | None = None) -> str:
                      f"{max(mde, stats.DEFAULT_MIN_EFFECT) * 100:.1f} %.")
     if failed:
         parts.append(f"{failed} of {tried} tuned sets failed (see status and cause).")
+    lost = int((df["status"] == "interrupted").sum()) - int(df["retry_of_trial"].notna().sum())
+    if lost > 0:
+        parts.append(f"{lost} interrupted set{'s were' if lost > 1 else ' was'} not re-measured yet: "
+                     "run the same command again to finish them.")
     if target is not None:
         reached = attrs.get("target_reached_by")
         parts.append(f"Target {target:g} tok/s: " + (f"reached by trial {reached}." if reached is not None

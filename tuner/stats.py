@@ -18,6 +18,7 @@ import numpy as np
 from scipy import stats as sps
 
 FASTER, SLOWER, NO_DIFF = "faster", "slower", "no significant difference"
+NOT_ENOUGH = "not enough runs to judge"
 DEFAULT_MIN_EFFECT = 0.01
 
 
@@ -80,6 +81,8 @@ def compare(trial: Sequence[float], baseline: Sequence[float], *,
     ``inconclusive (baseline drifted X %)``.
     """
     ratio, low, high = ratio_ci(trial, baseline)
+    if len(trial) < 2 or len(baseline) < 2:
+        return Comparison(ratio, low, high, NOT_ENOUGH)
     if low > 1.0 and ratio >= 1.0 + min_effect:
         verdict = FASTER
     elif high < 1.0 and ratio <= 1.0 - min_effect:

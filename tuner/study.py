@@ -44,7 +44,7 @@ from tuner.launcher import LaunchFailed, ServerProcess, kill_leftover, port_hold
 from tuner.progress import Progress
 from tuner.space import UNSET, SearchSpace
 
-BASELINE, PRESET, SEARCH, DUPLICATE = "baseline", "preset", "search", "duplicate"
+BASELINE, PRESET, SEARCH, DUPLICATE, INVALID = "baseline", "preset", "search", "duplicate", "invalid"
 CONSTRAINT = "server_failed"
 _MAX_DUPLICATES = 200
 
@@ -91,6 +91,7 @@ class SweepOutcome:
     stop_reason: str = ""
     target_met_untuned: bool = False
     target_reached_by: int | None = None
+    baseline_failed: bool = False
     notices: list[str] = field(default_factory=list)
 
 
@@ -187,7 +188,7 @@ class Sweep:
     # -- bookkeeping ---------------------------------------------------------------------
     def _finished(self) -> list[optuna.trial.FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get("kind") != DUPLICATE]
+                if t.user_attrs.get("kind") not in (DUPLICATE, INVALID)]
 
     def _measured_keys(self) -> dict[str, optuna.trial.FrozenTrial]:
         out = {}
@@ -197,7 +198,9 @@ class Sweep:
         return out
 
     def _baselines(self) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self._finished() if t.user_attrs.get("kind") == BASELINE]
+        """Successful baseline measurements, oldest first (a failed baseline judges nothing)."""
+        return [t for t in self._finished() if t.user_attrs.get("kind") == BASELINE
+                and t.user_attrs.get("status") == "ok"]
 
     def _pending_keys(self) -> set[str]:
         keys = set()
@@ -215,16 +218,30 @@ class Sweep:
         attrs = {"kind": kind, "preset": label, **(extra or {})}
         self.study.enqueue_trial(self._params(env), user_attrs=attrs, skip_if_exists=False)
 
-    def _plan(self) -> None:
-        """Enqueue what must run before the sampler: the baseline (if not measured) and presets."""
-        pending = self._pending_keys()
+    def _planned(self) -> tuple[dict[str, str], str, str, dict] | None:
+        """The next set that must run before the sampler proposes: first the retry of a trial
+        whose runner died (once), then the space's presets in order, skipping any set already
+        measured, in flight, or given up after an interrupted retry."""
+        measured = set(self._measured_keys())
+        busy = self._pending_keys()
+        every = self.study.get_trials(deepcopy=False)
+        retried = {t.user_attrs.get("retry_of_trial") for t in every} - {None}
+        gave_up = set()
+        for t in every:
+            if t.state == TrialState.FAIL and t.user_attrs.get("status") == "interrupted":
+                env = {k: v for k, v in t.params.items() if v != UNSET}
+                key = env_key(env)
+                if t.user_attrs.get("retry_of_trial") is not None:
+                    gave_up.add(key)
+                elif t.number not in retried and key not in measured | busy:
+                    kind = t.user_attrs.get("kind", SEARCH)
+                    return env, kind, t.user_attrs.get("preset") or kind, {"retry_of_trial": t.number}
         if self.mode in ("search", "presets"):
-            measured = self._measured_keys()
             for preset in self.space.presets:
                 key = env_key(preset.env)
-                if key not in measured and key not in pending:
-                    self._enqueue(preset.env, PRESET, preset.name)
-                    pending.add(key)
+                if key not in measured | busy | gave_up:
+                    return dict(preset.env), PRESET, preset.name, {}
+        return None
 
     def _recover(self) -> None:
         """Resume after a dead runner: tear down the server it left, retry its trial once.
@@ -261,14 +278,8 @@ class Sweep:
         storage.set_trial_user_attr(trial_id, "cause", "runner died mid-trial")
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
         self.progress.log(f"resume: trial {frozen.number} was interrupted; "
-                          + ("it is retried once" if frozen.user_attrs.get("retry_of_trial") is None
-                             else "already a retry, not retried again"))
-        if frozen.user_attrs.get("retry_of_trial") is None:  # retried once, never twice
-            env = {k: v for k, v in frozen.params.items() if v != UNSET}
-            if not env and "fixed_params" in frozen.system_attrs:
-                env = {k: v for k, v in frozen.system_attrs["fixed_params"].items() if v != UNSET}
-            self._enqueue(env, frozen.user_attrs.get("kind", SEARCH), frozen.user_attrs.get("preset", ""),
-                          {"retry_of_trial": frozen.number})
+                          + ("it is retried first" if frozen.user_attrs.get("retry_of_trial") is None
+                             else "it was already a retry and is not tried a third time"))
 
     # -- budget --------------------------------------------------------------------------
     def _fits(self, extra: bool = False) -> tuple[bool, str]:
@@ -286,6 +297,7 @@ class Sweep:
     # -- one trial -----------------------------------------------------------------------
     def _measure(self, number: int, trial_id: int | None, env: dict[str, str], label: str) -> dict:
         index = self.relaunches
+        label = f"trial {number}: {label}"
         log = self.dir / "logs" / f"trial-{number:04d}.log"
         rec: dict = {"status": "failed", "cause": "", "runs": [], "log": str(log)}
         t0 = time.monotonic()
@@ -373,7 +385,13 @@ class Sweep:
             i = 0
             while i < total:
                 phase = "warmup" if i < pc.warmup else "probing"
-                self.progress.phase(index, label, phase, f"run {i + 1}/{pc.warmup + (want if isinstance(pc.repeats, int) else 3)}")
+                if i < pc.warmup:
+                    detail = f"{i + 1}/{pc.warmup}"
+                else:
+                    detail = (f"run {i - pc.warmup + 1}/{want}" if isinstance(pc.repeats, int) else
+                              f"run {i - pc.warmup + 1} (auto: until the CI half-width <= {pc.ci_target:.1%}, "
+                              f"at most {want})")
+                self.progress.phase(index, label, phase, detail)
                 try:
                     m = probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
                                           stall_timeout_s=pc.stall_timeout_s)
@@ -387,6 +405,11 @@ class Sweep:
                         break
                 i += 1
             _summarise(rec, runs)
+            if pc.repeats == "auto":
+                rec["ci_halfwidth"] = stats.median_ci_halfwidth(rec["runs"])
+                if rec["ci_halfwidth"] > pc.ci_target:
+                    self.progress.log(f"{label}: CI half-width {rec['ci_halfwidth']:.1%} still above "
+                                      f"{pc.ci_target:.1%} after max_repeats={pc.max_repeats} runs")
             if pc.concurrency:
                 from tuner import bench
 
@@ -405,8 +428,7 @@ class Sweep:
             value = float(rec["output_tok_s"])
         else:
             # The sampler needs a number; the constraint marks it infeasible. Reports show NaN.
-            done = [t.value for t in self._finished() if t.value is not None and t.user_attrs.get("status") == "ok"]
-            value = 0.5 * min(done) if done else 0.0
+            value = self._penalty()
         self.study.tell(trial, value)
 
     # -- the loop ------------------------------------------------------------------------
@@ -418,36 +440,53 @@ class Sweep:
                                "stop that server or choose another server.port before sweeping")
 
     def _next(self) -> tuple[optuna.Trial, dict[str, str], str, str] | None:
-        waiting = self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        if self.mode == "presets" and not waiting:
-            return None
-        duplicates = 0
+        """Ask Optuna for the next relaunch: a planned retry or preset, else a sampler proposal.
+
+        Sets already measured are told to the sampler with their known result, and sets NCCL
+        would reject together with ``server.env`` (MIN channels above MAX) are told as
+        infeasible; neither spends a relaunch. None when nothing is left to try.
+        """
+        skipped = 0
         while True:
+            planned = self._planned()
+            if planned is not None:
+                env, kind, label, extra = planned
+                self._enqueue(env, kind, label, extra)
+            elif self.mode == "presets":
+                return None
             trial = self.study.ask()
             trial.set_user_attr("runner", self.runner_id)  # so a resume can tell this trial is ours
             params = {name: trial.suggest_categorical(name, list(values)) for name, values in self.choices.items()}
             env = {k: str(v) for k, v in params.items() if v != UNSET}
             kind = trial.user_attrs.get("kind", SEARCH)
-            label = trial.user_attrs.get("preset") or ("baseline" if kind == BASELINE else "search")
-            if kind == BASELINE:
-                return trial, {}, kind, label
+            label = trial.user_attrs.get("preset") or kind
             key = env_key(env)
             earlier = self._measured_keys().get(key)
             if not env:
                 earlier = earlier or (self._baselines() or [None])[0]
-            if earlier is None:
+            problems = nccl_env.cross_problems({**self.cfg.server.env, **env})
+            if earlier is None and not problems:
                 trial.set_user_attr("kind", kind)
                 return trial, env, kind, label
-            # Already measured: tell the sampler the known result, spend no relaunch.
-            trial.set_user_attr("kind", DUPLICATE)
-            trial.set_user_attr("duplicate_of", earlier.number)
-            trial.set_constraint(CONSTRAINT, earlier.constraints.get(CONSTRAINT, 0.0))
-            self.study.tell(trial, earlier.value)
-            duplicates += 1
-            if duplicates >= _MAX_DUPLICATES:
+            if problems:  # NCCL would clamp or reject it: no relaunch, the sampler learns to avoid it
+                trial.set_user_attr("kind", INVALID)
+                trial.set_user_attr("cause", problems[0][1])
+                trial.set_constraint(CONSTRAINT, 1.0)
+                self.study.tell(trial, self._penalty())
+            else:  # already measured: the sampler is told the known result
+                trial.set_user_attr("kind", DUPLICATE)
+                trial.set_user_attr("duplicate_of", earlier.number)
+                trial.set_constraint(CONSTRAINT, earlier.constraints.get(CONSTRAINT, 0.0))
+                self.study.tell(trial, earlier.value)
+            skipped += 1
+            if skipped >= _MAX_DUPLICATES:
                 return None
-            if self.mode == "presets" and not self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-                return None
+
+    def _penalty(self) -> float:
+        """Objective value told for a failed or invalid set, with its constraint violated:
+        half the worst measured median (never shown as tok/s anywhere)."""
+        done = [t.value for t in self._finished() if t.value is not None and t.user_attrs.get("status") == "ok"]
+        return 0.5 * min(done) if done else 0.0
 
     def _baseline_stats(self) -> tuple[list[float], float]:
         runs = [r for t in self._baselines() for r in t.user_attrs.get("runs", [])]
@@ -493,9 +532,13 @@ class Sweep:
                     self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
                     return self._done()
             if not self._baselines():
-                self.outcome.stop_reason = "the untuned baseline failed: nothing can be compared"
+                last = [t for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get("kind") == BASELINE]
+                cause = last[-1].user_attrs.get("cause", "") if last else ""
+                self.outcome.stop_reason = (f"the untuned baseline failed ({last[-1].user_attrs.get('status') if last else '?'}"
+                                            f": {cause}); no tuned set was launched, since nothing could be "
+                                            "compared. Fix the server command or environment and run again")
+                self.outcome.baseline_failed = True
                 return self._done()
-            self._plan()
             while True:
                 fits, why = self._fits()
                 if not fits:
@@ -508,7 +551,7 @@ class Sweep:
                 nxt = self._next()
                 if nxt is None:
                     self.outcome.stop_reason = ("all presets measured" if self.mode == "presets"
-                                                else "search space exhausted (only duplicates proposed)")
+                                                else "search space exhausted (only measured or invalid sets proposed)")
                     break
                 since_baseline += 1
                 if self._run_trial(*nxt):
@@ -573,6 +616,7 @@ class Sweep:
         trial.set_user_attr("env_key", env_key(nccl_env.redact(env)))
         trial.set_user_attr("runner", self.runner_id)
         trial.set_user_attr("started_at", time.time())
+        trial.set_user_attr("log", str(self.dir / "logs" / f"trial-{trial.number:04d}.log"))
         beat = _Heartbeat(self.study, trial._trial_id)
         try:
             rec = self._measure(trial.number, trial._trial_id, env, label)
