@@ -89,8 +89,7 @@ def compare(trial: Sequence[float], baseline: Sequence[float], *,
         verdict = SLOWER
     else:
         verdict = NO_DIFF
-    gain = abs(ratio - 1.0)
-    if drift > 0 and drift >= gain and (verdict != NO_DIFF or gain >= min_effect):
+    if drift > 0 and verdict in (FASTER, SLOWER) and drift >= abs(ratio - 1.0):
         verdict = f"inconclusive (baseline drifted {drift * 100:.1f} %)"
     return Comparison(ratio, low, high, verdict)
 
