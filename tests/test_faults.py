@@ -305,7 +305,7 @@ def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stderr:
-            if "[orphans] teardown" in line:
+            if "orphans] teardown" in line:
                 time.sleep(0.5)  # inside the 3 s SIGTERM grace the orphaned workers ignore
                 proc.send_signal(signal.SIGTERM)
                 break
