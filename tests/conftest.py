@@ -92,3 +92,36 @@ def server_processes(config: Path) -> list[psutil.Process]:
 
     port = tomllib.loads(config.read_text())["server"]["port"]
     return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]
+
+
+def start_cli(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
+    """Start ``python -m tuner.cli ARGS`` in the background (stderr piped, text mode)."""
+    full_env = dict(os.environ if env is None else env)
+    full_env.setdefault("PYTHONPATH", str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=full_env,
+                            stdout=stdout, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_log(study_dir: Path, number: int, needle: str, timeout: float = 60) -> None:
+    """Wait until trial ``number``'s server log contains ``needle``; AssertionError on timeout."""
+    import time
+
+    log = study_dir / "logs" / f"trial-{number:04d}.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and needle in log.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{log} never showed {needle!r}")
+
+
+def alive_pids(pids) -> list[int]:
+    """The pids of ``pids`` that are still running (zombies count as gone)."""
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive

@@ -22,7 +22,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import SERVERS, envrate_command, free_port, processes_with, run_cli, write_config
+from conftest import SERVERS, alive_pids, envrate_command, free_port, processes_with, run_cli, start_cli, write_config
 
 READY_TIMEOUT_S = 4.0
 STALL_TIMEOUT_S = 2.0
@@ -68,17 +68,6 @@ def _worker_pids(study_dir: Path) -> list[int]:
             if line.startswith("WORKERS "):
                 pids += [int(p) for p in line.split()[1:]]
     return pids
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            continue
-    return alive
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +164,7 @@ def test_nothing_of_any_server_survives(fault_sweep):
     pids = _worker_pids(study_dir)
     # Two workers per launch that got past loading: baseline x2, LL, and seven NTHREADS faults.
     assert len(pids) == 2 * 10, pids
-    assert not _alive(pids), f"workers alive after the sweep: {_alive(pids)}"
+    assert not alive_pids(pids), f"workers alive after the sweep: {alive_pids(pids)}"
     orphans = Path(_row(df, {"NCCL_NTHREADS": "224"})["log"]).read_text()
     assert "SIGKILL needed" in orphans and "0 survivors" in orphans
 
@@ -293,16 +282,12 @@ def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
     import subprocess
     import time
 
-    from conftest import ROOT
-
     space = space_file('[[presets]]\nname = "orphans"\nenv = { NCCL_NTHREADS = "224" }\n')
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2, max_tokens=20,
                        repeats=2, extra_sweep='mode = "presets"')
     study_dir = tmp_path / "r" / "term"
     started = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results", str(tmp_path / "r"),
-                             "--study", "term"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "term", stdout=subprocess.DEVNULL)
     try:
         for line in proc.stderr:
             if "orphans] teardown" in line:
@@ -314,12 +299,12 @@ def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
         time.sleep(0.3)
         pids = _worker_pids(study_dir)
         assert len(pids) == 4, pids
-        assert not _alive(pids), f"workers alive after the runner said 'server torn down': {_alive(pids)}"
+        assert not alive_pids(pids), f"workers alive after the runner said 'server torn down': {alive_pids(pids)}"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for pid in _alive(_worker_pids(study_dir) if (study_dir / "logs").exists() else []):
+        for pid in alive_pids(_worker_pids(study_dir) if (study_dir / "logs").exists() else []):
             try:  # our own leftovers only: started by this test
                 p = psutil.Process(pid)
                 if p.create_time() >= started:

@@ -23,7 +23,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import ROOT, free_port, processes_with, run_cli, write_config
+from conftest import ROOT, alive_pids, free_port, processes_with, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -66,11 +66,6 @@ def _space_text() -> str:
         proto = ("LL", "Simple")[i % 2]
         presets.append(f'[[presets]]\nname = "fault-{fault}"\nenv = {{ SIM_FAULT = "{fault}", NCCL_PROTO = "{proto}" }}\n')
     return SPACE.format(faults=", ".join(f'"{f}"' for f in FAULTS), presets="\n".join(presets))
-
-
-def _start_sweep(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_mid_trial(proc: subprocess.Popen, study_dir: Path, nth_log: int, timeout: float = 240) -> int:
@@ -122,17 +117,6 @@ def _logged_pids(study_dir: Path) -> list[int]:
     return [p for p in pids if p]
 
 
-def _alive(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.Error:
-            continue
-    return out
-
-
 def test_soak_30_trials_random_faults_killed_and_resumed(tmp_path):
     t0 = time.monotonic()
     port = free_port()
@@ -152,7 +136,7 @@ def test_soak_30_trials_random_faults_killed_and_resumed(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), SOAK_TAG=tag)
 
     # Run 1: killed (SIGKILL, no chance to clean up) while its 12th server is in flight.
-    proc = _start_sweep(args, env)
+    proc = start_cli(*args, env=env)
     try:
         killed_trial = _wait_mid_trial(proc, study_dir, KILL_AT_LOG)
     finally:
@@ -208,7 +192,7 @@ def test_soak_30_trials_random_faults_killed_and_resumed(tmp_path):
     ours = [p for p in processes_with("tuner.sim") if f"--port {port}" in " ".join(p.info["cmdline"] or [])]
     tagged = _tagged(tag)
     marked = _tagged(tag, marked_only=True)
-    leftovers = {p.pid for p in ours + tagged + marked} | set(_alive(_logged_pids(study_dir)))
+    leftovers = {p.pid for p in ours + tagged + marked} | set(alive_pids(_logged_pids(study_dir)))
 
     # The figures: faults injected = relaunches with a SIM_FAULT (the interrupted one included)
     # plus the runner's SIGKILL; survived = recorded with the status the fault implies, the

@@ -7,16 +7,12 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
-import psutil
-import pytest
 
-from conftest import ROOT, envrate_command, run_cli, server_processes, write_config
+from conftest import (alive_pids, envrate_command, run_cli, server_processes, start_cli, wait_for_log,
+                      write_config)
 
 PRESETS = """
 [[presets]]
@@ -37,7 +33,7 @@ def _workers_alive(study_dir: Path) -> list[int]:
         for line in log.read_text().splitlines():
             if line.startswith("WORKERS "):
                 pids += [int(p) for p in line.split()[1:]]
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return alive_pids(pids)
 
 
 def _saw_env(log: str) -> dict:
@@ -198,27 +194,11 @@ def test_port_already_answering_is_refused(tmp_path, space_file):
         refserver.stop(server)
 
 
-def _start_sweep(args: list[str]) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait_for_log(study_dir: Path, number: int, needle: str, timeout: float = 60) -> None:
-    log = study_dir / "logs" / f"trial-{number:04d}.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and needle in log.read_text():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{log} never showed {needle!r}")
-
-
 def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
                        extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
-    proc = _start_sweep(["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sig"])
-    _wait_for_log(tmp_path / "r" / "sig", 0, "SAW_ENV")
+    proc = start_cli(*["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sig"])
+    wait_for_log(tmp_path / "r" / "sig", 0, "SAW_ENV")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -232,8 +212,8 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
                        extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=30)
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "res"]
     study_dir = tmp_path / "r" / "res"
-    proc = _start_sweep(args)
-    _wait_for_log(study_dir, 2, "SAW_ENV")
+    proc = start_cli(*args)
+    wait_for_log(study_dir, 2, "SAW_ENV")
     proc.kill()
     proc.communicate(timeout=30)
     assert server_processes(cfg), "the dead runner's server should still be running"

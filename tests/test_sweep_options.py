@@ -4,9 +4,7 @@ launcher units. Real processes against tests/servers/envrate_server.py."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -15,12 +13,12 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import ROOT, envrate_command, run_cli, server_processes, write_config
+from conftest import envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
 from tuner import stats
 from tuner.config import ServerConfig
 from tuner.launcher import LaunchFailed, ServerProcess, build_env
 
-TWO_PRESETS = """
+THREE_PRESETS = """
 [[presets]]
 name = "ll"
 env = { NCCL_PROTO = "LL" }
@@ -34,7 +32,7 @@ env = { NCCL_ALGO = "Tree" }
 
 
 def test_timeout_stops_before_a_trial_that_would_not_fit(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=4,
                        extra_server='env = { ENVRATE_LOAD_S = "2" }')
     # Each trial takes >2 s (load); a 5 s budget admits the baseline and at most one more trial.
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "to", "--timeout", "5s")
@@ -45,7 +43,7 @@ def test_timeout_stops_before_a_trial_that_would_not_fit(tmp_path, space_file):
 
 
 def test_auto_repeats_stop_at_target_halfwidth(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=1,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=1,
                        extra_probe="ci_target = 0.02\nmax_repeats = 8", max_tokens=100)
     cfg.write_text(cfg.read_text().replace("repeats = 3", 'repeats = "auto"'))
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "auto")
@@ -57,7 +55,7 @@ def test_auto_repeats_stop_at_target_halfwidth(tmp_path, space_file):
 
 
 def test_concurrency_table_per_trial(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=2,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=2,
                        extra_probe="concurrency = [1, 2, 4]\nconcurrency_requests = 2", max_tokens=40, repeats=2)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "conc", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
@@ -70,15 +68,10 @@ def test_concurrency_table_per_trial(tmp_path, space_file):
 
 
 def test_sigint_exits_130_and_leaves_nothing(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(TWO_PRESETS), trials=3,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=3,
                        extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results", str(tmp_path / "r"),
-                             "--study", "int"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = tmp_path / "r" / "int" / "logs" / "trial-0000.log"
-    deadline = time.monotonic() + 30
-    while not (log.exists() and "SAW_ENV" in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "int")
+    wait_for_log(tmp_path / "r" / "int", 0, "SAW_ENV", timeout=30)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -139,7 +139,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError("(command line)", "--study", study_name, "letters, digits, '.', '_' and '-' (a folder name under --results)")
     trials = args.trials or cfg.sweep.trials
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
-                        mode=args.mode, seed=args.seed, space=args.space, allow_unsafe=args.allow_unsafe,
+                        mode=args.mode, seed=args.seed, allow_unsafe=args.allow_unsafe,
                         baseline_every=args.baseline_every, final_baseline=not args.no_final_baseline,
                         rebaseline=args.rebaseline, target=args.target, always=args.always,
                         timeout_s=args.timeout, until=args.until, min_effect=args.min_effect,
@@ -181,17 +181,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"nccl-tune: sweep stopped: {exc}", file=sys.stderr)
         code = 3
     df, verdict = report.write_outputs(study, opts.study_dir, min_effect=args.min_effect)
-    if not df.empty:
-        print(report.console_table(df))
-    print()
-    print(verdict)
-    _print_export(report, df, study)
+    _print_results(df, verdict, study)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
     return code
 
 
-def _print_export(report, df, study) -> None:
-    """Print the ready-to-paste lines for the best set when it is significantly faster."""
+def _print_results(df, verdict: str, study) -> None:
+    """The table sorted by tok/s, the verdict paragraph and, for a significant best set, the
+    ready-to-paste export and launch lines."""
+    from tuner import report
+
+    if not df.empty:
+        print(report.console_table(df))
+    print()
+    print(verdict)
     best = report.best_row(df) if not df.empty else None
     if best is not None and best["verdict"] == "faster":
         print("\nUse it:")
@@ -287,11 +290,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - driver, host or scheme problems
         raise _storage_error(storage, exc) from None
     df, verdict = report.write_outputs(study, study_dir, min_effect=args.min_effect)
-    if not df.empty:
-        print(report.console_table(df))
-    print()
-    print(verdict)
-    _print_export(report, df, study)
+    _print_results(df, verdict, study)
     print(f"\nwrote {study_dir}/trials.csv, report.md and plots")
     return 0
 

@@ -141,7 +141,7 @@ class _Reader:
             raise self._err(key, f"a number above {low}")
         return float(v)
 
-    def str(self, key: str, default: str | None) -> str | None:
+    def text(self, key: str, default: str | None) -> str | None:
         v = self.table.get(key, default)
         if v is not None and (not isinstance(v, str) or not v):
             raise self._err(key, "a non-empty string")
@@ -238,17 +238,17 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
                          "a non-empty list of strings (argv), or a string split with shlex")
     if check_program:
         _resolve_program(name, [command[0].replace("{python}", sys.executable)])
-    health = s.str("health_path", "/health")
+    health = s.text("health_path", "/health")
     if not health.startswith("/"):
         raise InputError(name, "server.health_path", health, "a path starting with '/', e.g. /health")
     server = ServerConfig(
         command=tuple(command),
         port=s.int("port", 8000, 1, 65535),
-        host=s.str("host", "127.0.0.1"),
+        host=s.text("host", "127.0.0.1"),
         ready_timeout_s=s.num("ready_timeout_s", 2700.0),
         env=env_table(name, "server.env", data["server"].get("env", {}), allow_unsafe),
         health_path=health,
-        model=s.str("model", None),
+        model=s.text("model", None),
         teardown_grace_s=s.num("teardown_grace_s", 30.0),
         log_max_bytes=s.int("log_max_bytes", 50 * 1024 * 1024, 4096),
     )
@@ -272,7 +272,7 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     if ci_target >= 0.5:
         raise InputError(name, "probe.ci_target", ci_target, "a fraction in (0, 0.5), e.g. 0.01 for 1 %")
     probe = ProbeConfig(
-        prompt=p.str("prompt", "Count from 1 to 50."),
+        prompt=p.text("prompt", "Count from 1 to 50."),
         max_tokens=p.int("max_tokens", 512, 2, 1_000_000),
         warmup=p.int("warmup", 1, 0, 100),
         repeats=repeats,
@@ -286,8 +286,8 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
 
     sweep_table = data.get("sweep", {})
     w = _Reader(name, sweep_table, "sweep", _SWEEP_KEYS)
-    space_value = w.str("space", "search_spaces/default.toml")
-    mode = w.str("mode", "search")
+    space_value = w.text("space", "search_spaces/default.toml")
+    mode = w.text("mode", "search")
     if mode not in MODES:
         raise InputError(name, "sweep.mode", mode, " or ".join(MODES))
     sweep = SweepConfig(

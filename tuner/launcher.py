@@ -22,15 +22,12 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tuner import nccl_env
+from tuner import gpu, nccl_env
 from tuner.config import ServerConfig
 from tuner.logtail import LogPump, extract_cause
 
 #: Set in every server's environment; its value identifies the launch across session changes.
 MARKER = "TUNER_SERVER_ID"
-
-STATUSES = ("ok", "crashed", "timeout", "hung", "unhealthy", "invalid_output", "failed")
-
 
 class LaunchFailed(Exception):
     """The trial's server did not give a measurable run.
@@ -289,7 +286,7 @@ class ServerProcess:
         while port_in_use(self.server.host, self.server.port) and time.monotonic() < deadline:
             time.sleep(0.2)
         report.port_free = not port_in_use(self.server.host, self.server.port)
-        report.gpu = _gpu_wait(self._gpu_before, gpu_timeout_s)
+        report.gpu = gpu.wait_released(self._gpu_before, gpu_timeout_s)
         report.duration_s = time.monotonic() - t0
         if self.pump:
             self.pump.note(f"teardown: {'SIGKILL needed' if report.killed else 'exited on SIGTERM'}, "
@@ -297,12 +294,6 @@ class ServerProcess:
                            f"{report.duration_s:.1f} s")
             self.pump.close()
         return report
-
-
-def _gpu_wait(before: list[int] | None, timeout_s: float) -> str | None:
-    from tuner.gpu import wait_released
-
-    return wait_released(before, timeout_s)
 
 
 def _running(p: psutil.Process) -> bool:

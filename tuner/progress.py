@@ -12,9 +12,6 @@ from datetime import datetime
 
 from rich.console import Console
 
-PHASES = ("launching", "loading", "ready-check", "warmup", "probing", "concurrency", "teardown")
-
-
 class Progress:
     """Prints progress events; ``interactive`` (a TTY) uses a rich live status."""
 

@@ -19,14 +19,12 @@ rebuilds trials.csv and the plots from the storage alone.
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -64,7 +62,6 @@ class SweepOptions:
     trials: int | None = None
     mode: str | None = None
     seed: int | None = None
-    space: Path | None = None
     allow_unsafe: bool = False
     baseline_every: int | None = None
     final_baseline: bool = True
@@ -92,7 +89,6 @@ class SweepOutcome:
     target_met_untuned: bool = False
     target_reached_by: int | None = None
     baseline_failed: bool = False
-    notices: list[str] = field(default_factory=list)
 
 
 def env_key(env: dict[str, str]) -> str:
@@ -181,7 +177,6 @@ class Sweep:
         self.started = time.monotonic()
         self.relaunches = 0
         self.outcome = SweepOutcome(study=self.study)
-        self._current: ServerProcess | None = None
         self._tearing_down = False
         self._pending_signal = 0
 
@@ -205,9 +200,9 @@ class Sweep:
     def _pending_keys(self) -> set[str]:
         keys = set()
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
-            keys.add(env_key({k: v for k, v in t.params.items() if v != UNSET})
-                     if t.params else t.system_attrs.get("fixed_params_key", ""))
-            if "fixed_params" in t.system_attrs:
+            if t.params:
+                keys.add(env_key({k: v for k, v in t.params.items() if v != UNSET}))
+            if "fixed_params" in t.system_attrs:  # enqueued, not yet asked
                 keys.add(env_key({k: v for k, v in t.system_attrs["fixed_params"].items() if v != UNSET}))
         return keys
 
@@ -302,7 +297,6 @@ class Sweep:
         rec: dict = {"status": "failed", "cause": "", "runs": [], "log": str(log)}
         t0 = time.monotonic()
         server = ServerProcess(self.cfg.server, env, log)
-        self._current = server
         rec["removed_inherited"] = server.removed
         p0: float | None = None
         try:
@@ -328,7 +322,6 @@ class Sweep:
                 report = server.teardown()
             finally:
                 self._tearing_down = False
-            self._current = None
             self.inflight_path.unlink(missing_ok=True)
             if self._pending_signal:
                 signum, self._pending_signal = self._pending_signal, 0
@@ -487,10 +480,6 @@ class Sweep:
         half the worst measured median (never shown as tok/s anywhere)."""
         done = [t.value for t in self._finished() if t.value is not None and t.user_attrs.get("status") == "ok"]
         return 0.5 * min(done) if done else 0.0
-
-    def _baseline_stats(self) -> tuple[list[float], float]:
-        runs = [r for t in self._baselines() for r in t.user_attrs.get("runs", [])]
-        return runs, stats.drift([t.user_attrs.get("output_tok_s", math.nan) for t in self._baselines()])
 
     def _target_check(self, rec: dict, kind: str, number: int) -> bool:
         if self.target is None or rec.get("status") != "ok":
@@ -652,28 +641,11 @@ def _runner_alive(pid: int) -> bool:
     return "tuner" in cmd or "nccl-tune" in cmd
 
 
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 def _summarise(rec: dict, runs: list[probe.RunMetrics]) -> None:
-    rec["output_tok_s"] = _median([r.output_tok_s for r in runs])
-    rec["ttft_s"] = _median([r.ttft_s for r in runs])
-    tpots = [r.tpot_s for r in runs if r.tpot_s is not None]
-    rec["tpot_s"] = _median(tpots) if tpots else None
-    rec["e2e_s"] = _median([r.e2e_s for r in runs])
-    rec["completion_tokens"] = _median([r.completion_tokens for r in runs])
-    rec["tokens_counted"] = any(r.tokens_counted for r in runs)
-    rec["reasoning_deltas"] = runs[-1].reasoning_deltas if runs else 0
-    rec["run_details"] = [r.to_json() for r in runs]
-
-
-def run_sweep(config: ExperimentConfig, space: SearchSpace, options: SweepOptions,
-              on_start: Callable[[Sweep], None] | None = None) -> SweepOutcome:
-    """Build a :class:`Sweep` and run it; ``on_start`` sees the sweep before the first launch."""
-    sweep = Sweep(config, space, options)
-    if on_start:
-        on_start(sweep)
-    return sweep.run()
+    """Medians of the recorded runs into the trial record (probe.ProbeResult's definitions)."""
+    result = probe.ProbeResult(runs)
+    rec.update(output_tok_s=result.output_tok_s, ttft_s=result.ttft_s, tpot_s=result.tpot_s,
+               e2e_s=result.e2e_s, completion_tokens=result.completion_tokens,
+               tokens_counted=result.tokens_counted,
+               reasoning_deltas=runs[-1].reasoning_deltas if runs else 0,
+               run_details=[r.to_json() for r in runs])
