@@ -1,25 +1,160 @@
-"""Errors the CLI turns into a one-paragraph message and exit status 2 (no traceback)."""
+"""One exception tree: every error nccl-tune reports carries the exit status it ends with.
+
+Like httpx (one hierarchy under ``HTTPError``) and Optuna (``OptunaError``), every error the
+package raises on purpose derives from :class:`NcclTuneError`; ``tuner.cli.main`` maps it to a
+one-paragraph message and ``exit_code`` in one place. The exit codes are :class:`ExitCode`, the
+one list the README's "Exit status" table is checked against.
+"""
 
 from __future__ import annotations
 
+import signal
+from enum import IntEnum
 
-class InputError(Exception):
+
+class ExitCode(IntEnum):
+    """Exit statuses of ``nccl-tune`` (the simulator's own CLI keeps its own)."""
+
+    OK = 0
+    PROBE_FAILED = 1
+    BAD_INPUT = 2
+    MACHINE_NOT_CLEAN = 3
+    BASELINE_FAILED = 4
+    STOPPED_BY_CHECK = 5
+    SIGHUP = 128 + signal.SIGHUP
+    SIGINT = 128 + signal.SIGINT
+    SIGTERM = 128 + signal.SIGTERM
+
+
+#: What each exit status means, in the README's words (tests keep the README in step).
+EXIT_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "the sweep ended (budget, time, target, or space exhausted; a target not "
+                 "reached is said in the verdict), or a probe/bench/report succeeded",
+    ExitCode.PROBE_FAILED: "`probe` or `bench` failed against the server",
+    ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",
+    ExitCode.MACHINE_NOT_CLEAN: "the machine is not clean (port held by another process, "
+                                "processes survived a teardown, another runner of the same study and port alive)",
+    ExitCode.BASELINE_FAILED: "the untuned baseline failed",
+    ExitCode.STOPPED_BY_CHECK: "a check stopped the sweep before spending relaunches "
+                               "(`--force` overrides it)",
+    ExitCode.SIGHUP: "hung up (SIGHUP: terminal closed, SSH lost); resumable",
+    ExitCode.SIGINT: "interrupted by SIGINT (Ctrl-C); resumable",
+    ExitCode.SIGTERM: "terminated by SIGTERM; resumable",
+}
+
+
+class NcclTuneError(Exception):
+    """Base of every error nccl-tune raises on purpose; ``exit_code`` is the CLI's status."""
+
+    exit_code: ExitCode = ExitCode.PROBE_FAILED
+
+
+# -- input -----------------------------------------------------------------------------------
+
+class InputError(NcclTuneError):
     """A user-supplied file or flag holds a value nccl-tune will not accept.
 
-    The message names the file, the key, the offending value and what is accepted, so a
-    user can fix it without reading code. ``str(err)`` is that message.
+    The message names the file, the key, the offending value and what is accepted, so a user
+    can fix it without reading code. ``str(err)`` is that message. Several problems of one run
+    are joined by :meth:`combine` (one paragraph each).
     """
+
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, file: str, key: str, value: object, accepted: str, why: str = "") -> None:
         self.file, self.key, self.value, self.accepted, self.why = file, key, value, accepted, why
+        self.problems: list[InputError] = [self]
         reason = f" ({why})" if why else ""
-        super().__init__(
-            f"{file}: key '{key}' has value {value!r}{reason}; accepted: {accepted}."
-        )
+        super().__init__(f"{file}: key '{key}' has value {value!r}{reason}; accepted: {accepted}.")
+
+    @classmethod
+    def combine(cls, problems: list[InputError]) -> InputError:
+        """One error carrying every problem of ``problems`` (non-empty); ``str`` lists each."""
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        err = cls(first.file, first.key, first.value, first.accepted, first.why)
+        err.problems = list(problems)
+        err.args = (f"{len(problems)} problems:\n" + "\n".join(f"- {p}" for p in problems),)
+        return err
 
 
-class SweepAborted(Exception):
-    """The sweep cannot go on safely (machine not clean, port held by a stranger, ...).
+# -- the machine and the sweep ---------------------------------------------------------------
 
-    Raised before anything is measured on a poisoned machine; what was recorded stays.
+class MachineNotClean(NcclTuneError):
+    """The sweep cannot go on safely: port held by a stranger, processes survived a teardown,
+    GPU memory not released, another runner of the same study alive. What was recorded stays."""
+
+    exit_code = ExitCode.MACHINE_NOT_CLEAN
+
+
+class BaselineFailed(NcclTuneError):
+    """The untuned baseline failed: nothing could be compared, so no tuned set is launched."""
+
+    exit_code = ExitCode.BASELINE_FAILED
+
+
+class StoppedByCheck(NcclTuneError):
+    """A check (NCCL not on the decode path, a bound below the noise) stopped the sweep
+    before relaunches were spent; ``--force`` overrides it."""
+
+    exit_code = ExitCode.STOPPED_BY_CHECK
+
+
+class Interrupted(NcclTuneError):
+    """SIGHUP, SIGINT or SIGTERM reached the runner; the server was torn down, the study kept.
+
+    ``signum`` is the signal; ``exit_code`` is 128 + signum (129, 130, 143).
     """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.exit_code = ExitCode(128 + signum)  # one per signal, unlike the other classes
+        super().__init__(signal.Signals(signum).name)
+
+
+class TrialFailed(NcclTuneError):
+    """One relaunch gave no measurable run; the sweep records it and goes on.
+
+    ``status`` is a :class:`tuner.record.Status` value (crashed, timeout, hung, unhealthy,
+    invalid_output, ...); ``cause`` is one line from the log tail or the probe.
+    """
+
+    def __init__(self, status: str, cause: str) -> None:
+        super().__init__(f"{status}: {cause}")
+        self.status, self.cause = status, cause
+
+
+# -- the probe -------------------------------------------------------------------------------
+
+class ProbeError(NcclTuneError):
+    """A probe or bench request failed or produced nothing measurable (exit 1)."""
+
+
+class ProbeHTTPError(ProbeError):
+    """The server answered with HTTP status >= 400. ``status`` (int), ``body_excerpt`` (str)."""
+
+    def __init__(self, status: int, body_excerpt: str) -> None:
+        self.status = status
+        self.body_excerpt = body_excerpt
+        super().__init__(f"HTTP {status}: {body_excerpt}" if body_excerpt else f"HTTP {status}")
+
+
+class ProbeStalled(ProbeError):
+    """No token arrived for ``timeout_s`` seconds."""
+
+    def __init__(self, message: str, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(message)
+
+
+class ProbeDisconnected(ProbeError):
+    """The connection closed or reset before the stream finished."""
+
+
+class ProbeConnectError(ProbeError):
+    """Could not connect to the server (refused, unreachable, connect timeout)."""
+
+
+#: Old name, kept until the sweep package replaces tuner.study.
+SweepAborted = MachineNotClean
