@@ -244,3 +244,39 @@ def decode_csv_value(name: str, text: Any) -> Any:
     if name in JSON_FIELDS and isinstance(text, str):
         return json.loads(text)
     return text
+
+
+@dataclass
+class StudyInfo:
+    """What a study records about itself (Optuna study user attributes, one per field).
+
+    ``server_command``: the argv as launched (secrets scrubbed); ``server_env``: the fixed
+    ``server.env`` (secrets as ``***``); ``fixed_tuning_env``: its NCCL/CUDA tuning variables;
+    ``fingerprint``: the settings a resume must not change; ``storage_hint``: the storage URL
+    without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
+    sweep stopped; ``min_effect`` (fraction): the judging threshold the sweep used.
+    """
+
+    server_command: list[str] = field(default_factory=list)
+    server_env: dict[str, str] = field(default_factory=dict)
+    fixed_tuning_env: dict[str, str] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    storage_hint: str = ""
+    target: float | None = None
+    target_met_untuned: bool = False
+    target_reached_by: int | None = None
+    stop_reason: str = ""
+    min_effect: float | None = None
+
+
+STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))
+
+
+def study_to_user_attrs(info: StudyInfo, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Optuna study user attributes of ``info`` (all fields, or ``only`` those named)."""
+    return {name: getattr(info, name) for name in only or STUDY_FIELDS}
+
+
+def study_from_user_attrs(attrs: dict[str, Any]) -> StudyInfo:
+    """The :class:`StudyInfo` stored in a study's user attributes (unknown keys ignored)."""
+    return StudyInfo(**{k: v for k, v in attrs.items() if k in STUDY_FIELDS and v is not None})
