@@ -27,7 +27,10 @@ time in seconds):
 ``tpot_s``            median time per output token after the first (s)
 ``e2e_s``             median end-to-end latency (s)
 ``completion_tokens`` median completion tokens per run
-``tokens_counted``    True when a run had no usage chunk and tokens were counted from chunks
+``tokens_counted``    True when a run's token count is a guess (no usage chunk, counted from
+                      chunks: a lower bound)
+``timing_measurable`` False when tokens arrived in bursts, so TTFT/TPOT (and decode tok/s) are
+                      not measurable; output tok/s stays right
 ``reasoning_deltas``  reasoning chunks in the last run (reasoning models)
 ``ci_halfwidth``      with ``repeats = "auto"``: 95 % CI half-width of the median (fraction)
 ``concurrency``       bench levels: list of ``tuner.bench.LevelResult.to_json()`` dicts
@@ -84,6 +87,7 @@ class Status(StrEnum):
     UNHEALTHY = "unhealthy"            #: ready, but requests fail (e.g. HTTP 500)
     INVALID_OUTPUT = "invalid_output"  #: the smoke or counting check failed
     INTERRUPTED = "interrupted"        #: the runner died mid-trial (retried once on resume)
+    MACHINE_FAULT = "machine_fault"    #: the machine, not the set, failed (port held): not the set's fault
     RUNNING = "running"                #: in flight (seen mid-sweep)
     SKIPPED = "skipped"                #: not launched (duplicate or invalid set)
 
@@ -91,6 +95,11 @@ class Status(StrEnum):
     def failed(self) -> bool:
         """True for a finished relaunch that gave no measurement."""
         return self not in (Status.OK, Status.RUNNING, Status.SKIPPED)
+
+    @property
+    def blames_set(self) -> bool:
+        """True when the failure is the set's (told to the sampler as infeasible)."""
+        return self.failed and self not in (Status.INTERRUPTED, Status.MACHINE_FAULT)
 
 
 class Verdict(StrEnum):
@@ -131,6 +140,7 @@ class TrialRecord:
     e2e_s: float | None = None
     completion_tokens: float | None = None
     tokens_counted: bool = False
+    timing_measurable: bool = True
     reasoning_deltas: int = 0
     ci_halfwidth: float | None = None
     concurrency: list[dict[str, Any]] = field(default_factory=list)
