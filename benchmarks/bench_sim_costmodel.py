@@ -4,7 +4,7 @@
 Usage: ``python benchmarks/bench_sim_costmodel.py [--profile NAME|FILE.toml ...]``
 
 For each profile: expected single-stream tok/s (cost model, no noise) at NCCL defaults and under
-a set of NCCL environments (REFERENCE.md sections 1, 2 and 4), the change against the default,
+a set of NCCL environments (NCCL src/graph/tuning.cc; docs/NCCL.md), the change against the default,
 the allreduce share of decode time and what NCCL runs; then the aggregate tok/s at 1/2/4/8
 concurrent streams and how long one uncached cost-model evaluation takes (us).
 """

@@ -4,7 +4,7 @@
 For each rate (tok/s) and with/without reasoning deltas, starts ``tests/refserver.py`` with
 ``--rate R --ttft 0.05`` (reasoning: the first quarter of the tokens are ``delta.reasoning``),
 probes it with max_tokens N ~ one second of decode (warmup 1, repeats 3) and compares the
-median output tok/s with the truth N / (ttft + (N - 1) / R) (REFERENCE.md section 7: tokens /
+median output tok/s with the truth N / (ttft + (N - 1) / R) (vLLM benchmarks/benchmark_serving.py: tokens /
 E2E, E2E including TTFT).  Usage: ``.venv/bin/python benchmarks/probe_accuracy.py``.
 """
 

@@ -7,7 +7,7 @@ so the cost model's decode step is exactly 1/R s, and a fixed TTFT (``prefill_fi
 ``prefill_ms_per_token = 0``). ``python -m tuner.sim serve --port 0 --noise 0 --launch-noise 0``
 serves it; its ``SIM READY tok_s=<rate>`` line gives the decode rate (1000 / step_ms, without
 TTFT). The sim sends token i at ``t0 + prefill + i * step`` (absolute schedule), so the truth
-for the figure users quote (output tokens / E2E, REFERENCE.md section 7) is
+for the figure users quote (output tokens / E2E, vLLM benchmarks/benchmark_serving.py) is
 
     truth = N / (ttft + (N - 1) / rate)        N = max_tokens (ignore_eos: always N tokens)
 

@@ -1,78 +1,25 @@
-"""Shared fixtures: free ports, experiment files around the independent test servers."""
+"""Fixtures shared by every test (helpers live in tests/helpers.py)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SERVERS = ROOT / "tests" / "servers"
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (bound to 0, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_config(path: Path, *, command: list[str], space: Path, trials: int = 4, port: int | None = None,
-                 max_tokens: int = 60, repeats: int = 3, extra_server: str = "", extra_probe: str = "",
-                 extra_sweep: str = "", ready_timeout_s: float = 20, stall_timeout_s: float = 5) -> Path:
-    """Write an experiment TOML for a test server; returns its path."""
-    port = port or free_port()
-    cmd = ", ".join(f'"{a}"' for a in command)
-    path.write_text(f"""
-[server]
-command = [{cmd}]
-port = {port}
-ready_timeout_s = {ready_timeout_s}
-teardown_grace_s = 3
-{extra_server}
-[probe]
-prompt = "Count from 1 to 50."
-max_tokens = {max_tokens}
-warmup = 1
-repeats = {repeats}
-stall_timeout_s = {stall_timeout_s}
-{extra_probe}
-[sweep]
-space = "{space}"
-trials = {trials}
-{extra_sweep}
-""")
-    return path
-
-
-def envrate_command() -> list[str]:
-    """argv of the independent env-dependent test server (tests/servers/envrate_server.py)."""
-    return [sys.executable, str(SERVERS / "envrate_server.py"), "--port", "{port}"]
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m tuner.cli ARGS`` as a real process; returns the completed process."""
-    full_env = dict(os.environ if env is None else env)
-    full_env.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=cwd or ROOT)
-
-
-def processes_with(text: str) -> list[psutil.Process]:
-    """Live processes whose command line contains ``text`` (zombies excluded)."""
-    found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and text in " ".join(p.info["cmdline"] or []):
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
+# Kept importable as ``conftest`` for modules not yet moved to ``tests.helpers``.
+from tests.helpers import (  # noqa: F401
+    ROOT,
+    SERVERS,
+    alive_pids,
+    envrate_command,
+    free_port,
+    processes_with,
+    run_cli,
+    server_processes,
+    start_cli,
+    wait_for_log,
+    write_config,
+)
 
 
 @pytest.fixture
@@ -83,45 +30,3 @@ def space_file(tmp_path: Path):
         p.write_text(text)
         return p
     return make
-
-
-def server_processes(config: Path) -> list[psutil.Process]:
-    """Live processes of the test server started for ``config`` (matched by its port), so
-    tests running side by side never see each other's servers."""
-    import tomllib
-
-    port = tomllib.loads(config.read_text())["server"]["port"]
-    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]
-
-
-def start_cli(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
-    """Start ``python -m tuner.cli ARGS`` in the background (stderr piped, text mode)."""
-    full_env = dict(os.environ if env is None else env)
-    full_env.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=full_env,
-                            stdout=stdout, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_log(study_dir: Path, number: int, needle: str, timeout: float = 60) -> None:
-    """Wait until trial ``number``'s server log contains ``needle``; AssertionError on timeout."""
-    import time
-
-    log = study_dir / "logs" / f"trial-{number:04d}.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if log.exists() and needle in log.read_text():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{log} never showed {needle!r}")
-
-
-def alive_pids(pids) -> list[int]:
-    """The pids of ``pids`` that are still running (zombies count as gone)."""
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            continue
-    return alive

@@ -44,3 +44,9 @@ def wait_released(before: list[int] | None, timeout_s: float = 60.0,
         if time.monotonic() > deadline:
             return ", ".join(f"GPU {i} still holds {d / 2**20:.0f} MiB more than before launch" for i, d in held)
         time.sleep(1.0)
+
+
+def count() -> int | None:
+    """Number of GPUs NVML sees, or None when NVML or its driver is absent."""
+    used = used_bytes()
+    return None if used is None else len(used)

@@ -24,23 +24,14 @@ import psutil
 
 from tuner import gpu, nccl_env
 from tuner.config import ServerConfig
+from tuner.errors import TrialFailed
 from tuner.logtail import LogPump, extract_cause
 
 #: Set in every server's environment; its value identifies the launch across session changes.
 MARKER = "TUNER_SERVER_ID"
 
-class LaunchFailed(Exception):
-    """The trial's server did not give a measurable run.
-
-    ``status`` is one of ``crashed`` (exited during start-up or probe), ``timeout`` (not ready
-    within ready_timeout_s), ``hung`` (a stream stalled), ``unhealthy`` (ready, but a real
-    request failed), ``invalid_output`` (the smoke check failed); ``cause`` is one line read
-    from the log tail or the probe.
-    """
-
-    def __init__(self, status: str, cause: str) -> None:
-        super().__init__(f"{status}: {cause}")
-        self.status, self.cause = status, cause
+#: The trial's server did not give a measurable run (status, cause): see tuner.errors.
+LaunchFailed = TrialFailed
 
 
 def build_env(inherited: Mapping[str, str], server_env: Mapping[str, str],

@@ -41,7 +41,8 @@ time in seconds):
 ``started_at``        when the relaunch started (Unix s)
 ``finished_at``       when it ended (Unix s)
 ``retry_of_trial``    trial number this one retries (its runner died), or None
-``retried_by_trial``  trial number that retried this interrupted one, or None
+``retried_by_trial``  trial number that retried this interrupted one, or None (derived from
+                      the retry's ``retry_of_trial`` when read: a finished trial is immutable)
 ``recheck``           a baseline re-measure (drift check), not counted in the budget
 ``duplicate_of``      (duplicate kind only) the trial whose result the sampler was told
 ``removed_inherited`` inherited NCCL_*/CUDA_DEVICE_MAX_CONNECTIONS names removed from the env
@@ -264,7 +265,8 @@ class StudyInfo:
     ``server.env`` (secrets as ``***``); ``fixed_tuning_env``: its NCCL/CUDA tuning variables;
     ``fingerprint``: the settings a resume must not change; ``storage_hint``: the storage URL
     without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
-    sweep stopped; ``min_effect`` (fraction): the judging threshold the sweep used.
+    sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
+    made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
     """
 
     server_command: list[str] = field(default_factory=list)
@@ -276,6 +278,7 @@ class StudyInfo:
     target_met_untuned: bool = False
     target_reached_by: int | None = None
     stop_reason: str = ""
+    final_baseline_skipped: str = ""
     min_effect: float | None = None
 
 

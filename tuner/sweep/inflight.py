@@ -1,0 +1,133 @@
+"""Which runner is sweeping on this host and port, and what it has in flight.
+
+Each runner holds ``results/<study>/runners/<host>-port<port>.json`` open under an exclusive
+``flock`` for its whole life, and writes into it the trial it is running and the identity of
+that trial's server (pid, process group, start time, marker). The kernel drops the lock when the
+process dies, however it dies, so:
+
+* a second runner of the same study on the same host and port cannot take the lock and is
+  refused, naming the live runner's pid;
+* a file whose lock can be taken belongs to a dead runner: the next runner tears down the
+  server it left and marks its trial interrupted (retried once), then removes the file.
+
+Runners of other ports (two 4-GPU servers on one host) have their own files and never touch
+each other's server.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from tuner.errors import MachineNotClean
+
+
+def host_name() -> str:
+    """This host's name as runner records use it."""
+    return socket.gethostname()
+
+
+def runner_id() -> str:
+    """``host:pid`` of this runner, written into every trial it starts."""
+    return f"{host_name()}:{os.getpid()}"
+
+
+def runner_alive(runner: str) -> bool:
+    """True when ``host:pid`` names a live nccl-tune runner on this host (a reused pid of
+    another program does not count); False for other hosts' runners or dead ones."""
+    host, _, pid = runner.rpartition(":")
+    if host != host_name() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        cmd = " ".join(psutil.Process(int(pid)).cmdline())
+    except psutil.Error:
+        return False
+    return "tuner" in cmd or "nccl-tune" in cmd
+
+
+class RunnerFile:
+    """This runner's locked record under ``study_dir/runners/`` (see the module docstring)."""
+
+    def __init__(self, study_dir: Path, port: int) -> None:
+        self.dir = study_dir / "runners"
+        self.path = self.dir / f"{host_name()}-port{port}.json"
+        self.port = port
+        self._fh: IO[str] | None = None
+        self.left_behind: dict[str, Any] = {}
+
+    def claim(self, study: str) -> None:
+        """Take the lock; raises MachineNotClean when a live runner holds it. What a dead
+        runner left in the file is kept in ``left_behind`` for recovery."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")  # noqa: SIM115 - held open for the runner's life
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            other = _parse(fh.read())
+            fh.close()
+            raise MachineNotClean(
+                f"another nccl-tune runner (pid {other.get('pid', '?')}) is sweeping study '{study}' on this "
+                f"host and port {self.port}; wait for it, stop it, or use another server.port") from None
+        fh.seek(0)
+        self.left_behind = _parse(fh.read())
+        self._fh = fh
+        self._write({"pid": os.getpid(), "runner": runner_id(), "study": study, "port": self.port,
+                     "since": time.time()})
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self._fh is not None
+        self._fh.seek(0)
+        self._fh.truncate()
+        self._fh.write(json.dumps(data))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def set_trial(self, trial: int, trial_id: int | None, server: dict[str, Any]) -> None:
+        """Record the trial in flight and its server's identity (before and after start)."""
+        self._write({"pid": os.getpid(), "runner": runner_id(), "port": self.port, "trial": trial,
+                     "trial_id": trial_id, "server": server})
+
+    def clear_trial(self) -> None:
+        """Nothing in flight any more."""
+        self._write({"pid": os.getpid(), "runner": runner_id(), "port": self.port})
+
+    def release(self) -> None:
+        """Drop the lock and the file (a clean exit)."""
+        if self._fh is not None:
+            self.path.unlink(missing_ok=True)
+            self._fh.close()
+            self._fh = None
+
+    def orphans(self) -> list[tuple[Path, dict[str, Any]]]:
+        """Files of this host's dead runners on other ports (their locks are free)."""
+        found = []
+        for path in sorted(self.dir.glob(f"{host_name()}-port*.json")):
+            if path == self.path:
+                continue
+            with open(path, "a+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live runner of another port
+                fh.seek(0)
+                found.append((path, _parse(fh.read())))
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        return found
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}

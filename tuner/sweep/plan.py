@@ -1,0 +1,139 @@
+"""What to relaunch next: a retry, a preset, or the sampler's proposal, never a set twice.
+
+Order: the retry of a trial whose runner died (once: a retry interrupted again is given up),
+then the space's presets in order, then (search mode) the sampler. A set already measured, in
+flight on any worker, or given up is skipped; a proposal of a measured set is told the known
+result, and a set NCCL would reject together with ``server.env`` is told infeasible, neither
+spending a relaunch.
+
+A set is its environment variables plus its server flags: a searched name that starts with
+``-`` is a server flag (``on`` adds the flag alone, another value adds flag and value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tuner.record import Kind, Status, TrialRecord, set_key
+from tuner.space import UNSET, SearchSpace
+
+#: Value of a flag-type name that adds the flag alone (e.g. ``--disable-custom-all-reduce``).
+FLAG_ON = "on"
+
+
+@dataclass
+class Planned:
+    """A set to relaunch and why: ``kind``, ``preset`` name, ``retry_of`` (trial number)."""
+
+    env: dict[str, str]
+    flags: list[str] = field(default_factory=list)
+    kind: Kind = Kind.SEARCH
+    preset: str = ""
+    retry_of: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The set's identity (:func:`tuner.record.set_key`)."""
+        return set_key(self.env, self.flags)
+
+
+def split_params(params: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``(env, flags)`` of a categorical point: unset names dropped, flag names to argv items."""
+    env: dict[str, str] = {}
+    flags: list[str] = []
+    for name, value in params.items():
+        if value == UNSET:
+            continue
+        if name.startswith("-"):
+            flags += [name] if value == FLAG_ON else [name, value]
+        else:
+            env[name] = str(value)
+    return env, flags
+
+
+def flag_params(flags: list[str]) -> dict[str, str]:
+    """Inverse of the flag part of :func:`split_params`: ``["--x", "--y", "3"]`` to params."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(flags):
+        name = flags[i]
+        if i + 1 < len(flags) and not flags[i + 1].startswith("-"):
+            out[name] = flags[i + 1]
+            i += 2
+        else:
+            out[name] = FLAG_ON
+            i += 1
+    return out
+
+
+@dataclass
+class Decision:
+    """What to do with a proposed set: ``launch``, or not, with the earlier trial (duplicate)
+    or the reason (invalid)."""
+
+    launch: bool
+    duplicate_of: TrialRecord | None = None
+    invalid_reason: str = ""
+
+
+class Planner:
+    """Plans relaunches for one sweep.
+
+    ``measured`` (set key -> first record), ``busy_keys`` (sets queued or running anywhere) and
+    ``records`` (every relaunch) are read fresh from the storage by the caller's callables, so
+    several workers on one study see each other's work. ``problems(env)`` says why NCCL would
+    reject a set (with ``server.env`` applied), empty when it would not.
+    """
+
+    def __init__(self, space: SearchSpace, mode: str, *,
+                 records: Callable[[], list[TrialRecord]],
+                 busy_keys: Callable[[], set[str]],
+                 problems: Callable[[dict[str, str]], list[str]]) -> None:
+        self.space = space
+        self.mode = mode
+        self._records = records
+        self._busy = busy_keys
+        self._problems = problems
+
+    def _measured(self, records: list[TrialRecord]) -> dict[str, TrialRecord]:
+        out: dict[str, TrialRecord] = {}
+        for r in records:
+            if (r.kind is not Kind.BASELINE and r.status not in (Status.RUNNING, Status.INTERRUPTED,
+                                                                   Status.MACHINE_FAULT)):
+                out.setdefault(r.set_key, r)
+        return out
+
+    def next_planned(self) -> Planned | None:
+        """The next set that must run before the sampler proposes, or None."""
+        records = self._records()
+        measured = set(self._measured(records))
+        busy = self._busy()
+        retried = {r.retry_of_trial for r in records if r.retry_of_trial is not None}
+        gave_up: set[str] = set()
+        for r in records:
+            if r.status is not Status.INTERRUPTED or r.kind is Kind.BASELINE:
+                continue  # baselines are re-measured by the loop itself when owed
+            if r.retry_of_trial is not None:
+                gave_up.add(r.set_key)
+            elif r.trial not in retried and r.set_key not in measured | busy:
+                return Planned(dict(r.env), list(r.flags), r.kind, r.preset, retry_of=r.trial)
+        for preset in self.space.presets:
+            key = set_key(preset.env)
+            if key not in measured | busy | gave_up:
+                return Planned(dict(preset.env), [], Kind.PRESET, preset.name)
+        return None
+
+    def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
+        """Whether a proposed set must be relaunched: not when NCCL would reject it (invalid),
+        nor when it was measured before (the untuned set: the baseline)."""
+        problems = self._problems(env)
+        if problems:
+            return Decision(False, invalid_reason=problems[0])
+        key = set_key(env, flags)
+        earlier = self._measured(self._records()).get(key)
+        if earlier is None and not env and not flags:
+            earlier = baseline
+        if earlier is not None:
+            return Decision(False, duplicate_of=earlier)
+        return Decision(True)

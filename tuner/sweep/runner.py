@@ -1,0 +1,351 @@
+"""The sweep loop: recover, baseline, presets and proposals within the budget, final baseline.
+
+Order of relaunches: the untuned baseline (first), the retry of a trial whose runner died, the
+space's presets in order, then the sampler's proposals (search mode); a baseline re-measure
+every ``--baseline-every`` trials, and once more at the end (the drift check). The budget
+(``--trials``) counts the baseline and the tuned relaunches of the whole study; re-measures are
+outside it, bounded only by ``--timeout``/``--until``. A trial is started only when the measured
+trial time says it fits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import optuna
+
+from tuner import nccl_env, stats
+from tuner.config import ExperimentConfig
+from tuner.errors import BaselineFailed, InputError, MachineNotClean
+from tuner.launcher import kill_leftover, port_holder, port_in_use
+from tuner.progress import Progress
+from tuner.record import Kind, Status, TrialRecord, set_key
+from tuner.space import SearchSpace
+from tuner.sweep import preflight
+from tuner.sweep.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.sweep.plan import Planned, Planner, flag_params, split_params
+from tuner.sweep.signals import SignalGuard
+from tuner.sweep.storage import StudyStore, default_storage, open_study
+from tuner.sweep.trial import TrialContext, log_path, relaunch
+
+#: The next relaunch is estimated at this factor times the longest measured one (loads vary).
+ESTIMATE_MARGIN = 1.2
+#: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
+MAX_SKIPPED_PROPOSALS = 200
+
+
+@dataclass
+class SweepOptions:
+    """Command-line choices for one sweep.
+
+    ``trials``: relaunch budget, baseline included (None: the config's). ``timeout_s`` (s) and
+    ``until`` (wall clock) bound the night. ``target`` (tok/s): stop at the first set whose CI
+    lower bound meets it (``always``: tune even when the baseline meets it).
+    """
+
+    study: str
+    results: Path = Path("results")
+    storage: str | None = None
+    trials: int | None = None
+    mode: str | None = None
+    seed: int | None = None
+    baseline_every: int | None = None
+    final_baseline: bool = True
+    rebaseline: bool = False
+    target: float | None = None
+    always: bool = False
+    timeout_s: float | None = None
+    until: datetime | None = None
+    min_effect: float = stats.DEFAULT_MIN_EFFECT
+    progress: Progress | None = None
+
+    @property
+    def study_dir(self) -> Path:
+        """``results/<study>/``: storage (by default), CSV, plots, logs."""
+        return self.results / self.study
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: relaunches made in this run and why it stopped."""
+
+    relaunches: int = 0
+    stop_reason: str = ""
+    target_met_untuned: bool = False
+    target_reached_by: int | None = None
+    final_baseline_skipped: str = ""
+
+
+class Sweep:
+    """One sweep of ``config`` under ``options`` over ``space``; call :meth:`run`.
+
+    Opening the storage may raise what Optuna/SQLAlchemy raise for a bad URL (the CLI reports
+    it as bad input) and OSError for an unusable results folder.
+    """
+
+    def __init__(self, config: ExperimentConfig, space: SearchSpace, options: SweepOptions) -> None:
+        self.cfg = config
+        self.space = space
+        self.opt = options
+        self.dir = options.study_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.storage_url = options.storage or default_storage(self.dir)
+        seed = options.seed if options.seed is not None else config.sweep.seed
+        self.store = StudyStore(open_study(options.study, self.storage_url, seed), space.choices())
+        self.budget = options.trials or config.sweep.trials
+        self.mode = options.mode or config.sweep.mode
+        self.target = options.target if options.target is not None else config.sweep.target
+        self.baseline_every = (options.baseline_every if options.baseline_every is not None
+                               else config.sweep.baseline_every)
+        self.progress = options.progress or Progress(self.budget)
+        self.planner = Planner(space, self.mode, records=self.store.records, busy_keys=self._busy_keys,
+                               problems=self._problems)
+        self.runner_file = RunnerFile(self.dir, config.server.port)
+        self.signals = SignalGuard()
+        self.started = time.monotonic()
+        self.outcome = SweepOutcome()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _busy_keys(self) -> set[str]:
+        out = set()
+        for params in self.store.pending_params():
+            env, flags = split_params(params)
+            out.add(set_key(env, flags))
+        return out
+
+    def _problems(self, env: dict[str, str]) -> list[str]:
+        return [reason for _, reason in nccl_env.cross_problems({**self.cfg.server.env, **env})]
+
+    def _spent(self) -> int:
+        """Relaunches the budget counts: finished baseline, preset and search trials of the
+        whole study (a resumed sweep continues the count); re-measures and confirmations not."""
+        return sum(1 for r in self.store.finished()
+                   if r.kind in (Kind.BASELINE, Kind.PRESET, Kind.SEARCH) and not r.recheck)
+
+    def _fits(self, *, extra: bool = False) -> tuple[bool, str]:
+        if not extra and self._spent() >= self.budget:
+            return False, f"relaunch budget of {self.budget} spent"
+        walls = [r.wall_s for r in self.store.finished() if r.wall_s] + self.progress.trial_times
+        estimate = ESTIMATE_MARGIN * max(walls) if walls else 0.0
+        if self.opt.timeout_s is not None and time.monotonic() - self.started + estimate > self.opt.timeout_s:
+            return False, f"--timeout: another trial (~{estimate:.0f} s) would not fit"
+        if self.opt.until is not None and time.time() + estimate > self.opt.until.timestamp():
+            return False, f"--until {self.opt.until:%H:%M}: another trial (~{estimate:.0f} s) would not fit"
+        return True, ""
+
+    # -- recovery ------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Resume after dead runners on this host: tear down the servers they left and mark
+        their trials interrupted (retried once). Trials of dead runners on other hosts are
+        failed by Optuna's heartbeat once their grace period passed."""
+        left = [(self.runner_file.path, self.runner_file.left_behind), *self.runner_file.orphans()]
+        by_id = dict(self.store.running())
+        for path, info in left:
+            if info.get("server"):
+                killed = kill_leftover(info["server"])
+                self.progress.log(f"resume: the previous runner ({info.get('runner')}) died during trial "
+                                  f"{info.get('trial')}; tore down its server ({len(killed)} processes)")
+            trial_id = info.get("trial_id")
+            if trial_id in by_id:
+                self._interrupted(trial_id, by_id.pop(trial_id))
+            if path != self.runner_file.path:
+                path.unlink(missing_ok=True)
+        for trial_id, rec in by_id.items():
+            if rec.runner.rpartition(":")[0] == host_name() and not runner_alive(rec.runner):
+                self._interrupted(trial_id, rec)
+        self.store.fail_stale()
+
+    def _interrupted(self, trial_id: int, rec: TrialRecord) -> None:
+        self.store.mark_interrupted(trial_id, rec, "runner died mid-trial")
+        self.progress.log(f"resume: trial {rec.trial} was interrupted; "
+                          + ("it is retried first" if rec.retry_of_trial is None
+                             else "it was already a retry and is not tried a third time"))
+
+    def preflight(self) -> None:
+        """Before the first launch: refuse what would only show after ``ready_timeout_s``
+        (InputError with every problem), say what only might, and refuse to start when the
+        port already answers (MachineNotClean, naming who holds it)."""
+        found = preflight.problems(self.cfg, self.dir)
+        if found:
+            raise InputError.combine(found)
+        for warning in preflight.warnings(self.cfg.server):
+            self.progress.log(f"warning: {warning}")
+        host, port = self.cfg.server.host, self.cfg.server.port
+        if port_in_use(host, port):
+            raise MachineNotClean(f"port {port} on {host} already answers, held by {port_holder(port)}; "
+                                  "stop that server or choose another server.port before sweeping")
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> SweepOutcome:
+        """Run relaunches until the budget, time limit, target or space ends the sweep.
+
+        Raises MachineNotClean (port held, processes survived, another runner alive),
+        BaselineFailed (nothing can be judged), Interrupted on SIGHUP/SIGINT/SIGTERM after
+        tearing the server down. What was recorded stays in every case.
+        """
+        for notice in self.space.notices:
+            self.progress.log(notice)
+        self.runner_file.claim(self.opt.study)
+        try:
+            with self.signals:
+                self.recover()
+                self.preflight()
+                self._loop()
+        finally:
+            self.runner_file.release()
+            self.progress.close()
+        return self.outcome
+
+    def _loop(self) -> None:
+        baselines = self.store.ok_baselines()
+        if not baselines or self.opt.rebaseline:
+            rec = self._baseline(recheck=bool(baselines))
+            if rec.ok and self._target_met(rec) and not self.opt.always:
+                self.outcome.target_met_untuned = True
+                self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
+                return
+        elif self._target_met(baselines[-1]) and not self.opt.always:
+            self.outcome.target_met_untuned = True
+            self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
+            return
+        if not self.store.ok_baselines():
+            failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE]
+            last = failed[-1] if failed else None
+            raise BaselineFailed(
+                f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}); "
+                "no tuned set was launched, since nothing could be compared. Fix the server command or "
+                "environment and run the same command again")
+        since_baseline = 0
+        while True:
+            fits, why = self._fits()
+            if not fits:
+                self.outcome.stop_reason = why
+                break
+            if self.baseline_every and since_baseline >= self.baseline_every:
+                self._baseline(recheck=True)
+                since_baseline = 0
+                continue
+            if self.outcome.target_reached_by is not None:
+                break
+            if not self._next_trial():
+                break
+            since_baseline += 1
+        if self.opt.final_baseline and self._final_owed():
+            fits, why = self._fits(extra=True)
+            if fits:
+                self._baseline(recheck=True)
+            else:
+                self.outcome.final_baseline_skipped = why
+                self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
+
+    def _final_owed(self) -> bool:
+        """A final re-measure is owed when a tuned relaunch finished after the last ok baseline
+        (also on a resume whose budget was already spent: a killed runner still gets it)."""
+        bases = self.store.ok_baselines()
+        if not bases:
+            return False
+        last = bases[-1].started_at or 0.0
+        return any(r.kind is not Kind.BASELINE and (r.started_at or 0.0) > last for r in self.store.finished())
+
+    def _target_met(self, rec: TrialRecord) -> bool:
+        """True when ``rec``'s CI lower bound of tok/s meets ``--target``."""
+        if self.target is None or not rec.ok or rec.output_tok_s is None:
+            return False
+        runs = rec.output_tok_s_runs
+        low = rec.output_tok_s * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec.output_tok_s
+        return low >= self.target
+
+    def _next_trial(self) -> bool:
+        """Ask for the next set and relaunch it; False when nothing is left to try."""
+        skipped = 0
+        while skipped < MAX_SKIPPED_PROPOSALS:
+            planned = self.planner.next_planned()
+            if planned is not None:
+                if planned.retry_of is not None:
+                    self.progress.log(f"resume: retrying trial {planned.retry_of} (interrupted), once")
+                self._enqueue(planned)
+            elif self.mode == "presets":
+                self.outcome.stop_reason = "all presets measured"
+                return False
+            trial, params, rec = self.store.ask()
+            env, flags = split_params(params)
+            if rec.kind is Kind.BASELINE:  # a baseline queued earlier (another worker's)
+                self._relaunch(trial, params, rec)
+                return True
+            bases = self.store.ok_baselines()
+            decision = self.planner.judge(env, flags, baseline=bases[0] if bases else None)
+            rec.env, rec.flags, rec.runner = nccl_env.redact(env), flags, runner_id()
+            if decision.launch:
+                self._relaunch(trial, params, rec)
+                return True
+            skipped += 1
+            rec.status = Status.SKIPPED
+            if decision.duplicate_of is not None:
+                rec.kind, rec.duplicate_of = Kind.DUPLICATE, decision.duplicate_of.trial
+                value, constraint = self.store.trial_value(decision.duplicate_of.trial)
+                self.store.tell_known(trial, rec, value, constraint)
+            else:
+                rec.kind, rec.cause = Kind.INVALID, decision.invalid_reason
+                self.store.tell_known(trial, rec, None, 1.0)
+        self.outcome.stop_reason = "search space exhausted (only measured or invalid sets proposed)"
+        return False
+
+    def _enqueue(self, planned: Planned) -> None:
+        rec = TrialRecord(trial=-1, kind=planned.kind, preset=planned.preset, retry_of_trial=planned.retry_of)
+        self.store.enqueue(self.store.params_of(planned.env, flag_params(planned.flags)), rec)
+
+    def _baseline(self, *, recheck: bool) -> TrialRecord:
+        """Measure the untuned baseline (through the queue, so it is a trial like the others)."""
+        rec = TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=recheck)
+        self.store.enqueue(self.store.params_of({}), rec)
+        trial, params, rec = self.store.ask()
+        return self._relaunch(trial, params, rec)
+
+    def _relaunch(self, trial: optuna.Trial, params: dict[str, str], rec: TrialRecord) -> TrialRecord:
+        """One relaunch of ``trial`` (its set from ``params``); records it and tells Optuna."""
+        self.outcome.relaunches += 1
+        index = self.outcome.relaunches
+        label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
+        full_env, rec.flags = split_params(params)
+        rec.env = nccl_env.redact(full_env)
+        rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
+        rec.log = str(log_path(self.dir, trial.number))
+        self.store.start(trial, rec)
+        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log)
+        title = f"trial {trial.number}: {label}"
+
+        def on_phase(phase: str, detail: str) -> None:
+            self.progress.phase(index, title, phase, detail)
+
+        try:
+            with self.store.heartbeat(trial):
+                rec = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env)
+        except BaseException:
+            rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
+            self.store.abandon(trial, rec)
+            raise
+        self.store.finish(trial, rec, rec.output_tok_s or 0.0)
+        self._report(rec, label)
+        if rec.kind is not Kind.BASELINE and self._target_met(rec):
+            self.outcome.target_reached_by = trial.number
+            self.outcome.stop_reason = f"target {self.target:g} tok/s reached by trial {trial.number}"
+        return rec
+
+    def _report(self, rec: TrialRecord, label: str) -> None:
+        if rec.wall_s:
+            self.progress.trial_done(rec.wall_s)
+        if rec.ok:
+            summary = (f"{rec.output_tok_s:.1f} tok/s (runs "
+                       f"{', '.join(f'{r:.1f}' for r in rec.output_tok_s_runs)})")
+        else:
+            summary = f"{rec.status}: {rec.cause}"
+        flags = f" {' '.join(rec.flags)}" if rec.flags else ""
+        self.progress.log(f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}")
+        if rec.teardown_problem:
+            raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
+                                  "The next trial was not launched; results so far are kept.")
+

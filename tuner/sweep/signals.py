@@ -1,0 +1,61 @@
+"""SIGHUP, SIGINT and SIGTERM during a sweep: tear the server down, then stop, resumable.
+
+A signal raises :class:`tuner.errors.Interrupted` in the main thread, except inside
+:meth:`SignalGuard.held` (a teardown in progress), where it is remembered and raised when the
+block ends, so a teardown is never cut short. SIGHUP (terminal closed, SSH lost) is handled
+like SIGTERM unless the runner inherited it as ignored (``nohup``): then it stays ignored.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType, TracebackType
+from typing import Any
+
+from tuner.errors import Interrupted
+
+HANDLED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+
+
+class SignalGuard:
+    """Context manager installing the sweep's handlers and restoring the old ones on exit."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, Any] = {}
+        self._holding = 0
+        self._pending = 0
+
+    def __enter__(self) -> SignalGuard:
+        for sig in HANDLED:
+            current = signal.getsignal(sig)
+            if sig == signal.SIGHUP and current == signal.SIG_IGN:
+                continue  # started under nohup: the user asked to survive a hang-up
+            self._old[sig] = current
+            signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        self._old.clear()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._holding:
+            self._pending = self._pending or signum
+            return
+        raise Interrupted(signum)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold signals while the block runs; one that arrived is raised after it."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._pending:
+                signum, self._pending = self._pending, 0
+                raise Interrupted(signum)  # the signal wins over what the block raised

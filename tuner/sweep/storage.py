@@ -1,0 +1,304 @@
+"""Every access to Optuna's storage: the study, trial records, study attributes, heartbeats.
+
+One Optuna trial per relaunch. A trial's :class:`~tuner.record.TrialRecord` lives in its user
+attributes (written through :func:`tuner.record.to_user_attrs`), the study's
+:class:`~tuner.record.StudyInfo` in the study's. Every trial, whatever its kind, is a point of
+one categorical space (each variable's candidates plus "unset"), so presets and baselines teach
+the sampler too; a failed set is told as a violated constraint (``CONSTRAINT`` > 0), never as
+0 tok/s.
+
+Sampler: TPE (``multivariate=True``, ``constant_liar=True``), not GPSampler. The space is all
+categorical (a few thousand points), where TPE's per-category densities are natural and
+GPSampler's kernel gains little at 10-30 trials; GPSampler would also pull PyTorch onto every
+runner host, and the constant liar keeps workers sharing one PostgreSQL study from proposing
+the same point (Optuna docs, TPESampler).
+
+Heartbeats: RDB storages (SQLite, PostgreSQL) record one per running trial; a trial whose
+runner died is failed by ``optuna.storages.fail_stale_trials`` after the grace period. Optuna
+records heartbeats only inside ``Study.optimize``; with ask/tell the storage's own
+``record_heartbeat`` is called from :class:`Heartbeat` (Optuna: optuna/storages/_heartbeat.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.config import ExperimentConfig
+from tuner.errors import InputError
+from tuner.nccl_env import redact, scrub
+from tuner.record import (
+    Kind,
+    Status,
+    StudyInfo,
+    TrialRecord,
+    from_user_attrs,
+    study_from_user_attrs,
+    study_to_user_attrs,
+    to_user_attrs,
+)
+
+#: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
+CONSTRAINT = "server_failed"
+HEARTBEAT_INTERVAL_S = 30
+GRACE_PERIOD_S = 120
+
+
+def default_storage(study_dir: Path) -> str:
+    """SQLite storage URL under the study directory (``results/<study>/study.db``)."""
+    return f"sqlite:///{(study_dir / 'study.db').resolve()}"
+
+
+def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True) -> optuna.Study:
+    """Create (or load) the study, maximising the objective, with the TPE sampler above.
+
+    ``storage`` is an Optuna URL; RDB URLs get a heartbeat. ``create=False`` only loads and
+    raises KeyError when the study does not exist. Driver and connection problems raise what
+    SQLAlchemy raises (the CLI turns them into an InputError).
+    """
+    # Heartbeats outside Study.optimize only warn; they work (see the module docstring).
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+    store: optuna.storages.BaseStorage | str = storage
+    if storage.startswith(("sqlite", "postgresql", "mysql")):
+        sqlite = storage.startswith("sqlite")
+        store = optuna.storages.RDBStorage(
+            storage, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+            engine_kwargs={"connect_args": {"timeout": 30}} if sqlite else None)
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
+    if not create:
+        return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+    return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
+                               load_if_exists=True)
+
+
+def _status_of(frozen: FrozenTrial) -> Status:
+    """A trial's status when its record has none: running, or interrupted (failed by a
+    heartbeat or a dead runner before it could write one)."""
+    if frozen.state == TrialState.RUNNING:
+        return Status.RUNNING
+    if frozen.state == TrialState.FAIL:
+        return Status.INTERRUPTED
+    return Status.SKIPPED
+
+
+class StudyStore:
+    """The sweep's view of one Optuna study: records in, records out.
+
+    ``choices`` maps each searched name (variable or flag) to its categorical candidates.
+    """
+
+    def __init__(self, study: optuna.Study, choices: Mapping[str, tuple[str, ...]]) -> None:
+        self.study = study
+        self.choices = dict(choices)
+        self._dists = {k: CategoricalDistribution(list(v)) for k, v in self.choices.items()}
+
+    # -- reading -------------------------------------------------------------------------
+    def records(self, *, relaunched_only: bool = True) -> list[TrialRecord]:
+        """Every trial with an nccl-tune record, in trial order (WAITING ones excluded)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False):
+            if t.state == TrialState.WAITING:
+                continue
+            try:
+                rec = from_user_attrs(t.number, t.user_attrs, default_status=_status_of(t))
+            except ValueError:
+                continue
+            if t.state == TrialState.RUNNING:
+                rec.status = Status.RUNNING
+            if relaunched_only and not rec.kind.relaunched:
+                continue
+            out.append(rec)
+        retried_by = {r.retry_of_trial: r.trial for r in out if r.retry_of_trial is not None}
+        for r in out:  # derived: a finished Optuna trial cannot be updated afterwards
+            r.retried_by_trial = retried_by.get(r.trial)
+        return out
+
+    def finished(self) -> list[TrialRecord]:
+        """Relaunches that ended (any status but running and interrupted)."""
+        return [r for r in self.records() if r.status not in (Status.RUNNING, Status.INTERRUPTED)]
+
+    def ok_baselines(self) -> list[TrialRecord]:
+        """Successful baseline measurements, oldest first."""
+        return sorted((r for r in self.finished() if r.kind is Kind.BASELINE and r.ok),
+                      key=lambda r: (r.started_at or 0.0, r.trial))
+
+    def measured(self) -> dict[str, TrialRecord]:
+        """First finished measurement of each tuned set (failed ones included), by set key."""
+        out: dict[str, TrialRecord] = {}
+        for r in self.finished():
+            if r.kind is not Kind.BASELINE and r.status is not Status.MACHINE_FAULT:
+                out.setdefault(r.set_key, r)
+        return out
+
+    def trial_value(self, number: int) -> tuple[float | None, float]:
+        """``(objective value, constraint)`` Optuna holds for trial ``number``."""
+        t = self.study.get_trials(deepcopy=False)[number]
+        return t.value, t.constraints.get(CONSTRAINT, 0.0) if t.constraints else 0.0
+
+    def pending_params(self) -> list[dict[str, Any]]:
+        """Params of trials waiting in the queue or running (on any worker)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+            if t.params:
+                out.append(dict(t.params))
+            elif "fixed_params" in t.system_attrs:  # enqueued, not yet asked (Optuna's queue)
+                out.append(dict(t.system_attrs["fixed_params"]))
+        return out
+
+    def running(self) -> list[tuple[int, TrialRecord]]:
+        """``(storage trial id, record)`` of every RUNNING trial (any worker)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            try:
+                out.append((t._trial_id, from_user_attrs(t.number, t.user_attrs)))
+            except ValueError:
+                out.append((t._trial_id, TrialRecord(trial=t.number, kind=Kind.SEARCH)))
+        return out
+
+    def info(self) -> StudyInfo:
+        """The study's own attributes."""
+        return study_from_user_attrs(dict(self.study.user_attrs))
+
+    def update_info(self, **fields: Any) -> StudyInfo:
+        """Write the named StudyInfo fields; returns the updated info."""
+        info = replace(self.info(), **fields)
+        for key, value in study_to_user_attrs(info, tuple(fields)).items():
+            self.study.set_user_attr(key, value)
+        return info
+
+    # -- writing -------------------------------------------------------------------------
+    def params_of(self, env: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The categorical point of a set: every searched name, ``unset`` where absent."""
+        given = {**env, **(flags or {})}
+        return {name: given.get(name, "unset") for name in self.choices}
+
+    def enqueue(self, params: dict[str, str], record: TrialRecord) -> None:
+        """Queue a planned set (retry, preset, baseline) so the next ask() takes it."""
+        self.study.enqueue_trial(params, user_attrs=to_user_attrs(record, ("kind", "preset", "retry_of_trial",
+                                                                          "recheck")),
+                                 skip_if_exists=False)
+
+    def ask(self) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
+        """The next trial (queued first, else the sampler's proposal), its params and the record
+        its queue entry carried (kind search when the sampler proposed it)."""
+        trial = self.study.ask()
+        params = {name: str(trial.suggest_categorical(name, list(values))) for name, values in self.choices.items()}
+        attrs = dict(trial.user_attrs)
+        attrs.setdefault("kind", Kind.SEARCH.value)
+        return trial, params, from_user_attrs(trial.number, attrs)
+
+    def start(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """Write what is known when a relaunch starts (so a resume can find and retry it)."""
+        for key, value in to_user_attrs(record).items():
+            trial.set_user_attr(key, value)
+
+    def finish(self, trial: optuna.Trial, record: TrialRecord, value: float) -> None:
+        """Record the finished relaunch and tell the sampler: ``value`` for an ok one; a failed
+        one is told as infeasible (constraint 1) with a penalty value it never shows."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        feasible = record.ok or not record.status.blames_set
+        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+        self.study.tell(trial, value if record.ok else self.penalty())
+
+    def tell_known(self, trial: optuna.Trial, record: TrialRecord, value: float | None, constraint: float) -> None:
+        """Close a proposal without relaunching: a duplicate (the known result) or an invalid set."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        trial.set_constraint(CONSTRAINT, constraint)
+        self.study.tell(trial, value if value is not None else self.penalty())
+
+    def abandon(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """A relaunch cut short by a signal: recorded as interrupted, state FAIL."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def mark_interrupted(self, trial_id: int, record: TrialRecord, cause: str) -> None:
+        """A RUNNING trial whose runner died: status interrupted, state FAIL (retried once)."""
+        storage = self.study._storage
+        rec = replace(record, status=Status.INTERRUPTED, cause=cause)
+        for key, v in to_user_attrs(rec, ("status", "cause")).items():
+            storage.set_trial_user_attr(trial_id, key, v)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+
+    def fail_stale(self) -> None:
+        """Fail trials whose heartbeat stopped (their runner died on another host)."""
+        if is_heartbeat_enabled(self.study._storage):
+            optuna.storages.fail_stale_trials(self.study)
+
+    def penalty(self) -> float:
+        """Objective value told for a failed or invalid set, with its constraint violated:
+        half the worst measured value (never shown as tok/s anywhere)."""
+        done = [t.value for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.value is not None and not t.constraints.get(CONSTRAINT, 0.0)]
+        return 0.5 * min(done) if done else 0.0
+
+    @contextmanager
+    def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+        """Record Optuna heartbeats for ``trial`` on a thread while the block runs (RDB only)."""
+        storage = self.study._storage
+        if not (isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)):
+            yield
+            return
+        stop = threading.Event()
+        trial_id = trial._trial_id
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_INTERVAL_S):
+                with contextlib.suppress(Exception):  # a missed beat must not kill a measurement
+                    storage.record_heartbeat(trial_id)
+
+        storage.record_heartbeat(trial_id)
+        thread = threading.Thread(target=beat, daemon=True, name="optuna-heartbeat")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+
+def hide_password(url: str) -> str:
+    """A storage URL with its password replaced by ``***``, for anything written or shown."""
+    return re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", url)
+
+
+def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[str], config_path: str,
+                      study_name: str) -> None:
+    """Refuse to resume a study whose server or probe changed: old trials would be judged
+    against a baseline measured under other conditions (InputError, exit 2).
+
+    While the study has no successful baseline nothing was judged yet, so a changed command
+    or environment (the fix after a failed baseline) is allowed and the new one recorded.
+    """
+    now = {"server.command": [scrub(a, secrets) for a in cfg.server.command],
+           "server.env": redact(cfg.server.env),
+           "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
+    before = store.info().fingerprint
+    changed = [k for k in now if before and json.dumps(now[k]) != json.dumps(before.get(k))]
+    if changed and store.ok_baselines():
+        was = "; ".join(f"{k} = {_as_written(before.get(k))}" for k in changed)
+        raise InputError(config_path, ", ".join(changed), "; ".join(_as_written(now[k]) for k in changed),
+                         f"the settings study '{study_name}' was measured with ({was}), or a new --study name",
+                         "resuming would judge new trials against a baseline measured under other conditions")
+    if changed or not before:
+        store.update_info(fingerprint=now)
+
+
+def _as_written(value: Any) -> str:
+    """A value as a user wrote it in TOML: lists as ``["a", "b"]``, strings quoted."""
+    return json.dumps(value, ensure_ascii=False)
