@@ -5,23 +5,44 @@ A space file (TOML)::
     include_presets = "safe.toml"        # optional: presets of another file, tried first
     [variables.NCCL_PROTO]
     values = ["LL", "LL128", "Simple"]   # "unset" (NCCL's default) is always a candidate
+    unsafe = ["LL128"]                   # optional: skipped unless --allow-unsafe
     [[presets]]
     name = "ring-ll"
     env = { NCCL_ALGO = "Ring", NCCL_PROTO = "LL" }
 
-Unsafe candidates (forced LL128, exotic algorithms; see :func:`tuner.nccl_env.unsafe_reason`)
-are skipped with a notice unless ``allow_unsafe``.
+Unsafe candidates (forced LL128, exotic algorithms; see :func:`tuner.schema.check_nccl`) are
+skipped with a notice unless ``allow_unsafe``; in a preset they are refused. Validated by the
+pydantic models below: every problem of a file is reported at once (see :mod:`tuner.schema`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
-from tuner import nccl_env
-from tuner.config import env_table, read_toml
+from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
+
 from tuner.errors import InputError
+from tuner.schema import (
+    REDACTED,
+    SECRET_ACCEPTED,
+    SECRET_WHY,
+    FileModel,
+    LoadContext,
+    PresetEnv,
+    as_written,
+    check_nccl,
+    detail,
+    input_problems,
+    is_secret,
+    load_context,
+    problem,
+    raise_all,
+    read_toml,
+)
 
 #: The candidate meaning "do not set the variable; let NCCL choose".
 UNSET = "unset"
@@ -69,98 +90,138 @@ class SearchSpace:
         return n
 
 
-def _no_secret(file: str, key: str, name: str) -> None:
-    if nccl_env.is_secret(name):
-        raise InputError(file, key, nccl_env.REDACTED, "NCCL/CUDA tuning variables only",
-                         "a secret (name holds TOKEN, KEY, SECRET or PASSWORD) belongs in server.env, "
-                         "where it is passed on but never written")
+def _scalar(raw: Any) -> str | int:
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise problem("a string or an integer")
+    return raw
 
 
-def _values(file: str, name: str, table: object, allow_unsafe: bool, notices: list[str]) -> tuple[str, ...]:
-    key = f"variables.{name}"
-    _no_secret(file, key, name)
-    if not isinstance(table, dict) or set(table) - {"values", "unsafe", "note"} or "values" not in table:
-        raise InputError(file, key, table, 'a table with values = ["...", ...] (and optional unsafe, note)')
-    raw = table["values"]
-    if not isinstance(raw, list) or not raw:
-        raise InputError(file, f"{key}.values", raw, "a non-empty list of strings or integers")
-    declared_unsafe = table.get("unsafe", [])
-    if not isinstance(declared_unsafe, list):
-        raise InputError(file, f"{key}.unsafe", declared_unsafe, "a list of values from values")
-    kept: list[str] = []
-    for value in raw:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise InputError(file, f"{key}.values", value, "strings or integers")
-        text = str(value)
-        if text == UNSET:
-            continue
-        problem = nccl_env.check_value(name, text)
-        if problem:
-            raise InputError(file, f"{key}.values", text, nccl_env.accepted(name), problem)
-        reason = nccl_env.unsafe_reason(name, text) or (
-            "marked unsafe in the space file" if value in declared_unsafe else None)
-        if reason and not allow_unsafe:
-            notices.append(f"{file}: skipping {name}={text} ({reason}); pass --allow-unsafe to try it")
-            continue
-        if text not in kept:
-            kept.append(text)
-    return tuple(kept)
+Scalar = Annotated[str | int, PlainValidator(_scalar)]
+_STRING = Field(description="a string")
 
 
-def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False, _seen: tuple = ()) -> SearchSpace:
-    """Read and validate a search-space file.
+class _Variable(FileModel):
+    """``[variables.NAME]``; ``values`` become the kept candidates (validated, safe, unique)."""
 
-    Raises :class:`InputError` for a missing file, bad TOML, unknown keys, values NCCL would
-    misread, or a preset forcing an unsafe setting without ``allow_unsafe``.
+    unsafe: Annotated[list[Scalar], Field(description="a list of values from values")] = Field(
+        default_factory=list)
+    note: Annotated[str, _STRING] = ""
+    values: Annotated[tuple[str, ...], Field(description="a non-empty list of strings or integers")]
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _candidates(cls, raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise problem("a non-empty list of strings or integers")
+        ctx = load_context(info)
+        declared_unsafe = {str(u) for u in info.data.get("unsafe", [])}
+        kept: list[str] = []
+        details = []
+        for i, value in enumerate(raw):
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                details.append(detail((i,), value, "a string or an integer"))
+                continue
+            text = str(value)
+            if text == UNSET:
+                continue
+            check = check_nccl(ctx.variable, text)
+            if check.wrong:
+                details.append(detail((i,), value, check.accepted, check.wrong))
+                continue
+            reason = check.unsafe or ("marked unsafe in the space file" if text in declared_unsafe else None)
+            if reason and not ctx.allow_unsafe:
+                ctx.notices.append(f"{ctx.file}: skipping {ctx.variable}={text} ({reason}); "
+                                   "pass --allow-unsafe to try it")
+            elif text not in kept:
+                kept.append(text)
+        raise_all("values", details)
+        return tuple(kept)
+
+
+class _PresetEntry(FileModel):
+    name: Annotated[str | None, _STRING] = None
+    env: Annotated[PresetEnv, Field(description='a table such as { NCCL_PROTO = "LL" }')]
+    note: Annotated[str, _STRING] = ""
+
+
+class _SpaceFile(FileModel):
+    description: Annotated[str, _STRING] = ""
+    include_presets: Annotated[str | None, Field(description="a path to another space file")] = None
+    variables: Annotated[dict[str, dict[str, Any]], Field(
+        description='[variables.NAME] tables with values = ["...", ...] (and optional unsafe, note)')] = Field(
+        default_factory=dict)
+    presets: Annotated[list[_PresetEntry], Field(
+        description="[[presets]] entries with env (and optional name, note)")] = Field(default_factory=list)
+
+
+def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False) -> SearchSpace:
+    """Read and validate a search-space file (and the file its ``include_presets`` names).
+
+    Raises :class:`InputError` listing every problem: a missing file, bad TOML, unknown keys,
+    values NCCL would misread, secret-named variables, a preset forcing an unsafe setting
+    without ``allow_unsafe``, an include cycle, nothing left to try.
     """
-    file = Path(path)
+    return _load(Path(path), allow_unsafe, ())
+
+
+def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace:
     name = str(file)
     data = read_toml(file, "search-space")
-    known = {"description", "include_presets", "variables", "presets"}
-    for key in data:
-        if key not in known:
-            raise InputError(name, key, data[key], f"the keys {', '.join(sorted(known))}", "unknown key")
-    notices: list[str] = []
-    variables_table = data.get("variables", {})
-    if not isinstance(variables_table, dict):
-        raise InputError(name, "variables", variables_table, "[variables.NAME] tables")
-    variables = {}
-    for var, table in variables_table.items():
-        values = _values(name, var, table, allow_unsafe, notices)
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe)
+    problems: list[InputError] = []
+    try:
+        parsed: _SpaceFile | None = _SpaceFile.model_validate(data, context=context)
+    except ValidationError as exc:
+        problems += input_problems(name, exc, _SpaceFile)
+        parsed = None
+
+    # Each variable is validated on its own: its name decides what NCCL accepts.
+    variables: dict[str, tuple[str, ...]] = {}
+    raw_variables = data.get("variables")
+    for var, table in raw_variables.items() if isinstance(raw_variables, dict) else ():
+        if is_secret(var):
+            problems.append(InputError(name, f"variables.{var}", as_written(REDACTED, True), SECRET_ACCEPTED, SECRET_WHY))
+            continue
+        if not isinstance(table, dict):
+            continue  # reported by _SpaceFile
+        try:
+            values = _Variable.model_validate(table, context=dataclasses.replace(context, variable=var)).values
+        except ValidationError as exc:
+            problems += input_problems(name, exc, _Variable, prefix=("variables", var))
+            continue
         if values:
             variables[var] = values
 
     presets: list[Preset] = []
     include = data.get("include_presets")
-    if include is not None:
-        if not isinstance(include, str):
-            raise InputError(name, "include_presets", include, "a path to another space file")
-        inc_path = (file.parent / include).resolve()
-        if inc_path in _seen:
-            raise InputError(name, "include_presets", include, "a file that does not include this one", "cycle")
-        included = load_space(inc_path, allow_unsafe=allow_unsafe, _seen=_seen + (file.resolve(),))
-        presets.extend(included.presets)
-        notices.extend(included.notices)
-    raw_presets = data.get("presets", [])
-    if not isinstance(raw_presets, list):
-        raise InputError(name, "presets", raw_presets, "[[presets]] entries with name and env")
-    for i, entry in enumerate(raw_presets):
-        key = f"presets[{i}]"
-        if not isinstance(entry, dict) or set(entry) - {"name", "env", "note"} or "env" not in entry:
-            raise InputError(name, key, entry, "a table with name, env (and optional note)")
-        label = entry.get("name", f"preset-{i}")
-        if not isinstance(label, str):
-            raise InputError(name, f"{key}.name", label, "a string")
-        if isinstance(entry["env"], dict):
-            for var in entry["env"]:
-                _no_secret(name, f"{key}.env.{var}", var)
-        env = env_table(name, f"{key}.env", entry["env"], allow_unsafe)
-        if not env:
-            raise InputError(name, f"{key}.env", entry["env"], "at least one variable (the baseline is always run)")
-        if any(p.env == env for p in presets):
-            continue
-        presets.append(Preset(label, env))
-    if not variables and not presets:
-        raise InputError(name, "variables", variables_table,
-                         "at least one [variables.NAME] with a safe value, or one [[presets]] entry", "nothing to try")
-    return SearchSpace(path=file, variables=variables, presets=presets, notices=notices)
+    if isinstance(include, str):
+        try:
+            included = _include(file, include, allow_unsafe, seen)
+            presets.extend(included.presets)
+            context.notices.extend(included.notices)
+        except InputError as exc:
+            problems += exc.problems
+    for i, entry in enumerate(parsed.presets if parsed else ()):
+        if not any(p.env == entry.env for p in presets):
+            presets.append(Preset(entry.name if entry.name is not None else f"preset-{i}", entry.env))
+
+    if not problems and not variables and not presets:
+        problems.append(InputError(name, "variables", as_written(raw_variables or {}),
+                                   "at least one [variables.NAME] with a safe value, or one [[presets]] entry",
+                                   "nothing to try"))
+    if problems:
+        raise InputError.combine(problems)
+    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices)
+
+
+def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace:
+    """The space ``include_presets`` names, relative to ``file``; refuses a cycle."""
+    path = (file.parent / include).resolve()
+    here = file.resolve()
+    if path in (*seen, here):
+        raise InputError(str(file), "include_presets", as_written(include),
+                         "a file that does not include this one", "cycle")
+    if not path.is_file():
+        raise InputError(str(file), "include_presets", as_written(include),
+                         "a path to another space file, relative to this one", "file not found")
+    return _load(path, allow_unsafe, (*seen, here))
