@@ -160,16 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner import report
-    from tuner.config import load_config
     from tuner.nccl_env import is_tuning_variable, redact, scrub, secret_values
     from tuner.progress import Progress
-    from tuner.space import load_space
     from tuner.stats import DEFAULT_MIN_EFFECT
     from tuner.sweep import Sweep, SweepOptions
     from tuner.sweep.storage import check_fingerprint, hide_password
 
-    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=args.space is None)
-    space = load_space(args.space or cfg.sweep.space, allow_unsafe=args.allow_unsafe)
+    cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials
@@ -221,6 +218,28 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if error is not None:
         raise error
     return ExitCode.OK
+
+
+def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The experiment file and the search space, with every problem of both in one error."""
+    from tuner.config import load_config
+    from tuner.space import load_space
+
+    problems: list[InputError] = []
+    cfg = space = None
+    try:
+        cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=args.space is None)
+    except InputError as exc:
+        problems += exc.problems
+    space_path = args.space or (cfg.sweep.space if cfg is not None else None)
+    if space_path is not None:
+        try:
+            space = load_space(space_path, allow_unsafe=args.allow_unsafe)
+        except InputError as exc:
+            problems += exc.problems
+    if problems:
+        raise InputError.combine(problems)
+    return cfg, space
 
 
 def _stopped_message(exc: NcclTuneError) -> str:

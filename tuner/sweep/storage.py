@@ -50,6 +50,7 @@ from tuner.record import (
     study_to_user_attrs,
     to_user_attrs,
 )
+from tuner.schema import as_written
 
 #: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
 CONSTRAINT = "server_failed"
@@ -301,4 +302,4 @@ def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[st
 
 def _as_written(value: Any) -> str:
     """A value as a user wrote it in TOML: lists as ``["a", "b"]``, strings quoted."""
-    return json.dumps(value, ensure_ascii=False)
+    return str(as_written(value))
