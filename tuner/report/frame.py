@@ -133,7 +133,7 @@ def _reference(bases: list[TrialRecord], record: TrialRecord) -> TrialRecord | N
         return float(r.started_at) if by_time and r.started_at is not None else float(r.trial)
 
     before = [b for b in bases if key(b) < key(record)]
-    return before[-1] if before else bases[0]
+    return max(before, key=key) if before else bases[0]
 
 
 def _judgement(record: TrialRecord, bases: list[TrialRecord], *, min_effect: float,
