@@ -142,3 +142,58 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
             os.environ.clear()
             os.environ.update(saved)
     return subprocess.CompletedProcess(["nccl-tune", *args], code, out.getvalue(), err.getvalue())
+
+
+# -- trial records as the sweep writes them (report and notebook tests) ----------------------
+
+T0 = 1_760_000_000.0  # Unix s: when the sample study started
+
+
+def trial_record(trial: int, kind: str = "preset", runs: list[float] | None = None, *, status: str = "ok",
+                 env: dict[str, str] | None = None, concurrency: dict[int, float] | None = None, **fields):
+    """A real ``TrialRecord`` as the sweep writes it: median tok/s of ``runs`` when ok, relaunch
+    ``trial`` started 2400 s after the previous one, and a bench level per ``concurrency`` item
+    (C -> aggregate tok/s)."""
+    import statistics
+
+    from tuner.bench import LevelResult
+    from tuner.record import Kind, Status, TrialRecord
+
+    runs = list(runs or [])
+    ok = status == "ok"
+    values = {"output_tok_s": statistics.median(runs) if ok and runs else None, "output_tok_s_runs": runs,
+              "started_at": T0 + 2400 * trial, "load_s": 2160.0, "probe_s": 95.0, "teardown_s": 12.0,
+              "wall_s": 2290.0 if ok else 900.0, "log": f"results/s/logs/trial-{trial:04d}.log",
+              "concurrency": [LevelResult(concurrency=c, ok=4 * c, total=4 * c, wall_s=10.0, aggregate_tok_s=t).to_json()
+                              for c, t in (concurrency or {}).items()]}
+    values.update(fields)
+    return TrialRecord(trial=trial, kind=Kind(kind), status=Status(status), env=dict(env or {}), **values)
+
+
+def sample_records():
+    """A night of ten relaunches and one sampler duplicate: the baseline, a preset in the noise,
+    a crash, a clearly faster and a clearly slower preset, an interrupted search trial and its
+    retry, a hang, the baseline re-measure, and a search trial still running."""
+    conc = {1: 70.0, 2: 132.0, 4: 240.0, 8: 410.0}
+    tuned = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "16", "NCCL_BUFFSIZE": "16777216",
+             "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return [
+        trial_record(0, "baseline", [70.1, 71.3, 69.8, 70.6], concurrency=conc),
+        trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=tuned, preset="deployment-tuned",
+                     concurrency={1: 70.2, 2: 131.0, 4: 236.0, 8: 395.0}),
+        trial_record(2, "preset", status="crashed", env={"NCCL_PROTO": "LL128"}, preset="ll128",
+                     cause="exited with code 1: NCCL WARN [LL128] protocol disabled"),
+        trial_record(3, "preset", [80.2, 80.9, 81.4, 80.5], env={"NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "8"},
+                     preset="ll-8ch", concurrency={1: 80.6, 2: 150.0, 4: 262.0, 8: 402.0}),
+        trial_record(4, "preset", [42.1, 42.6, 41.9, 42.4], env={"NCCL_PROTO": "Simple"}, preset="simple",
+                     concurrency={1: 42.3, 2: 83.0, 4: 160.0, 8: 300.0}),
+        trial_record(5, "search", status="interrupted", env={"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+                     cause="the runner died mid-trial", retried_by_trial=6),
+        trial_record(6, "search", [69.0, 71.0, 70.2, 70.8], env={"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"},
+                     retry_of_trial=5, concurrency={1: 70.4, 2: 128.0, 4: 230.0, 8: 380.0}),
+        trial_record(7, "search", status="hung", env={"NCCL_MAX_NCHANNELS": "2"}, cause="no token for 120 s"),
+        trial_record(8, "baseline", [71.0, 71.9, 70.8, 71.5], recheck=True,
+                     concurrency={1: 71.2, 2: 133.0, 4: 243.0, 8: 415.0}),
+        trial_record(9, "search", status="running", env={"NCCL_BUFFSIZE": "4194304"}, wall_s=None),
+        trial_record(10, "duplicate", status="skipped", env={"NCCL_PROTO": "Simple"}, duplicate_of=4),
+    ]

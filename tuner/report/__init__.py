@@ -1,0 +1,50 @@
+"""Results of a study: trials.csv, the figures, a verdict and report.md, from trial records.
+
+Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from the Optuna
+storage), so ``nccl-tune report --study NAME`` works after the sweep, on another machine, or
+mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
+:mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
+:mod:`tuner.report.plots` draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from tuner.record import StudyInfo, TrialRecord
+from tuner.report.frame import baseline_runs, best_row, read_trials_csv, trials_frame, write_trials_csv
+from tuner.report.plots import save_figures
+from tuner.report.text import console_table, export_lines, print_results, report_markdown, verdict_paragraph
+
+__all__ = [
+    "baseline_runs",
+    "best_row",
+    "console_table",
+    "export_lines",
+    "print_results",
+    "read_trials_csv",
+    "trials_frame",
+    "verdict_paragraph",
+    "write_outputs",
+    "write_trials_csv",
+]
+
+
+def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
+                  min_effect: float) -> tuple[pd.DataFrame, str]:
+    """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
+    and ``report.md`` into ``out_dir`` (created if needed), judging with ``min_effect``
+    (fraction). Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
+    relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
+    Raises OSError when ``out_dir`` cannot be written.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = trials_frame(records, min_effect=min_effect)
+    write_trials_csv(df, out_dir / "trials.csv")
+    verdict = verdict_paragraph(df, info, min_effect=min_effect)
+    figures = [p.name for p in save_figures(df, out_dir)] if not df.empty else []
+    (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures))
+    return df, verdict
