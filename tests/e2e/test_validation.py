@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
 from tuner import nccl_env
 from tuner.cli import main
 

@@ -21,11 +21,9 @@ import httpx
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (not `python -m pytest`) does not put the root there
-    sys.path.insert(0, str(ROOT))
+from tests.e2e import vllm_cpu
+from tests.helpers import ROOT
 
-from tests.e2e import vllm_cpu  # noqa: E402
 EXAMPLE = ROOT / "examples" / "vllm-cpu-tiny.toml"
 READY_TIMEOUT_S = 600
 STARTUP_MARKERS = ("Starting vLLM server on", "vLLM API server version", "version 0.32")

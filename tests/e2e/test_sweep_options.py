@@ -13,7 +13,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
+from tests.helpers import envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
 from tuner import stats
 from tuner.config import ServerConfig
 from tuner.launcher import LaunchFailed, ServerProcess, build_env

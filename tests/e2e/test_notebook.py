@@ -2,7 +2,7 @@
 
 The trials.csv is written by the report's own writer (``tuner.report.frame.write_trials_csv``)
 from real trial records of a night with failures, a winner, a baseline re-measure and a
-concurrency table (``conftest.sample_records``), so the notebook reads what ``nccl-tune
+concurrency table (``tests.helpers.sample_records``), so the notebook reads what ``nccl-tune
 report`` writes without running a sweep. The notebook is executed with nbclient on a kernel
 spec written here that points at this interpreter (not whatever ``python3`` a user-level kernel
 spec names), with ``NCCL_TUNE_TRIALS_CSV`` pointing at the file and this checkout first on the

@@ -23,7 +23,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import ROOT, alive_pids, free_port, processes_with, run_cli, start_cli, write_config
+from tests.helpers import ROOT, alive_pids, free_port, processes_with, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.slow
 
