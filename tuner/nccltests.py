@@ -285,8 +285,8 @@ def command_supports_json(text: str) -> bool | None:
     ``text`` may be the program's ``-h`` output (USAGE lists ``-J,--output_file`` since 2.17.3),
     any output of a run (``# nccl-tests version X`` exists only in 2.17.4+, all with ``-J``), or a
     bare version such as ``"2.17.3"``. True/False when the text decides it, None when it does not
-    (an older run's output carries no version: try ``-h``). ``-h`` parses arguments before any
-    GPU is touched (``src/common.cu`` ``run``), so it is safe to run anywhere.
+    (an older run's output carries no version: try ``-h``). ``-h`` is handled while parsing
+    arguments in ``src/common.cu`` ``main``, before MPI or any GPU is touched.
     """
     if "--output_file" in text or re.search(r"\[-J,", text):
         return True
@@ -627,6 +627,8 @@ def _finish(result: PerfResult) -> None:
                                + ", ".join(str(s) for s in bad[:8]))
     if result.out_of_bounds:
         result.problems.append(f"Out of bounds values: {result.out_of_bounds} (nccl-tests counted wrong results)")
+    if result.validation == 0:
+        result.problems.append("validation was off (-c 0): wrong results cannot be detected; keep -c 1")
 
 
 # -- JSON -------------------------------------------------------------------------------------
@@ -779,7 +781,8 @@ def screen_status(result: PerfResult, *, killed_at_timeout: bool = False,
     ``INVALID_OUTPUT`` when nccl-tests reported wrong values (the corruption guard; it wins over
     every other outcome), ``TIMEOUT`` when the caller killed the run at ``timeout_s``, ``HUNG``
     when nccl-tests' own ``-T`` timer fired, ``CRASHED`` for a failure line, a non-zero exit
-    with no rows, or an output cut short, else ``OK``. ``cause`` is one line.
+    with no rows, or an output cut short, else ``OK``. ``cause`` is one line. The guard needs
+    validation on: with ``-c 0`` nccl-tests prints ``N/A`` and nothing can be detected.
     """
     if result.corrupted:
         bad = [r.size_bytes for r in result.rows if result.row_corrupted(r)]

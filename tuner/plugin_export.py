@@ -14,9 +14,12 @@ and ships ``scripts/optimize_config.py``, which builds that file from a CSV of m
     collective,size_bytes,algorithm,protocol,channels,nodes,ranks,pipeOps,regBuff,cost_metric,bandwidth_gbps,latency_us
 
 Using it: build the plugin from the NCCL source (``make`` in ``plugins/tuner/example`` gives
-``libnccl-tuner-example.so``), then start the server with ``NCCL_TUNER_PLUGIN=<that .so, or its
-name on LD_LIBRARY_PATH>`` and ``NCCL_TUNER_CONFIG_FILE=<the written file>``, and with no
-NCCL_ALGO/NCCL_PROTO set. NCCL must accept the plugin's API version (:func:`tuner_api_versions`).
+``libnccl-tuner-example.so``), then start the server with ``NCCL_TUNER_PLUGIN`` set to that
+file's absolute path, or to ``example`` with its directory on ``LD_LIBRARY_PATH`` (NCCL
+``src/plugin/plugin_open.cc`` tries the name, then ``libnccl-tuner-<name>.so``), with
+``NCCL_TUNER_CONFIG_FILE=<the written file>``, and with no NCCL_ALGO/NCCL_PROTO set. NCCL must
+accept the plugin's API version (:func:`tuner_api_versions`); ``NCCL_DEBUG=INFO`` then logs
+"Successfully loaded external tuner plugin" and ``TUNER/ExamplePlugin: Loaded config`` lines.
 
 What the plugin's own parser does (``plugin.c`` ``loadConfig``/``pluginGetCollInfo``, checked in
 NCCL 2.27.5 through 2.30.7), and what this writer therefore guarantees:
@@ -222,6 +225,9 @@ def choices_by_size(measurements: Sequence[TunerMeasurement]) -> tuple[list[Tune
     measurement is NCCL's own choice gets no line (said in the notes). One collective and one
     (nodes, ranks) per call.
     """
+    groups = {(m.collective, m.nodes, m.ranks, m.pipe_ops, m.reg_buff) for m in measurements}
+    if len(groups) > 1:
+        raise ValueError(f"one collective and topology per call, got {sorted(groups)}")
     by_size: dict[int, TunerMeasurement] = {}
     for m in measurements:
         best = by_size.get(m.size_bytes)
@@ -310,6 +316,10 @@ def write_tuner_config(choices: Sequence[TunerChoice], path: str | Path, header:
             if c.channels == -1:
                 notes.append(f"{collective} {c.min_bytes}-{c.max_bytes} B has channels -1: the example plugin then "
                              "keeps its default of 1 channel, not NCCL's count")
+    uncovered = [c for c in PLUGIN_COLLECTIVES if c not in {key[0] for key in groups}]
+    if uncovered:
+        notes.append(f"no line for {', '.join(uncovered)}: with the example plugin loaded these collectives "
+                     "(e.g. the TP all-gather of logits) run on one channel")
     _atomic_write(Path(path), "\n".join(lines) + "\n")
     return notes
 

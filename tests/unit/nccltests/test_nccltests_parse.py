@@ -186,19 +186,34 @@ def test_json_killed_falls_back_to_text() -> None:
     assert full.nccl_tests_version == "2.19.6"  # the rest still comes from the text
 
 
-def test_killed_mid_row() -> None:
-    """The real v2.18.0 output cut after the out-of-place half of its fifth row, as a kill at
-    the screen timeout leaves it (stdout is flushed up to the cut)."""
+def test_killed_mid_run() -> None:
+    """Outputs a kill at the screen timeout leaves, made from the real v2.18.0 output.
+
+    nccl-tests line-buffers stdout (``ncclTestSetlinebuf``, since its first commit), so a kill
+    loses the unfinished line: the output ends after complete rows. A partial row survives only
+    when something flushed it, i.e. an NCCL log line written to the same stdout (NCCL_DEBUG set)
+    after the row's first columns or after its out-of-place half.
+    """
     text = read("v2.18.0_allreduce_mpirun_tagged.txt")
-    cut = text.index("7728.29") + len("7728.29    2.17    2.17       0")
-    r = parse_output(text[:cut])
-    assert len(r.rows) == 5
+    rows_end = text.index("[1,0]<stdout>:    16777216")
+    r = parse_output(text[:rows_end])
+    assert len(r.rows) == 4 and all(row.complete for row in r.rows) and not r.complete
+    assert "the output ends before the summary lines (killed, timed out or cut off)" in r.problems
+    assert screen_status(r, killed_at_timeout=True) == (Status.TIMEOUT, "killed at the screen timeout after 4 row(s)")
+    assert screen_status(r, exit_code=-9) == (Status.CRASHED, "output cut off after 4 row(s) (exit code -9)")
+
+    log = "lab:2994447:2994460 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/Socket/0\n"
+    preamble = "[1,0]<stdout>:    16777216       4194304     float     sum      -1"
+    r = parse_output(text[:rows_end] + preamble + log)
+    assert len(r.rows) == 5 and r.rows[-1].out_of_place is None and r.rows[-1].in_place is None
+    assert "size 16777216: the row stops before both halves (output cut off)" in r.problems
+
+    oop_end = text.index("7728.29") + len("7728.29    2.17    2.17       0")
+    r = parse_output(text[:oop_end] + log)
     partial = r.rows[-1]
     assert partial.out_of_place is not None and partial.out_of_place.time_us == 7728.29 and partial.in_place is None
-    assert r.row(16777216) is partial and not partial.complete
+    assert r.row(16777216) is partial and partial.best_time_us() == 7728.29
     assert "size 16777216: the row stops before the in-place half (output cut off)" in r.problems
-    assert screen_status(r, killed_at_timeout=True)[0] is Status.TIMEOUT
-    assert screen_status(r, exit_code=-9)[0] is Status.CRASHED
 
 
 def test_nccl_log_line_inside_a_row_is_removed() -> None:
@@ -274,3 +289,8 @@ def test_busbw_factor() -> None:
         busbw_factor("allfoo", 8)
     with pytest.raises(ValueError, match="nranks"):
         busbw_factor("allreduce", 0)
+
+
+def test_validation_off_is_flagged() -> None:
+    r = parse_output(read("pre2.13_broadcast_root_na_truncated.txt"))
+    assert "validation was off (-c 0): wrong results cannot be detected; keep -c 1" in r.problems

@@ -108,6 +108,10 @@ def get_coll_info(configs: list[PluginConfig], coll: str, nbytes: int, nnodes: i
     return None, None, channels
 
 
+OTHERS = ("no line for broadcast, reduce, allgather, reducescatter: with the example plugin loaded these "
+          "collectives (e.g. the TP all-gather of logits) run on one channel")
+
+
 def screen() -> list[TunerMeasurement]:
     """Screened times at the DeepSeek-V3 decode (14,336 B) and 2,000-token prefill sizes."""
     m = TunerMeasurement
@@ -131,7 +135,7 @@ def test_decode_and_prefill_get_their_own_choice(tmp_path: Path) -> None:
     assert notes == []
     path = tmp_path / "nccl_tuner.conf"
     notes = write_tuner_config(choices, path, header="nccl-tune export for DeepSeek-V3 on 8 GPUs")
-    assert notes == []
+    assert notes == [OTHERS]
     configs = read_like_plugin(path)
     assert len(configs) == 2 and all(c.defaulted == [] for c in configs)
     assert [(c.coll, c.min_bytes, c.max_bytes, c.algo, c.proto, c.channels, c.nodes, c.ranks, c.pipe_ops,
@@ -157,7 +161,7 @@ def test_untuned_winner_leaves_a_gap_and_says_so(tmp_path: Path) -> None:
     assert notes == ["641126-18446744073709551615 B: NCCL's own choice was fastest at 28672000 B; no line written"]
     path = tmp_path / "t.conf"
     notes = write_tuner_config(choices, path)
-    assert len(notes) == 1 and "641126-18446744073709551615 B has no line" in notes[0]
+    assert len(notes) == 2 and "641126-18446744073709551615 B has no line" in notes[0] and notes[1] == OTHERS
     assert "run on one channel" in notes[0]
     configs = read_like_plugin(path)
     # What the plugin really does there: NCCL's algorithm, one channel.
@@ -168,7 +172,7 @@ def test_channels_minus_one_means_one_channel(tmp_path: Path) -> None:
     choice = TunerChoice("allreduce", 0, SIZE_MAX, "tree", "ll", -1)
     notes = write_tuner_config([choice], tmp_path / "t.conf")
     assert notes == ["allreduce 0-18446744073709551615 B has channels -1: the example plugin then keeps its "
-                     "default of 1 channel, not NCCL's count"]
+                     "default of 1 channel, not NCCL's count", OTHERS]
     assert get_coll_info(read_like_plugin(tmp_path / "t.conf"), "allreduce", 14336) == ("tree", "ll", 1)
 
 
@@ -198,6 +202,9 @@ def test_rejects_what_the_plugin_would_misread(tmp_path: Path) -> None:
         write_tuner_config([TunerChoice("allreduce", 10, 5, "ring", "ll", 8)], path)
     with pytest.raises(ValueError, match="channels"):
         write_tuner_config([TunerChoice("allreduce", 0, 5, "ring", "ll", 0)], path)
+    with pytest.raises(ValueError, match="one collective and topology per call"):
+        choices_by_size([TunerMeasurement("allreduce", 8, "ring", "ll", 1, 1.0, 1.0),
+                         TunerMeasurement("allgather", 8, "ring", "ll", 1, 1.0, 1.0)])
     assert not path.exists()
     # Same range for two topologies is fine: the plugin matches nodes/ranks too.
     write_tuner_config([TunerChoice("allreduce", 0, SIZE_MAX, "ring", "ll", 8, nodes=1),
