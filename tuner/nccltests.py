@@ -20,7 +20,7 @@ Formats handled, as nccl-tests prints them (NVIDIA/nccl-tests; file and function
 - **Header lines**: ``# nccl-tests version X nccl-headers=N nccl-library=N`` (2.17.4+),
   ``# Collective test starting: NAME`` (2.16.7+), ``# nThread ... nGpus ... minBytes ...``,
   device lines ``#  Rank  0 Group  0 Pid ... on HOST device  0 [0000:01:00] NAME`` (``Group``
-  since 2.13.8, ``[domain:bus:device]`` since 2.16; before, ``#   Rank  0 Pid ... [0x01] NAME``).
+  since 2.13.4, ``[domain:bus:device]`` since 2.14.1; before, ``#   Rank  0 Pid ... [0x01] NAME``).
 - **Footer** (``writeResultFooter``): ``# Out of bounds values : N OK|FAILED``,
   ``# Avg bus bandwidth    : X [OK|FAILED]``, ``# Collective test concluded: NAME``.
 - **Failures** (``src/common.h`` ``CUDACHECK``/``NCCLCHECK``/``TESTCHECK``): ``HOST: Test NCCL
