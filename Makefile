@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# Parallel workers for the tests that may share the machine (timing-sensitive ones run alone).
+WORKERS ?= 2
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test lint test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,12 +19,19 @@ demo: $(STAMP)
 	rm -rf results/demo
 	$(VENV)/bin/nccl-tune sweep examples/sim.toml --study demo
 
-# Everything, the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
-test: $(STAMP)
-	$(PY) -m pytest -q -rs
+# ruff and mypy, as configured in pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tuner tests benchmarks
+	$(VENV)/bin/mypy
+
+# Everything: lint, the parallel-safe tests on $(WORKERS) workers, then the timing-sensitive
+# ones alone; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+test: lint
+	$(PY) -m pytest -q -rs -n $(WORKERS) -m "not alone"
+	$(PY) -m pytest -q -rs -m alone
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not alone"
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
