@@ -29,7 +29,7 @@ def test_no_repeated_launches_gives_the_prior_alone():
     noise = stats.launch_noise([[80.0, 81.0, 80.5]], [[[90.0, 91.0]]])
     assert noise.sigma == stats.PRIOR_LAUNCH_SIGMA and noise.df == stats.PRIOR_LAUNCH_DF
     assert noise.data_sigma is None and noise.launches == 0 and noise.prior_dominates
-    assert "prior of 1.8 % alone" in noise.describe()
+    assert "prior of 1.75 % alone" in noise.describe()
 
 
 def test_two_identical_launches_never_give_zero():
@@ -133,7 +133,7 @@ def test_drift_as_large_as_the_gain_is_inconclusive():
 def test_one_baseline_launch_says_the_prior_is_used():
     rng = np.random.default_rng(8)
     c = stats.compare(launches(rng, 80, 1, 4), launches(rng, 80, 1, 4))
-    assert "one baseline launch: the launch-to-launch noise is the prior alone (1.8 %)" in c.note
+    assert "one baseline launch: the launch-to-launch noise is the prior alone (1.75 %)" in c.note
 
 
 def test_launches_without_repeated_runs_are_not_enough():
