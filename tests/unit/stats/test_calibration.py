@@ -1,0 +1,50 @@
+"""A small, fast run of benchmarks/verdict_calibration.py, with assertions (statistics only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def vc() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verdict_calibration", ROOT / "benchmarks" / "verdict_calibration.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("launch", [0.0, 0.01, 0.02])
+def test_false_faster_or_slower_stays_near_5_percent(vc, launch):
+    rates = vc.per_set(vc.Cell(0.02, launch, 4, 2), 800, before=False, seed=21)
+    assert rates.fp <= 0.06 and rates.ci_excludes_1 <= 0.06, rates
+
+
+def test_more_runs_and_auto_repeats_do_not_inflate_false_verdicts(vc):
+    assert vc.per_set(vc.Cell(0.01, 0.01, 8, 2), 600, before=False, seed=22).fp <= 0.06
+    assert vc.per_set(vc.Cell(0.01, 0.01, "auto", 2), 400, before=False, seed=23).fp <= 0.06
+
+
+def test_a_15_percent_gain_is_found(vc):
+    rates = vc.per_set(vc.Cell(0.02, 0.02, 4, 2), 400, before=False, gain=0.15, seed=24)
+    assert rates.power >= 0.95, rates
+
+
+def test_headline_of_20_no_effect_sets_says_use_it_rarely_and_confirmation_finds_15_percent(vc):
+    null = vc.headline(vc.Cell(0.02, 0.02, 4, 2, 20), 200, before=False, seed=25)
+    assert null.use <= 0.05 and null.confirmed <= 0.02, null
+    real = vc.headline(vc.Cell(0.02, 0.02, 4, 2, 20), 200, before=False, gain=0.15, seed=26)
+    assert real.confirmed >= 0.6, real
+
+
+def test_the_old_statistics_show_the_problem_the_benchmark_measures(vc):
+    # the same Monte Carlo against the old code: launch noise turns into "faster/slower"
+    assert vc.per_set(vc.Cell(0.02, 0.02, 4, 2), 300, before=True, seed=27).fp >= 0.12
