@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--baseline-every", type=_nonneg_int, metavar="K",
                    help="re-measure the baseline every K trials (drift check)")
     s.add_argument("--no-final-baseline", action="store_true", help="skip the drift re-measure of the baseline at the end")
+    s.add_argument("--no-confirm", action="store_true",
+                   help="do not relaunch the winner to confirm its gain (then no set is recommended)")
     s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
     s.add_argument("--target", type=_positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
     s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
@@ -176,7 +178,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                      + (" (tomorrow)" if args.until.date() > datetime.now().date() else ""))
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
-                        final_baseline=not args.no_final_baseline, rebaseline=args.rebaseline,
+                        final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
+                        rebaseline=args.rebaseline,
                         target=args.target, always=args.always, timeout_s=args.timeout, until=args.until,
                         progress=progress)
     try:
@@ -212,8 +215,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         store.update_info(stop_reason=str(exc))
         progress.log(_stopped_message(exc))
     df, verdict = report.write_outputs(store.records(), store.info(), study_name, opts.study_dir,
-                                       min_effect=min_effect)
-    report.print_results(df, verdict, store.info())
+                                       min_effect=min_effect, metric=cfg.probe.metric)
+    report.print_results(df, verdict, store.info(), metric=cfg.probe.metric)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
     if error is not None:
         raise error

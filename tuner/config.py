@@ -131,10 +131,15 @@ BeforeTuple = BeforeValidator(_tuple)
 class ProbeConfig(FileModel):
     """The fixed single-stream probe: ``warmup`` unrecorded runs, then ``repeats`` recorded.
 
-    ``repeats`` may be ``"auto"``: add runs up to ``max_repeats`` until the 95 % CI
-    half-width of the median is below ``ci_target`` (fraction, 0.01 = 1 %).
+    ``repeats`` may be ``"auto"``: the number of runs per launch is chosen before each launch
+    from the baseline's measured run noise, so that the 95 % CI half-width of a launch's level
+    is about ``ci_target`` (fraction, 0.01 = 1 %), at most ``max_repeats``
+    (:func:`tuner.stats.runs_for_precision`); the first baseline launch makes ``max_repeats``.
     ``stall_timeout_s`` (s): a stream with no token for that long is ``hung``.
     ``concurrency``: extra runs with that many simultaneous streams (``concurrency_requests`` each).
+    ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
+    tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
+    both are always recorded.
     """
 
     prompt: Annotated[str, _TEXT] = "Count from 1 to 50."
@@ -149,6 +154,8 @@ class ProbeConfig(FileModel):
     concurrency: Annotated[tuple[Annotated[int, Field(ge=1, le=1024)], ...], BeforeTuple, Field(
         description="a list of integers in [1, 1024], e.g. [1, 2, 4, 8]")] = ()
     concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
+    metric: Annotated[Literal["output_tok_s", "decode_tok_s"], Field(
+        description='"output_tok_s" (the default) or "decode_tok_s"')] = "output_tok_s"
 
 
 class SweepConfig(FileModel):

@@ -46,6 +46,17 @@ time in seconds):
 ``recheck``           a baseline re-measure (drift check), not counted in the budget
 ``duplicate_of``      (duplicate kind only) the trial whose result the sampler was told
 ``removed_inherited`` inherited NCCL_*/CUDA_DEVICE_MAX_CONNECTIONS names removed from the env
+``nccl_version``      NCCL version the server's log names (``2.21.5``), or ``""``
+``nccl_confirmed``    variable -> value as NCCL echoed it (``set by environment to``)
+``nccl_not_applied``  variable -> why: set for the trial but echoed by no rank, or with
+                      another value; such a trial gets no speed verdict
+``nccl_unverifiable`` variables of the set NCCL never echoes (CUDA_DEVICE_MAX_CONNECTIONS)
+``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
+``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
+``nccl_warnings``     every ``NCCL WARN`` line
+``allreduce_backend`` who carries the decode allreduce (``nccl``, ``custom``, ...), or ``""``
+``host``              the host: name, GPU model and count, driver, server version (where known)
+``host_type``         GPU model x count + server command: trials are judged within one type
 ``log``               path of the server's log (stdout and stderr)
 ``runner``            ``host:pid`` of the runner that launched it
 ``teardown_problem``  what survived the teardown (empty when clean)
@@ -156,6 +167,16 @@ class TrialRecord:
     recheck: bool = False
     duplicate_of: int | None = None
     removed_inherited: list[str] = field(default_factory=list)
+    nccl_version: str = ""
+    nccl_confirmed: dict[str, str] = field(default_factory=dict)
+    nccl_not_applied: dict[str, str] = field(default_factory=dict)
+    nccl_unverifiable: list[str] = field(default_factory=list)
+    nccl_ranks: list[int] = field(default_factory=list)
+    nccl_channels: list[str] = field(default_factory=list)
+    nccl_warnings: list[str] = field(default_factory=list)
+    allreduce_backend: str = ""
+    host: dict[str, Any] = field(default_factory=dict)
+    host_type: str = ""
     log: str = ""
     runner: str = ""
     teardown_problem: str = ""
@@ -187,7 +208,9 @@ def set_key(env: dict[str, str], flags: list[str] | tuple[str, ...] = ()) -> str
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 #: Fields stored as JSON text in trials.csv (lists and mappings).
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
-                                         "concurrency", "removed_inherited"})
+                                         "concurrency", "removed_inherited", "nccl_confirmed",
+                                         "nccl_not_applied", "nccl_unverifiable", "nccl_ranks",
+                                         "nccl_channels", "nccl_warnings", "host"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",
                                       "verdict", "verdict_note")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tuner.judge import judge
 from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import baseline_runs, best_row, read_trials_csv, trials_frame, write_trials_csv
 from tuner.report.plots import save_figures
@@ -34,17 +35,20 @@ __all__ = [
 
 
 def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
-                  min_effect: float) -> tuple[pd.DataFrame, str]:
+                  min_effect: float, metric: str = "output_tok_s") -> tuple[pd.DataFrame, str]:
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
     and ``report.md`` into ``out_dir`` (created if needed), judging with ``min_effect``
-    (fraction). Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
+    (fraction) on ``metric`` (``output_tok_s`` or ``decode_tok_s``, :func:`tuner.judge.judge`).
+    Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
     relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
     Raises OSError when ``out_dir`` cannot be written.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    df = trials_frame(records, min_effect=min_effect)
+    relaunches = [r for r in records if r.kind.relaunched]
+    judgement = judge(relaunches, metric=metric, min_effect=min_effect)
+    df = trials_frame(relaunches, min_effect=min_effect, metric=metric, judgement=judgement)
     write_trials_csv(df, out_dir / "trials.csv")
-    verdict = verdict_paragraph(df, info, min_effect=min_effect)
+    verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
     figures = [p.name for p in save_figures(df, out_dir)] if not df.empty else []
     (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures))
     return df, verdict

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from tuner import stats
+from tuner.judge import Judgement, judge, runs_of
 from tuner.record import (
     CSV_COLUMNS,
     FIELDS,
@@ -98,97 +99,74 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("trial").reset_index(drop=True)
 
 
-def verdict_of(text: str) -> tuple[Verdict, str]:
-    """(verdict, note) of a :class:`tuner.stats.Comparison` verdict.
-
-    Accepts a :class:`Verdict` as is, and the older text form ``"inconclusive (baseline drifted
-    2.0 %)"`` as ``(Verdict.INCONCLUSIVE, "baseline drifted 2.0 %")``. Raises ValueError for
-    text that names no verdict.
-    """
-    if isinstance(text, Verdict):
-        return text, ""
-    head, sep, rest = text.partition(" (")
-    if sep and rest.endswith(")"):
-        return Verdict(head), rest[:-1]
-    return Verdict(text), ""
+def _cols(c: stats.Comparison | None, verdict: Verdict, note: str = "") -> dict[str, Any]:
+    nan = math.nan
+    return {"vs_baseline": c.ratio if c else nan, "vs_baseline_ci_low": c.ci_low if c else nan,
+            "vs_baseline_ci_high": c.ci_high if c else nan, "verdict": verdict, "verdict_note": note or (c.note if c else "")}
 
 
-def _judge(comparison: stats.Comparison) -> tuple[Verdict, str]:
-    """Verdict and note of ``comparison`` (a ``note`` attribute wins when stats gives one)."""
-    verdict, note = verdict_of(comparison.verdict)
-    return verdict, str(getattr(comparison, "note", "") or note)
-
-
-def _reference(bases: list[TrialRecord], record: TrialRecord) -> TrialRecord | None:
-    """The baseline ``record`` is compared with: the last ok one measured before it started
-    (the machine as it was then; by ``started_at`` when every one has it, else by trial
-    number), else the first. Baseline records compare with the first baseline."""
-    if not bases:
-        return None
-    if record.kind is Kind.BASELINE:
-        return bases[0]
-    by_time = record.started_at is not None and all(b.started_at is not None for b in bases)
-
-    def key(r: TrialRecord) -> float:
-        return float(r.started_at) if by_time and r.started_at is not None else float(r.trial)
-
-    before = [b for b in bases if key(b) < key(record)]
-    return max(before, key=key) if before else bases[0]
-
-
-def _judgement(record: TrialRecord, bases: list[TrialRecord], *, min_effect: float,
-               drift: float) -> dict[str, Any]:
-    """The judgement columns of one record."""
-    out: dict[str, Any] = {"vs_baseline": math.nan, "vs_baseline_ci_low": math.nan,
-                           "vs_baseline_ci_high": math.nan, "verdict_note": ""}
+def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
+    """The judgement columns of one relaunch (see :func:`trials_frame`)."""
     if record.status in (Status.RUNNING, Status.INTERRUPTED):
-        return {**out, "verdict": Verdict.PENDING}
+        return _cols(None, Verdict.PENDING)
     if not record.ok:
-        return {**out, "verdict": Verdict.FAILED}
-    ref = _reference(bases, record)
-    if ref is None:
-        return {**out, "verdict": Verdict.PENDING, "verdict_note": "no ok baseline to compare with"}
-    if not record.output_tok_s_runs or not ref.output_tok_s_runs:
-        return {**out, "verdict": Verdict.NOT_ENOUGH_RUNS}
-    c = stats.compare(record.output_tok_s_runs, ref.output_tok_s_runs, min_effect=min_effect, drift=drift)
-    verdict, note = _judge(c)
+        return _cols(None, Verdict.FAILED)
+    if not j.baseline_launches:
+        return _cols(None, Verdict.PENDING, "no ok baseline to compare with")
+    launch = runs_of(record, j.metric)
     if record.kind is Kind.BASELINE:
-        verdict, note = Verdict.BASELINE, ""
-    return {"vs_baseline": c.ratio, "vs_baseline_ci_low": c.ci_low, "vs_baseline_ci_high": c.ci_high,
-            "verdict": verdict, "verdict_note": note}
+        others = [b for t, b in zip(j.baseline_trials, j.baseline_launches, strict=True) if t != record.trial]
+        if not launch:
+            return _cols(None, Verdict.BASELINE)
+        c = stats.compare([launch], others or j.baseline_launches, noise=j.noise)
+        return _cols(c, Verdict.BASELINE, "this launch against the other baseline launches" if others else "")
+    s = j.sets.get(record.set_key)
+    if s is None or s.comparison is None:
+        return _cols(None, Verdict.NOT_ENOUGH_RUNS)
+    if record.kind is Kind.CONFIRM and s.confirmation is not None:
+        c = s.confirmation
+        if c.verdict is Verdict.NOT_ENOUGH_RUNS:
+            return _cols(None, Verdict.PENDING, c.note)
+        verdict = Verdict.FASTER if c.verdict is Verdict.FASTER else Verdict.FAILED_CONFIRMATION
+        return _cols(c, verdict, "confirmed on the new launches alone" if verdict is Verdict.FASTER
+                     else "the gain did not hold on the new launches alone")
+    if s.not_applied:
+        return _cols(s.comparison, Verdict.NOT_APPLIED, "not applied: " + ", ".join(sorted(s.not_applied)))
+    if s.verdict is Verdict.FAILED_CONFIRMATION:
+        return _cols(s.comparison, Verdict.FAILED_CONFIRMATION, "the gain did not hold on the confirmation")
+    note = s.comparison.note
+    if len(s.launches) > 1:
+        note = f"{len(s.launches)} launches" + (f"; {note}" if note else "")
+    return _cols(s.comparison, s.comparison.verdict, note)
 
 
-def _ok_baselines(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    """Ok baseline measurements in the order they were measured (started_at, then trial)."""
-    bases = [r for r in records if r.kind is Kind.BASELINE and r.ok]
-    return sorted(bases, key=lambda r: (r.started_at if r.started_at is not None else math.inf, r.trial))
-
-
-def trials_frame(records: Sequence[TrialRecord], *, min_effect: float) -> pd.DataFrame:
+def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: str = "output_tok_s",
+                 judgement: Judgement | None = None) -> pd.DataFrame:
     """One row per relaunch of ``records`` (duplicate/invalid bookkeeping entries are skipped),
     sorted by trial number.
 
     Columns: :data:`tuner.record.CSV_COLUMNS` (the record's fields, then ``vs_baseline``, its
     95 % CI ``vs_baseline_ci_low``/``_high``, ``verdict``, ``verdict_note``) and ``tok_s_c<C>``
-    (aggregate tok/s) per concurrency level any record measured. ``vs_baseline`` is the ratio of
-    median output tok/s to the baseline measured last before the trial started (the first one
-    for trials before any), from :func:`tuner.stats.compare` with ``min_effect`` (fraction) and
-    the baseline's drift across its measurements (:func:`tuner.stats.drift`). ``verdict``:
-    ``baseline`` for baseline rows, ``failed`` for failed relaunches, ``pending`` for running or
-    interrupted ones (and ok ones with no ok baseline yet); ``verdict_note`` details it
-    (e.g. ``baseline drifted 2.0 %``).
+    (aggregate tok/s) per concurrency level any record measured. The judgement is
+    :func:`tuner.judge.judge` on ``metric`` with ``min_effect`` (fraction), or ``judgement``
+    when given: a tuned row carries its set's comparison on all of the set's launches against
+    every baseline launch, the interval including the launch-to-launch noise; a confirmation
+    row its confirmation on the new launches alone; a baseline row its launch against the other
+    baseline launches (verdict ``baseline``). ``failed`` for failed relaunches, ``pending`` for
+    running or interrupted ones (and ok ones with no ok baseline yet); ``verdict_note`` details
+    it (e.g. ``baseline drifted 2.0 %``).
     """
     relaunches = [r for r in records if r.kind.relaunched]
-    bases = _ok_baselines(relaunches)
-    drift = stats.drift([b.output_tok_s for b in bases if b.output_tok_s is not None])
+    j = judgement or judge(relaunches, metric=metric, min_effect=min_effect)
     rows = []
     for r in relaunches:
         row: dict[str, Any] = {name: getattr(r, name) for name in FIELDS}
         if not r.ok:
             row["output_tok_s"] = None  # a failed relaunch has no tok/s, never 0
+            row["decode_tok_s"] = None
         for name in JSON_FIELDS:
             row[name] = copy.deepcopy(row[name])  # the frame never aliases a record
-        row.update(_judgement(r, bases, min_effect=min_effect, drift=drift))
+        row.update(_row_judgement(r, j))
         for level, tok_s in r.concurrency_tok_s().items():
             row[f"{CONCURRENCY_PREFIX}{level}"] = tok_s
         rows.append(row)
@@ -264,8 +242,9 @@ def env_text(env: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(untuned)"
 
 
-def verdict_text(row: pd.Series) -> str:
-    """A row's verdict with its note in parentheses, e.g. ``inconclusive (baseline drifted 2.0 %)``."""
+def verdict_text(row: pd.Series, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> str:
+    """A row's verdict in words with its note in parentheses, e.g. ``inconclusive (baseline
+    drifted 2.0 %)`` or ``faster, below the 1 % that matters``."""
     verdict = row["verdict"]
-    text = verdict.value if isinstance(verdict, StrEnum) else str(verdict)
+    text = stats.verdict_words(verdict, min_effect) if isinstance(verdict, Verdict) else str(verdict)
     return f"{text} ({row['verdict_note']})" if row["verdict_note"] else text

@@ -13,15 +13,15 @@ import math
 import shlex
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from tuner import stats
+from tuner.judge import Judgement, SetJudgement
 from tuner.record import Kind, Status, StudyInfo, Verdict
-from tuner.report.frame import baseline_runs, best_row, env_text, ok_baselines, verdict_text
+from tuner.report.frame import env_text, verdict_text
 
 #: Columns of the console table, in order.
 CONSOLE_COLUMNS: tuple[str, ...] = ("trial", "kind", "status", "tok/s", "vs base", "95% CI", "verdict", "env")
@@ -31,15 +31,32 @@ _WIDE = 100_000  # characters: wider than any row, so a piped table never wraps
 _CAUSE_CHARS = 40
 
 
+#: Tensor-parallel flags of vLLM (vllm/engine/arg_utils.py) and SGLang (sglang/srt/server_args.py).
+_TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")
+
+
+def tp_size(command: Sequence[str] | None) -> str | None:
+    """The tensor-parallel size the server command passes (``--tensor-parallel-size 8``,
+    ``--tp 8``, ``--tp=8``), or None when it passes none."""
+    argv = list(command or [])
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in _TP_FLAGS:
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
+
+
 def export_lines(env: dict[str, str], command: Sequence[str] | None = None) -> list[str]:
     """Ready-to-paste lines for the set ``env``: a shell ``export``, vLLM and SGLang launch
-    snippets, and ``command`` (the study's server argv) under ``env`` when given."""
+    snippets with the server command's own tensor-parallel size (``TP`` when it names none),
+    and ``command`` (the study's server argv) under ``env`` when given."""
     if not env:
         return ["# the untuned baseline: unset every NCCL_* variable"]
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    tp = tp_size(command) or "TP"
     lines = [f"export {assigns}",
-             f"{assigns} vllm serve MODEL --tensor-parallel-size 8",
-             f"{assigns} python -m sglang.launch_server --model-path MODEL --tp 8"
+             f"{assigns} vllm serve MODEL --tensor-parallel-size {tp}",
+             f"{assigns} python -m sglang.launch_server --model-path MODEL --tp {tp}"
              + ("   # note: SGLang overrides CUDA_DEVICE_MAX_CONNECTIONS" if "CUDA_DEVICE_MAX_CONNECTIONS" in env else "")]
     if command:
         lines.append(f"env {assigns} {shlex.join(command)}")
@@ -53,63 +70,95 @@ def _not_retried(df: pd.DataFrame) -> int:
     return len(lost)
 
 
-def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None) -> str:
-    """One paragraph a person can act on: the baseline, the best set, its gain with the 95 % CI
-    and what it means, the smallest detectable gain, failures, and the target when set.
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    """``1 relaunch``, ``2 relaunches``: a count with its word in the right number."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
-    ``df``: a :func:`tuner.report.frame.trials_frame`. ``min_effect`` (fraction): the judging
-    threshold, floor of the detectable-gain sentence (default ``info.min_effect``, else
+
+def _pct(c: stats.Comparison | None) -> str:
+    return f"{c.gain_pct:+.1f} %" if c is not None else "?"
+
+
+def _ci(c: stats.Comparison | None, level: str = "95 %") -> str:
+    if c is None or math.isnan(c.ci_low):
+        return f"{level} CI not available"
+    return f"{level} CI {(c.ci_low - 1) * 100:+.1f}..{(c.ci_high - 1) * 100:+.1f} %"
+
+
+def _named(sets: list[SetJudgement], j: Judgement) -> str:
+    return ", ".join(f"{env_text(s.env)}{' ' + ' '.join(s.flags) if s.flags else ''} (trial {s.first_trial}, "
+                     f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
+
+
+def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
+    """The confirmation relaunch whose gain held (the set to use), or None."""
+    rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
+    return None if rows.empty else rows.iloc[-1]
+
+
+def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
+                      judgement: Judgement | None = None, metric: str = "output_tok_s") -> str:
+    """One paragraph a person can act on, claiming only what was measured: the baseline and the
+    launch-to-launch noise, the headline about the best of the K sets tried (Bonferroni) and
+    its confirmation, every other set with a significant verdict, the smallest gain this design
+    detects, failures, token counts that are guesses, the target.
+
+    ``df``: a :func:`tuner.report.frame.trials_frame`; ``judgement``: the
+    :func:`tuner.judge.judge` it was built from (recomputed from ``df``'s rows when None is
+    given is not possible, so pass it; without it only the baseline sentence is written).
+    ``min_effect`` (fraction): the judging threshold (default ``info.min_effect``, else
     :data:`tuner.stats.DEFAULT_MIN_EFFECT`).
     """
     if min_effect is None:
         min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
     target = info.target
-    base_runs, drift = baseline_runs(df) if not df.empty else ([], 0.0)
-    if not base_runs:
+    j = judgement
+    if j is None or not j.baseline_launches:
         return "The untuned baseline has no successful measurement yet, so no trial can be judged."
-    base_med = float(np.median(base_runs))
-    n_base = len(ok_baselines(df))
-    parts = [f"Baseline: {base_med:.1f} tok/s single stream (median of {len(base_runs)} runs over {n_base} launch"
-             f"{'es' if n_base > 1 else ''}{f', drift {drift * 100:.1f} %' if n_base > 1 else ''})."]
+    what = "single-stream output tok/s" if j.metric == "output_tok_s" else "single-stream decode tok/s (1 / TPOT)"
+    base_level = stats.level(j.baseline_launches)
+    k_base = len(j.baseline_launches)
+    runs = sum(len(b) for b in j.baseline_launches)
+    parts = [f"Baseline: {base_level:.1f} {what} ({_n(runs, 'run')} over {_n(k_base, 'launch', 'launches')}"
+             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + ")."]
+    if j.noise is not None:
+        parts.append(f"Every interval includes the {j.noise.describe()}.")
     if info.target_met_untuned and target is not None:
         parts.append(f"The target of {target:g} tok/s is already met by the untuned server (CI lower bound); "
                      "no tuned relaunch was spent. Keep the defaults.")
         return " ".join(parts)
-    best = best_row(df)
-    settled = df[~df["status"].isin([Status.INTERRUPTED, Status.RUNNING])]  # retried or in flight: not a result
+    settled = df[~df["status"].isin([Status.INTERRUPTED, Status.RUNNING])]
     tuned = settled["kind"] != Kind.BASELINE
     tried = int(tuned.sum())
     failed = int((tuned & (settled["status"] != Status.OK)).sum())
-    if best is None:
+    judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied]
+    if not judged:
         parts.append("Only the baseline was measured: no tuned set to judge yet." if tried == 0 else
-                     f"None of the {tried} tuned sets ran successfully ({failed} failed): keep the defaults.")
-        return " ".join(parts)
-    gain = (best["vs_baseline"] - 1) * 100
-    lo, hi = (best["vs_baseline_ci_low"] - 1) * 100, (best["vs_baseline_ci_high"] - 1) * 100
-    env_s = env_text(best["env"])
-    ci = f"95 % CI {lo:+.1f}..{hi:+.1f} %"
-    if best["verdict"] == Verdict.FASTER:
-        parts.append(f"Best set: {env_s} (trial {int(best['trial'])}) at {best['output_tok_s']:.1f} tok/s, "
-                     f"{gain:+.1f} % ({ci}): significantly faster than the baseline. Use it.")
-    elif best["verdict"] == Verdict.INCONCLUSIVE:
-        parts.append(f"Best set: {env_s} (trial {int(best['trial'])}), {gain:+.1f} % ({ci}), but the verdict is "
-                     f"{verdict_text(best)}: the baseline moved as much as the gain; re-measure before adopting it.")
-    elif best["verdict"] == Verdict.SLOWER:
-        parts.append(f"Every tuned set was slower than the baseline (the best, {env_s}, {gain:+.1f} %, {ci}): "
-                     "keep the defaults.")
+                     f"No tuned set gave a measurement to judge ({failed} of {tried} failed): keep the defaults.")
     else:
-        parts.append(f"No NCCL setting beat the baseline by more than the noise (best {gain:+.1f} %, {ci}, "
-                     f"{env_s}): on this server NCCL configuration is not the bottleneck. Keep the defaults.")
-    mde = stats.min_detectable_effect(base_runs, len(best["output_tok_s_runs"]))
+        parts += _headline(j, judged, min_effect)
+    mde = j.min_detectable_effect()
     if math.isfinite(mde):
-        parts.append(f"With these repeats the smallest gain that could be detected is about "
-                     f"{max(mde, min_effect) * 100:.1f} %.")
+        parts.append(f"With {_n(j.runs_per_launch(), 'run')} per launch and {_n(k_base, 'baseline launch', 'baseline launches')}, "
+                     f"the smallest gain a set could be called faster at (80 % power) is about {mde * 100:.1f} %.")
+    not_applied = [s for s in j.sets.values() if s.not_applied]
+    if not_applied:
+        parts.append("No speed verdict for " + "; ".join(
+            f"trial {s.first_trial} ({env_text(s.env)}): NCCL did not apply {', '.join(sorted(s.not_applied))}"
+            for s in not_applied) + ".")
     if failed:
-        parts.append(f"{failed} of {tried} tuned sets failed (see status and cause).")
+        parts.append(f"{failed} of {_n(tried, 'tuned relaunch', 'tuned relaunches')} failed (see status and cause).")
+    guessed = df[(df["status"] == Status.OK) & df["tokens_counted"]]
+    if not guessed.empty:
+        trials = ", ".join(str(int(t)) for t in guessed["trial"])
+        parts.append(f"The server sent no token count (usage) for trial{'s' if len(guessed) > 1 else ''} {trials}: "
+                     "their tok/s counts chunks and is a lower bound.")
     lost = _not_retried(df)
     if lost > 0:
-        parts.append(f"{lost} interrupted set{'s were' if lost > 1 else ' was'} not re-measured yet: "
-                     "run the same command again to finish them.")
+        parts.append(f"{_n(lost, 'interrupted relaunch', 'interrupted relaunches')} not re-measured yet: "
+                     "run the same command again to finish.")
+    if info.final_baseline_skipped:
+        parts.append(f"The final baseline re-measure (the drift check) was skipped: {info.final_baseline_skipped}.")
     if target is not None:
         reached = info.target_reached_by
         parts.append(f"Target {target:g} tok/s: " + (f"reached by trial {reached}." if reached is not None
@@ -117,18 +166,71 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     return " ".join(parts)
 
 
-def _console_row(r: pd.Series) -> list[str]:
+def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> list[str]:
+    """The sentences about the sets: the corrected headline and its confirmation, then every
+    set with a significant verdict of its own."""
+    k = len(judged)
+    h = j.headline
+    parts: list[str] = []
+    by = {v: [s for s in judged if s.verdict is v] for v in Verdict}
+    if j.winner is not None and h is not None and h.comparison is not None:
+        s = j.sets[j.winner]
+        level = f"{h.confidence * 100:.2f}".rstrip("0").rstrip(".") + " %"
+        claim = (f"Best set: {env_text(s.env)} (trial {s.first_trial}), {_pct(h.comparison)} "
+                 f"({_ci(h.comparison, level)}, corrected for the {_n(k, 'set')} tried)")
+        if j.confirmed is True:
+            parts.append(f"{claim}: faster than the baseline, and the gain held on a fresh relaunch of the set "
+                         f"and of the baseline ({_pct(s.confirmation)} on those alone). Use it.")
+        elif j.confirmed is False:
+            parts.append(f"{claim} looked faster, but it failed confirmation: on a fresh relaunch of the set and "
+                         f"of the baseline the gain did not hold ({_pct(s.confirmation)}). Keep the defaults.")
+        else:
+            parts.append(f"{claim}: faster than the baseline, not yet confirmed by a fresh relaunch of the set and "
+                         "of the baseline; do not adopt it before it is (run the same command again).")
+    faster = [s for s in by[Verdict.FASTER] if s.key != j.winner]
+    if faster:
+        parts.append(("Also faster" if j.winner else "Faster") + " at 95 % on its own, but not once the "
+                     f"{_n(k, 'set')} tried are accounted for: {_named(faster, j)}.")
+    below = by[Verdict.FASTER_BELOW_MIN] + by[Verdict.SLOWER_BELOW_MIN]
+    if below:
+        parts.append(f"Different from the baseline, but by less than the {min_effect * 100:g} % that matters: "
+                     f"{_named(below, j)}.")
+    if by[Verdict.INCONCLUSIVE]:
+        parts.append(f"Inconclusive (the baseline drifted {j.drift * 100:.1f} %, as much as the gain): "
+                     f"{_named(by[Verdict.INCONCLUSIVE], j)}.")
+    failed_conf = [s for s in by[Verdict.FAILED_CONFIRMATION] if s.key != j.winner]
+    if failed_conf:
+        parts.append(f"Failed confirmation: {_named(failed_conf, j)}.")
+    slower = by[Verdict.SLOWER]
+    if slower and len(slower) == k:
+        parts.append(f"Every tuned set was slower than the baseline: {_named(slower, j)}. Keep the defaults.")
+    elif slower:
+        parts.append(f"Slower: {_named(slower, j)}.")
+    if j.winner is None and not faster and len(slower) < k:
+        best = max(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
+        worst = min(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
+        sentence = (f"No set beat the baseline by more than the noise: the best, {env_text(best.env)} "
+                    f"(trial {best.first_trial}), measured {_pct(best.comparison)} ({_ci(best.comparison)})")
+        if worst is not best and worst.comparison is not None and worst.comparison.ratio < 1:
+            sentence += f"; the largest loss was {env_text(worst.env)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
+        parts.append(sentence + ". Keep the defaults.")
+    return parts
+
+
+def _console_row(r: pd.Series, min_effect: float, metric: str) -> list[str]:
     ok = r["status"] == Status.OK
     has_ratio = ok and not math.isnan(r["vs_baseline"])
+    value = r[metric]
     return [str(int(r["trial"])), str(r["kind"]), str(r["status"]),
-            f"{r['output_tok_s']:.1f}" if ok else "-",
+            f"{value:.1f}" if ok and not math.isnan(value) else "-",
             f"{r['vs_baseline']:.3f}" if has_ratio else "-",
             f"{r['vs_baseline_ci_low']:.3f}..{r['vs_baseline_ci_high']:.3f}" if has_ratio else "",
-            verdict_text(r) if ok else r["cause"][:_CAUSE_CHARS],
+            verdict_text(r, min_effect) if ok else r["cause"][:_CAUSE_CHARS],
             env_text(r["env"])]
 
 
-def console_table(df: pd.DataFrame) -> Table:
+def console_table(df: pd.DataFrame, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                  metric: str = "output_tok_s") -> Table:
     """The end-of-sweep table: one row per relaunch sorted by tok/s (failed last), columns
     :data:`CONSOLE_COLUMNS`: ratio to the baseline with its 95 % CI, the verdict (with its note)
     for measured rows and the cause for failed ones, the set."""
@@ -136,8 +238,8 @@ def console_table(df: pd.DataFrame) -> Table:
     for col in CONSOLE_COLUMNS:  # on a narrow terminal only the verdict and the set fold
         table.add_column(col, justify="right" if col in _RIGHT else "left", no_wrap=col not in _FOLDS,
                          overflow="fold")  # never an ellipsis: a cut value could be pasted
-    for _, r in df.sort_values("output_tok_s", ascending=False, na_position="last").iterrows():
-        table.add_row(*(Text(cell) for cell in _console_row(r)))  # Text: no markup in causes or values
+    for _, r in df.sort_values(metric, ascending=False, na_position="last").iterrows():
+        table.add_row(*(Text(cell) for cell in _console_row(r, min_effect, metric)))  # Text: no markup in causes or values
     return table
 
 
@@ -149,7 +251,8 @@ def plain_table(table: Table) -> str:
     return "\n".join(line.rstrip() for line in capture.get().splitlines())
 
 
-def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None) -> None:
+def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None, *,
+                  metric: str = "output_tok_s") -> None:
     """Print the console table, the verdict paragraph and, when the best set is significantly
     faster, the ready-to-paste "Use it:" lines (:func:`export_lines`).
 
@@ -157,18 +260,19 @@ def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Cons
     width; elsewhere every row is written whole on one line.
     """
     console = console or Console()
+    min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
     if not df.empty:
-        table = console_table(df)
+        table = console_table(df, min_effect=min_effect, metric=metric)
         if console.is_terminal:
             console.print(table)
         else:
             console.out(plain_table(table), highlight=False)
     console.out("")
     console.out(verdict, highlight=False)
-    best = best_row(df)
-    if best is not None and best["verdict"] == Verdict.FASTER:
+    use = confirmed_row(df)
+    if use is not None:
         console.out("\nUse it:", highlight=False)
-        for line in export_lines(best["env"], info.server_command):
+        for line in export_lines(use["env"], info.server_command):
             console.out(f"  {line}", highlight=False)
 
 
@@ -228,9 +332,9 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     if df.empty:
         return "\n".join([*lines, "No trial recorded yet.", ""])
     lines += ["## Verdict", "", verdict, ""]
-    best = best_row(df)
-    if best is not None and best["verdict"] == Verdict.FASTER:
-        lines += ["## Use the best set", "", "```sh", *export_lines(best["env"], info.server_command), "```", ""]
+    use = confirmed_row(df)
+    if use is not None:
+        lines += ["## Use the best set", "", "```sh", *export_lines(use["env"], info.server_command), "```", ""]
     names = {name.rsplit(".", 1)[0]: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         if stem in names:

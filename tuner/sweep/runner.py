@@ -21,6 +21,7 @@ import optuna
 from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
 from tuner.errors import BaselineFailed, InputError, MachineNotClean
+from tuner.judge import Judgement, judge
 from tuner.launcher import kill_leftover, port_holder, port_in_use
 from tuner.progress import Progress
 from tuner.record import Kind, Status, TrialRecord, set_key
@@ -55,6 +56,7 @@ class SweepOptions:
     seed: int | None = None
     baseline_every: int | None = None
     final_baseline: bool = True
+    confirm: bool = True
     rebaseline: bool = False
     target: float | None = None
     always: bool = False
@@ -78,6 +80,7 @@ class SweepOutcome:
     target_met_untuned: bool = False
     target_reached_by: int | None = None
     final_baseline_skipped: str = ""
+    confirm_skipped: str = ""
 
 
 class Sweep:
@@ -234,6 +237,8 @@ class Sweep:
             if not self._next_trial():
                 break
             since_baseline += 1
+        if self.opt.confirm:
+            self._confirm()
         if self.opt.final_baseline and self._final_owed():
             fits, why = self._fits(extra=True)
             if fits:
@@ -241,6 +246,32 @@ class Sweep:
             else:
                 self.outcome.final_baseline_skipped = why
                 self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
+
+    def _judgement(self) -> Judgement:
+        info = self.store.info()
+        return judge(self.store.finished(), metric=self.cfg.probe.metric,
+                     min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT)
+
+    def _confirm(self) -> None:
+        """Relaunch the headline's winner once more (kind confirm); the final baseline that
+        follows completes the alternating pair its gain must hold on. Outside the budget,
+        bounded by --timeout/--until; made once per winner (also on a resume)."""
+        j = self._judgement()
+        if j.winner is None or j.sets[j.winner].confirm_trials:
+            return
+        winner = j.sets[j.winner]
+        fits, why = self._fits(extra=True)
+        if not fits:
+            self.outcome.confirm_skipped = why
+            self.progress.log(f"the confirmation of trial {winner.first_trial}'s set was skipped: {why}")
+            return
+        gain = winner.comparison.gain_pct if winner.comparison else float("nan")
+        self.progress.log(f"confirming trial {winner.first_trial}'s set ({gain:+.1f} %): relaunched once more, "
+                          "then the baseline; the gain must hold on those launches alone")
+        rec = TrialRecord(trial=-1, kind=Kind.CONFIRM, preset="confirm")
+        self.store.enqueue(self.store.params_of(winner.env, flag_params(winner.flags)), rec)
+        trial, params, rec = self.store.ask()
+        self._relaunch(trial, params, rec)
 
     def _final_owed(self) -> bool:
         """A final re-measure is owed when a tuned relaunch finished after the last ok baseline
@@ -321,19 +352,32 @@ class Sweep:
         def on_phase(phase: str, detail: str) -> None:
             self.progress.phase(index, title, phase, detail)
 
+        runs = self._runs_wanted()
         try:
             with self.store.heartbeat(trial):
-                rec = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env)
+                rec = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env, runs=runs)
         except BaseException:
             rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
             self.store.abandon(trial, rec)
             raise
-        self.store.finish(trial, rec, rec.output_tok_s or 0.0)
+        self.store.finish(trial, rec, getattr(rec, self.cfg.probe.metric) or 0.0)
         self._report(rec, label)
         if rec.kind is not Kind.BASELINE and self._target_met(rec):
             self.outcome.target_reached_by = trial.number
             self.outcome.stop_reason = f"target {self.target:g} tok/s reached by trial {trial.number}"
         return rec
+
+    def _runs_wanted(self) -> int:
+        """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count
+        the baseline's measured run noise asks for, chosen before the launch
+        (:func:`tuner.stats.runs_for_precision`; the first baseline makes ``max_repeats``)."""
+        pc = self.cfg.probe
+        if isinstance(pc.repeats, int):
+            return pc.repeats
+        bases = [r.output_tok_s_runs for r in self.store.ok_baselines() if len(r.output_tok_s_runs) >= 2]
+        if not bases:
+            return pc.max_repeats
+        return stats.runs_for_precision(bases, pc.ci_target, pc.max_repeats)
 
     def _report(self, rec: TrialRecord, label: str) -> None:
         if rec.wall_s:

@@ -8,6 +8,7 @@ any step becomes the record's status and cause; only a signal (Interrupted) esca
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,10 +47,10 @@ def log_path(study_dir: Path, number: int) -> Path:
 
 
 def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], trial_id: int | None,
-             on_phase: PhaseCallback) -> TrialRecord:
+             on_phase: PhaseCallback, runs: int) -> TrialRecord:
     """Launch, measure and tear down the server for ``record`` under ``env`` (the set's real
     values; ``record.env`` has secrets as ``***``) and ``record.flags``; returns the record
-    completed (status, cause, runs, medians, timings).
+    completed (status, cause, runs, medians, timings); ``runs``: recorded runs to make.
 
     Raises Interrupted on SIGHUP/SIGINT/SIGTERM, after the teardown finished.
     """
@@ -67,7 +68,7 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
         on_phase("loading", "")
         record.load_s = server.wait_ready(server_cfg.ready_timeout_s)
         probe_started = time.monotonic()
-        _measure(ctx, server, record, on_phase)
+        _measure(ctx, server, record, on_phase, runs)
         record.status = Status.OK
     except TrialFailed as exc:
         record.status, record.cause = Status(exc.status), exc.cause
@@ -114,7 +115,8 @@ def _failure(server: ServerProcess, exc: ProbeError, phase: str, stall_timeout_s
     return TrialFailed(Status.UNHEALTHY, f"{exc} during {phase}")
 
 
-def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback) -> None:
+def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
+             want: int) -> None:
     """Readiness proof, smoke check, warm-up and recorded runs, concurrency table."""
     pc = ctx.cfg.probe
     url = ctx.cfg.server.base_url
@@ -132,7 +134,7 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                       f"{answer[:120]!r}, expected {pc.check.expect!r}")
         except ProbeError as exc:
             raise _failure(server, exc, "ready-check", pc.stall_timeout_s) from None
-        runs = _probe_runs(ctx, server, client, model, record, on_phase)
+        runs = _probe_runs(ctx, server, client, model, on_phase, want)
         _summarise(record, runs)
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
@@ -143,38 +145,21 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
 
 
 def _probe_runs(ctx: TrialContext, server: ServerProcess, client: httpx.Client, model: str,
-                record: TrialRecord, on_phase: PhaseCallback) -> list[probe.RunMetrics]:
+                on_phase: PhaseCallback, want: int) -> list[probe.RunMetrics]:
     pc = ctx.cfg.probe
     url = ctx.cfg.server.base_url
-    auto = not isinstance(pc.repeats, int)
-    want = pc.max_repeats if auto else int(pc.repeats)
     runs: list[probe.RunMetrics] = []
     for i in range(pc.warmup + want):
         phase = "warmup" if i < pc.warmup else "probing"
-        if i < pc.warmup:
-            detail = f"{i + 1}/{pc.warmup}"
-        elif auto:
-            detail = (f"run {i - pc.warmup + 1} (auto: until the CI half-width <= {pc.ci_target:.1%}, "
-                      f"at most {want})")
-        else:
-            detail = f"run {i - pc.warmup + 1}/{want}"
+        detail = f"{i + 1}/{pc.warmup}" if i < pc.warmup else f"run {i - pc.warmup + 1}/{want}"
         on_phase(phase, detail)
         try:
             m = probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
                                   stall_timeout_s=pc.stall_timeout_s)
         except ProbeError as exc:
             raise _failure(server, exc, phase, pc.stall_timeout_s) from None
-        if i < pc.warmup:
-            continue
-        runs.append(m)
-        values = [r.output_tok_s for r in runs]
-        if auto and len(runs) >= 3 and stats.median_ci_halfwidth(values) <= pc.ci_target:
-            break
-    if auto:
-        record.ci_halfwidth = stats.median_ci_halfwidth([r.output_tok_s for r in runs])
-        if record.ci_halfwidth > pc.ci_target:
-            ctx.log(f"trial {record.trial}: CI half-width {record.ci_halfwidth:.1%} still above "
-                    f"{pc.ci_target:.1%} after max_repeats={pc.max_repeats} runs")
+        if i >= pc.warmup:
+            runs.append(m)
     return runs
 
 
@@ -183,6 +168,9 @@ def _summarise(record: TrialRecord, runs: list[probe.RunMetrics]) -> None:
     result = probe.ProbeResult(runs)
     record.output_tok_s_runs = [r.output_tok_s for r in runs]
     record.output_tok_s = result.output_tok_s
+    record.decode_tok_s_runs = [1.0 / r.tpot_s for r in runs if r.tpot_s]
+    record.decode_tok_s = statistics.median(record.decode_tok_s_runs) if record.decode_tok_s_runs else None
+    record.ci_halfwidth = stats.median_ci_halfwidth(record.output_tok_s_runs)
     record.ttft_s, record.tpot_s, record.e2e_s = result.ttft_s, result.tpot_s, result.e2e_s
     record.completion_tokens = result.completion_tokens
     record.tokens_counted = result.tokens_counted

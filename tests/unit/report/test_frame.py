@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 from tests.helpers import sample_records, trial_record
 
+from tuner import stats
 from tuner.record import CSV_COLUMNS, JSON_FIELDS, Kind, Status, Verdict
 from tuner.report.frame import (
     baseline_runs,
     best_row,
     read_trials_csv,
     trials_frame,
-    verdict_of,
     write_trials_csv,
 )
 
@@ -53,6 +53,9 @@ def test_failed_relaunches_have_no_tok_s(df):
         assert math.isnan(by_trial(df, trial)["output_tok_s"])
 
 
+BASE = [[70.1, 71.3, 69.8, 70.6], [71.0, 71.9, 70.8, 71.5]]  # sample_records' baseline launches
+
+
 def test_verdicts(df):
     verdicts = dict(zip(df["trial"], df["verdict"], strict=True))
     assert verdicts == {0: Verdict.BASELINE, 1: Verdict.NO_DIFFERENCE, 2: Verdict.FAILED, 3: Verdict.FASTER,
@@ -60,38 +63,54 @@ def test_verdicts(df):
                         8: Verdict.BASELINE, 9: Verdict.PENDING}
     fast, slow = by_trial(df, 3), by_trial(df, 4)
     assert 1.0 < fast["vs_baseline_ci_low"] < fast["vs_baseline"] < fast["vs_baseline_ci_high"]
-    assert fast["vs_baseline"] == pytest.approx(80.7 / 70.35)
-    assert slow["vs_baseline_ci_high"] < 1.0 and slow["vs_baseline"] == pytest.approx(42.25 / 70.35)
-    assert (df["verdict_note"] == "").all()
+    # every set against every baseline launch, by level (mean of the launches' log means)
+    assert fast["vs_baseline"] == pytest.approx(stats.level([[80.2, 80.9, 81.4, 80.5]]) / stats.level(BASE))
+    assert slow["vs_baseline_ci_high"] < 1.0
+    assert slow["vs_baseline"] == pytest.approx(stats.level([[42.1, 42.6, 41.9, 42.4]]) / stats.level(BASE))
+    assert (df[df["kind"] != Kind.BASELINE]["verdict_note"] == "").all()
 
 
-def test_each_trial_is_judged_against_the_last_baseline_before_it():
-    records = [*sample_records()[:9], trial_record(11, "search", [72.0, 72.4, 71.8, 72.2], env={"NCCL_PROTO": "LL"})]
-    df = trials_frame(records, min_effect=0.01)
-    assert by_trial(df, 11)["vs_baseline"] == pytest.approx(72.1 / 71.25)  # the re-measure (trial 8)
-    assert by_trial(df, 8)["vs_baseline"] == pytest.approx(71.25 / 70.35)  # baselines against the first
-    # without start times the trial number orders them
-    for r in records:
-        r.started_at = None
-    df = trials_frame(records, min_effect=0.01)
-    assert by_trial(df, 11)["vs_baseline"] == pytest.approx(72.1 / 71.25)
-    assert by_trial(df, 3)["vs_baseline"] == pytest.approx(80.7 / 70.35)
+def test_a_baseline_launch_is_shown_against_the_other_baseline_launches(df):
+    first = by_trial(df, 0)
+    assert first["vs_baseline"] == pytest.approx(stats.level([BASE[0]]) / stats.level([BASE[1]]))
+    assert first["vs_baseline_ci_low"] < 1 < first["vs_baseline_ci_high"]
 
 
-def test_a_gain_within_the_baselines_drift_is_inconclusive_with_a_note():
+def test_a_baseline_that_drifts_as_much_as_the_gain_calls_nothing_faster():
     records = [trial_record(0, "baseline", [70.0, 70.4, 69.8, 70.2]),
                trial_record(1, "preset", [77.0, 77.4, 76.8, 77.2], env={"NCCL_PROTO": "LL"}),
                trial_record(2, "baseline", [80.0, 80.4, 79.8, 80.2], recheck=True)]
     row = by_trial(trials_frame(records, min_effect=0.01), 1)
-    assert row["verdict"] is Verdict.INCONCLUSIVE
-    assert row["verdict_note"] == "baseline drifted 14.3 %"
+    assert row["verdict"] in (Verdict.NO_DIFFERENCE, Verdict.INCONCLUSIVE)
+    assert row["vs_baseline_ci_low"] < 1 < row["vs_baseline_ci_high"]
 
 
 def test_min_effect_decides_a_small_gain():
     records = [trial_record(0, "baseline", [70.0, 70.1, 69.9, 70.0]),
-               trial_record(1, "preset", [71.4, 71.5, 71.3, 71.4], env={"NCCL_PROTO": "LL"})]
+               trial_record(1, "preset", [77.4, 77.5, 77.3, 77.4], env={"NCCL_PROTO": "LL"}),
+               trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
     assert by_trial(trials_frame(records, min_effect=0.01), 1)["verdict"] is Verdict.FASTER
-    assert by_trial(trials_frame(records, min_effect=0.05), 1)["verdict"] is Verdict.NO_DIFFERENCE
+    assert by_trial(trials_frame(records, min_effect=0.2), 1)["verdict"] is Verdict.FASTER_BELOW_MIN
+
+
+def test_decode_metric_judges_on_decode_tok_s():
+    records = [trial_record(0, "baseline", [70.0, 70.1, 69.9, 70.0], decode_tok_s_runs=[80.0, 80.1, 79.9, 80.0]),
+               trial_record(1, "preset", [70.0, 70.1, 69.9, 70.0], env={"NCCL_PROTO": "LL"},
+                            decode_tok_s_runs=[96.0, 96.1, 95.9, 96.0]),
+               trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True,
+                            decode_tok_s_runs=[80.3, 80.1, 80.2, 80.0])]
+    assert by_trial(trials_frame(records, min_effect=0.01), 1)["verdict"] is Verdict.NO_DIFFERENCE
+    decode = by_trial(trials_frame(records, min_effect=0.01, metric="decode_tok_s"), 1)
+    assert decode["verdict"] is Verdict.FASTER and decode["vs_baseline"] == pytest.approx(1.2, rel=0.01)
+
+
+def test_a_set_whose_variable_nccl_did_not_apply_gets_no_speed_verdict():
+    records = [trial_record(0, "baseline", [70.0, 70.1, 69.9, 70.0]),
+               trial_record(1, "preset", [90.0, 90.1, 89.9, 90.0], env={"NCCL_PROTO": "LL"},
+                            nccl_not_applied={"NCCL_PROTO": "echoed by no rank"}),
+               trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
+    row = by_trial(trials_frame(records, min_effect=0.01), 1)
+    assert row["verdict"] is Verdict.NOT_APPLIED and "NCCL_PROTO" in row["verdict_note"]
 
 
 def test_trials_before_any_ok_baseline_are_pending():
@@ -101,14 +120,6 @@ def test_trials_before_any_ok_baseline_are_pending():
     assert list(df["verdict"]) == [Verdict.FAILED, Verdict.PENDING]
     assert by_trial(df, 1)["verdict_note"] == "no ok baseline to compare with"
     assert best_row(df)["trial"] == 1 and baseline_runs(df) == ([], 0.0)
-
-
-def test_verdict_of_maps_the_text_form_and_verdict_values():
-    assert verdict_of("inconclusive (baseline drifted 2.0 %)") == (Verdict.INCONCLUSIVE, "baseline drifted 2.0 %")
-    assert verdict_of("no significant difference") == (Verdict.NO_DIFFERENCE, "")
-    assert verdict_of(Verdict.SLOWER) == (Verdict.SLOWER, "")
-    with pytest.raises(ValueError):
-        verdict_of("better")
 
 
 def test_csv_round_trip_gives_the_same_frame(df, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import sample_records, trial_record
 from rich.console import Console
 
+from tuner.judge import judge
 from tuner.record import StudyInfo
 from tuner.report.frame import trials_frame
 from tuner.report.text import (
@@ -25,97 +26,154 @@ from tuner.report.text import (
 INFO = StudyInfo(server_command=["vllm", "serve", "/models/m", "--port", "8000"], storage_hint="sqlite:///s.db")
 
 
+LL8 = {"NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "8"}
+
+
+def confirmed_night() -> list:
+    """sample_records plus the winner (trial 3's set) relaunched to confirm, then the baseline."""
+    return [*sample_records(), trial_record(11, "confirm", [80.4, 80.8, 81.0, 80.6], env=LL8),
+            trial_record(12, "baseline", [70.8, 71.6, 70.5, 71.2], recheck=True)]
+
+
+def report(records, info=INFO, min_effect=0.01) -> tuple[pd.DataFrame, str]:
+    """The frame and the verdict paragraph, as write_outputs makes them."""
+    relaunched = [r for r in records if r.kind.relaunched]
+    j = judge(relaunched, min_effect=min_effect)
+    df = trials_frame(relaunched, min_effect=min_effect, judgement=j)
+    return df, verdict_paragraph(df, info, judgement=j)
+
+
 @pytest.fixture
 def df() -> pd.DataFrame:
-    return trials_frame(sample_records(), min_effect=0.01)
+    return report(confirmed_night())[0]
 
 
 def frame(*records) -> pd.DataFrame:
-    return trials_frame(list(records), min_effect=0.01)
+    return report(list(records))[0]
 
 
 BASE = trial_record(0, "baseline", [70.1, 71.3, 69.8, 70.6])
+BASE2 = trial_record(9, "baseline", [70.5, 71.0, 70.2, 70.9], recheck=True)
 
 
 def test_console_table_columns_and_order(df):
     table = console_table(df)
     assert tuple(c.header for c in table.columns) == CONSOLE_COLUMNS
     trials = [int(c.plain) for c in table.columns[0].cells]
-    assert trials == [3, 8, 6, 0, 1, 4, 2, 5, 7, 9]  # by tok/s, failed and running last
+    assert trials == [3, 11, 8, 12, 6, 0, 1, 4, 2, 5, 7, 9]  # by tok/s, failed and running last
     verdicts = [c.plain for c in table.columns[6].cells]
-    assert verdicts[0] == "faster" and verdicts[1] == "baseline"
-    assert verdicts[6].startswith("exited with code 1: NCCL WARN [LL128]")  # cause, markup left alone
+    assert verdicts[0] == "faster (2 launches)" and verdicts[1] == "faster (confirmed on the new launches alone)"
+    assert verdicts[8].startswith("exited with code 1: NCCL WARN [LL128]")  # cause, markup left alone
 
 
 def test_piped_rows_are_whole_lines_on_a_narrow_console(df):
     out = io.StringIO()
     console = Console(file=out, width=40)
     assert not console.is_terminal
-    print_results(df, verdict_paragraph(df, INFO), INFO, console)
+    records = confirmed_night()
+    _, paragraph = report(records)
+    print_results(df, paragraph, INFO, console)
     lines = out.getvalue().splitlines()
     assert lines[0].split() == ["trial", "kind", "status", "tok/s", "vs", "base", "95%", "CI", "verdict", "env"]
-    rows = lines[1:11]
-    assert [int(r.split()[0]) for r in rows] == [3, 8, 6, 0, 1, 4, 2, 5, 7, 9]
+    rows = lines[1:13]
+    assert [int(r.split()[0]) for r in rows] == [3, 11, 8, 12, 6, 0, 1, 4, 2, 5, 7, 9]
     deployment = next(r for r in rows if r.split()[0] == "1")
     assert deployment.endswith("CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring NCCL_BUFFSIZE=16777216 "
                                "NCCL_MAX_NCHANNELS=16 NCCL_PROTO=LL")
-    assert "0.998" in deployment and "no significant difference" in deployment
-    assert lines[11] == "" and lines[12].startswith("Baseline: 70.9 tok/s") and len(lines[12]) > 200
-    assert lines[14] == "Use it:"
-    assert lines[15] == "  export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8"
+    assert "no significant difference" in deployment
+    assert lines[13] == "" and lines[14].startswith("Baseline: 70.9 single-stream output tok/s") and len(lines[14]) > 200
+    assert lines[16] == "Use it:"
+    assert lines[17] == "  export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8"
     assert lines[-1] == "  env NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8 vllm serve /models/m --port 8000"
     assert all(line == line.rstrip() for line in lines)
 
 
-def test_no_export_lines_without_a_significant_winner():
-    df = frame(BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env={"NCCL_PROTO": "LL"}))
-    out = io.StringIO()
-    print_results(df, verdict_paragraph(df, INFO), INFO, Console(file=out, width=40))
-    assert "Use it:" not in out.getvalue() and "No NCCL setting beat the baseline" in out.getvalue()
+def test_no_export_lines_without_a_confirmed_winner():
+    for records in (sample_records(), [BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2]):
+        df, paragraph = report(records)
+        out = io.StringIO()
+        print_results(df, paragraph, INFO, Console(file=out, width=40))
+        assert "Use it" not in out.getvalue()
+    df, paragraph = report([BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2])
+    assert "No set beat the baseline by more than the noise" in paragraph
+    assert "bottleneck" not in paragraph  # a claim no measurement here supports
 
 
-def test_verdict_column_shows_the_note():
-    df = frame(trial_record(0, "baseline", [70.0, 70.4, 69.8, 70.2]),
-               trial_record(1, "preset", [77.0, 77.4, 76.8, 77.2], env={"NCCL_PROTO": "LL"}),
-               trial_record(2, "baseline", [80.0, 80.4, 79.8, 80.2], recheck=True))
-    text = plain_table(console_table(df))
-    assert "inconclusive (baseline drifted 14.3 %)" in text
-    paragraph = verdict_paragraph(df, INFO)
-    assert "but the verdict is inconclusive (baseline drifted 14.3 %): the baseline moved" in paragraph
-
-
-def test_verdict_paragraph_for_a_winner(df):
-    text = verdict_paragraph(df, INFO)
-    assert text.startswith("Baseline: 70.9 tok/s single stream (median of 8 runs over 2 launches, drift 1.3 %).")
-    assert ("Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3) at 80.7 tok/s, +14.7 % (95 % CI "
-            in text) and "significantly faster than the baseline. Use it." in text
-    assert "2 of 6 tuned sets failed (see status and cause)." in text
+def test_verdict_paragraph_for_a_confirmed_winner():
+    _, text = report(confirmed_night())
+    assert text.startswith("Baseline: 70.9 single-stream output tok/s (12 runs over 3 launches, drift ")
+    assert "launch-to-launch noise" in text
+    assert "Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3), +13." in text
+    assert "corrected for the 4 sets tried" in text
+    assert "the gain held on a fresh relaunch of the set and of the baseline" in text and text.count("Use it.") == 1
+    assert "Slower: NCCL_PROTO=Simple (trial 4, -40." in text
+    assert "2 of 7 tuned relaunches failed (see status and cause)." in text
     assert "interrupted" not in text  # trial 5 was retried by trial 6
 
 
+def test_a_winner_not_yet_confirmed_is_not_recommended():
+    _, text = report(sample_records())
+    assert "not yet confirmed by a fresh relaunch" in text and "Use it" not in text
+
+
+def test_a_winner_that_fails_confirmation():
+    records = [*sample_records(), trial_record(11, "confirm", [70.4, 70.8, 71.0, 70.6], env=LL8),
+               trial_record(12, "baseline", [70.8, 71.6, 70.5, 71.2], recheck=True)]
+    df, text = report(records)
+    assert "Failed confirmation: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3" in text and "Use it" not in text
+    assert df.set_index("trial").loc[11, "verdict"] == "failed confirmation"
+    assert df.set_index("trial").loc[3, "verdict"] == "failed confirmation"
+
+
+def test_every_significant_set_is_named():
+    fast_a = trial_record(1, "preset", [80.2, 80.9, 81.4, 80.5], env={"NCCL_PROTO": "LL"})
+    fast_b = trial_record(2, "preset", [82.2, 82.9, 83.4, 82.5], env={"NCCL_ALGO": "Ring"})
+    noisy = trial_record(3, "preset", [60.0, 95.0, 70.0, 99.0], env={"NCCL_ALGO": "Tree"})
+    _, text = report([BASE, fast_a, fast_b, noisy, BASE2])
+    assert "NCCL_PROTO=LL (trial 1" in text and "NCCL_ALGO=Ring (trial 2" in text
+
+
 def test_verdict_paragraph_when_every_set_is_slower():
-    df = frame(BASE, trial_record(1, "preset", [42.1, 42.6, 41.9, 42.4], env={"NCCL_PROTO": "Simple"}))
-    assert "Every tuned set was slower than the baseline (the best, NCCL_PROTO=Simple, -39.9 %" in verdict_paragraph(df, INFO)
+    _, text = report([BASE, trial_record(1, "preset", [42.1, 42.6, 41.9, 42.4], env={"NCCL_PROTO": "Simple"}), BASE2])
+    assert "Every tuned set was slower than the baseline: NCCL_PROTO=Simple (trial 1, -40." in text
+    _, text = report([BASE, trial_record(1, "preset", [42.1, 42.6, 41.9, 42.4], env={"NCCL_PROTO": "Simple"}),
+                      trial_record(2, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2])
+    assert "Every tuned set" not in text and "the largest loss was NCCL_PROTO=Simple (trial 1), -40." in text
+
+
+def test_faster_below_the_minimum_effect_is_said_so():
+    records = [trial_record(0, "baseline", [70.0, 70.1, 69.9, 70.0]),
+               trial_record(1, "preset", [77.4, 77.5, 77.3, 77.4], env={"NCCL_PROTO": "LL"}),
+               trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
+    df, text = report(records, StudyInfo(min_effect=0.2), min_effect=0.2)
+    assert "faster, below the 20 % that matters" in plain_table(console_table(df, min_effect=0.2))
+    assert "by less than the 20 % that matters: NCCL_PROTO=LL (trial 1" in text
 
 
 def test_verdict_paragraph_edges():
-    assert verdict_paragraph(frame(), INFO).startswith("The untuned baseline has no successful measurement")
-    assert "Only the baseline was measured" in verdict_paragraph(frame(BASE), INFO)
-    failed = frame(BASE, trial_record(1, "preset", status="crashed", env={"NCCL_PROTO": "LL128"}))
-    assert "None of the 1 tuned sets ran successfully (1 failed)" in verdict_paragraph(failed, INFO)
+    assert report([])[1].startswith("The untuned baseline has no successful measurement")
+    assert "Only the baseline was measured" in report([BASE])[1]
+    _, failed = report([BASE, trial_record(1, "preset", status="crashed", env={"NCCL_PROTO": "LL128"})])
+    assert "No tuned set gave a measurement to judge (1 of 1 failed)" in failed
     met = StudyInfo(target=60.0, target_met_untuned=True)
-    assert "already met by the untuned server" in verdict_paragraph(frame(BASE), met)
-    lost = frame(BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env={"NCCL_PROTO": "LL"}),
-                 trial_record(2, "search", status="interrupted", env={"NCCL_ALGO": "Tree"}))
-    text = verdict_paragraph(lost, StudyInfo(target=90.0))
-    assert "1 interrupted set was not re-measured yet" in text
+    assert "already met by the untuned server" in report([BASE], met)[1]
+    _, text = report([BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env={"NCCL_PROTO": "LL"}),
+                      trial_record(2, "search", status="interrupted", env={"NCCL_ALGO": "Tree"})],
+                     StudyInfo(target=90.0))
+    assert "1 interrupted relaunch not re-measured yet" in text and "1 relaunches" not in text
     assert text.endswith("Target 90 tok/s: not reached within the budget.")
+    guessed = trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env={"NCCL_PROTO": "LL"}, tokens_counted=True)
+    assert "lower bound" in report([BASE, guessed])[1]
+    skipped = StudyInfo(final_baseline_skipped="--timeout: another trial (~40 s) would not fit")
+    assert "final baseline re-measure (the drift check) was skipped: --timeout" in report([BASE, guessed], skipped)[1]
 
 
 def test_export_lines():
-    lines = export_lines({"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, ["vllm", "serve", "m"])
+    lines = export_lines({"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, ["vllm", "serve", "m", "--tensor-parallel-size", "4"])
     assert lines[0] == "export NCCL_PROTO=LL NCCL_ALGO=Ring"
-    assert lines[-1] == "env NCCL_PROTO=LL NCCL_ALGO=Ring vllm serve m"
+    assert "--tensor-parallel-size 4" in lines[1] and "--tp 4" in lines[2]
+    assert lines[-1] == "env NCCL_PROTO=LL NCCL_ALGO=Ring vllm serve m --tensor-parallel-size 4"
+    assert "--tensor-parallel-size TP" in export_lines({"NCCL_PROTO": "LL"}, ["python", "-m", "sglang.x"])[1]
     assert export_lines({}) == ["# the untuned baseline: unset every NCCL_* variable"]
 
 
@@ -127,7 +185,7 @@ def test_markdown(df):
     assert "## Use the best set" in md and "export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8" in md
     assert "![trials vs baseline](trials_vs_baseline.png)" in md and "![history](history.png)" in md
     assert "## Concurrency" not in md and "## Failed trials" in md
-    assert "| 3 | preset | ok | 80.7 | 1.147 |" in md
+    assert "| 3 | preset | ok | 80.7 | 1.138 |" in md
     assert "| 7 | hung | no token for 120 s | NCCL_MAX_NCHANNELS=2 |" in md
     assert md.rstrip().endswith("`optuna-dashboard sqlite:///s.db`")
     assert report_markdown(frame(), "", INFO, "night") == "# nccl-tune report: night\n\nNo trial recorded yet.\n"
@@ -136,7 +194,7 @@ def test_markdown(df):
 def test_a_narrow_terminal_folds_the_set_but_never_cuts_it(df):
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)
-    print_results(df, verdict_paragraph(df, INFO), INFO, console)
+    print_results(df, report(confirmed_night())[1], INFO, console)
     text = out.getvalue()
     assert "…" not in text and max(len(line) for line in text.splitlines()[:20]) <= 100
     assert "NCCL_BUFFSIZE=167772" in text  # folded over two lines, every character kept
