@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.helpers import (alive_pids, envrate_command, run_cli, server_processes, start_cli, wait_for_log,
-                      write_config)
+from tests.helpers import alive_pids, envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
 
 PRESETS = """
 [[presets]]
@@ -62,33 +61,42 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
         assert _saw_env(row["log"]) == json.loads(row["env"]), row["trial"]
     # A drift re-measure of the baseline closes the sweep (trial 4).
     assert df.iloc[-1]["kind"] == "baseline"
+    # +5 % with two baseline launches is within what the launch noise allows (issue: power is
+    # honest, see the verdict tests); the interval covers the truth, -15 % is called slower.
     ll = df[df["env"] == json.dumps({"NCCL_PROTO": "LL"})].iloc[0]
-    assert ll["verdict"] == "faster" and ll["vs_baseline_ci_low"] <= 1.05 <= ll["vs_baseline_ci_high"] + 0.01
+    assert ll["verdict"] in ("faster", "no significant difference")
+    assert ll["vs_baseline_ci_low"] <= 1.05 <= ll["vs_baseline_ci_high"] + 0.01
     simple = df[df["env"] == json.dumps({"NCCL_PROTO": "Simple"})].iloc[0]
     assert simple["verdict"] == "slower"
     assert not _workers_alive(tmp_path / "r" / "s1")
     assert not server_processes(cfg)
     assert (tmp_path / "r" / "s1" / "trials_vs_baseline.png").stat().st_size > 10_000
-    assert "Best set: NCCL_PROTO=LL" in res.stdout or "Best set: NCCL_ALGO=Ring" in res.stdout
+    assert "Slower: NCCL_PROTO=Simple (trial 2" in res.stdout
 
 
-def test_half_percent_is_noise_five_percent_is_faster(tmp_path, space_file):
+def test_half_percent_is_noise_fifteen_percent_is_faster_and_confirmed(tmp_path, space_file):
     space = space_file("""
 [[presets]]
 name = "half-percent"
 env = { CUDA_DEVICE_MAX_CONNECTIONS = "1" }
 [[presets]]
-name = "five-percent"
+name = "fifteen-percent"
 env = { NCCL_PROTO = "LL" }
 """)
+    effects = '{"CUDA_DEVICE_MAX_CONNECTIONS=1": 1.005, "NCCL_PROTO=LL": 1.15}'
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3,
+                       extra_server=f"env = {{ ENVRATE_EFFECTS = '{effects}' }}",
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise", "--no-final-baseline")
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "noise" / "trials.csv").set_index("trial")
     assert df.loc[1, "verdict"] == "no significant difference"
     assert df.loc[2, "verdict"] == "faster"
-    assert df.loc[2, "vs_baseline_ci_low"] <= 1.05 + 0.01 and df.loc[2, "vs_baseline_ci_high"] >= 1.05 - 0.01
+    assert df.loc[2, "vs_baseline_ci_low"] <= 1.15 + 0.01 and df.loc[2, "vs_baseline_ci_high"] >= 1.15 - 0.01
+    # the winner relaunched once more, then the baseline: the gain held on those launches alone
+    assert list(df["kind"])[3:] == ["confirm", "baseline"]
+    assert df.loc[3, "verdict"] == "faster" and "Use it." in res.stdout
+    assert "export NCCL_PROTO=LL" in res.stdout
 
 
 def test_search_mode_never_relaunches_a_measured_set(tmp_path, space_file):
@@ -144,7 +152,7 @@ def test_target_reached_stops_early(tmp_path, space_file):
     assert len(df) == 2 and "reached by trial 1" in res.stdout
 
 
-def test_baseline_drift_makes_small_gain_inconclusive(tmp_path, space_file):
+def test_baseline_drift_keeps_a_small_gain_from_being_called_faster(tmp_path, space_file):
     space = space_file("""
 [[presets]]
 name = "two-percent"
@@ -157,8 +165,10 @@ env = { NCCL_MAX_NCHANNELS = "8" }
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "d" / "trials.csv").set_index("trial")
     assert list(df["kind"]) == ["baseline", "preset", "baseline"]
-    assert df.loc[1, "verdict"] == "inconclusive"
-    drift = float(re.match(r"baseline drifted ([\d.]+) %", df.loc[1, "verdict_note"]).group(1))
+    # The +2 % set is not called faster: the baselines' own 5 % move is in its interval.
+    assert df.loc[1, "verdict"] in ("no significant difference", "inconclusive")
+    assert df.loc[1, "vs_baseline_ci_low"] < 1.0
+    drift = float(re.search(r"over 2 launches, drift ([\d.]+) %", res.stdout).group(1))
     assert 3.0 <= drift <= 7.0
     assert (tmp_path / "r" / "d" / "baselines.png").exists()
 

@@ -8,7 +8,10 @@ and ``WORKERS pid pid`` (two child processes, so teardown is real).
 Rate: ENVRATE_BASE (400) tok/s x 1.05 for NCCL_PROTO=LL, x 0.85 for Simple, x 0.9 for
 NCCL_ALGO=Tree, x 0.95 for NCCL_MAX_NCHANNELS=1, x 1.02 for NCCL_MAX_NCHANNELS=8, x 1.005 for
 CUDA_DEVICE_MAX_CONNECTIONS=1, x ENVRATE_SCALE (1.0); with ENVRATE_DRIFT_FILE, launches number
-ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine).
+ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine). ENVRATE_EFFECTS (JSON
+``{"NAME=value": factor}``) replaces those built-in factors by the given ones (``{}``: no variable
+changes anything). ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
+from the system's entropy: the launch-to-launch noise of a real relaunch.
 
 Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
   64  crash-start   prints an NCCL WARN and exits 1 while "loading"
@@ -23,7 +26,9 @@ NCCL_PROTO=LL128 always fails at start with an NCCL WARN, as on a PCIe box.
 """
 
 import json
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -39,10 +44,18 @@ FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "h
 
 def rate_for(env) -> float:
     rate = float(env.get("ENVRATE_BASE", "400")) * float(env.get("ENVRATE_SCALE", "1"))
-    rate *= {"LL": 1.05, "Simple": 0.85}.get(env.get("NCCL_PROTO"), 1.0)
-    rate *= 0.9 if env.get("NCCL_ALGO") == "Tree" else 1.0
-    rate *= {"1": 0.95, "8": 1.02}.get(env.get("NCCL_MAX_NCHANNELS"), 1.0)
-    rate *= 1.005 if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1" else 1.0
+    if "ENVRATE_EFFECTS" in env:
+        for setting, factor in json.loads(env["ENVRATE_EFFECTS"]).items():
+            name, _, value = setting.partition("=")
+            rate *= float(factor) if env.get(name) == value else 1.0
+    else:
+        rate *= {"LL": 1.05, "Simple": 0.85}.get(env.get("NCCL_PROTO"), 1.0)
+        rate *= 0.9 if env.get("NCCL_ALGO") == "Tree" else 1.0
+        rate *= {"1": 0.95, "8": 1.02}.get(env.get("NCCL_MAX_NCHANNELS"), 1.0)
+        rate *= 1.005 if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1" else 1.0
+    noise = float(env.get("ENVRATE_LAUNCH_NOISE", "0"))
+    if noise > 0:
+        rate *= math.exp(random.Random().gauss(0.0, noise))
     drift_file = env.get("ENVRATE_DRIFT_FILE")
     if drift_file:  # the machine drifts: launches from ENVRATE_DRIFT_AT on run 5 % faster
         n = int(open(drift_file).read() or 0) if os.path.exists(drift_file) else 0

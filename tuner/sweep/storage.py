@@ -120,6 +120,10 @@ class StudyStore:
                 continue
             if t.state == TrialState.RUNNING:
                 rec.status = Status.RUNNING
+            elif t.state == TrialState.FAIL and rec.status is Status.RUNNING:
+                # failed by Optuna's heartbeat check: its runner died (on any host)
+                rec.status = Status.INTERRUPTED
+                rec.cause = rec.cause or f"its runner ({rec.runner or '?'}) stopped sending heartbeats"
             if relaunched_only and not rec.kind.relaunched:
                 continue
             out.append(rec)
