@@ -1,24 +1,27 @@
-"""OpenAI-compatible HTTP server standing in for a TP-N vLLM server (REFERENCE.md sections 6, 7).
+"""OpenAI-compatible HTTP server standing in for a TP-N vLLM server.
 
 Life cycle of ``serve(opts)``:
 
-1. read the NCCL environment like NCCL (ncclenv), print ``SIM ENV {...}``, the ``set by
-   environment`` INFO lines and any WARN; refuse to start (exit 1) where NCCL would
-   (costmodel.check_init);
-2. spawn N-1 worker processes (worker.py), print ``SIM WORKERS {...}``;
-3. "load the model" for the load time WITHOUT binding the port: connections are refused while
-   loading, as with vLLM;
-4. bind, print ``SIM READY tok_s=<rate> ...`` and serve until SIGTERM/SIGINT, then close the port,
-   stop the workers (SIGTERM, then SIGKILL after 5 s) and exit 0. If a worker dies on its own the
-   server logs an error and exits 1 (vLLM's EngineCore-died behaviour).
+1. drop the ``ignore_vars`` from the environment (a server that overwrites them, or Ray workers
+   that never receive them), print ``SIM ENV {...}`` and vLLM's start lines;
+2. play the start (startup.py): read the NCCL environment as NCCL would, spawn N-1 worker
+   processes that print their own rank's lines, run the start-up collectives; a failure there
+   ends the process (exit 1) the way vLLM does, with NCCL's WARN lines when NCCL_DEBUG asks;
+3. "load the model" for the load time WITHOUT binding the port (connections are refused, as
+   with vLLM), then bind, print ``SIM READY tok_s=<rate> ...`` and serve until SIGTERM/SIGINT;
+   then close the port, stop the workers (SIGTERM, then SIGKILL after 5 s) and exit 0. If a
+   worker dies on its own the server logs an error and exits 1 (EngineCore-died behaviour).
 
 Endpoints: ``GET /health`` (200, empty body), ``GET /v1/models``, ``GET /metrics`` (a few vLLM
 Prometheus counters), ``POST /v1/chat/completions`` and ``POST /v1/completions``, streaming (SSE
 over chunked transfer encoding, one token per chunk, role-only first chunk for chat, usage chunk
 when ``stream_options.include_usage``) or not. Token i of a request is due at
-``t0 + prefill + i * step`` (absolute perf_counter schedule, so the average rate holds even at
-thousands of tok/s), where step is the cost model's decode step for the number of streams running
-at that moment, times a per-launch and a per-request noise factor.
+``t0 + prefill + i * step`` (absolute schedule, so the average rate holds at thousands of tok/s),
+where step is the cost model's decode step for the streams running at that moment, times a
+per-launch and a per-request noise factor. With NCCL_DEBUG=INFO and TUNING in
+NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's per-operation line for its prefill
+allreduce. A request whose allreduces run on a protocol NCCL would not have enabled (LL128
+forced on PCIe) answers with corrupted text.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import dataclasses
 import json
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -37,20 +41,23 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import textgen
-from .costmodel import CostModel, check_init
+from . import textgen, vllmlog
+from .costmodel import CollectiveCrash, CostModel
 from .faults import FaultPlan
-from .ncclenv import NcclInitError, load_conf_file, read_env, relevant_env
-from .nccllog import NcclLog, debug_flags, init_lines, tuning_lines
+from .ncclenv import NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
+from .nccllog import DebugConfig, NcclLog, op_message
 from .profiles import Profile
+from .startup import failure_lines, rank_lines, run_startup
 
 WORKER_STOP_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for workers at teardown
+WORKER_LOG_WAIT_S = 3.0  # how long a failing start waits for the workers to print their lines
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI / vLLM default for /v1/completions
 
 
 @dataclasses.dataclass
 class ServeOptions:
-    """Everything ``serve`` needs. Times in seconds, noise as fractions (1 sigma)."""
+    """Everything ``serve`` needs. Times in seconds, noise as fractions (1 sigma);
+    ``ignore_vars`` are dropped from ``environ`` before NCCL or the workers see it."""
 
     profile: Profile
     model_name: str
@@ -65,12 +72,13 @@ class ServeOptions:
     reasoning_field: str = "reasoning"
     faults: FaultPlan = dataclasses.field(default_factory=FaultPlan)
     environ: dict = dataclasses.field(default_factory=dict)
+    ignore_vars: tuple = ()
 
 
 class Engine:
     """Shared state of the simulated engine: pacing, counters, fault triggers."""
 
-    def __init__(self, opts: ServeOptions, model: CostModel, log: NcclLog, workers: "Workers"):
+    def __init__(self, opts: ServeOptions, model: CostModel, log: NcclLog, workers: Workers):
         self.opts = opts
         self.model = model
         self.log = log
@@ -80,8 +88,10 @@ class Engine:
         self.launch_factor = self._factor(opts.launch_noise)
         self.active = 0
         self.requests = 0
+        self.counted = 0
         self.tokens_total = 0
         self.prompt_tokens_total = 0
+        self.dead = False
         self.hung = threading.Event()
         self.stopping = threading.Event()
 
@@ -93,20 +103,57 @@ class Engine:
         """Single-stream rate this launch delivers on average (tok/s)."""
         return self.model.breakdown(1).tok_s / self.launch_factor
 
-    def new_request(self, prompt_tokens: int) -> tuple[int, float]:
-        """Register a completion request: (1-based request number, its speed factor)."""
+    def new_request(self, prompt_tokens: int, stream: bool = True,
+                    max_tokens: int = 16) -> tuple[int | None, float]:
+        """Register a completion request: (its number among the requests the faults count, or
+        None when it does not count; its speed factor). See faults.py for the counting rule."""
         with self.lock:
             self.requests += 1
             self.prompt_tokens_total += prompt_tokens
-            return self.requests, self._factor(self.opts.noise)
+            number = None
+            if self.opts.faults.counts(stream, max_tokens):
+                self.counted += 1
+                number = self.counted
+            return number, self._factor(self.opts.noise)
+
+    def engine_dead(self, req_no: int | None) -> bool:
+        """healthy-then-500: the engine is dead from the fault's request on."""
+        f = self.opts.faults
+        if f.has("healthy-then-500") and req_no is not None and req_no >= f.target:
+            self.dead = True
+        return self.dead
 
     def step_s(self, factor: float) -> float:
         """Seconds until the next token of a stream with noise ``factor``, at current batch."""
-        return self.model.decode_step_ms(max(1, self.active)) / 1000.0 * self.launch_factor * factor
+        try:
+            ms = self.model.decode_step_ms(max(1, self.active))
+        except (CollectiveCrash, NcclInitError) as exc:
+            self.crash(f"{exc}")
+        return ms / 1000.0 * self.launch_factor * factor
 
     def prefill_s(self, prompt_tokens: int, factor: float) -> float:
-        """Seconds from request to first token."""
-        return self.model.prefill_ms(prompt_tokens) / 1000.0 * self.launch_factor * factor
+        """Seconds from request to first token (logs the prefill's TUNING line)."""
+        try:
+            ms = self.model.prefill_ms(prompt_tokens)
+        except (CollectiveCrash, NcclInitError) as exc:
+            self.crash(f"{exc}")
+        if self.log.debug.tuning:
+            nbytes = self.model.prefill_bytes(prompt_tokens)
+            cost = self.model.allreduce(nbytes)
+            if cost.via == "nccl":
+                msg = op_message(self.model.tune(), self.model.settings.version, nbytes,
+                                 cost.nchannels)
+                if msg is not None:
+                    self.log.nccl(msg)
+        return ms / 1000.0 * self.launch_factor * factor
+
+    def corrupts(self, prompt_tokens: int) -> bool:
+        """Whether this request's allreduces (prefill, decode) run on a corrupting protocol."""
+        try:
+            return (self.model.allreduce(self.model.prefill_bytes(prompt_tokens)).corrupt
+                    or self.model.breakdown(1).allreduce.corrupt)
+        except (CollectiveCrash, NcclInitError):
+            return False
 
     @contextlib.contextmanager
     def decoding(self):
@@ -123,55 +170,80 @@ class Engine:
         with self.lock:
             self.tokens_total += 1
 
-    def checkpoint(self, req_no: int, sent: int) -> None:
-        """Before sending token ``sent`` (0-based) of request ``req_no``: play mid-stream faults.
+    def checkpoint(self, req_no: int | None, sent: int) -> None:
+        """Before sending token ``sent`` (0-based) of a request: play mid-stream faults.
         Blocks forever (until shutdown) once the engine hangs."""
         f = self.opts.faults
-        if req_no == f.on_request and sent == f.after_tokens:
+        if req_no is not None and req_no == f.target and sent == f.after_tokens:
             if f.has("crash-mid-stream"):
-                self.crash()
-            if f.has("hang-mid-stream") and not self.hung.is_set():
-                self.log.warn("[Service thread] watchdog: collective operation timeout: "
-                              "AllReduce has not completed (simulated hang)")
-                self.hung.set()
+                self.crash("crash-mid-stream")
+            if f.has("hang-mid-stream"):
+                self.hung.set()  # a deadlocked collective prints nothing
         if self.hung.is_set():
             self.stopping.wait()
             raise ConnectionAbortedError("server stopping")
 
-    def crash(self) -> None:
-        """Die like an engine whose NCCL call failed mid-request: log, stop workers, exit 1."""
-        self.log.warn("Cuda failure 'an illegal memory access was encountered'")
+    def crash(self, reason: str) -> None:
+        """Die like an engine whose NCCL call failed mid-request: log, stop workers, exit 1.
+        NCCL keeps its last error even when NCCL_DEBUG prints nothing (src/debug.cc
+        ``ncclLastError``); torch's NCCL error text carries it (``Last error:``)."""
+        from .ncclenv import warn
+
+        self.log.nccl(warn("Cuda failure 'an illegal memory access was encountered'",
+                           "enqueue.cc:1672"))
         self.log.line("ERROR [core.py] EngineCore encountered a fatal error.")
         self.log.line("Traceback (most recent call last):")
         self.log.line('  File "vllm/v1/engine/core.py", line 701, in run_engine_core')
-        self.log.line("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO "
-                      "for details)")
+        self.log.line(f"RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO "
+                      f"for details), NCCL version {self.opts.profile.nccl_version}")
+        self.log.line("ncclUnhandledCudaError: Call to CUDA function failed.")
+        self.log.line("Last error:")
+        self.log.line("Cuda failure 'an illegal memory access was encountered'")
         self.workers.kill_now()
-        self.log.sim("EXIT", "code=1 reason=crash-mid-stream")
+        self.log.sim("EXIT", f"code=1 reason={reason.split(':')[0]}")
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         os._exit(1)
 
 
 class Workers:
-    """The N-1 simulated TP worker processes (worker.py), started in the server's group."""
+    """The N-1 simulated TP worker processes (worker.py), started in the server's group; each
+    gets its rank's log lines on stdin and acknowledges on stdout once it printed them."""
 
-    def __init__(self, count: int, sim_id: str, ignore_sigterm: bool, environ: dict):
+    def __init__(self, count: int, sim_id: str, ignore_sigterm: bool, environ: dict,
+                 lines: list[list[str]] | None = None):
         self.sim_id = sim_id
         self.procs: list[subprocess.Popen] = []
         self.stopping = False
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
         for rank in range(1, count + 1):
             argv = [sys.executable, "-S", script, "--sim-worker", "--sim-id", sim_id,
-                    "--rank", str(rank)]
+                    "--rank", str(rank), "--log-stdin"]
             if ignore_sigterm:
                 argv.append("--ignore-sigterm")
-            self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=environ,
-                                               close_fds=True))
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=environ, close_fds=True)
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                payload = (lines[rank - 1] if lines and rank - 1 < len(lines) else [])
+                proc.stdin.write(json.dumps(payload).encode())
+                proc.stdin.close()
+            self.procs.append(proc)
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+    def wait_logged(self, timeout: float = WORKER_LOG_WAIT_S) -> None:
+        """Wait until every worker printed its lines (its acknowledgement byte or its exit)."""
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            if p.stdout is None:
+                continue
+            left = deadline - time.monotonic()
+            if left > 0:
+                with contextlib.suppress(OSError, ValueError):
+                    select.select([p.stdout], [], [], left)
 
     def dead(self) -> list[int]:
         """Ranks of workers that exited on their own."""
@@ -321,8 +393,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_error_json(exc.status, exc.message, exc.kind)
             return
         eng = self.server.engine
-        req_no, factor = eng.new_request(req["prompt_tokens"])
-        if eng.opts.faults.has("healthy-then-500"):
+        req_no, factor = eng.new_request(req["prompt_tokens"], req["stream"], req["max_tokens"])
+        if eng.engine_dead(req_no):
             eng.log.line("ERROR [serving_chat.py] EngineDeadError: EngineCore encountered an issue."
                          " See stack trace (above) for the root cause.")
             self._send_json(500, {"error": "EngineCore encountered an issue"})
@@ -383,14 +455,16 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(body.get("sim_reasoning_tokens"), int):
                 reasoning = max(0, body["sim_reasoning_tokens"])
         stream_opts = body.get("stream_options") or {}
+        wrong = opts.faults.has("wrong-output") or eng.corrupts(prompt_tokens)
         tokens, finish = textgen.plan_tokens(
             question, max_tokens=max_tokens, ignore_eos=bool(body.get("ignore_eos", False)),
-            reasoning_tokens=reasoning, wrong=opts.faults.has("wrong-output"))
+            reasoning_tokens=reasoning, wrong=wrong)
         return {"chat": chat, "stream": bool(body.get("stream", False)),
                 "usage": isinstance(stream_opts, dict) and bool(stream_opts.get("include_usage")),
-                "prompt_tokens": prompt_tokens, "tokens": tokens, "finish": finish}
+                "prompt_tokens": prompt_tokens, "tokens": tokens, "finish": finish,
+                "max_tokens": max_tokens}
 
-    def _paced(self, req: dict, req_no: int, factor: float):
+    def _paced(self, req: dict, req_no: int | None, factor: float):
         """Yield (index, kind, text) at each token's due time (absolute schedule)."""
         eng = self.server.engine
         t_due = getattr(self, "_t_arrival", time.perf_counter()) + eng.prefill_s(req["prompt_tokens"], factor)
@@ -413,7 +487,7 @@ class Handler(BaseHTTPRequestHandler):
             return {"reasoning": text, "reasoning_content": text}
         return {field: text}
 
-    def _stream(self, req: dict, req_no: int, factor: float) -> None:
+    def _stream(self, req: dict, req_no: int | None, factor: float) -> None:
         eng = self.server.engine
         chat = req["chat"]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
@@ -444,9 +518,10 @@ class Handler(BaseHTTPRequestHandler):
         self._chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
-    def _complete(self, req: dict, req_no: int, factor: float) -> None:
+    def _complete(self, req: dict, req_no: int | None, factor: float) -> None:
         eng = self.server.engine
-        content, reasoning = [], []
+        content: list[str] = []
+        reasoning: list[str] = []
         for _, kind, text in self._paced(req, req_no, factor):
             (content if kind == "content" else reasoning).append(text)
         n = len(req["tokens"])
@@ -473,16 +548,6 @@ class Handler(BaseHTTPRequestHandler):
 
 # -- orchestration -------------------------------------------------------------------------------
 
-def _fail_init(log: NcclLog, exc: NcclInitError) -> int:
-    for w in exc.warn_lines:
-        log.warn(w)
-    log.line("Traceback (most recent call last):")
-    log.line('  File "vllm/distributed/device_communicators/pynccl.py", line 99, in __init__')
-    log.line(f"RuntimeError: NCCL error: {exc.result}")
-    log.sim("EXIT", "code=1 reason=nccl-init")
-    return 1
-
-
 def _install_signals(stop: threading.Event) -> None:
     """SIGTERM/SIGINT set ``stop`` (the main thread does the teardown)."""
     if threading.current_thread() is not threading.main_thread():
@@ -491,44 +556,51 @@ def _install_signals(stop: threading.Event) -> None:
         signal.signal(sig, lambda *_: stop.set())
 
 
+def _start(opts: ServeOptions, log: NcclLog, debug: DebugConfig, environ: dict):
+    """Play the start: (model or None, workers, outcome). Prints rank 0's lines."""
+    p = opts.profile
+    try:
+        report, init_error = read_env(environ, p.nccl_version), None
+    except NcclInitError as exc:
+        report, init_error = None, exc
+    model = CostModel(p, report.settings) if report is not None else None
+    outcome = run_startup(p, report, model, init_error)
+    comm_id = random.getrandbits(44) << 4
+    lines = [rank_lines(p, opts.model_name, debug, report, model, outcome, r, comm_id)
+             for r in range(1, opts.workers + 1)]
+    workers = Workers(opts.workers, uuid.uuid4().hex[:12], opts.faults.has("orphan-workers"),
+                      environ, lines)
+    for text in rank_lines(p, opts.model_name, debug, report, model, outcome, 0, comm_id,
+                           pid=os.getpid(), tid=threading.get_native_id()):
+        log.line(text)
+    return model, workers, outcome
+
+
 def serve(opts: ServeOptions) -> int:
     """Run the simulated server until SIGTERM/SIGINT; returns the process exit status."""
-    log = NcclLog()
     p = opts.profile
-    environ = opts.environ
-    log.sim("ENV", relevant_env(load_conf_file(environ)))
-    strict = tuple(int(x) for x in p.nccl_version.split(".")[:2]) >= (2, 24)
-    try:
-        report = read_env(environ, strict_lists=strict)
-    except NcclInitError as exc:
-        return _fail_init(log, exc)
-    for msg in report.info:
-        log.info(msg)
-    for msg in report.warn:
-        log.warn(msg)
-    settings = report.settings
-    try:
-        check_init(p, settings)
-    except NcclInitError as exc:
-        return _fail_init(log, exc)
-    model = CostModel(p, settings)
-    want_init, want_tuning = debug_flags(load_conf_file(environ))
-    log.line(f"INFO [pynccl.py] vLLM is using nccl=={p.nccl_version} (simulated, profile {p.name})")
-    if p.link == "pcie" and p.tp > 2:
-        log.line("WARNING [custom_all_reduce.py] Custom allreduce is disabled because it's not "
-                 "supported on more than two PCIe-only GPUs. To silence this warning, specify "
-                 "disable_custom_all_reduce=True explicitly.")
-    if want_init:
-        for msg in init_lines(p, model, random.getrandbits(44)):
-            log.info(msg)
-    if want_tuning:
-        for msg in tuning_lines(p, model):
-            log.info(msg)
-
+    environ = drop_vars(opts.environ, opts.ignore_vars)
+    merged = load_conf_file(environ)
+    debug = DebugConfig(merged)
+    log = NcclLog(debug=debug, version=p.nccl_version)
+    log.sim("ENV", relevant_env(merged))
+    if opts.ignore_vars:
+        log.sim("IGNORED", sorted(set(opts.ignore_vars)))
+    log.line(vllmlog.text(*vllmlog.chunked_prefill(p), "APIServer", os.getpid()))
+    log.line(vllmlog.text(*vllmlog.engine_config(p, opts.model_name), "EngineCore_DP0",
+                          os.getpid()))
     stop = threading.Event()
     _install_signals(stop)
+    model, workers, outcome = _start(opts, log, debug, environ)
+    if outcome.failure is not None:
+        workers.wait_logged()
+        for text in failure_lines(outcome):
+            log.line(text)
+        workers.terminate()
+        log.sim("EXIT", f"code=1 reason=nccl-{outcome.failure[0]}")
+        return 1
+    assert model is not None
     faults = opts.faults
-    workers = Workers(opts.workers, uuid.uuid4().hex[:12], faults.has("orphan-workers"), environ)
     engine = Engine(opts, model, log, workers)
     bd = model.breakdown(1)
     cost = bd.allreduce
@@ -539,16 +611,15 @@ def serve(opts: ServeOptions) -> int:
                       "allreduce_ms": round(bd.allreduce_ms, 4), "share": round(bd.share, 4),
                       "allreduce_us": round(cost.time_us, 3), "via": cost.via, "algo": cost.algo,
                       "proto": cost.proto, "nchannels": cost.nchannels,
-                      "faults": sorted(faults.modes)})
+                      "nthreads": cost.nthreads, "faults": sorted(faults.modes)})
 
     httpd = None
     code = 0
     t_start = time.monotonic()
     if faults.has("crash-start"):
         if not stop.wait(opts.load_time_s / 2):
-            log.warn("Cuda failure 'out of memory'")
             log.line("Traceback (most recent call last):")
-            log.line('  File "vllm/worker/gpu_worker.py", line 214, in load_model')
+            log.line('  File "vllm/v1/worker/gpu_worker.py", line 214, in load_model')
             log.line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
             workers.terminate()
             log.sim("EXIT", "code=1 reason=crash-start")
