@@ -21,8 +21,15 @@ REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
 DEFAULT_PROG = "nccl-tune sim"
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows each option's default; keeps descriptions as written."""
+class _Formatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when it has a plain default and the help
+    does not already say where its default comes from."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def _env_default(environ: dict, name: str, kind, fallback, prog: str):
@@ -42,44 +49,46 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", formatter_class=_Formatter, help="run the simulated server",
-                       description="Run the simulated OpenAI-compatible server. Options fall back "
-                       "to SIM_* environment variables, then to the profile.")
+                       description="Run the simulated OpenAI-compatible server.")
     s.add_argument("--host", default="127.0.0.1", help="address to bind")
     s.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (see SIM READY)")
     s.add_argument("--profile", default=None,
-                   help=f"built-in ({', '.join(BUILTIN)}) or a .toml file; "
-                        f"unset: SIM_PROFILE or {DEFAULT_PROFILE}")
+                   help=f"built-in ({', '.join(BUILTIN)}) or a .toml file "
+                        f"(default: SIM_PROFILE, else {DEFAULT_PROFILE})")
     s.add_argument("--load-time", type=float, default=None, metavar="S",
-                   help="seconds before the port is bound; unset: SIM_LOAD_TIME_S or the profile's")
-    s.add_argument("--model", default=None, help="served model name; unset: the profile's")
+                   help="seconds before the port is bound (default: SIM_LOAD_TIME_S, else the "
+                        "profile's)")
+    s.add_argument("--model", default=None, help="served model name (default: the profile's)")
     s.add_argument("--noise", type=float, default=None, metavar="FRACTION",
-                   help="per-request speed noise, 1 sigma; unset: SIM_NOISE or the profile's")
+                   help="per-request speed noise, 1 sigma (default: SIM_NOISE, else the profile's)")
     s.add_argument("--launch-noise", type=float, default=None, metavar="FRACTION",
-                   help="per-launch speed noise, 1 sigma; unset: SIM_LAUNCH_NOISE or 0.005")
-    s.add_argument("--seed", type=int, default=None, help="noise seed; unset: SIM_SEED or random")
+                   help="per-launch speed noise, 1 sigma (default: SIM_LAUNCH_NOISE, else 0.005)")
+    s.add_argument("--seed", type=int, default=None,
+                   help="noise seed (default: SIM_SEED, else random)")
     s.add_argument("--workers", type=int, default=None,
-                   help="worker processes to spawn; unset: SIM_WORKERS or TP-1")
+                   help="worker processes to spawn (default: SIM_WORKERS, else TP-1)")
     s.add_argument("--reasoning-tokens", type=int, default=None, metavar="K",
-                   help="the first K tokens of each chat answer are reasoning deltas; unset: "
-                        "SIM_REASONING_TOKENS or 0")
+                   help="the first K tokens of each chat answer are reasoning deltas (default: "
+                        "SIM_REASONING_TOKENS, else 0)")
     s.add_argument("--reasoning-field", choices=REASONING_FIELDS, default="reasoning",
                    help="delta field of the reasoning tokens")
     s.add_argument("--ignore-var", action="append", default=None, metavar="NAME",
                    help="drop this variable before NCCL reads it (repeatable), as a server that "
-                        "overwrites it or workers that never receive it; unset: SIM_IGNORE_VARS "
-                        "(comma-separated)")
+                        "overwrites it or workers that never receive it (default: "
+                        "SIM_IGNORE_VARS, comma-separated)")
     s.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: NCCL carries the decode allreduces")
     s.add_argument("--fault", default=None, metavar="MODE[,MODE]",
-                   help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)}; unset: SIM_FAULT")
+                   help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)} (default: SIM_FAULT)")
     s.add_argument("--fault-after", type=int, default=None, metavar="K",
-                   help="mid-stream faults trigger after K tokens; unset: SIM_FAULT_AFTER or 8")
+                   help="mid-stream faults trigger after K tokens (default: SIM_FAULT_AFTER, "
+                        "else 8)")
     s.add_argument("--fault-request", type=int, default=None, metavar="N",
-                   help="request-bound faults hit the N-th completion request of any kind; "
-                        "unset: SIM_FAULT_REQUEST, else the first streamed request asking for "
-                        "more than 8 tokens (a probe run, not the readiness request)")
+                   help="request-bound faults hit the N-th completion request of any kind "
+                        "(default: SIM_FAULT_REQUEST, else the first streamed request asking for "
+                        "more than 8 tokens: a probe run, not the readiness request)")
     s.add_argument("--teardown-s", type=float, default=None, metavar="S",
-                   help="slow-teardown delay in seconds; unset: SIM_TEARDOWN_S or 3")
+                   help="slow-teardown delay in seconds (default: SIM_TEARDOWN_S, else 3)")
 
     sub.add_parser("all-reduce-perf", add_help=False,
                    help="print nccl-tests all_reduce_perf output (see its --help)")
@@ -88,8 +97,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        help="print the cost model's prediction, no server",
                        description="Print what the cost model predicts for a profile under the "
                        "current environment plus --env overrides.")
-    m.add_argument("--profile", default=None, help="built-in profile or .toml file")
-    m.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+    m.add_argument("--profile", default=None,
+                   help=f"built-in profile or .toml file (default: SIM_PROFILE, else {DEFAULT_PROFILE})")
+    m.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                    help="override an environment variable (repeatable)")
     m.add_argument("--batch", type=int, default=1, help="concurrent streams")
     m.add_argument("--json", action="store_true", help="one JSON object instead of text")
@@ -160,7 +170,7 @@ def _model(args, environ: dict, prog: str) -> int:
         print(f"{prog} model: {exc}", file=sys.stderr)
         return 2
     env = dict(environ)
-    for item in args.env:
+    for item in args.env or []:
         if "=" not in item:
             print(f"{prog} model: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
             return 2
