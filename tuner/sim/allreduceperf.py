@@ -369,6 +369,14 @@ def _main(argv: list[str], environ: dict | None, prog: str, out, holder: list) -
         return 2
     if args.warmup_iters is None:
         args.warmup_iters = 1 if args.format == "2.19" else 5
+    if args.format != "2.19" and (args.output_file or args.per_iter_timing):
+        # -J came with nccl-tests 2.18, -I with 2.19.2: older getopt loops reject them, print
+        # the usage and return 0 without running (src/common.cu).
+        flag = "J" if args.output_file else "I"
+        print(f"{PROGRAM}: invalid option -- '{flag}'", file=sys.stderr)
+        print(f"invalid option '{flag}'", file=out or sys.stdout)
+        print(f"USAGE: {PROGRAM} ", file=out or sys.stdout)
+        return 0
     try:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
         faults = parse_faults(args.fault, environ=environ)

@@ -187,11 +187,13 @@ def _get_nthreads(name: str, env: int | None, lo: int, hi: int, default: int,
     return env
 
 
-def _enabled(profile: Profile, settings: NcclSettings, func: str, algo: str, proto: str) -> bool:
+def _enabled(profile: Profile, settings: NcclSettings, func: str, algo: str, proto: str,
+             force_algo: bool = False) -> bool:
     """tuning.cc enable rules after the user's lists: NVLSTree and CollNet off on one node
     without CollNet; LL128's automatic state decided by the topology."""
     sel = settings.selection
-    algo_on = sel.algo_on(algo, func) and algo not in ("NVLSTree", "CollNetDirect", "CollNetChain")
+    algo_on = (force_algo or sel.algo_on(algo, func)) and algo not in (
+        "NVLSTree", "CollNetDirect", "CollNetChain")
     if algo == "NVLS" and settings.nvls_enable == 0:
         algo_on = False
     state = sel.proto_state(proto, func)
@@ -299,10 +301,7 @@ def tune_model(profile: Profile, settings: NcclSettings, nranks: int | None = No
         fallback = _old_collnet_fallback(settings, func)
         for a in names:
             for p in PROTOS:
-                on = _enabled(profile, settings, func, a, p)
-                if fallback and a in ("Ring", "Tree"):
-                    on = _enabled(profile, settings, func, "Ring", p) or \
-                        settings.selection.proto_state(p, func) != 0
+                on = _enabled(profile, settings, func, a, p, fallback and a in ("Ring", "Tree"))
                 if not on:
                     bw[func][a][p] = 0.0
     thr = {a: dict(THREAD_THRESHOLD) for a in names}
@@ -448,6 +447,7 @@ def realized_core(profile: Profile, settings: NcclSettings, tm: TuneModel, algo:
     if "NET" in used:
         bus = min(bus, profile.net_bw_cap_GBps)
     # What each protocol and algorithm delivers of the bus: NCCL's own factors (tuning.cc).
+    # Ring and Tree are modelled; other algorithms (NVLS on a TOML profile) reuse Tree's.
     if algo == "Ring":
         bus *= {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}[proto]
         algbw = bus * n / steps
@@ -575,8 +575,3 @@ def landscape(profile: Profile, envs: dict[str, dict]) -> dict[str, Breakdown]:
 
     return {name: CostModel(profile, settings_from(env, profile.nccl_version)).breakdown(1)
             for name, env in envs.items()}
-
-
-def messages_of(tm: TuneModel) -> list[Message]:
-    """INFO messages of the tuning step (invalid NCCL_NTHREADS and kin)."""
-    return list(tm.messages)

@@ -111,7 +111,7 @@ class Profile:
 _PCIE_8X_MLA = Profile(
     name="pcie-8x-mla",
     model="sim/kimi-k2.5-mla-tp8",
-    nccl_version="2.27.3",  # vLLM 0.10/0.11 wheels pin nvidia-nccl-cu12 2.27.3
+    nccl_version="2.27.3",  # public vLLM 0.10-0.11 logs: "vLLM is using nccl==2.27.3"
     cuda_version="12.9",
     vllm_version="0.11.0",
     gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition",

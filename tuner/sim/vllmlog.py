@@ -1,5 +1,6 @@
 """vLLM's own log lines, in its format: ``(<process> pid=<pid>) LEVEL MM-DD HH:MM:SS [file:line]
-message`` (vllm/logger.py). Wording is vLLM's; the file:line tags are those of vLLM 0.11-era logs.
+message`` (vllm/logger.py). Wording is vLLM's (the files named in each function); the file:line
+tags are as public vLLM logs of the 0.10-0.11 era show them and matter to no parser.
 """
 
 from __future__ import annotations

@@ -82,6 +82,8 @@ def test_older_layouts():
     assert re.match(r"#   Rank  0 Pid +\d+ on +\S+ device  0 \[0x18\] ", lines[3])
     row = rows(lines)[0]
     assert len(row) == 12 and row[7] == "0e+00" and row[11] == "0e+00"
+    code, lines = arp("-b", "8", "-e", "8", "-g", "8", "--format", "2.13", "-J", "x.json")
+    assert code == 0 and lines[0] == "invalid option 'J'" and not rows(lines)  # -J came in 2.18
 
 
 def test_per_iteration_columns_and_json(tmp_path):

@@ -121,7 +121,9 @@ def test_refusals_where_nccl_fails():
     with pytest.raises(NcclInitError, match="no algorithm"):
         CostModel(PCIE, settings_from({"NCCL_ALGO": "CollNetDirect"})).nccl(DECODE)
     old = settings_from({"NCCL_ALGO": "CollNetDirect"}, "2.23.4")  # 2.23 falls back to Ring/Tree
-    assert select(tune_model(PCIE, old), DECODE) is not None
+    assert select(tune_model(PCIE, old), DECODE)[:2] == ("Ring", "LL")
+    old_simple = settings_from({"NCCL_ALGO": "CollNetDirect", "NCCL_PROTO": "Simple"}, "2.23.4")
+    assert select(tune_model(PCIE, old_simple), DECODE)[:2] == ("Tree", "Simple")
     with pytest.raises(NcclInitError, match="out of memory"):
         check_init(PCIE, settings_from({"NCCL_BUFFSIZE": "3000000000"}))  # wraps negative
     check_init(PCIE, settings_from({"NCCL_BUFFSIZE": "-2"}))  # -2 is NCCL's "unset"
