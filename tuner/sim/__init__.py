@@ -9,8 +9,9 @@ core never imports it) used to develop and test nccl-tune without GPUs. Modules:
 * ``costmodel``: NCCL's tuning model, launch resources, chunking, and the realised time;
 * ``profiles``: the simulated boxes; every number that is not NCCL's, with its source;
 * ``nccllog`` / ``vllmlog``: NCCL's and vLLM's log lines, NCCL_DEBUG filtering;
-* ``startup``: a server's start and every rank's lines; ``server``: the HTTP server;
-  ``worker``: TP worker processes; ``faults``: failure modes; ``textgen``: answers;
+* ``startup``: a server's start and every rank's lines; ``server``: the engine and its life
+  cycle; ``http_api``: the OpenAI endpoints; ``procs`` / ``worker``: TP worker processes;
+  ``faults``: failure modes; ``textgen``: answers;
 * ``allreduceperf`` / ``jsonout``: the all_reduce_perf stand-in;
 * ``cli``: ``nccl-tune sim serve|all-reduce-perf|model|profiles|faults``.
 """
