@@ -106,7 +106,6 @@ class Profile:
 # [nccl1530] NVIDIA/nccl issue 1530: 8x RTX 4090 on PCIe, all_reduce_perf -g 8, 8 B -> 42-43 us.
 # [nccl1639] NVIDIA/nccl issue 1639: 8x RTX 5090 on PCIe Gen5, dual Xeon: busbw peaks at 28 GB/s.
 # [nccl307]  NVIDIA/nccl-tests issue 307: 8x RTX 4090 log, 2 rings ("Ring 00", "Ring 01").
-# [topo.h]   NVIDIA/nccl src/graph/topo.h: PCI link bw = width x GT/s / 80 (Gen5 x16 -> 48 GB/s).
 # [vllm]     vllm/v1 logs: "Chunked prefill is enabled with max_num_batched_tokens=8192".
 _PCIE_8X_MLA = Profile(
     name="pcie-8x-mla",
