@@ -1,21 +1,26 @@
-"""Simulated TP-N vLLM server whose decode speed depends on its NCCL environment.
+"""Simulated TP-N vLLM server and nccl-tests all_reduce_perf whose speed depends on NCCL's
+environment.
 
-A self-contained subpackage (stdlib only; imports nothing from the rest of ``tuner``) used to
-develop and test nccl-tune without GPUs. Modules:
+A self-contained subpackage (stdlib only; imports nothing from the rest of ``tuner``, and the
+core never imports it) used to develop and test nccl-tune without GPUs. Modules:
 
-* ``ncclenv``: read NCCL variables as NCCL does (strtoll, NCCL_ALGO/NCCL_PROTO grammar);
-* ``costmodel``: NCCL's algorithm choice (src/graph/tuning.cc) and the realised allreduce time;
-* ``profiles``: built-in boxes (pcie-8x-mla, nvlink-8x, nvlink-8x-nccl, fast-tiny) and TOML ones;
-* ``server``: the OpenAI-compatible HTTP server; ``worker``: TP worker processes;
-* ``faults``: failure modes; ``textgen``: deterministic answers; ``nccllog``: NCCL log lines;
-* ``cli``: ``python -m tuner.sim serve --port P [--profile NAME|FILE] [--fault MODE] ...``.
+* ``ncclconst``: numbers and names transcribed from NCCL's source, cited per item;
+* ``ncclenv``: read NCCL variables as NCCL does (strtoll, parseList, version rules);
+* ``costmodel``: NCCL's tuning model, launch resources, chunking, and the realised time;
+* ``profiles``: the simulated boxes; every number that is not NCCL's, with its source;
+* ``nccllog`` / ``vllmlog``: NCCL's and vLLM's log lines, NCCL_DEBUG filtering;
+* ``startup``: a server's start and every rank's lines; ``server``: the engine and its life
+  cycle; ``http_api``: the OpenAI endpoints; ``procs`` / ``worker``: TP worker processes;
+  ``faults``: failure modes; ``textgen``: answers;
+* ``allreduceperf`` / ``jsonout``: the all_reduce_perf stand-in;
+* ``cli``: ``nccl-tune sim serve|all-reduce-perf|model|profiles|faults``.
 """
 
 __all__ = ["main"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "nccl-tune sim") -> int:
     """Same as ``tuner.sim.cli.main``."""
     from .cli import main as _main
 
-    return _main(argv)
+    return _main(argv, prog)

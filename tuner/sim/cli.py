@@ -1,20 +1,9 @@
-"""Command line of the simulator: ``python -m tuner.sim <command>`` or ``nccl-tune sim <command>``.
+"""Command line of the simulator: ``nccl-tune sim <command>`` or ``python -m tuner.sim <command>``.
 
-Commands:
-
-* ``serve``: run the simulated vLLM server (see server.py). Options fall back to environment
-  variables, then to the profile: ``--load-time`` / ``SIM_LOAD_TIME_S``, ``--noise`` /
-  ``SIM_NOISE``, ``--launch-noise`` / ``SIM_LAUNCH_NOISE``, ``--seed`` / ``SIM_SEED``,
-  ``--workers`` / ``SIM_WORKERS``, ``--reasoning-tokens`` / ``SIM_REASONING_TOKENS``,
-  ``--fault`` / ``SIM_FAULT`` (with ``--fault-after`` / ``SIM_FAULT_AFTER``,
-  ``--fault-request`` / ``SIM_FAULT_REQUEST``, ``--teardown-s`` / ``SIM_TEARDOWN_S``).
-* ``model``: print what the cost model predicts for a profile under the current environment
-  plus ``--env NAME=VALUE`` overrides (tok/s, allreduce share, NCCL's pick), no server.
-* ``profiles`` / ``faults``: list the built-in profiles / fault modes.
-* ``worker``: one simulated TP worker (normally started by ``serve``).
-
-Exit status: what the server returns (0 after SIGTERM, 1 on a simulated failure), 2 for bad
-command-line input.
+Commands: ``serve`` (the simulated vLLM server, server.py), ``all-reduce-perf`` (nccl-tests'
+all_reduce_perf, allreduceperf.py), ``model`` (the cost model's prediction, no server),
+``profiles``, ``faults``, ``worker`` (one TP worker, started by serve). Exit status: what the
+command returns (serve: 0 after SIGTERM, 1 on a simulated failure), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -22,74 +11,116 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from . import faults as faults_mod
 from .profiles import BUILTIN, DEFAULT_PROFILE, ProfileError, load_profile
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
+DEFAULT_PROG = "nccl-tune sim"
 
 
-def _env_default(environ: dict, name: str, kind, fallback):
+class _Formatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when it has a plain default and the help
+    does not already say where its default comes from."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _env_default(environ: dict, name: str, kind, fallback, prog: str):
     text = environ.get(name)
     if text in (None, ""):
         return fallback
     try:
         return kind(text)
     except ValueError:
-        raise SystemExit(f"tuner.sim: {name}={text!r} is not a valid {kind.__name__}") from None
+        raise SystemExit(f"{prog}: {name}={text!r} is not a valid {kind.__name__}") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tuner.sim", description="Simulated TP-N vLLM server whose "
-                                 "decode speed depends on its NCCL environment.")
-    sub = ap.add_subparsers(dest="command", required=True)
+def _parser(prog: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=prog, description="Simulated tensor-parallel vLLM server and nccl-tests "
+        "all_reduce_perf whose speed depends on the NCCL environment.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("serve", help="run the simulated OpenAI-compatible server")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000, help="0 picks a free port (see SIM READY)")
+    s = sub.add_parser("serve", formatter_class=_Formatter, help="run the simulated server",
+                       description="Run the simulated OpenAI-compatible server.")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind")
+    s.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (see SIM READY)")
     s.add_argument("--profile", default=None,
-                   help=f"built-in ({', '.join(BUILTIN)}) or a .toml file; default "
-                        f"SIM_PROFILE or {DEFAULT_PROFILE}")
+                   help=f"built-in ({', '.join(BUILTIN)}) or a .toml file "
+                        f"(default: SIM_PROFILE, else {DEFAULT_PROFILE})")
     s.add_argument("--load-time", type=float, default=None, metavar="S",
-                   help="seconds before the port is bound (default SIM_LOAD_TIME_S or profile)")
+                   help="seconds before the port is bound (default: SIM_LOAD_TIME_S, else the "
+                        "profile's)")
     s.add_argument("--model", default=None, help="served model name (default: the profile's)")
     s.add_argument("--noise", type=float, default=None, metavar="FRACTION",
-                   help="per-request speed noise, 1 sigma (default SIM_NOISE or profile, 0.02)")
+                   help="per-request speed noise, 1 sigma (default: SIM_NOISE, else the profile's)")
     s.add_argument("--launch-noise", type=float, default=None, metavar="FRACTION",
-                   help="per-launch speed noise, 1 sigma (default SIM_LAUNCH_NOISE or 0.005)")
-    s.add_argument("--seed", type=int, default=None, help="noise seed (default SIM_SEED or random)")
+                   help="per-launch speed noise, 1 sigma (default: SIM_LAUNCH_NOISE, else 0.005)")
+    s.add_argument("--seed", type=int, default=None,
+                   help="noise seed (default: SIM_SEED, else random)")
     s.add_argument("--workers", type=int, default=None,
-                   help="worker processes to spawn (default SIM_WORKERS or TP-1)")
+                   help="worker processes to spawn (default: SIM_WORKERS, else TP-1)")
     s.add_argument("--reasoning-tokens", type=int, default=None, metavar="K",
-                   help="first K tokens of each chat answer are reasoning deltas")
+                   help="the first K tokens of each chat answer are reasoning deltas (default: "
+                        "SIM_REASONING_TOKENS, else 0)")
     s.add_argument("--reasoning-field", choices=REASONING_FIELDS, default="reasoning",
-                   help="delta field of reasoning tokens (default: reasoning, as new vLLM)")
+                   help="delta field of the reasoning tokens")
+    s.add_argument("--ignore-var", action="append", default=None, metavar="NAME",
+                   help="drop this variable before NCCL reads it (repeatable), as a server that "
+                        "overwrites it or workers that never receive it (default: "
+                        "SIM_IGNORE_VARS, comma-separated)")
+    s.add_argument("--disable-custom-all-reduce", action="store_true",
+                   help="vLLM's flag: NCCL carries the decode allreduces")
     s.add_argument("--fault", default=None, metavar="MODE[,MODE]",
-                   help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)} (or SIM_FAULT)")
+                   help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)} (default: SIM_FAULT)")
     s.add_argument("--fault-after", type=int, default=None, metavar="K",
-                   help="mid-stream faults trigger after K tokens (default 8)")
+                   help="mid-stream faults trigger after K tokens (default: SIM_FAULT_AFTER, "
+                        "else 8)")
     s.add_argument("--fault-request", type=int, default=None, metavar="N",
-                   help="mid-stream faults trigger on the N-th completion request (default 1)")
+                   help="request-bound faults hit the N-th completion request of any kind "
+                        "(default: SIM_FAULT_REQUEST, else the first streamed request asking for "
+                        "more than 8 tokens: a probe run, not the readiness request)")
     s.add_argument("--teardown-s", type=float, default=None, metavar="S",
-                   help="slow-teardown delay in seconds (default 3)")
+                   help="slow-teardown delay in seconds (default: SIM_TEARDOWN_S, else 3)")
 
-    m = sub.add_parser("model", help="print the cost model's prediction, no server")
-    m.add_argument("--profile", default=None)
-    m.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+    sub.add_parser("all-reduce-perf", add_help=False,
+                   help="print nccl-tests all_reduce_perf output (see its --help)")
+
+    m = sub.add_parser("model", formatter_class=_Formatter,
+                       help="print the cost model's prediction, no server",
+                       description="Print what the cost model predicts for a profile under the "
+                       "current environment plus --env overrides.")
+    m.add_argument("--profile", default=None,
+                   help=f"built-in profile or .toml file (default: SIM_PROFILE, else {DEFAULT_PROFILE})")
+    m.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                    help="override an environment variable (repeatable)")
     m.add_argument("--batch", type=int, default=1, help="concurrent streams")
     m.add_argument("--json", action="store_true", help="one JSON object instead of text")
 
-    sub.add_parser("profiles", help="list built-in profiles")
-    sub.add_parser("faults", help="list fault modes")
-    w = sub.add_parser("worker", help="one simulated TP worker (started by serve)",
-                       add_help=False)
-    w.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("profiles", help="list the built-in profiles")
+    sub.add_parser("faults", help="list the fault modes")
+    sub.add_parser("worker", add_help=False, help="one simulated TP worker (started by serve)")
     return ap
 
 
-def _serve(args, environ: dict) -> int:
+def ignored_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
+    """Names from ``--ignore-var`` (repeatable) or else ``SIM_IGNORE_VARS`` (comma or space
+    separated)."""
+    if cli:
+        return tuple(cli)
+    return tuple(n for n in re.split(r"[,\s]+", environ.get("SIM_IGNORE_VARS", "")) if n)
+
+
+def _serve(args, environ: dict, prog: str) -> int:
+    import dataclasses
+
     from .server import ServeOptions, serve
 
     try:
@@ -98,64 +129,72 @@ def _serve(args, environ: dict) -> int:
                                        on_request=args.fault_request, teardown_s=args.teardown_s,
                                        environ=environ)
     except (ProfileError, faults_mod.FaultError) as exc:
-        print(f"tuner.sim serve: {exc}", file=sys.stderr)
+        print(f"{prog} serve: {exc}", file=sys.stderr)
         return 2
+    if args.disable_custom_all_reduce:
+        profile = dataclasses.replace(profile, disable_custom_all_reduce=True)
     load = args.load_time if args.load_time is not None else _env_default(
-        environ, "SIM_LOAD_TIME_S", float, profile.load_time_s)
+        environ, "SIM_LOAD_TIME_S", float, profile.load_time_s, prog)
     noise = args.noise if args.noise is not None else _env_default(
-        environ, "SIM_NOISE", float, profile.noise)
+        environ, "SIM_NOISE", float, profile.noise, prog)
     launch = args.launch_noise if args.launch_noise is not None else _env_default(
-        environ, "SIM_LAUNCH_NOISE", float, 0.005)
-    seed = args.seed if args.seed is not None else _env_default(environ, "SIM_SEED", int, None)
+        environ, "SIM_LAUNCH_NOISE", float, 0.005, prog)
+    seed = args.seed if args.seed is not None else _env_default(environ, "SIM_SEED", int, None, prog)
     workers = args.workers if args.workers is not None else _env_default(
-        environ, "SIM_WORKERS", int, profile.tp - 1)
+        environ, "SIM_WORKERS", int, profile.tp - 1, prog)
     reasoning = args.reasoning_tokens if args.reasoning_tokens is not None else _env_default(
-        environ, "SIM_REASONING_TOKENS", int, 0)
+        environ, "SIM_REASONING_TOKENS", int, 0, prog)
     for name, value in (("--load-time", load), ("--noise", noise), ("--launch-noise", launch),
                         ("--workers", workers), ("--reasoning-tokens", reasoning)):
         if value < 0:
-            print(f"tuner.sim serve: {name} must be >= 0, got {value}", file=sys.stderr)
+            print(f"{prog} serve: {name} must be >= 0, got {value}", file=sys.stderr)
             return 2
     if not 0 <= args.port <= 65535:
-        print(f"tuner.sim serve: --port must be within 0-65535, got {args.port}", file=sys.stderr)
+        print(f"{prog} serve: --port must be within 0-65535, got {args.port}", file=sys.stderr)
         return 2
     opts = ServeOptions(profile=profile, model_name=args.model or profile.model, host=args.host,
                         port=args.port, load_time_s=load, noise=noise, launch_noise=launch,
                         seed=seed, workers=workers, reasoning_tokens=reasoning,
-                        reasoning_field=args.reasoning_field, faults=plan, environ=environ)
+                        reasoning_field=args.reasoning_field, faults=plan, environ=environ,
+                        ignore_vars=ignored_vars(args.ignore_var, environ))
     return serve(opts)
 
 
-def _model(args, environ: dict) -> int:
-    from .costmodel import CostModel, check_init
+def _model(args, environ: dict, prog: str) -> int:
+    from .costmodel import CollectiveCrash, CostModel, check_init
     from .ncclenv import NcclInitError, read_env
 
     try:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
     except ProfileError as exc:
-        print(f"tuner.sim model: {exc}", file=sys.stderr)
+        print(f"{prog} model: {exc}", file=sys.stderr)
         return 2
     env = dict(environ)
-    for item in args.env:
+    for item in args.env or []:
         if "=" not in item:
-            print(f"tuner.sim model: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            print(f"{prog} model: --env expects NAME=VALUE, got {item!r}", file=sys.stderr)
             return 2
         k, v = item.split("=", 1)
         env[k] = v
     try:
-        settings = read_env(env).settings
+        settings = read_env(env, profile.nccl_version).settings
         check_init(profile, settings)
+        bd = CostModel(profile, settings).breakdown(max(1, args.batch))
     except NcclInitError as exc:
-        print(f"NCCL would refuse this environment: {'; '.join(exc.warn_lines)}", file=sys.stderr)
+        print(f"NCCL would fail: {'; '.join(m.text for m in exc.messages if m.level == 'WARN')} "
+              f"({exc.result})", file=sys.stderr)
         return 1
-    bd = CostModel(profile, settings).breakdown(max(1, args.batch))
+    except CollectiveCrash as exc:
+        print(f"NCCL would crash: {exc.reason} ({exc.proto}, {exc.nbytes} bytes)", file=sys.stderr)
+        return 1
     c = bd.allreduce
     out = {"profile": profile.name, "batch": bd.batch, "tok_s_per_stream": round(bd.tok_s, 3),
            "tok_s_aggregate": round(bd.tok_s * bd.batch, 3), "step_ms": round(bd.step_ms, 4),
            "compute_ms": round(bd.compute_ms, 4), "allreduce_ms": round(bd.allreduce_ms, 4),
            "allreduce_share": round(bd.share, 4), "allreduce_bytes": c.nbytes,
-           "allreduce_us": round(c.time_us, 3), "via": c.via, "algo": c.algo, "proto": c.proto,
-           "nchannels": c.nchannels, "nthreads": c.nthreads,
+           "allreduce_us": round(c.time_us, 3), "nccl_model_us": round(c.model_us, 3),
+           "via": c.via, "algo": c.algo, "proto": c.proto, "nchannels": c.nchannels,
+           "nthreads": c.nthreads, "corrupt": c.corrupt,
            "parts_us": {k: round(v, 3) for k, v in c.parts.items()}}
     if args.json:
         print(json.dumps(out))
@@ -165,26 +204,35 @@ def _model(args, environ: dict) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``main(["serve", "--port", "8000"])``; returns the exit status."""
+def main(argv: list[str] | None = None, prog: str = DEFAULT_PROG) -> int:
+    """Entry point: ``main(["serve", "--port", "8000"])``; returns the exit status. ``prog`` is
+    the name help and errors use (``nccl-tune sim`` from the nccl-tune CLI)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["worker"]:  # the worker has its own parser and must stay importable alone
         from .worker import main as worker_main
 
         return worker_main(argv[1:])
+    if argv[:1] == ["all-reduce-perf"]:
+        from .allreduceperf import main as arp_main
+
+        return arp_main(argv[1:], prog=f"{prog} all-reduce-perf")
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(prog).parse_args(argv)
     except SystemExit as exc:  # argparse: 2 on bad input, 0 for --help
         return int(exc.code or 0) if isinstance(exc.code, (int, type(None))) else 2
     environ = dict(os.environ)
-    if args.command == "serve":
-        return _serve(args, environ)
-    if args.command == "model":
-        return _model(args, environ)
+    try:
+        if args.command == "serve":
+            return _serve(args, environ, prog)
+        if args.command == "model":
+            return _model(args, environ, prog)
+    except SystemExit as exc:  # a bad SIM_* value
+        print(exc, file=sys.stderr)
+        return 2
     if args.command == "profiles":
         for name, p in BUILTIN.items():
             print(f"{name:16s} tp={p.tp} link={p.link} layers={p.layers} hidden={p.hidden} "
-                  f"model={p.model} load_time_s={p.load_time_s}")
+                  f"nccl={p.nccl_version} model={p.model} load_time_s={p.load_time_s}")
         return 0
     if args.command == "faults":
         for name, what in faults_mod.FAULT_MODES.items():

@@ -1,74 +1,89 @@
-"""Read NCCL environment variables the way NCCL does (REFERENCE.md sections 2 and 3).
+"""Read NCCL's environment variables the way NCCL does, for one simulated NCCL version.
 
-Integers go through an emulation of C ``strtoll(value, NULL, 0)`` (NCCL src/misc/param.cc,
-``ncclLoadParam``): no unit suffixes, so ``NCCL_BUFFSIZE=4M`` means 4 bytes and ``abc`` means 0.
-``NCCL_ALGO`` / ``NCCL_PROTO`` follow ``parseList`` in src/graph/tuning.cc, with the per-collective
-grammar of NCCL >= 2.24 (``allreduce:tree;broadcast:ring``) and its strictness (unknown token:
-WARN, init fails with ncclInvalidUsage). Everything here is pure: it takes a mapping and returns
-settings plus the log lines NCCL would print; nothing is written or exited here.
+Integers go through C ``strtoll(value, NULL, 0)`` once per process (src/misc/param.cc
+``ncclLoadParam``): no unit suffixes (``NCCL_BUFFSIZE=4M`` is 4 bytes, ``abc`` is 0), hex and
+octal work, and the read value is echoed at INFO as ``NAME set by environment to VALUE.``.
+``NCCL_ALGO`` / ``NCCL_PROTO`` follow ``parseList`` of src/graph/tuning.cc: from 2.24 a
+``;``-separated per-collective grammar where an unknown token fails the communicator init
+(ncclInvalidUsage); before 2.24 one list whose unknown tokens are ignored. Everything here is pure:
+it takes a mapping and returns settings plus the messages NCCL would log.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import re
+
+from .ncclconst import (
+    DEFAULT_BUFFSIZES,
+    DEFAULT_CUDA_MAX_CONNECTIONS,
+    FUNCS,
+    NCCL_CONFIG_UNDEF_INT,
+    OLD_P2P_LEVELS,
+    PROTOS,
+    algos,
+    maxchannels,
+    path_types,
+    version_tuple,
+)
 
 LLONG_MAX = 2**63 - 1
 LLONG_MIN = -(2**63)
 
-#: NCCL's algorithm names, in NCCL's index order (src/init.cc ``ncclAlgoStr``).
-ALGOS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-#: NCCL's protocol names (src/init.cc ``ncclProtoStr``).
-PROTOS = ("LL", "LL128", "Simple")
-#: Collective names accepted before ``:`` in the >= 2.24 grammar (case-insensitive).
-FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
-#: NCCL path types, best to worst (src/graph/topo.h ``topoPathTypeStr``); P2P_LEVEL names.
-PATH_TYPES = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")
-#: Legacy integer NCCL_P2P_LEVEL values 0-4 (NCCL docs, env.html#nccl-p2p-level).
-_OLD_P2P_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")
-
-DEFAULT_BUFFSIZE = 4194304  # bytes, NCCL default for NCCL_BUFFSIZE (REFERENCE.md section 2)
-DEFAULT_CUDA_MAX_CONNECTIONS = 8  # CUDA default work queues (REFERENCE.md section 2)
-MAXCHANNELS = 64  # NCCL compile-time MAXCHANNELS (REFERENCE.md section 2, 2.23+)
-NCCL_MAX_NTHREADS = 512  # src/include/device.h
-WARP_SIZE = 32
-
-#: NCCL integer parameters the simulator reads: name -> NCCL default (-2 = "unset" sentinel).
+#: Integer parameters the simulator reads: name -> NCCL's default (src/... ``NCCL_PARAM``).
 INT_PARAMS = {
-    "NCCL_MAX_NCHANNELS": -2,
-    "NCCL_MIN_NCHANNELS": -2,
-    "NCCL_MAX_NRINGS": -2,
-    "NCCL_MIN_NRINGS": -2,
-    "NCCL_MAX_CTAS": -2,
-    "NCCL_MIN_CTAS": -2,
-    "NCCL_BUFFSIZE": -2,
-    "NCCL_LL_BUFFSIZE": -2,
-    "NCCL_LL128_BUFFSIZE": -2,
-    "NCCL_NTHREADS": -2,
-    "NCCL_P2P_DISABLE": 0,
-    "NCCL_SHM_DISABLE": 0,
-    "NCCL_IB_DISABLE": 0,
-    "NCCL_CUMEM_ENABLE": -2,
-    "NCCL_NVLS_ENABLE": 2,
-    "NCCL_CROSS_NIC": 2,
-    "NCCL_SOCKET_NTHREADS": -2,
-    "NCCL_NSOCKS_PERTHREAD": -2,
+    "NCCL_BUFFSIZE": -2, "NCCL_LL_BUFFSIZE": -2, "NCCL_LL128_BUFFSIZE": -2,  # src/init.cc
+    "NCCL_MAX_NCHANNELS": -2, "NCCL_MIN_NCHANNELS": -2,  # src/graph/connect.cc
+    "NCCL_MAX_NRINGS": -2, "NCCL_MIN_NRINGS": -2,  # src/graph/connect.cc (legacy names)
+    "NCCL_MAX_CTAS": NCCL_CONFIG_UNDEF_INT, "NCCL_MIN_CTAS": NCCL_CONFIG_UNDEF_INT,  # src/init.cc
+    "NCCL_NTHREADS": -2, "NCCL_LL128_NTHREADS": -2,  # src/graph/tuning.cc
+    "NCCL_SHM_DISABLE": 0,  # src/transport/shm.cc
+    "NCCL_IB_DISABLE": 0,  # src/transport/net_ib.cc
+    "NCCL_CUMEM_ENABLE": -2,  # src/misc/cudawrap.cc
+    "NCCL_NVLS_ENABLE": 2,  # src/transport/nvls.cc
+    "NCCL_PAT_ENABLE": 2,  # src/graph/tuning.cc
+    "NCCL_CROSS_NIC": 2,  # src/graph/search.cc
+    "NCCL_SOCKET_NTHREADS": -2, "NCCL_NSOCKS_PERTHREAD": -2,  # src/transport/net_socket.cc
 }
-#: String variables NCCL logs verbatim (``... set by environment to LL``, no trailing period).
-STR_PARAMS = ("NCCL_ALGO", "NCCL_PROTO")
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One log message NCCL would print: ``level`` INFO/WARN, ``subsys`` the NCCL_DEBUG_SUBSYS
+    flags it is logged under (src/include/debug.h), ``src`` ``file:line`` of a WARN."""
+
+    level: str
+    subsys: tuple[str, ...]
+    text: str
+    src: str = ""
+
+
+def info(text: str, *subsys: str) -> Message:
+    """An INFO message under ``subsys`` (``"ALL"`` when none given)."""
+    return Message("INFO", subsys or ("ALL",), text)
+
+
+def warn(text: str, src: str) -> Message:
+    """A WARN message (NCCL logs WARN under every subsystem)."""
+    return Message("WARN", ("ALL",), text, src)
 
 
 class NcclInitError(Exception):
-    """NCCL would fail communicator init (e.g. ncclInvalidUsage); ``warn_lines`` are WARN texts."""
+    """NCCL fails here: ``messages`` are what it logs, ``result`` the ``ncclResult_t`` name."""
 
-    def __init__(self, warn_lines: list[str], result: str = "ncclInvalidUsage"):
-        super().__init__("; ".join(warn_lines))
-        self.warn_lines = warn_lines
+    def __init__(self, messages: list[Message], result: str = "ncclInvalidUsage"):
+        super().__init__("; ".join(m.text for m in messages))
+        self.messages = messages
         self.result = result
+
+    @property
+    def warn_lines(self) -> list[str]:
+        """Texts of the WARN messages."""
+        return [m.text for m in self.messages if m.level == "WARN"]
 
 
 def strtoll(text: str) -> int:
-    """C ``strtoll(text, NULL, 0)``: the integer NCCL reads (REFERENCE.md section 2). Clamped."""
+    """C ``strtoll(text, NULL, 0)``, clamped to the long long range."""
     return strtoll_checked(text)[0]
 
 
@@ -77,8 +92,7 @@ def strtoll_checked(text: str) -> tuple[int, bool]:
 
     Skips leading C-locale whitespace, takes one sign, picks base 16 for ``0x``/``0X`` followed by
     a hex digit, base 8 for a leading ``0``, else base 10, and stops at the first character that is
-    not a digit of that base: ``"4M"`` -> 4, ``"abc"`` -> 0, ``"0x1f"`` -> 31, ``"010"`` -> 8,
-    ``"08"`` -> 0. Out-of-range values clamp to LLONG_MAX / LLONG_MIN with the flag set.
+    not a digit of that base: ``"4M"`` -> 4, ``"abc"`` -> 0, ``"0x1f"`` -> 31, ``"010"`` -> 8.
     """
     s, i, n = text, 0, len(text)
     while i < n and s[i] in " \t\n\v\f\r":
@@ -108,277 +122,339 @@ def strtoll_checked(text: str) -> tuple[int, bool]:
     return value, False
 
 
+def to_int32(value: int) -> int:
+    """What a C ``int`` holds after ``int x = (int64_t)value``: two's complement wrap."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
-    """Allreduce algorithm/protocol enablement after NCCL_ALGO / NCCL_PROTO (tuning.cc).
+    """Enablement after NCCL_ALGO / NCCL_PROTO (tuning.cc ``algoEnable`` / ``protoEnable``).
 
-    ``algo`` maps each of ALGOS to 0/1, ``proto`` maps each of PROTOS to 0/1/2 where 2 is NCCL's
-    "LL128 only where NCCL enables it by default" (``protoEnable = {1, 2, 1}``).
+    ``algo[func][name]`` is 0/1; ``proto[func][name]`` is 0/1/2 where 2 is LL128's default
+    "only where the topology allows it". Only the values for ``func`` AllReduce drive the cost
+    model; the others are printed in NCCL's enablement matrix.
     """
 
     algo: dict
     proto: dict
 
+    def algo_on(self, name: str, func: str = "AllReduce") -> bool:
+        """Whether ``name`` is enabled for ``func``."""
+        return bool(self.algo[func].get(name, 0))
+
+    def proto_state(self, name: str, func: str = "AllReduce") -> int:
+        """0 off, 1 on, 2 automatic (LL128 only)."""
+        return self.proto[func][name]
+
     @property
     def ll128_forced(self) -> bool:
-        """True when the user listed LL128 positively (state 1), bypassing NCCL's safety default."""
-        return self.proto.get("LL128") == 1
+        """LL128 set to 1 for AllReduce: listed, or not excluded by a ``^`` list; it bypasses
+        NCCL's topology check (tuning.cc, ``pEnable == 2`` is the only case checked)."""
+        return self.proto_state("LL128") == 1
 
 
-def _warn_parse(var: str, text: str) -> NcclInitError:
-    return NcclInitError([text, f"{var}: ncclInvalidUsage (invalid usage)"])
+def _parse_error(text: str, line: int) -> NcclInitError:
+    return NcclInitError([warn(text, f"graph/tuning.cc:{line}")], "ncclInvalidUsage")
 
 
-def _apply_list(lst: str, names: tuple, var: str, value: str, strict: bool) -> dict:
-    """One element list of ``parseList``: ``^`` -> every element on except those listed, else
-    only the listed ones on. LL128 stays "auto" (2) under ``^`` instead of NCCL's 1: listing LL128
-    positively is what the simulator calls forcing it (documented simplification)."""
-    neg = lst.startswith("^")
-    body = lst[1:] if neg else lst
-    out = {k: (1 if neg else 0) for k in names}
-    if neg and "LL128" in out:
-        out["LL128"] = 2
-    for tok in body.split(","):
-        if tok == "":  # strtok_r skips empty fields
-            continue
-        match = [k for k in names if k.lower() == tok.lower()]  # strcasecmp, no trimming
-        if match:
-            out[match[0]] = 0 if neg else 1
-        elif strict:
-            raise _warn_parse(var, f'Unrecognized element token "{tok}" when parsing "{value}"')
-    return out
-
-
-def parse_selection_var(value: str | None, names: tuple, default: dict, var: str,
-                        func: str = "AllReduce", strict: bool = True) -> dict:
-    """Enablement for collective ``func`` from an NCCL_ALGO / NCCL_PROTO value.
-
-    Source: src/graph/tuning.cc ``parseList`` (NCCL >= 2.24). Grammar: ``;``-separated entries,
-    each ``[prefix:]list``; only the first entry may omit the prefix (it then applies to every
-    collective); ``^list`` enables all but the listed elements. Names compare case-insensitively
-    but are not trimmed (``"LL, Simple"`` has an unknown token ``" Simple"``). With ``strict``
-    (>= 2.24) an unknown element or prefix raises NcclInitError with NCCL's WARN text; without it
-    (<= 2.23) the value is one plain list and unknown tokens are silently ignored.
-    Returns a mapping element -> 0/1 (2 = NCCL's automatic LL128).
-    """
-    if value is None or value == "":
-        return dict(default)
-    if not strict:
-        return _apply_list(value, names, var, value, strict=False)
-    out = dict(default)
-    entries = [e for e in value.split(";") if e != ""]
-    for idx, entry in enumerate(entries):
+def _parse_list_new(value: str, names: tuple, default: dict) -> dict:
+    """``parseList`` of NCCL >= 2.24 (src/graph/tuning.cc): ``[prefix:]list`` entries joined by
+    ``;``, only the first without prefix; prefixes and elements compared with ``strcasecmp``
+    and never trimmed; ``^`` sets every element to 1 except those listed. Raises NcclInitError."""
+    out = {f: dict(default) for f in FUNCS}
+    entries = [e for e in value.split(";") if e != ""]  # strtok_r skips empty fields
+    first = not value.startswith(";")  # NCCL tests the token's address against the string's
+    for entry in entries:
         parts = [p for p in entry.split(":") if p != ""]
-        if not parts:
-            continue
         if len(parts) == 1:
-            if idx != 0:
-                raise _warn_parse(var, f'All entries except the first must have a prefix: "{value}"')
+            if not first:
+                raise _parse_error(f'All entries except the first must have a prefix: "{value}"', 70)
             prefix, lst = None, parts[0]
         else:
             prefix, lst = parts[0], parts[1]
+        first = False
+        neg = lst.startswith("^")
+        body = lst[1:] if neg else lst
         funcs = FUNCS if prefix is None else [f for f in FUNCS if f.lower() == prefix.lower()]
         if not funcs:
-            raise _warn_parse(var, f'Unrecognized prefix token "{prefix}" when parsing "{value}"')
-        parsed = _apply_list(lst, names, var, value, strict=True)
-        if func in funcs:
-            out = parsed
+            raise _parse_error(f'Unrecognized prefix token "{prefix}" when parsing "{value}"', 113)
+        for func in funcs:
+            row = {k: 1 if neg else 0 for k in names}
+            for tok in (t for t in body.split(",") if t != ""):
+                match = [k for k in names if k.lower() == tok.lower()]
+                if not match:
+                    raise _parse_error(f'Unrecognized element token "{tok}" when parsing "{value}"',
+                                       103)
+                row[match[0]] = 0 if neg else 1
+            out[func] = row
     return out
+
+
+def _parse_list_old(value: str, names: tuple) -> dict:
+    """``parseList`` before 2.24: one list for every collective; ``^`` sets all to 1 first;
+    unknown tokens are silently ignored (src/graph/tuning.cc of v2.23.4)."""
+    neg = value.startswith("^")
+    body = value[1:] if neg else value
+    row = {k: 1 if neg else 0 for k in names}
+    for tok in (t for t in body.split(",") if t != ""):
+        for k in names:
+            if k.lower() == tok.lower():
+                row[k] = 0 if neg else 1
+    return {f: dict(row) for f in FUNCS}
 
 
 @dataclasses.dataclass(frozen=True)
 class NcclSettings:
-    """Everything the cost model needs from the environment, already clamped as NCCL clamps it.
+    """What the cost model needs from the environment, as NCCL stores it.
 
-    Units: ``buffsize`` in bytes (Simple protocol FIFO per connection), ``nthreads`` threads per
-    CTA (None = NCCL default), channel counts in channels, ``cuda_max_connections`` CUDA work
-    queues. ``p2p_level`` is a PATH_TYPES name or None (NCCL's topology default).
+    Units: ``buffsizes`` in bytes per protocol (C ``int``: may wrap negative), channel counts in
+    channels, threads per CTA. ``nthreads`` / ``ll128_nthreads`` are the raw env values (None when
+    unset); ``thread_thresholds`` holds NCCL_THREAD_THRESHOLDS' six values (Tree LL/LL128/Simple,
+    Ring LL/LL128/Simple), None where not given. ``p2p_level`` is a path type name or None.
     """
 
     selection: Selection
-    max_nchannels: int | None = None
+    version: str = "2.27.3"
+    max_nchannels: int = 64
     min_nchannels: int = 0
-    buffsize: int = DEFAULT_BUFFSIZE
+    max_ctas: int = 64
+    min_ctas: int = 1
+    buffsizes: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_BUFFSIZES))
     nthreads: int | None = None
+    ll128_nthreads: int | None = None
+    thread_thresholds: tuple = (None,) * 6
     p2p_disable: bool = False
     shm_disable: bool = False
     p2p_level: str | None = None
+    cumem: bool = True
     cuda_max_connections: int = DEFAULT_CUDA_MAX_CONNECTIONS
     nvls_enable: int = 2
     raw: dict = dataclasses.field(default_factory=dict)
 
+    def __hash__(self) -> int:  # cached cost models key on settings
+        return hash((self.version, tuple(sorted(self.raw.items()))))
+
+    @property
+    def buffsize(self) -> int:
+        """The Simple protocol's buffer (NCCL_BUFFSIZE), bytes."""
+        return self.buffsizes["Simple"]
+
 
 @dataclasses.dataclass
 class EnvReport:
-    """Result of reading the environment: settings and the INFO / WARN texts NCCL would print."""
+    """Result of reading the environment: settings and the messages NCCL logs while reading."""
 
     settings: NcclSettings
-    info: list
-    warn: list
+    messages: list
+
+    @property
+    def info(self) -> list[str]:
+        """Texts of the INFO messages."""
+        return [m.text for m in self.messages if m.level == "INFO"]
+
+    @property
+    def warn(self) -> list[str]:
+        """Texts of the WARN messages."""
+        return [m.text for m in self.messages if m.level == "WARN"]
 
 
 def relevant_env(environ: dict) -> dict:
-    """Every NCCL_* variable plus CUDA_DEVICE_MAX_CONNECTIONS, raw strings (for ``SIM ENV``)."""
+    """Every NCCL_* variable plus CUDA_DEVICE_MAX_CONNECTIONS, raw strings."""
     return {k: v for k, v in sorted(environ.items())
             if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
 
 
 def load_conf_file(environ: dict) -> dict:
-    """Merge ``NCCL_CONF_FILE`` (``NAME=VALUE`` lines) under the environment, as NCCL does.
-
-    Environment values win over the file (src/misc/param.cc ``setEnvFile``). ``~/.nccl.conf`` and
-    ``/etc/nccl.conf`` are deliberately not read, to keep the simulator hermetic.
-    """
+    """Merge ``NCCL_CONF_FILE`` under the environment as src/misc/param.cc ``setEnvFile`` does:
+    lines starting with ``#`` skipped, ``NAME=VALUE`` split at the first ``=`` with nothing
+    trimmed, and a variable already in the environment wins. ``~/.nccl.conf`` and
+    ``/etc/nccl.conf`` are not read, to keep the simulator hermetic."""
     path = environ.get("NCCL_CONF_FILE")
     merged = dict(environ)
     if not path:
         return merged
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().split("\n")
     except OSError:
         return merged
     for line in lines:
-        line = line.split("#", 1)[0].strip()
-        if "=" not in line:
+        if not line or line.startswith("#") or "=" not in line:
             continue
         key, val = line.split("=", 1)
-        key = key.strip()
         if key and key not in merged:
-            merged[key] = val.strip()
+            merged[key] = val
     return merged
 
 
-def _load_int(env: dict, name: str, info: list) -> int | None:
-    """``ncclLoadParam``: None when unset/empty, else strtoll value (default on ERANGE)."""
+def _load_int(env: dict, name: str, msgs: list) -> int | None:
+    """``ncclLoadParam``: None when unset or empty, else the strtoll value (default on ERANGE)."""
     text = env.get(name)
     if text is None or text == "":
         return None
     value, erange = strtoll_checked(text)
     if erange:
-        info.append(f"Invalid value {text} for {name}, using default {INT_PARAMS[name]}.")
+        msgs.append(info(f"Invalid value {text} for {name}, using default {INT_PARAMS[name]}."))
         return None
-    info.append(f"{name} set by environment to {value}.")
+    msgs.append(info(f"{name} set by environment to {value}.", "ENV"))
     return value
 
 
-def _p2p_level(env: dict, info: list) -> str | None:
-    """NCCL_P2P_LEVEL (src/graph/paths.cc ``ncclGetLevel``): names are case-sensitive; unknown
-    strings are silently ignored; legacy integers 0-4 map to LOC, PIX, PXB, PHB, SYS."""
+def _p2p(env: dict, version: str, msgs: list) -> tuple[bool, str | None]:
+    """``ncclGetLevel(.., "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")`` (src/graph/paths.cc):
+    NCCL_P2P_DISABLE counts only when strtol gives 1; level names are compared with strcmp
+    (case-sensitive, unknown names silently ignored); a leading digit is a legacy level."""
+    text = env.get("NCCL_P2P_DISABLE")
+    if text is not None and to_int32(strtoll(text)) == 1:
+        msgs.append(info("NCCL_P2P_DISABLE set by environment to 1"))
+        return True, None
     text = env.get("NCCL_P2P_LEVEL")
-    if not text:
-        return None
-    level = text if text in PATH_TYPES else None
-    if level is None and text[0].isdigit():
-        old = max(0, min(strtoll(text), len(_OLD_P2P_LEVELS) - 1))
-        level = _OLD_P2P_LEVELS[old]
+    if text is None:
+        return False, None
+    names = path_types(version)
+    level = text if text in names else None
+    if level is None and text[:1].isdigit():
+        level = OLD_P2P_LEVELS[max(0, min(to_int32(strtoll(text)), len(OLD_P2P_LEVELS) - 1))]
     if level is not None:
-        info.append(f"NCCL_P2P_LEVEL set by environment to {level}")
-    return level
+        msgs.append(info(f"NCCL_P2P_LEVEL set by environment to {level}"))
+    return False, level
 
 
-def read_env(environ: dict, *, strict_lists: bool = True) -> EnvReport:
-    """Read the NCCL variables from ``environ`` (after NCCL_CONF_FILE merge) like NCCL would.
+_THRESHOLD_RE = re.compile(r"\s*([+-]?\d+)")
 
-    Returns settings, the INFO messages (``NAME set by environment to VALUE[.]``) and the WARN
-    messages for clamped values. Raises NcclInitError for an unknown NCCL_ALGO / NCCL_PROTO token
-    when ``strict_lists`` (NCCL >= 2.24 behaviour, REFERENCE.md section 2).
-    """
+
+def _thread_thresholds(env: dict, msgs: list) -> tuple:
+    """NCCL_THREAD_THRESHOLDS (src/graph/tuning.cc): ``sscanf("%ld x6")`` - Tree LL/LL128/Simple
+    then Ring LL/LL128/Simple; scanning stops at the first non-number; negative values keep the
+    default."""
+    text = env.get("NCCL_THREAD_THRESHOLDS")
+    if text is None:
+        return (None,) * 6
+    msgs.append(info(f"NCCL_THREAD_THRESHOLDS set by environment to {text}", "ENV"))
+    out: list[int | None] = []
+    pos = 0
+    while len(out) < 6:
+        m = _THRESHOLD_RE.match(text, pos)
+        if not m:
+            break
+        out.append(int(m.group(1)))
+        pos = m.end()
+    out += [None] * (6 - len(out))
+    return tuple(v if v is not None and v >= 0 else None for v in out)
+
+
+def read_env(environ: dict, version: str = "2.27.3") -> EnvReport:
+    """Read the NCCL variables of ``environ`` (after the NCCL_CONF_FILE merge) as NCCL
+    ``version`` would. Returns settings and the messages logged while reading them; raises
+    NcclInitError where NCCL's init fails (an NCCL_ALGO / NCCL_PROTO that parseList refuses)."""
     env = load_conf_file(environ)
-    info: list[str] = []
-    warn: list[str] = []
-    ints = {name: _load_int(env, name, info) for name in INT_PARAMS}
-
-    algo_default = {a: 1 for a in ALGOS}
+    msgs: list[Message] = []
+    ints = {name: _load_int(env, name, msgs) for name in INT_PARAMS}
+    p2p_disable, p2p_level = _p2p(env, version, msgs)
+    names_algo = algos(version)
     proto_default = {"LL": 1, "LL128": 2, "Simple": 1}
-    for var in STR_PARAMS:
-        if env.get(var):
-            info.append(f"{var} set by environment to {env[var]}")
-    algo = parse_selection_var(env.get("NCCL_ALGO"), ALGOS, algo_default, "NCCL_ALGO",
-                               strict=strict_lists)
-    proto = parse_selection_var(env.get("NCCL_PROTO"), PROTOS, proto_default, "NCCL_PROTO",
-                                strict=strict_lists)
+    algo_default = dict.fromkeys(names_algo, 1)
+    strict = version_tuple(version) >= (2, 24, 0)
+    rows = {}
+    for var, names, default in (("NCCL_PROTO", PROTOS, proto_default),
+                                ("NCCL_ALGO", names_algo, algo_default)):
+        text = env.get(var)
+        if text is None:
+            rows[var] = {f: dict(default) for f in FUNCS}
+            continue
+        msgs.append(info(f"{var} set by environment to {text}", "ENV"))
+        try:
+            rows[var] = _parse_list_new(text, names, default) if strict else \
+                _parse_list_old(text, names)
+        except NcclInitError as exc:  # keep what was logged before the failure
+            raise NcclInitError(msgs + exc.messages, exc.result) from None
 
-    # Aliases: NCCL_MAX_NCHANNELS wins over the legacy NRINGS / CTAS names (src/init.cc).
-    def first(*names):
-        for nm in names:
-            if ints[nm] is not None:
-                return ints[nm]
-        return None
+    def given(name: str) -> int | None:
+        """The value as NCCL's ``int`` stores it, None when unset or -2 (NCCL's "unset")."""
+        value = ints[name]
+        return None if value is None or value == -2 else to_int32(value)
 
-    max_nch = first("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MAX_CTAS")
-    min_nch = first("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS", "NCCL_MIN_CTAS")
-    if max_nch is not None:
-        if max_nch > MAXCHANNELS:
-            max_nch = MAXCHANNELS
-        if max_nch < 1:
-            warn.append(f"User asked for a maximum of {max_nch} channels, setting it to 1")
-            max_nch = 1
-    if min_nch is None or min_nch < 0:
-        min_nch = 0
-    if min_nch > MAXCHANNELS:
-        info.append(f"NCCL_MIN_NCHANNELS {min_nch} above MAXCHANNELS, using {MAXCHANNELS}")
-        min_nch = MAXCHANNELS
+    top = maxchannels(version)
+    # src/graph/connect.cc ncclMaxNchannels / ncclMinNchannels; NCHANNELS wins over NRINGS.
+    max_nch = top
+    for name in ("NCCL_MAX_NRINGS", "NCCL_MAX_NCHANNELS"):
+        max_nch = v if (v := given(name)) is not None else max_nch
+    max_nch = min(max_nch, top)
+    if max_nch < 1:
+        msgs.append(info(f"User asked for a maximum of {max_nch} channels, setting it to 1",
+                         "GRAPH", "ENV"))
+        max_nch = 1
+    min_nch = 0
+    for name in ("NCCL_MIN_NRINGS", "NCCL_MIN_NCHANNELS"):
+        min_nch = v if (v := given(name)) is not None else min_nch
+    if min_nch > top:
+        msgs.append(info(f"User asked for a minimum of {min_nch} channels, limiting to {top}",
+                         "GRAPH", "ENV"))
+        min_nch = top
+    min_nch = max(0, min_nch)
+    # src/init.cc envConfigOverride: NCCL_MIN_CTAS / NCCL_MAX_CTAS into the comm config.
+    ctas = {"NCCL_MIN_CTAS": 1, "NCCL_MAX_CTAS": top}
+    for name, kept in list(ctas.items()):
+        raw_value = ints[name]
+        if raw_value is None:
+            continue
+        value = to_int32(raw_value)
+        if value <= 0:
+            msgs.append(info(f"{name} {value} is too low, leaving it set at {kept}", "ENV"))
+        else:
+            ctas[name] = value
 
-    nthreads = ints["NCCL_NTHREADS"]
-    if nthreads is not None and nthreads > 0:
-        # tuning.cc getNthreads: multiple of 32 within [64, 512], WARN and clamp otherwise.
-        if nthreads % WARP_SIZE:
-            warn.append(f"Invalid NCCL_NTHREADS {nthreads} (must be a multiple of {WARP_SIZE})")
-            nthreads = NCCL_MAX_NTHREADS
-        elif nthreads > NCCL_MAX_NTHREADS:
-            warn.append(f"Invalid NCCL_NTHREADS {nthreads} (maximum {NCCL_MAX_NTHREADS}).")
-            nthreads = NCCL_MAX_NTHREADS
-        elif nthreads < 2 * WARP_SIZE:
-            warn.append(f"Invalid NCCL_NTHREADS {nthreads} (minimum {2 * WARP_SIZE}).")
-            nthreads = 2 * WARP_SIZE
-    else:
-        nthreads = None
-
-    buffsize = ints["NCCL_BUFFSIZE"]
-    if buffsize is None or buffsize == -2:
-        buffsize = DEFAULT_BUFFSIZE
-
-    for a, b in (("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"),):
-        na, nb = ints[a], ints[b]
-        if na is not None and not 1 <= na <= 16:
-            warn.append(f"Invalid {a} {na}, must be within [1, 16], using 1")
-        if nb is not None and na is not None and 1 <= na <= 16 and na * nb > 64:
-            warn.append(f"Requested {a}*{b} {na * nb} exceeds 64, clamping")
+    # src/init.cc computeBuffSizes: int buffSizes[] = env != -2 ? env : default.
+    buffsizes = dict(DEFAULT_BUFFSIZES)
+    for proto, name in (("LL", "NCCL_LL_BUFFSIZE"), ("LL128", "NCCL_LL128_BUFFSIZE"),
+                        ("Simple", "NCCL_BUFFSIZE")):
+        if (v := given(name)) is not None:
+            buffsizes[proto] = v
 
     conn = DEFAULT_CUDA_MAX_CONNECTIONS
     ctext = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
     if ctext:
         cval = strtoll(ctext)
-        # CUDA silently falls back to its default outside 1-32.
-        conn = cval if 1 <= cval <= 32 else DEFAULT_CUDA_MAX_CONNECTIONS
+        conn = cval if 1 <= cval <= 32 else DEFAULT_CUDA_MAX_CONNECTIONS  # CUDA ignores others
+
+    def opt(name: str) -> int | None:
+        value = ints[name]
+        return None if value is None else to_int32(value)
 
     settings = NcclSettings(
-        selection=Selection(algo=algo, proto=proto),
+        selection=Selection(algo=rows["NCCL_ALGO"], proto=rows["NCCL_PROTO"]),
+        version=version,
         max_nchannels=max_nch,
         min_nchannels=min_nch,
-        buffsize=buffsize,
-        nthreads=nthreads,
-        p2p_disable=ints["NCCL_P2P_DISABLE"] == 1,
+        max_ctas=ctas["NCCL_MAX_CTAS"],
+        min_ctas=ctas["NCCL_MIN_CTAS"],
+        buffsizes=buffsizes,
+        nthreads=opt("NCCL_NTHREADS"),
+        ll128_nthreads=opt("NCCL_LL128_NTHREADS"),
+        thread_thresholds=_thread_thresholds(env, msgs),
+        p2p_disable=p2p_disable,
         shm_disable=ints["NCCL_SHM_DISABLE"] == 1,
-        p2p_level=_p2p_level(env, info),
+        p2p_level=p2p_level,
+        cumem=ints["NCCL_CUMEM_ENABLE"] != 0,
         cuda_max_connections=conn,
-        nvls_enable=2 if ints["NCCL_NVLS_ENABLE"] is None else ints["NCCL_NVLS_ENABLE"],
+        nvls_enable=2 if ints["NCCL_NVLS_ENABLE"] is None else to_int32(ints["NCCL_NVLS_ENABLE"]),
         raw=relevant_env(env),
     )
-    return EnvReport(settings=settings, info=info, warn=warn)
+    return EnvReport(settings=settings, messages=msgs)
 
 
-def default_settings() -> NcclSettings:
-    """Settings of an empty environment (NCCL defaults)."""
-    return read_env({}).settings
+def drop_vars(environ: dict, names) -> dict:
+    """``environ`` without ``names``: a server that overwrites or never forwards them."""
+    gone = set(names)
+    return {k: v for k, v in environ.items() if k not in gone}
 
 
-def settings_from(env: dict | None = None, **kw) -> NcclSettings:
-    """Convenience for tests and benchmarks: settings of ``env`` (a NAME -> string mapping)."""
-    return read_env(dict(env or {}), **kw).settings
+def settings_from(env: dict | None = None, version: str = "2.27.3") -> NcclSettings:
+    """Settings of ``env`` (a NAME -> string mapping) for NCCL ``version`` (tests, benchmarks)."""
+    return read_env(dict(env or {}), version).settings
 
 
-def current_environ() -> dict:
-    """A snapshot of ``os.environ`` as a plain dict."""
-    return dict(os.environ)
+def default_settings(version: str = "2.27.3") -> NcclSettings:
+    """Settings of an empty environment."""
+    return settings_from({}, version)

@@ -1,11 +1,13 @@
-"""NCCL-style log lines on stderr (REFERENCE.md section 3; NCCL src/debug.cc).
+"""NCCL's log output: which messages NCCL_DEBUG lets through, their exact line format, and the
+init / tuning messages of one rank.
 
-Format: ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO <message>`` (WARN likewise). The simulator
-always prints the ``set by environment`` lines and every WARN (so tools can parse them without
-setting NCCL_DEBUG); the communicator init lines (``comm 0x...``, ``Channel 00/04 : ...``,
-``N coll channels, ...``, ``Init COMPLETE``) need NCCL_DEBUG=INFO or TRACE, and the tuning table
-plus the per-operation line also need TUNING (or ALL) in NCCL_DEBUG_SUBSYS, as in NCCL.
-Machine-readable simulator lines start with ``SIM `` instead.
+Filtering follows src/debug.cc ``ncclDebugInit``: NCCL_DEBUG is VERSION, WARN, INFO, ABORT or
+TRACE (case-insensitive; unset or anything else prints nothing); NCCL_DEBUG_SUBSYS is a comma list
+of subsystems (INIT, ENV, TUNING, GRAPH, ALL, ...), ``^`` first negates it, default
+INIT,BOOTSTRAP,ENV. Format (``ncclDebugLog``): ``<host>:<pid>:<tid> [<cudaDev>] NCCL INFO <msg>``;
+a WARN starts with an empty line and names ``file:line`` (from 2.26 also a ``[date time]``
+stamp); a VERSION-level line is the bare text. Lines printed by the simulator itself start with
+``SIM `` instead.
 """
 
 from __future__ import annotations
@@ -15,23 +17,95 @@ import os
 import socket
 import sys
 import threading
+import time
 
-from .costmodel import CostModel, comm_channels, nccl_model, hop_transports
-from .ncclenv import ALGOS, PROTOS
+from .costmodel import TuneModel, hop_transports, select
+from .ncclconst import ALGO_UPPER, FUNCS, PROTO_UPPER, PROTOS, version_tuple
+from .ncclenv import Message, NcclSettings, info
 from .profiles import Profile
+
+#: ``ncclDebugLogLevel`` (src/include/nccl_common.h).
+LEVELS = {"VERSION": 1, "WARN": 2, "INFO": 3, "ABORT": 4, "TRACE": 5}
+#: Subsystem names accepted by NCCL_DEBUG_SUBSYS (src/debug.cc).
+SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "CALL",
+              "PROXY", "NVLS", "BOOTSTRAP", "REG", "PROFILE", "RAS")
+
+
+class DebugConfig:
+    """What NCCL_DEBUG / NCCL_DEBUG_SUBSYS let through: ``level`` (0 = nothing) and ``mask``."""
+
+    def __init__(self, environ: dict):
+        text = environ.get("NCCL_DEBUG")
+        self.level = 0 if text is None else LEVELS.get(text.upper(), 0)
+        subsys = environ.get("NCCL_DEBUG_SUBSYS")
+        mask = {"INIT", "BOOTSTRAP", "ENV"}
+        if subsys is not None:
+            invert = subsys.startswith("^")
+            mask = set(SUBSYSTEMS) if invert else set()
+            for tok in (t for t in (subsys[1:] if invert else subsys).split(",") if t):
+                names = set(SUBSYSTEMS) if tok.upper() == "ALL" else \
+                    {tok.upper()} if tok.upper() in SUBSYSTEMS else set()
+                mask = mask - names if invert else mask | names
+        self.mask = frozenset(mask)
+
+    def wants(self, msg: Message) -> bool:
+        """Whether ``msg`` is printed (level, then subsystem mask; ALL matches any mask bit)."""
+        if self.level < LEVELS[msg.level]:
+            return False
+        return bool(self.mask) if "ALL" in msg.subsys else bool(self.mask & set(msg.subsys))
+
+    @property
+    def info(self) -> bool:
+        """INFO lines are possible (level INFO or above)."""
+        return self.level >= LEVELS["INFO"]
+
+    @property
+    def tuning(self) -> bool:
+        """TUNING lines are printed."""
+        return self.info and "TUNING" in self.mask
+
+
+def host_name() -> str:
+    """NCCL's ``getHostName(.., '.')``: the host name up to the first dot."""
+    return socket.gethostname().split(".")[0]
+
+
+def body(msg: Message, dev: int, version: str, now: float | None = None) -> tuple[str, str]:
+    """(text before ``host:pid:tid ``, text after it) of one formatted message; a VERSION
+    message has no prefix and comes back as ("", text)."""
+    if msg.level == "VERSION":
+        return "", msg.text
+    if msg.level == "WARN":
+        stamp = ""
+        if version_tuple(version) >= (2, 26, 0):  # NCCL_DEBUG_TIMESTAMP_LEVELS defaults to WARN
+            stamp = time.strftime("[%Y-%m-%d %H:%M:%S] ", time.localtime(now))
+        return "\n" + stamp, f"[{dev}] {msg.src} NCCL WARN {msg.text}"
+    return "", f"[{dev}] NCCL INFO {msg.text}"
+
+
+def format_line(msg: Message, debug: DebugConfig, dev: int, version: str, pid, tid,
+                host: str | None = None) -> str | None:
+    """The printed line of ``msg`` for a rank (None when NCCL_DEBUG filters it out); ``pid`` and
+    ``tid`` may be placeholders a worker process fills in."""
+    if not debug.wants(msg):
+        return None
+    pre, post = body(msg, dev, version)
+    if msg.level == "VERSION":
+        return post
+    return f"{pre}{host or host_name()}:{pid}:{tid} {post}"
 
 
 class NcclLog:
-    """Writes NCCL-formatted and ``SIM`` lines to ``stream`` (stderr), flushed per line."""
+    """Writes NCCL-formatted, vLLM-formatted and ``SIM`` lines to ``stream`` (stderr)."""
 
-    def __init__(self, stream=None, dev: int = 0):
+    def __init__(self, stream=None, dev: int = 0, debug: DebugConfig | None = None,
+                 version: str = "2.27.3"):
         self.stream = stream if stream is not None else sys.stderr
-        self.host = socket.gethostname().split(".")[0]
+        self.host = host_name()
         self.dev = dev
+        self.debug = debug or DebugConfig({})
+        self.version = version
         self._lock = threading.Lock()
-
-    def _prefix(self) -> str:
-        return f"{self.host}:{os.getpid()}:{threading.get_native_id()} [{self.dev}]"
 
     def line(self, text: str) -> None:
         """Write one raw line."""
@@ -42,13 +116,16 @@ class NcclLog:
             except (OSError, ValueError):  # stderr closed by the launcher: keep serving
                 pass
 
-    def info(self, msg: str) -> None:
-        """``... NCCL INFO msg``."""
-        self.line(f"{self._prefix()} NCCL INFO {msg}")
+    def nccl(self, msg: Message) -> None:
+        """Print ``msg`` if NCCL_DEBUG asks for it."""
+        text = format_line(msg, self.debug, self.dev, self.version, os.getpid(),
+                           threading.get_native_id(), self.host)
+        if text is not None:
+            self.line(text)
 
-    def warn(self, msg: str) -> None:
-        """``... NCCL WARN msg``."""
-        self.line(f"{self._prefix()} NCCL WARN {msg}")
+    def info(self, text: str, *subsys: str) -> None:
+        """An INFO message (subsystem ALL unless given)."""
+        self.nccl(info(text, *subsys))
 
     def sim(self, tag: str, payload) -> None:
         """``SIM <TAG> <payload>``; dict/list payloads as compact JSON."""
@@ -57,56 +134,134 @@ class NcclLog:
         self.line(f"SIM {tag} {payload}".rstrip())
 
 
-def debug_flags(environ: dict) -> tuple[bool, bool]:
-    """(init lines wanted, tuning lines wanted) from NCCL_DEBUG / NCCL_DEBUG_SUBSYS."""
-    level = environ.get("NCCL_DEBUG", "").strip().upper()
-    info = level in ("INFO", "TRACE")
-    subsys = environ.get("NCCL_DEBUG_SUBSYS", "INIT,BOOTSTRAP,ENV").upper()
-    negated = subsys.startswith("^")
-    names = {s.strip() for s in subsys.lstrip("^").split(",")}
-    tuning = ("TUNING" in names or "ALL" in names) != negated
-    return info, info and tuning
+def version_message(profile: Profile, debug: DebugConfig, rank: int) -> Message | None:
+    """``showVersion`` (src/init.cc): at INFO and above every rank logs ``NCCL version
+    X+cudaY`` as INFO; at VERSION or WARN only rank 0 prints the bare line."""
+    text = f"NCCL version {profile.nccl_version}+cuda{profile.cuda_version}"
+    if debug.level > LEVELS["WARN"]:
+        return info(text)
+    if debug.level and rank == 0:
+        return Message("VERSION", ("ALL",), text)
+    return None
 
 
-def init_lines(profile: Profile, model: CostModel, comm_id: int) -> list[str]:
-    """The INFO messages of a successful communicator init on rank 0 (src/init.cc)."""
-    s = model.settings
-    n = profile.tp
-    nch = comm_channels(profile, s)
-    ring = " ".join(str(r) for r in range(n))
-    lines = [f"NCCL version {profile.nccl_version}+cuda12.9 (simulated)",
-             f"comm 0x{comm_id:x} rank 0 nRanks {n} nNodes 1 localRanks {n} localRank 0 MNNVL 0"]
-    lines += [f"Channel {c:02d}/{nch:02d} : {ring}" for c in range(nch)]
-    transports = {t for f, t in hop_transports(profile, s) if f > 0}
-    via = {"P2P": "P2P/CUMEM/read" if profile.link == "nvlink" else "P2P/CUMEM",
-           "SHM": "SHM/direct/direct", "NET": "NET/Socket/0"}
-    for c in range(min(nch, 2)):
-        for t in sorted(transports):
-            lines.append(f"Channel {c:02d}/0 : 0[0] -> 1[1] via {via[t]}")
-    lines += ["Connected all rings", "Connected all trees",
-              f"{nch} coll channels, 0 collnet channels, 0 nvls channels, {nch} p2p channels, "
-              "2 p2p channels per peer",
-              f"ncclCommInitRank comm 0x{comm_id:x} rank 0 nranks {n} cudaDev 0 nvmlDev 0 "
-              f"busId 1000 commId 0x{comm_id ^ 0x5eed5eed:x} - Init COMPLETE"]
-    return lines
+def _cross_hops(profile: Profile, n: int) -> set[int]:
+    """Ranks whose ring hop to the next rank crosses sockets (spread evenly)."""
+    k = round(profile.cross_fraction * n)
+    return {(i + 1) * n // k - 1 for i in range(k)} if k else set()
 
 
-def tuning_lines(profile: Profile, model: CostModel) -> list[str]:
-    """The TUNING table (latency us / algbw GB/s per algorithm x protocol) and the per-op line
-    for one decode allreduce (src/graph/tuning.cc, src/enqueue.cc; format varies by version)."""
-    s = model.settings
-    nbytes = profile.decode_bytes
-    table = {(e.algo, e.proto): e for e in nccl_model(profile, s, nbytes)}
-    algos = [a for a in ALGOS if a in ("Tree", "Ring")]
-    head = "Latency/AlgBw |" + "".join(f" {a:>7s}/{p:>6s} |" for a in algos for p in PROTOS)
-    row = "    AllReduce |"
-    for a in algos:
-        for p in PROTOS:
-            e = table.get((a, p))
-            row += f"{e.latency_us:8.1f}/{e.algbw_GBps:6.1f} |" if e else f"{0.0:8.1f}/{0.0:6.1f} |"
-    lines = [head, row]
-    cost = model.allreduce(nbytes)
-    if cost.via == "nccl":
-        lines.append(f"AllReduce: {nbytes} Bytes -> Algo {cost.algo.upper()} proto {cost.proto} "
-                     f"channel{{Lo..Hi}}={{0..{cost.nchannels - 1}}}")
-    return lines
+def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank: int,
+                  comm_id: int) -> list[Message]:
+    """INFO messages of one rank's ``ncclCommInitRank`` on one node, in log order (src/init.cc,
+    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc)."""
+    n, nch = tm.nranks, tm.nchannels
+    out = [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes 1 localRanks {n} "
+                f"localRank {rank} MNNVL 0", "INIT")]
+    if rank == 0:
+        width = len(str(n - 1))
+        ring = "".join(f" {r:>{width}}" for r in range(n))
+        out += [info(f"Channel {c:02d}/{nch:02d} :{ring}", "INIT") for c in range(nch)]
+    trees = "".join(f" [{c}] {rank + 1 if rank + 1 < n else -1}/-1/-1->{rank}->{rank - 1}"
+                    for c in range(nch))
+    out.append(info(f"Trees{trees}", "INIT"))
+    chunk = 524288 if profile.link == "nvlink" else 131072  # P2P_NVL / P2P_PCI_CHUNKSIZE
+    if chunk * 8 > settings.buffsize:
+        chunk = settings.buffsize // 8
+    out.append(info(f"P2P Chunksize set to {chunk}", "INIT"))
+    crossing = rank in _cross_hops(profile, n)
+    kinds = [t for s, t in hop_transports(profile, settings)]
+    hop = kinds[-1] if (crossing and len(kinds) > 1) else kinds[0]
+    nxt = (rank + 1) % n
+    read = "/read" if profile.link == "nvlink" and profile.compute_capability >= 80 else ""
+    for c in range(nch):
+        if hop == "P2P":
+            kind = "CUMEM" if settings.cumem else "IPC"
+            text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] via P2P/{kind}{read}"
+            out.append(info(text, "INIT", "P2P"))
+        elif hop == "SHM":
+            text = f"Channel {c:02d} : {rank}[{rank}] -> {nxt}[{nxt}] via SHM/direct/direct"
+            out.append(info(text, "INIT", "SHM"))
+        else:
+            text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] [send] via NET/Socket/0"
+            out.append(info(text, "INIT", "NET"))
+    suffix = ", use ring PXN 0 GDR 0" if version_tuple(settings.version) >= (2, 24, 0) else ""
+    out += [info(f"Connected all rings{suffix}", "INIT"), info("Connected all trees", "INIT")]
+    out += list(tm.messages)
+    t = tm.thresholds
+    out.append(info(f"threadThresholds {t['Tree']['LL']}/{t['Tree']['LL128']}/{t['Tree']['Simple']} | "
+                    f"{t['Ring']['LL']}/{t['Ring']['LL128']}/{t['Ring']['Simple']} | "
+                    f"{t['CollNetDirect']['Simple']} | {t['CollNetChain']['Simple']}", "INIT"))
+    p2p = 1 << (nch - 1).bit_length()  # pow2Up (src/graph/paths.cc ncclTopoComputeP2pChannels)
+    per_peer = p2p if profile.link == "nvlink" else min(2, p2p)
+    out.append(info(f"{nch} coll channels, {nch} collnet channels, {profile.nvls_channels} nvls "
+                    f"channels, {p2p} p2p channels, {per_peer} p2p channels per peer", "INIT"))
+    out.append(info(f"ncclCommInitRank comm 0x{comm_id + rank * 0x400:x} rank {rank} nranks {n} "
+                    f"cudaDev {rank} nvmlDev {rank} busId {bus_id(rank)} commId "
+                    f"0x{comm_id ^ 0x5EED5EED5EED:x} - Init COMPLETE", "INIT"))
+    return out
+
+
+def bus_id(rank: int) -> str:
+    """A PCI bus id for a GPU, as NCCL prints it (``%lx``)."""
+    return f"{0x18 + 0x10 * rank:x}000"
+
+
+def matrix_message(settings: NcclSettings, algo_names: tuple) -> Message | None:
+    """``Enabled NCCL Func/Proto/Algo Matrix`` (src/graph/tuning.cc, 2.24+, rank 0, when
+    NCCL_ALGO or NCCL_PROTO is set): one message spanning several lines."""
+    if version_tuple(settings.version) < (2, 24, 0):
+        return None
+    if "NCCL_ALGO" not in settings.raw and "NCCL_PROTO" not in settings.raw:
+        return None
+    sel = settings.selection
+    text = "\n     Function | " + "".join(f"{p:>8s}  " for p in PROTOS) + " | "
+    text += "".join(f"{a:>13s}  " for a in algo_names) + "\n"
+    for f in FUNCS:
+        text += f"{f:>13s} | " + "".join(f"{sel.proto_state(p, f):8d}  " for p in PROTOS) + " | "
+        text += "".join(f"{int(sel.algo_on(a, f)):13d}  " for a in algo_names) + "\n"
+    return info(f"Enabled NCCL Func/Proto/Algo Matrix:{text}", "ENV")
+
+
+def tuning_table(tm: TuneModel) -> list[Message]:
+    """The TUNING table of ``ncclTopoTuneModel`` (rank 0): blocks of three algorithms; per
+    function ``latency/bandwidth`` for each protocol."""
+    out = []
+    names = tm.algos
+    for block in range((len(names) + 2) // 3):
+        cols = names[block * 3:block * 3 + 3]
+        out.append(info("  Algorithm   |" + "".join(f" {'':>14s}   {a:>14s}   {'':>14s} |" for a in cols),
+                        "TUNING"))
+        # tuning.cc prints the protocol header for three algorithms even in a short last block
+        out.append(info("  Protocol    |" + "".join(f" {p:>14s} |" for _ in range(3) for p in PROTOS),
+                        "TUNING"))
+        out.append(info(" Max NThreads |" + "".join(f" {tm.max_threads[a][p]:14d} |" for a in cols
+                                                    for p in PROTOS), "TUNING"))
+        for f in FUNCS:
+            row = "".join(f"{tm.latency[f][a][p]:8.1f}/{tm.bandwidth[f][a][p]:6.1f} |"
+                          for a in cols for p in PROTOS)
+            out.append(info(f"{f:>13s} |{row}", "TUNING"))
+    return out
+
+
+def op_message(tm: TuneModel, version: str, nbytes: int, nchannels: int | None = None,
+               func: str = "AllReduce") -> Message | None:
+    """The per-operation TUNING line of rank 0 for one collective of ``nbytes``, in the format
+    of ``version`` (src/enqueue.cc): 2.24+ ``AllReduce: N Bytes -> Algo RING proto LL
+    channel{Lo..Hi}={0..c}``; 2.23 ``AllReduce: N Bytes -> Algo 1 proto 0 time T``; 2.21-2.22
+    without the function; none before 2.21. None when nothing is available."""
+    choice = select(tm, nbytes, func)
+    if choice is None:
+        return None
+    algo, proto, t = choice
+    v = version_tuple(version)
+    if v >= (2, 24, 0):
+        hi = (nchannels or 1) - 1
+        text = (f"{func}: {nbytes} Bytes -> Algo {ALGO_UPPER[algo]} proto {PROTO_UPPER[proto]} "
+                f"channel{{Lo..Hi}}={{0..{hi}}}")
+    elif v >= (2, 21, 0):
+        idx = f"{nbytes} Bytes -> Algo {tm.algos.index(algo)} proto {PROTOS.index(proto)} time {t:f}"
+        text = f"{func}: {idx}" if v >= (2, 23, 0) else idx
+    else:
+        return None
+    return info(text, "TUNING")

@@ -1,32 +1,29 @@
-"""Hardware + model profiles for the simulator (REFERENCE.md sections 1, 4 and 5).
+"""Hardware + model profiles: every number of the simulator that is not NCCL's own.
 
-A profile describes one TP-N box serving one model: topology (link type, path types NCCL sees,
-channels), the model shape that sets the decode allreduce size (hidden x 2 bytes per token) and
-count (layers x allreduces per layer), and the compute time per token. Built-ins:
+A profile is one TP-N box serving one model. NCCL's constants live in ``ncclconst.py``; a profile
+holds (1) what NCCL's topology search would find on that box (its result is the input of NCCL's
+tuning model), (2) how the real hardware departs from NCCL's model (the landscape a tuner
+explores), (3) the model shape and compute time, (4) log identities (versions, GPU name). Each
+field's comment in :class:`Profile` says where its value comes from; the built-ins:
 
-* ``pcie-8x-mla``: the motivating box (REFERENCE.md section 1): 8 GPUs on PCIe only, dual socket,
-  DeepSeek-V3-style MLA model (61 layers, hidden 7168, 2 allreduces per layer, 14336-byte decode
-  allreduce). Allreduce is ~67 % of decode time at NCCL defaults; ~72 tok/s single stream.
-* ``nvlink-8x``: 8 GPUs on NVLink; vLLM's custom allreduce takes every decode-sized allreduce
-  (REFERENCE.md section 5), so NCCL variables change decode speed by nothing measurable.
-* ``nvlink-8x-nccl``: the same box with the custom allreduce disabled
-  (``--disable-custom-all-reduce``): NCCL runs the decode allreduce, still a small share.
-* ``fast-tiny``: a small TP-4 PCIe model at ~600 tok/s with a 0.3 s load, for quick tests.
+* ``pcie-8x-mla``: the motivating box, 8 RTX PRO 6000 Blackwell (compute capability 12.0, PCIe
+  Gen5 only, two CPU sockets) serving a DeepSeek-V3-style MLA model (61 layers, hidden 7168,
+  14,336-byte decode allreduce). Values marked "motivating box" are chosen to reproduce what its
+  users measured: allreduce ~2/3 of decode time, ~72-81 tok/s single stream.
+* ``nvlink-8x``: 8 A100-SXM4 on NVSwitch (no NVLink SHARP) serving a 70B model; vLLM's custom
+  allreduce takes every decode-sized allreduce (vLLM custom_all_reduce.py).
+* ``nvlink-8x-nccl``: the same box started with ``--disable-custom-all-reduce``.
+* ``fast-tiny``: a small TP-4 PCIe box at ~600 tok/s with a 0.3 s load, for quick tests.
 
-TOML files use the same keys as :class:`Profile` (plus ``extends = "<built-in name>"`` to start
-from a built-in). Times are in milliseconds (``*_ms``) or microseconds (``*_us``), sizes in bytes,
-bandwidths in GB/s (1 GB/s = 1000 bytes/us).
+TOML files use the same keys (plus ``extends = "<built-in>"``). Times in ms (``*_ms``) or us
+(``*_us``), sizes in bytes, bandwidths in GB/s (1 GB/s = 1000 bytes/us).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
-    tomllib = None
+import tomllib
 
 
 class ProfileError(ValueError):
@@ -35,52 +32,68 @@ class ProfileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    """One simulated serving box. Units in field names; sources in REFERENCE.md sections 1-5.
+    """One simulated serving box. See the module docstring; units are in the field names."""
 
-    Topology (NCCL's view, src/graph/topo.h): ``link`` is ``"pcie"`` or ``"nvlink"`` (selects
-    NCCL's hardware latency row, src/graph/tuning.cc); ``gpu_path`` / ``cross_path`` are the
-    NCCL path types of ordinary ring hops and of the ``cross_fraction`` of hops that cross CPU
-    sockets; P2P is used on a hop when its path is no worse than the P2P level
-    (``p2p_default_level`` unless NCCL_P2P_LEVEL overrides), otherwise SHM through host memory.
-    ``default_channels`` is what NCCL's topology search finds; ``per_channel_bw_GBps`` and
-    ``link_bw_cap_GBps`` bound the bus bandwidth (REFERENCE.md section 4).
-    """
-
+    # -- identity and log lines
     name: str
-    model: str
+    model: str  # served model name
+    nccl_version: str  # NCCL the server loads ("vLLM is using nccl==X"); selects version rules
+    cuda_version: str  # "+cudaX.Y" of NCCL's version line
+    vllm_version: str  # in vLLM's engine line
+    gpu_name: str  # nccl-tests device lines
+    compute_capability: int  # 120 = 12.0; picks NCCL's per-architecture table row (tuning.cc)
+    # -- model shape (the decode allreduce is hidden x dtype_bytes x tokens)
     tp: int
     layers: int
-    allreduces_per_layer: int
+    allreduces_per_layer: int  # 2 for a standard TP transformer block (attention + MLP)
     hidden: int
-    dtype_bytes: int
-    compute_ms: float  # per decode token at batch 1, everything but the allreduces
-    batch_compute_slope: float  # compute(B) = compute_ms * (1 + slope * (B - 1))
-    prefill_fixed_ms: float  # TTFT floor (scheduling, first forward pass)
-    prefill_ms_per_token: float  # prefill compute per prompt token
-    link: str  # "pcie" | "nvlink"
-    gpu_path: str  # NCCL path type between ring neighbours (PIX/PXB/PHB/SYS/NVL)
-    cross_path: str  # path type of hops that cross sockets
-    cross_fraction: float  # share of ring hops on cross_path (0..1)
-    p2p_default_level: str  # NCCL's automatic P2P level on this platform
-    default_channels: int  # channels found by NCCL's topology search
-    per_channel_bw_GBps: float
-    link_bw_cap_GBps: float
-    op_overhead_us: float  # per allreduce, outside NCCL's model (launch, host sync, stragglers)
-    shm_step_factor: float  # SHM hop latency / P2P hop latency
-    tree_chain_penalty: float  # real single-node Tree (a chain) hop latency / NCCL's model
-    max_conn_one_us: float  # per-allreduce change with CUDA_DEVICE_MAX_CONNECTIONS=1 (<0 helps)
-    max_conn_per_doubling_us: float  # per-allreduce cost per doubling above 8 connections
-    custom_allreduce_max_bytes: int  # vLLM custom allreduce handles messages up to this; 0 = off
-    custom_allreduce_us: float  # time of one custom allreduce
-    nvls: bool  # NVLink SHARP available (NVSwitch gen 3 + Hopper)
-    nccl_version: str
+    dtype_bytes: int  # activations in bf16
     max_model_len: int
+    profile_run_tokens: int  # vLLM's max_num_batched_tokens: the start-up profiling forward
+    # -- compute (everything but the allreduces)
+    compute_ms: float  # per decode step at batch 1
+    batch_compute_slope: float  # compute(B) = compute_ms * (1 + slope * (B - 1))
+    prefill_fixed_ms: float  # TTFT floor (scheduling, first forward)
+    prefill_ms_per_token: float
+    # -- NCCL's view of the topology: results of its search (src/graph/search.cc), model inputs
+    link: str  # "pcie" | "nvlink": the hwLat row (tuning.cc: graph typeIntra == NVL -> NVLINK)
+    graph_type_intra: str  # worst path type inside the ring/tree graph (LL128 needs <= NVB)
+    graph_nchannels: int  # channels of the ring/tree search graph (the model uses these)
+    graph_bw_intra_GBps: float  # per-channel bandwidth the search settled on
+    graph_same_channels: bool  # search result; only Broadcast/Reduce latencies use it
+    nvls_channels: int  # NVLink SHARP channels; 0 = no NVLS (needs NVSwitch gen 3 + Hopper)
+    gpu_path: str  # path type between ring neighbours on one socket
+    cross_path: str  # path type of the hops that cross sockets
+    cross_fraction: float  # share of ring hops that cross sockets
+    p2p_default_level: str  # NCCL's automatic P2P level (src/graph/paths.cc ncclTopoCheckP2p)
+    nvlink_fully_connected: bool  # what vLLM's custom allreduce checks for TP > 2
+    # -- how the real hardware departs from NCCL's model
+    hop_latency_scale: float  # real P2P hop latency / NCCL's hwLat
+    shm_hop_factor: float  # hop through host memory (SHM) / P2P hop
+    net_hop_factor: float  # socket hop (SHM disabled too) / NCCL's NET hwLat
+    channel_bw_GBps: float  # what one channel (CTA) moves with full threads
+    full_bw_threads: int  # threads a channel needs to reach channel_bw_GBps
+    channel_sync_us: float  # latency added per launched channel beyond the first
+    link_bw_cap_GBps: float  # bus bandwidth ceiling of the whole ring (P2P)
+    shm_bw_cap_GBps: float  # ceiling when any ring hop goes through host memory
+    net_bw_cap_GBps: float  # ceiling when any ring hop goes through sockets
+    buffer_loop_fraction: float  # share of a ring pass exposed per extra pipeline loop
+    # -- around the collective
+    op_overhead_us: float  # per served allreduce, outside NCCL's kernel (skew, launch, sync)
+    bench_launch_us: float  # per all_reduce_perf iteration (back-to-back launches)
+    max_conn_one_us: float  # per-allreduce change with CUDA_DEVICE_MAX_CONNECTIONS=1 (<0 helps)
+    max_conn_per_doubling_us: float  # per-allreduce cost per doubling above the default 8
+    custom_allreduce_us: float  # one vLLM custom allreduce (when it carries the op)
+    disable_custom_all_reduce: bool  # vLLM's --disable-custom-all-reduce
+    # -- run-to-run behaviour
     load_time_s: float
-    noise: float  # default per-request multiplicative speed noise (fraction, 1 sigma)
+    noise: float  # per-request multiplicative speed noise (fraction, 1 sigma)
+    bench_noise: float  # per all_reduce_perf run (fraction, 1 sigma)
+    bench_iter_noise: float  # per all_reduce_perf iteration (fraction, 1 sigma)
 
     @property
     def decode_bytes(self) -> int:
-        """Bytes of one decode allreduce at batch 1: hidden x dtype bytes (REFERENCE.md s. 4)."""
+        """Bytes of one decode allreduce at batch 1: hidden x dtype bytes."""
         return self.hidden * self.dtype_bytes
 
     @property
@@ -89,109 +102,141 @@ class Profile:
         return self.layers * self.allreduces_per_layer
 
 
+# Sources of the shared values:
+# [nccl1530] NVIDIA/nccl issue 1530: 8x RTX 4090 on PCIe, all_reduce_perf -g 8, 8 B -> 42-43 us.
+# [nccl1639] NVIDIA/nccl issue 1639: 8x RTX 5090 on PCIe Gen5, dual Xeon: busbw peaks at 28 GB/s.
+# [nccl307]  NVIDIA/nccl-tests issue 307: 8x RTX 4090 log, 2 rings ("Ring 00", "Ring 01").
+# [vllm]     vllm/v1 logs: "Chunked prefill is enabled with max_num_batched_tokens=8192".
 _PCIE_8X_MLA = Profile(
     name="pcie-8x-mla",
     model="sim/kimi-k2.5-mla-tp8",
+    nccl_version="2.27.3",  # public vLLM 0.10-0.11 logs: "vLLM is using nccl==2.27.3"
+    cuda_version="12.9",
+    vllm_version="0.11.0",
+    gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+    compute_capability=120,  # NVIDIA CUDA GPUs table: RTX PRO 6000 Blackwell = 12.0
     tp=8,
-    layers=61,
+    layers=61,  # DeepSeek-V3 config.json num_hidden_layers
     allreduces_per_layer=2,
-    hidden=7168,
+    hidden=7168,  # DeepSeek-V3 config.json hidden_size
     dtype_bytes=2,
-    compute_ms=4.55,
-    batch_compute_slope=0.15,
-    prefill_fixed_ms=30.0,
-    prefill_ms_per_token=0.25,
-    link="pcie",
-    gpu_path="PXB",
-    cross_path="SYS",
-    cross_fraction=0.25,
-    p2p_default_level="PXB",
-    default_channels=4,
-    per_channel_bw_GBps=12.0,
-    link_bw_cap_GBps=48.0,
-    op_overhead_us=45.0,
-    shm_step_factor=2.5,
-    tree_chain_penalty=1.3,
-    max_conn_one_us=-0.5,
-    max_conn_per_doubling_us=0.15,
-    custom_allreduce_max_bytes=0,
-    custom_allreduce_us=0.0,
-    nvls=False,
-    nccl_version="2.27.3",
     max_model_len=32768,
+    profile_run_tokens=8192,  # [vllm]
+    compute_ms=4.55,  # motivating box: the third of decode time that is not allreduce
+    batch_compute_slope=0.15,  # motivating box: 81/133/236/413 tok/s at concurrency 1/2/4/8
+    prefill_fixed_ms=30.0,  # chosen: a plausible TTFT floor
+    prefill_ms_per_token=0.25,  # chosen
+    link="pcie",
+    graph_type_intra="SYS",  # the ring crosses the CPU sockets
+    graph_nchannels=2,  # [nccl307] shows 1-2 search channels on 8 PCIe GPUs; Gen5 assumed 2
+    graph_bw_intra_GBps=12.0,  # chosen: the search's per-channel step at PCI_BW
+    graph_same_channels=True,  # chosen: search.cc starts with sameChannels=1
+    nvls_channels=0,
+    gpu_path="PXB",  # GPUs behind PCIe switches on each socket
+    cross_path="SYS",
+    cross_fraction=0.25,  # 2 of 8 ring hops cross sockets
+    p2p_default_level="PXB",  # paths.cc: PXB unless AMD CPU with <= 2 GPUs
+    nvlink_fully_connected=False,
+    hop_latency_scale=1.5,  # [nccl1530]: 8 B in ~42 us with bench_launch_us below
+    shm_hop_factor=2.5,  # chosen: a host-memory hop costs ~2.5 P2P hops
+    net_hop_factor=2.0,  # chosen: loopback sockets are slower than NCCL's IB-era NET row
+    channel_bw_GBps=12.0,  # chosen: one CTA saturates at PCI_BW-like rates
+    full_bw_threads=128,  # chosen: the smallest thread count the launch keeps at full rate
+    channel_sync_us=0.4,  # chosen: makes fewer channels win at small sizes, as NCCL assumes
+    link_bw_cap_GBps=28.0,  # [nccl1639]
+    shm_bw_cap_GBps=20.0,  # chosen: host-memory copies below the P2P ceiling
+    net_bw_cap_GBps=2.5,  # chosen: TCP loopback class
+    buffer_loop_fraction=0.25,  # chosen
+    op_overhead_us=37.0,  # motivating box: allreduce ~2/3 of decode at ~72 tok/s
+    bench_launch_us=6.0,  # [nccl1530] with hop_latency_scale above
+    max_conn_one_us=-0.5,  # chosen: sub-noise gain, as 81.9 vs 81.4 tok/s on the box
+    max_conn_per_doubling_us=0.15,  # chosen
+    custom_allreduce_us=0.0,
+    disable_custom_all_reduce=False,
     load_time_s=2.0,
-    noise=0.02,
+    noise=0.02,  # motivating box: repeated probes spread ~1-2 %
+    bench_noise=0.01,  # chosen: all_reduce_perf run-to-run spread
+    bench_iter_noise=0.03,  # chosen: per-iteration jitter (i_cv%)
 )
 
 _NVLINK_8X = Profile(
     name="nvlink-8x",
     model="sim/llama-70b-tp8",
+    nccl_version="2.27.3",
+    cuda_version="12.9",
+    vllm_version="0.11.0",
+    gpu_name="NVIDIA A100-SXM4-80GB",
+    compute_capability=80,
     tp=8,
-    layers=80,
+    layers=80,  # Llama-2-70B config.json
     allreduces_per_layer=2,
     hidden=8192,
     dtype_bytes=2,
-    compute_ms=18.0,
+    max_model_len=32768,
+    profile_run_tokens=8192,  # [vllm]
+    compute_ms=18.0,  # chosen: ~50 tok/s single stream for a 70B model on A100
     batch_compute_slope=0.08,
     prefill_fixed_ms=20.0,
     prefill_ms_per_token=0.08,
     link="nvlink",
+    graph_type_intra="NVL",
+    graph_nchannels=12,  # chosen: one channel per A100 NVLink (12 links)
+    graph_bw_intra_GBps=20.0,  # topo.h SM80_NVLINK_BW
+    graph_same_channels=True,
+    nvls_channels=0,  # NVSwitch gen 2: no NVLink SHARP
     gpu_path="NVL",
     cross_path="NVL",
     cross_fraction=0.0,
-    p2p_default_level="SYS",
-    default_channels=16,
-    per_channel_bw_GBps=20.0,
-    link_bw_cap_GBps=240.0,
-    op_overhead_us=3.0,
-    shm_step_factor=4.0,
-    tree_chain_penalty=1.1,
+    p2p_default_level="PXB",
+    nvlink_fully_connected=True,
+    hop_latency_scale=1.2,  # chosen
+    shm_hop_factor=4.0,  # chosen
+    net_hop_factor=2.0,
+    channel_bw_GBps=20.0,
+    full_bw_threads=256,
+    channel_sync_us=0.2,
+    link_bw_cap_GBps=240.0,  # 12 NVLink3 links x 20 GB/s (topo.h SM80_NVLINK_BW)
+    shm_bw_cap_GBps=20.0,
+    net_bw_cap_GBps=2.5,
+    buffer_loop_fraction=0.25,
+    op_overhead_us=3.0,  # chosen: CUDA-graph replay, little skew
+    bench_launch_us=4.0,
     max_conn_one_us=0.0,
     max_conn_per_doubling_us=0.0,
-    custom_allreduce_max_bytes=8 * 1024 * 1024,
-    custom_allreduce_us=9.0,
-    nvls=False,
-    nccl_version="2.27.3",
-    max_model_len=32768,
+    custom_allreduce_us=9.0,  # chosen: one-shot custom allreduce of 16 KB on A100 NVLink
+    disable_custom_all_reduce=False,
     load_time_s=1.5,
     noise=0.02,
+    bench_noise=0.01,
+    bench_iter_noise=0.03,
 )
 
-_NVLINK_8X_NCCL = dataclasses.replace(
-    _NVLINK_8X, name="nvlink-8x-nccl", custom_allreduce_max_bytes=0, custom_allreduce_us=0.0)
+_NVLINK_8X_NCCL = dataclasses.replace(_NVLINK_8X, name="nvlink-8x-nccl",
+                                      disable_custom_all_reduce=True)
 
-_FAST_TINY = Profile(
+_FAST_TINY = dataclasses.replace(
+    _PCIE_8X_MLA,
     name="fast-tiny",
     model="sim/tiny-tp4",
+    gpu_name="NVIDIA A10",
+    compute_capability=86,
     tp=4,
     layers=16,
-    allreduces_per_layer=2,
     hidden=2048,
-    dtype_bytes=2,
+    max_model_len=8192,
+    profile_run_tokens=2048,
     compute_ms=1.0,
     batch_compute_slope=0.1,
     prefill_fixed_ms=5.0,
     prefill_ms_per_token=0.02,
-    link="pcie",
+    graph_type_intra="PXB",
+    graph_nchannels=1,
     gpu_path="PXB",
     cross_path="PXB",
     cross_fraction=0.0,
-    p2p_default_level="PXB",
-    default_channels=2,
-    per_channel_bw_GBps=12.0,
     link_bw_cap_GBps=24.0,
     op_overhead_us=6.0,
-    shm_step_factor=2.5,
-    tree_chain_penalty=1.3,
-    max_conn_one_us=-0.5,
-    max_conn_per_doubling_us=0.15,
-    custom_allreduce_max_bytes=0,
-    custom_allreduce_us=0.0,
-    nvls=False,
-    nccl_version="2.27.3",
-    max_model_len=8192,
     load_time_s=0.3,
-    noise=0.02,
 )
 
 BUILTIN: dict[str, Profile] = {p.name: p for p in (_PCIE_8X_MLA, _NVLINK_8X, _NVLINK_8X_NCCL,
@@ -223,21 +268,30 @@ def _coerce(key: str, value, source: str):
 
 def _validate(p: Profile, source: str) -> Profile:
     """Reject values the cost model cannot use (the message names the key)."""
+    from .ncclconst import path_types, version_tuple  # local: keep this module importable alone
+
     if p.link not in ("pcie", "nvlink"):
         raise ProfileError(f"{source}: link must be 'pcie' or 'nvlink', got {p.link!r}")
     if p.tp < 1 or p.layers < 1 or p.allreduces_per_layer < 0 or p.hidden < 1:
         raise ProfileError(f"{source}: tp, layers, hidden must be >= 1")
     if not 0.0 <= p.cross_fraction <= 1.0:
         raise ProfileError(f"{source}: cross_fraction must be within [0, 1]")
-    if p.default_channels < 1 or p.per_channel_bw_GBps <= 0 or p.link_bw_cap_GBps <= 0:
-        raise ProfileError(f"{source}: channels and bandwidths must be positive")
-    if p.compute_ms < 0 or p.load_time_s < 0 or p.noise < 0:
-        raise ProfileError(f"{source}: compute_ms, load_time_s, noise must be >= 0")
-    from .ncclenv import PATH_TYPES  # local: keep this module importable on its own
-
-    for key in ("gpu_path", "cross_path", "p2p_default_level"):
-        if getattr(p, key) not in PATH_TYPES:
-            raise ProfileError(f"{source}: {key} must be one of {', '.join(PATH_TYPES)}")
+    if p.graph_nchannels < 1 or p.graph_bw_intra_GBps <= 0 or p.channel_bw_GBps <= 0:
+        raise ProfileError(f"{source}: graph_nchannels and bandwidths must be positive")
+    if min(p.link_bw_cap_GBps, p.shm_bw_cap_GBps, p.net_bw_cap_GBps, p.full_bw_threads) <= 0:
+        raise ProfileError(f"{source}: bandwidth caps and full_bw_threads must be positive")
+    if p.compute_ms < 0 or p.load_time_s < 0 or min(p.noise, p.bench_noise, p.bench_iter_noise) < 0:
+        raise ProfileError(f"{source}: compute_ms, load_time_s and noises must be >= 0")
+    try:
+        version_tuple(p.nccl_version)
+    except ValueError:
+        raise ProfileError(f"{source}: nccl_version must look like 2.27.3, got "
+                           f"{p.nccl_version!r}") from None
+    names = path_types(p.nccl_version)
+    for key in ("gpu_path", "cross_path", "p2p_default_level", "graph_type_intra"):
+        if getattr(p, key) not in names:
+            raise ProfileError(f"{source}: {key} must be one of {', '.join(names)} "
+                               f"(NCCL {p.nccl_version})")
     return p
 
 
@@ -270,8 +324,6 @@ def load_profile(spec: str | None) -> Profile:
     if spec in BUILTIN:
         return BUILTIN[spec]
     if spec.endswith(".toml") or os.path.isfile(spec):
-        if tomllib is None:  # pragma: no cover
-            raise ProfileError("TOML profiles need Python >= 3.11 (tomllib)")
         try:
             with open(spec, "rb") as fh:
                 data = tomllib.load(fh)

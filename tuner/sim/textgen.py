@@ -1,4 +1,4 @@
-"""Deterministic output text for the simulated model (smoke tests: REFERENCE.md section 1).
+"""Deterministic output text for the simulated model: smoke-check answers and counting.
 
 One token is one string delta. Rules, on the last user message:
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 NATURAL_LENGTH = 64  # tokens a free-form answer has before EOS
 _WORDS = ("the", "model", "decodes", "one", "token", "per", "step", "while", "every", "rank",

@@ -1,0 +1,292 @@
+"""The OpenAI-compatible HTTP surface of the simulated server (vLLM's endpoints and formats)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+from . import textgen
+
+if TYPE_CHECKING:
+    from .server import Engine
+
+DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI / vLLM default for /v1/completions
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    """Threaded HTTP server carrying the simulated ``engine`` its handlers use."""
+
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    engine: Engine
+
+
+class SimHTTPServer6(SimHTTPServer):
+    """The same on an IPv6 address."""
+
+    address_family = socket.AF_INET6
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str, kind: str = "BadRequestError"):
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+def _text_of(content) -> str:
+    """Text of an OpenAI message content: a string or a list of ``{"type": "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One HTTP connection (HTTP/1.1, keep-alive)."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "tuner-sim"
+    sys_version = ""
+    server: SimHTTPServer
+
+    def setup(self):
+        super().setup()
+        # One small write per token: Nagle + delayed ACK would add ~40 ms stalls.
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, fmt, *args):  # uvicorn-style access log on stderr
+        self.server.engine.log.line(f"INFO:     {self.client_address[0]}:{self.client_address[1]}"
+                                    f" - {fmt % args}")
+
+    def log_request(self, code="-", size="-"):
+        if isinstance(code, int) or str(code).isdigit():
+            self.log_message('"%s" %s', self.requestline, str(code))
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _send_json(self, status: int, obj) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _send_error_json(self, status: int, message: str, kind: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind, "param": None,
+                                           "code": status}})
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _sse(self, obj) -> None:
+        self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+    # -- GET ---------------------------------------------------------------------------------
+    def do_GET(self):
+        eng = self.server.engine
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [{
+                "id": eng.opts.model_name, "object": "model", "created": int(time.time()),
+                "owned_by": "tuner-sim", "max_model_len": eng.opts.profile.max_model_len}]})
+        elif path == "/metrics":
+            name = eng.opts.model_name
+            body = (f'vllm:num_requests_running{{model_name="{name}"}} {eng.active}\n'
+                    f'vllm:generation_tokens_total{{model_name="{name}"}} {eng.tokens_total}\n'
+                    f'vllm:prompt_tokens_total{{model_name="{name}"}} '
+                    f'{eng.prompt_tokens_total}\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self._send_error_json(404, f"Not Found: {path}", "NotFoundError")
+
+    # -- POST --------------------------------------------------------------------------------
+    def do_POST(self):
+        self._t_arrival = time.perf_counter()  # the schedule starts when the request arrived
+        path = self.path.split("?", 1)[0]
+        if path not in ("/v1/chat/completions", "/v1/completions"):
+            self._send_error_json(404, f"Not Found: {path}", "NotFoundError")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length > 0 else b""
+            try:
+                body = json.loads(raw or b"null")
+            except ValueError:
+                raise _BadRequest(400, "request body is not valid JSON") from None
+            if not isinstance(body, dict):
+                raise _BadRequest(400, "request body must be a JSON object")
+            req = self._parse(body, chat=path == "/v1/chat/completions")
+        except _BadRequest as exc:
+            self._send_error_json(exc.status, exc.message, exc.kind)
+            return
+        eng = self.server.engine
+        req_no, factor = eng.new_request(req["prompt_tokens"], req["stream"], req["max_tokens"])
+        if eng.engine_dead(req_no):
+            eng.log.line("ERROR [serving_chat.py] EngineDeadError: EngineCore encountered an issue."
+                         " See stack trace (above) for the root cause.")
+            self._send_json(500, {"error": "EngineCore encountered an issue"})
+            return
+        try:
+            if req["stream"]:
+                self._stream(req, req_no, factor)
+            else:
+                self._complete(req, req_no, factor)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+
+    def _parse(self, body: dict, chat: bool) -> dict:
+        """Validate an OpenAI request; returns the fields the generator needs."""
+        eng = self.server.engine
+        opts = eng.opts
+        model = body.get("model")
+        if model is not None and model != opts.model_name:
+            raise _BadRequest(404, f"The model `{model}` does not exist.", "NotFoundError")
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+                raise _BadRequest(400, "'messages' must be a non-empty list of message objects")
+            texts = [_text_of(m.get("content")) for m in msgs]
+            users = [_text_of(m.get("content")) for m in msgs if m.get("role") == "user"]
+            question = users[-1] if users else texts[-1]
+            prompt_text = "\n".join(texts)
+            prompt_tokens = textgen.count_prompt_tokens(prompt_text) + 3 * len(msgs)
+        else:
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+                question, prompt_tokens = "", len(prompt)
+            elif isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+                question = prompt[0]
+                prompt_tokens = textgen.count_prompt_tokens(question)
+            elif isinstance(prompt, str):
+                question, prompt_tokens = prompt, textgen.count_prompt_tokens(prompt)
+            else:
+                raise _BadRequest(400, "'prompt' must be a string, a list of strings or token ids")
+        max_tokens = body.get("max_completion_tokens") if chat else None
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
+        limit = opts.profile.max_model_len
+        if max_tokens is None:
+            max_tokens = (limit - prompt_tokens) if chat else DEFAULT_COMPLETION_MAX_TOKENS
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise _BadRequest(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if prompt_tokens + max_tokens > limit:
+            raise _BadRequest(400, f"This model's maximum context length is {limit} tokens. "
+                                   f"However, you requested {prompt_tokens + max_tokens} tokens "
+                                   f"({prompt_tokens} in the messages, {max_tokens} in the "
+                                   "completion).")
+        reasoning = opts.reasoning_tokens if chat else 0
+        if chat:
+            kwargs = body.get("chat_template_kwargs") or {}
+            if isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False:
+                reasoning = 0
+            if isinstance(body.get("sim_reasoning_tokens"), int):
+                reasoning = max(0, body["sim_reasoning_tokens"])
+        stream_opts = body.get("stream_options") or {}
+        wrong = opts.faults.has("wrong-output") or eng.corrupts(prompt_tokens)
+        tokens, finish = textgen.plan_tokens(
+            question, max_tokens=max_tokens, ignore_eos=bool(body.get("ignore_eos", False)),
+            reasoning_tokens=reasoning, wrong=wrong)
+        return {"chat": chat, "stream": bool(body.get("stream", False)),
+                "usage": isinstance(stream_opts, dict) and bool(stream_opts.get("include_usage")),
+                "prompt_tokens": prompt_tokens, "tokens": tokens, "finish": finish,
+                "max_tokens": max_tokens}
+
+    def _paced(self, req: dict, req_no: int | None, factor: float):
+        """Yield (index, kind, text) at each token's due time (absolute schedule)."""
+        eng = self.server.engine
+        t_due = getattr(self, "_t_arrival", time.perf_counter()) + eng.prefill_s(req["prompt_tokens"], factor)
+        with eng.decoding():
+            for i, (kind, text) in enumerate(req["tokens"]):
+                if i:
+                    t_due += eng.step_s(factor)
+                left = t_due - time.perf_counter()
+                if left > 0:
+                    time.sleep(left)
+                eng.checkpoint(req_no, i)
+                eng.count_token()
+                yield i, kind, text
+
+    def _delta(self, kind: str, text: str) -> dict:
+        field = self.server.engine.opts.reasoning_field
+        if kind == "content":
+            return {"content": text}
+        if field == "both":
+            return {"reasoning": text, "reasoning_content": text}
+        return {field: text}
+
+    def _stream(self, req: dict, req_no: int | None, factor: float) -> None:
+        eng = self.server.engine
+        chat = req["chat"]
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        created = int(time.time())
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        base = {"id": rid, "object": obj, "created": created, "model": eng.opts.model_name}
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if chat:  # vLLM sends the role first, before any token exists
+            self._sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
+                                            "logprobs": None, "finish_reason": None}]})
+        n = len(req["tokens"])
+        for i, kind, text in self._paced(req, req_no, factor):
+            fin = req["finish"] if i == n - 1 else None
+            if chat:
+                choice = {"index": 0, "delta": self._delta(kind, text), "logprobs": None,
+                          "finish_reason": fin}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": fin}
+            self._sse({**base, "choices": [choice]})
+        if req["usage"]:
+            self._sse({**base, "choices": [], "usage": {
+                "prompt_tokens": req["prompt_tokens"], "completion_tokens": n,
+                "total_tokens": req["prompt_tokens"] + n}})
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _complete(self, req: dict, req_no: int | None, factor: float) -> None:
+        eng = self.server.engine
+        content: list[str] = []
+        reasoning: list[str] = []
+        for _, kind, text in self._paced(req, req_no, factor):
+            (content if kind == "content" else reasoning).append(text)
+        n = len(req["tokens"])
+        usage = {"prompt_tokens": req["prompt_tokens"], "completion_tokens": n,
+                 "total_tokens": req["prompt_tokens"] + n}
+        rid = uuid.uuid4().hex
+        if req["chat"]:
+            msg = {"role": "assistant", "content": "".join(content)}
+            if reasoning:
+                field = eng.opts.reasoning_field
+                for f in (("reasoning", "reasoning_content") if field == "both" else (field,)):
+                    msg[f] = "".join(reasoning)
+            out = {"id": "chatcmpl-" + rid, "object": "chat.completion", "created": int(time.time()),
+                   "model": eng.opts.model_name, "choices": [{
+                       "index": 0, "message": msg, "logprobs": None,
+                       "finish_reason": req["finish"]}], "usage": usage}
+        else:
+            out = {"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
+                   "model": eng.opts.model_name, "choices": [{
+                       "index": 0, "text": "".join(content), "logprobs": None,
+                       "finish_reason": req["finish"]}], "usage": usage}
+        self._send_json(200, out)
+
+
+# -- orchestration -------------------------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""The simulated server's TP worker processes, as vLLM's executor manages them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+WORKER_STOP_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for workers at teardown
+WORKER_LOG_WAIT_S = 3.0  # how long a failing start waits for the workers to print their lines
+
+
+class Workers:
+    """The N-1 simulated TP worker processes (worker.py), started in the server's group; each
+    gets its rank's log lines on stdin and acknowledges on stdout once it printed them."""
+
+    def __init__(self, count: int, sim_id: str, ignore_sigterm: bool, environ: dict,
+                 lines: list[list[str]] | None = None):
+        self.sim_id = sim_id
+        self.procs: list[subprocess.Popen] = []
+        self.stopping = False
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+        for rank in range(1, count + 1):
+            argv = [sys.executable, "-S", script, "--sim-worker", "--sim-id", sim_id,
+                    "--rank", str(rank), "--log-stdin"]
+            if ignore_sigterm:
+                argv.append("--ignore-sigterm")
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=environ, close_fds=True)
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                payload = (lines[rank - 1] if lines and rank - 1 < len(lines) else [])
+                proc.stdin.write(json.dumps(payload).encode())
+                proc.stdin.close()
+            self.procs.append(proc)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def wait_logged(self, timeout: float = WORKER_LOG_WAIT_S) -> None:
+        """Wait until every worker printed its lines (its acknowledgement byte or its exit)."""
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            if p.stdout is None:
+                continue
+            left = deadline - time.monotonic()
+            if left > 0:
+                with contextlib.suppress(OSError, ValueError):
+                    select.select([p.stdout], [], [], left)
+
+    def dead(self) -> list[int]:
+        """Ranks of workers that exited on their own."""
+        return [i + 1 for i, p in enumerate(self.procs) if p.poll() is not None]
+
+    def terminate(self, wait: bool = True) -> None:
+        """SIGTERM every worker; with ``wait``, SIGKILL those still alive after the grace."""
+        self.stopping = True
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGTERM)
+        if not wait:
+            return
+        deadline = time.monotonic() + WORKER_STOP_GRACE_S
+        for p in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+                p.wait()
+
+    def kill_now(self) -> None:
+        """SIGKILL every worker (crash path: no time for manners)."""
+        self.stopping = True
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+        for p in self.procs:
+            with contextlib.suppress(Exception):
+                p.wait(timeout=2)
