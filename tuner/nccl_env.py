@@ -206,7 +206,7 @@ def name_warning(name: str, version: NcclVersion | None = None) -> str | None:
         return None
     reads = read_by(name, _v(version))
     if reads is None:
-        return (f"{name} is not read by NCCL 2.18.1-2.30.7 itself; a plugin may read it "
+        return (f"{name} is not read by NCCL 2.18.1-2.30.7 itself; PyTorch or a plugin may read it "
                 "(e.g. NCCL_TUNER_CONFIG_FILE), otherwise it has no effect")
     if not reads:
         return f"NCCL {_v(version)} does not read {name} (another release does)"

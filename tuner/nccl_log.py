@@ -217,6 +217,7 @@ class ParsedLog:
     nvls_available: bool | None = None
     graph_intra: set[str] = field(default_factory=set)
     nvlink_peers: set[str] = field(default_factory=set)
+    pcie_only: bool = False
     folded: bool = False
 
     @property
@@ -292,6 +293,8 @@ def parse_log(lines: Iterable[str]) -> ParsedLog:
         sv = _SERVER_VERSION.search(body)
         if sv:
             parsed.server_nccl_version = NcclVersion.parse(sv.group("v"))
+        if "not supported on more than two PCIe-only GPUs" in body:
+            parsed.pcie_only = True
         m = _NCCL.search(body)
         if not m:
             vm = _VERSION.search(body)
@@ -396,8 +399,7 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
 
     ``link``: ``nvswitch`` when NCCL saw an NVSwitch or NVLS multicast, ``nvlink`` when its
     graph search or topology dump shows NVLink between GPUs, ``pcie`` when the graph's intra-node
-    path is PCIe (PIX/PXB/PHB/SYS) or vLLM/SGLang said the GPUs are PCIe-only (pass
-    :func:`allreduce_backend`'s evidence through ``link`` yourself if you have it); else None.
+    path is PCIe (PIX/PXB/PHB/SYS) or vLLM/SGLang logged that the GPUs are PCIe-only; else None.
     ``gpu_arch`` is not in NCCL's INIT lines: pass it from NVML if known.
     """
     if parsed.nranks is None:
@@ -407,7 +409,7 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
         link = "nvswitch"
     elif parsed.nvlink_peers or parsed.graph_intra & {"NVL", "NVB"}:
         link = "nvlink"
-    elif parsed.graph_intra & {"PIX", "PXB", "PHB", "SYS", "P2C", "PXN"}:
+    elif parsed.pcie_only or parsed.graph_intra & {"PIX", "PXB", "PHB", "SYS", "P2C", "PXN"}:
         link = "pcie"
     nnodes = parsed.nnodes or max(1, len(parsed.hosts))
     has_nvls = bool(parsed.nvls_available) or (parsed.nvls_channels or 0) > 0
@@ -482,6 +484,8 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
     not_applied: dict[str, str] = {}
     unverifiable: list[str] = []
     logged = {p for p in parsed.processes if p != "?"}
+    if parsed.ranks_of:  # a process that never initialised a communicator cannot echo init-time reads
+        logged &= set(parsed.ranks_of)
     for name, value in launched_env.items():
         if name == "NCCL_DEBUG":
             if parsed.info_lines:
@@ -502,7 +506,7 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
         if not echoes:
             if name == "NCCL_SHM_DISABLE" and want == "1" and "SHM" in parsed.transport_kinds:
                 not_applied[name] = "NCCL connected peers over SHM, yet no rank echoed NCCL_SHM_DISABLE=1"
-            elif name in _ECHOED_AT_INIT and not (name == "NCCL_P2P_LEVEL" and _p2p_disabled(launched_env, v)):
+            elif _always_read(name, launched_env, parsed, v):
                 not_applied[name] = "no rank echoed it, though NCCL reads it at every communicator init"
             else:
                 unverifiable.append(name)
@@ -513,13 +517,23 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
             not_applied[name] = (f"{_who(parsed, who)} echoed {name}={got} but the trial launched {value}"
                                  + (f" ({len(wrong)} processes differ)" if len(wrong) > 1 else ""))
             continue
-        silent = sorted(logged - set(echoes)) if name in _ECHOED_AT_INIT and not parsed.folded else []
+        silent = sorted(logged - set(echoes)) if _always_read(name, launched_env, parsed, v) and not parsed.folded else []
         if silent:
             not_applied[name] = (f"{', '.join(_who(parsed, p) for p in silent)} logged NCCL lines but did not "
                                  "echo it")
             continue
         confirmed[name] = next(iter(echoes.values()))
     return Confirmations(confirmed, not_applied, unverifiable)
+
+
+def _always_read(name: str, env: Mapping[str, str], parsed: ParsedLog, version: NcclVersion | None) -> bool:
+    """Whether NCCL reads ``name`` at every communicator init in this run (so silence means dropped)."""
+    if name not in _ECHOED_AT_INIT:
+        return False
+    if name == "NCCL_P2P_LEVEL" and _p2p_disabled(env, version):
+        return False  # NCCL_P2P_DISABLE=1 wins before the level is read (src/graph/paths.cc, ncclGetLevel)
+    # builds before CUDA 12.1 compile src/transport/nvls.cc's stubs, which never read NCCL_NVLS_ENABLE
+    return not (name == "NCCL_NVLS_ENABLE" and (parsed.cuda_version or "").startswith("11."))
 
 
 def _p2p_disabled(env: Mapping[str, str], version: NcclVersion | None) -> bool:

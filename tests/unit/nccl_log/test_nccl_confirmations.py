@@ -94,3 +94,9 @@ def test_version_comes_from_the_log_first():
     # on 2.21 "Ring, Tree" is read as Ring: an echo of that spelling confirms a launched "ring"
     lines = [*TWO_RANKS[:3], "h:100:100 [0] NCCL INFO NCCL_ALGO set by environment to Ring, Tree", "h:200:200 [1] NCCL INFO NCCL_ALGO set by environment to Ring, Tree"]
     assert confirmations({"NCCL_ALGO": "ring"}, parse_log(lines)).confirmed == {"NCCL_ALGO": "Ring, Tree"}
+
+
+def test_processes_without_a_communicator_are_not_expected_to_echo():
+    lines = [*TWO_RANKS, "h:300:300 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+             "h:200:200 [1] NCCL INFO NCCL_PROTO set by environment to LL"]
+    assert confirmations({"NCCL_PROTO": "LL"}, parse_log(lines)).confirmed == {"NCCL_PROTO": "LL"}

@@ -130,3 +130,11 @@ def test_pre_2_18_table_layout():
 def test_lines_that_are_not_nccl_are_ignored():
     p = parse_log(["INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2", "hello", ""])
     assert p.info_lines == 0 and not p.processes and p.server_nccl_version == NcclVersion(2, 26, 2)
+
+
+def test_pcie_only_message_sets_the_link():
+    init = (LOGS / "nccl-2.27.5-sglang-init.log").read_text().splitlines()
+    server = (LOGS.parent / "server_logs" / "vllm-0.8.5-pcie-custom-ar-disabled.log").read_text().splitlines()
+    assert topology_from_log(parse_log(init)).link is None
+    topo = topology_from_log(parse_log(init + server), gpu_arch=120)
+    assert topo.link == "pcie" and topo.gpu_arch == 120 and not topo.has_nvls
