@@ -34,7 +34,6 @@ BAD_CONFIGS = [
     ("BUFFSIZE with unit", _config(server=GOOD_SERVER + 'env = { NCCL_BUFFSIZE = "4M" }\n'), "server.env.NCCL_BUFFSIZE"),
     ("PROTO unknown", _config(server=GOOD_SERVER + 'env = { NCCL_PROTO = "FOO" }\n'), "server.env.NCCL_PROTO"),
     ("ALGO unknown token", _config(server=GOOD_SERVER + 'env = { NCCL_ALGO = "Ring,Hypercube" }\n'), "server.env.NCCL_ALGO"),
-    ("MIN above MAX", _config(server=GOOD_SERVER + 'env = { NCCL_MIN_NCHANNELS = "16", NCCL_MAX_NCHANNELS = "8" }\n'), "NCCL_MIN_NCHANNELS"),
     ("LL128 forced", _config(server=GOOD_SERVER + 'env = { NCCL_PROTO = "LL128" }\n'), "--allow-unsafe"),
     ("NTHREADS not multiple of 32", _config(server=GOOD_SERVER + 'env = { NCCL_NTHREADS = "100" }\n'), "NCCL_NTHREADS"),
     ("env value float", _config(server=GOOD_SERVER + "env = { NCCL_BUFFSIZE = 1.5 }\n"), "server.env.NCCL_BUFFSIZE"),
@@ -57,7 +56,6 @@ BAD_SPACES = [
     ("ALGO unknown", '[variables.NCCL_ALGO]\nvalues = ["Ring", "Star"]\n', "variables.NCCL_ALGO.values"),
     ("preset bad value", GOOD_SPACE + '[[presets]]\nname = "x"\nenv = { NCCL_PROTO = "Fast" }\n', "presets[0].env.NCCL_PROTO"),
     ("preset forcing LL128", GOOD_SPACE + '[[presets]]\nname = "x"\nenv = { NCCL_PROTO = "LL128" }\n', "presets[0].env.NCCL_PROTO"),
-    ("preset MIN>MAX", GOOD_SPACE + '[[presets]]\nenv = { NCCL_MIN_NCHANNELS = "9", NCCL_MAX_NCHANNELS = "2" }\n', "NCCL_MIN_NCHANNELS"),
     ("nothing safe to try", '[variables.NCCL_PROTO]\nvalues = ["LL128"]\n', "nothing to try"),
     ("secret in space", '[variables.HF_TOKEN]\nvalues = ["abc"]\n', "HF_TOKEN"),
 ]
