@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,postgres]"
 	touch $(STAMP)
 
 # A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/).
@@ -18,11 +18,16 @@ demo: $(STAMP)
 	$(VENV)/bin/nccl-tune sweep examples/sim.toml --study demo
 
 # Everything, the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+# The tests marked postgres use a throwaway PostgreSQL on 127.0.0.1 that tests/pgserver.py
+# starts before pytest and stops after it, whatever pytest does; its exit status is pytest's.
+# With NCCL_TUNE_TEST_PG_URL already set, that server is used instead.
+PGRUN := $(PY) tests/pgserver.py run --
+
 test: $(STAMP)
-	$(PY) -m pytest -q -rs
+	$(PGRUN) $(PY) -m pytest -q -rs
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PGRUN) $(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
