@@ -11,7 +11,7 @@ WORKERS ?= 2
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,postgres]"
 	touch $(STAMP)
 
 # A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/).
@@ -26,12 +26,17 @@ lint: $(STAMP)
 
 # Everything: lint, the parallel-safe tests on $(WORKERS) workers, then the timing-sensitive
 # ones alone; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+# The tests marked postgres use a throwaway PostgreSQL on 127.0.0.1 that tests/pgserver.py
+# starts before pytest and stops after it, whatever pytest does; its exit status is pytest's.
+# With NCCL_TUNE_TEST_PG_URL already set, that server is used instead.
+PGRUN := $(PY) tests/pgserver.py run --
+
 test: lint
-	$(PY) -m pytest -q -rs -n $(WORKERS) -m "not alone"
+	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) -m "not alone"
 	$(PY) -m pytest -q -rs -m alone
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not alone"
+	$(PGRUN) $(PY) -m pytest -q -n $(WORKERS) -m "not slow and not alone"
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -20,6 +20,7 @@ from tests.helpers import (  # noqa: F401
     wait_for_log,
     write_config,
 )
+from tests.pg import pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures, see tests/pg.py)
 
 
 @pytest.fixture

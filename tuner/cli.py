@@ -106,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("config", help="experiment TOML (see examples/)")
     s.add_argument("--trials", type=_positive(int), help="relaunch budget, baseline included (default: the config's)")
     s.add_argument("--study", type=_study_name, help="study name (default: the config file's stem)")
-    s.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
-                                     "(default: SQLite in results/<study>/)")
+    s.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
+                                     "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
+                                     "heartbeat) (default: SQLite in results/<study>/)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results root")
     s.add_argument("--space", type=Path, help="search-space TOML (default: the config's sweep.space)")
     s.add_argument("--mode", choices=("search", "presets"), help="presets: only the space's preset sets, in order")
@@ -266,10 +267,13 @@ def _storage_error(storage: str | None, exc: Exception) -> InputError:
     from tuner.sweep.storage import hide_password
 
     why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    if isinstance(exc, ImportError) or "psycopg" in why:
+    if "+psycopg2" in (storage or ""):  # SQLAlchemy's plain postgresql:// means psycopg 3
+        why += " (psycopg2 is not what the [postgres] extra installs: write postgresql://, which uses psycopg 3)"
+    elif isinstance(exc, ImportError):
         why += " (install the driver: pip install -e '.[postgres]')"
     return InputError(CLI, "--storage", hide_password(storage or ""),
-                      "an Optuna storage URL, e.g. sqlite:///results/s/study.db or postgresql://user:pass@host/db", why)
+                      "an Optuna storage: sqlite:///results/s/study.db, postgresql://user:pass@host:5432/db "
+                      "or journal:///shared/folder/study.log", why)
 
 
 def _check_fixed_env(cfg: Any, space: Any) -> None:

@@ -13,10 +13,27 @@ GPSampler's kernel gains little at 10-30 trials; GPSampler would also pull PyTor
 runner host, and the constant liar keeps workers sharing one PostgreSQL study from proposing
 the same point (Optuna docs, TPESampler).
 
+Storages (the ``--storage`` value; :func:`open_study`):
+
+* ``sqlite:///path/study.db`` (the default, one host) and ``postgresql://user:pass@host:5432/db``
+  (several hosts; the ``[postgres]`` extra installs psycopg 3, which SQLAlchemy 2 uses for a
+  plain ``postgresql://``; ``postgresql+psycopg2://`` needs psycopg2, which nccl-tune does not
+  install): Optuna's RDBStorage, with heartbeats.
+* ``journal://`` followed by a file path, ``journal:///shared/nccl/study.log`` (absolute) or
+  ``journal://results/study.log`` (relative to the working directory): Optuna's
+  ``JournalStorage(JournalFileBackend(path))``, an append-only log for hosts that share only a
+  filesystem (NFS included: it locks with a symlink, not ``fcntl``). Its folder must exist.
+
 Heartbeats: RDB storages (SQLite, PostgreSQL) record one per running trial; a trial whose
 runner died is failed by ``optuna.storages.fail_stale_trials`` after the grace period. Optuna
 records heartbeats only inside ``Study.optimize``; with ask/tell the storage's own
-``record_heartbeat`` is called from :class:`Heartbeat` (Optuna: optuna/storages/_heartbeat.py).
+``record_heartbeat`` is called from :meth:`StudyStore.heartbeat` (Optuna:
+optuna/storages/_heartbeat.py). The journal storage has no heartbeat: a trial whose runner
+died (SIGKILL, power loss) stays RUNNING until a runner of the same study on the same host
+starts, finds the dead runner's file or the trial's ``host:pid`` and marks it interrupted
+(then it is retried once). Runners on other hosts cannot tell a dead runner from a slow one and
+never fail its trial, so a host that never comes back leaves its trial RUNNING (shown as
+running in the report, not retried).
 """
 
 from __future__ import annotations
@@ -35,6 +52,7 @@ from typing import Any
 import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.config import ExperimentConfig
@@ -56,6 +74,8 @@ from tuner.schema import as_written
 CONSTRAINT = "server_failed"
 HEARTBEAT_INTERVAL_S = 30
 GRACE_PERIOD_S = 120
+#: Prefix of a journal-file storage: ``journal://`` + the file's path.
+JOURNAL = "journal://"
 
 
 def default_storage(study_dir: Path) -> str:
@@ -63,22 +83,37 @@ def default_storage(study_dir: Path) -> str:
     return f"sqlite:///{(study_dir / 'study.db').resolve()}"
 
 
-def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True) -> optuna.Study:
+def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
+               heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S, grace_period_s: int = GRACE_PERIOD_S) -> optuna.Study:
     """Create (or load) the study, maximising the objective, with the TPE sampler above.
 
-    ``storage`` is an Optuna URL; RDB URLs get a heartbeat. ``create=False`` only loads and
-    raises KeyError when the study does not exist. Driver and connection problems raise what
-    SQLAlchemy raises (the CLI turns them into an InputError).
+    ``storage`` is one of the storages of the module docstring; RDB URLs get a heartbeat every
+    ``heartbeat_interval_s`` s, and a RUNNING trial without one for ``grace_period_s`` s is
+    failed by :meth:`StudyStore.fail_stale` (both whole seconds, > 0: Optuna's types).
+    ``create=False`` only loads and raises KeyError when the study does not exist. Driver and
+    connection problems raise what SQLAlchemy raises, a journal path without a file name or
+    whose folder is missing ValueError (the CLI turns them into an InputError).
     """
     # Heartbeats outside Study.optimize only warn; they work (see the module docstring).
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     store: optuna.storages.BaseStorage | str = storage
-    if storage.startswith(("sqlite", "postgresql", "mysql")):
-        sqlite = storage.startswith("sqlite")
+    if storage.startswith(JOURNAL):
+        path = storage[len(JOURNAL):]
+        if not path or path.endswith("/"):
+            raise ValueError(f"a journal storage names a file: {JOURNAL}/shared/nccl/study.log")
+        if not Path(path).parent.is_dir():  # never made here: a missing mount would split the study
+            raise ValueError(f"the journal's folder {Path(path).parent} does not exist")
+        try:
+            store = optuna.storages.JournalStorage(JournalFileBackend(path))
+        except OSError as exc:  # not the --results folder's problem: say whose it is
+            raise ValueError(f"cannot open the journal file {path}: {exc.strerror or exc}") from exc
+    elif storage.startswith(("sqlite", "postgresql", "mysql")):
+        # SQLite: wait for a writer's lock. A server: test pooled connections before use, since
+        # one idle through a 36-minute relaunch may have been dropped (server restart, idle timeout).
+        engine = {"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else {"pool_pre_ping": True}
         store = optuna.storages.RDBStorage(
-            storage, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
-            engine_kwargs={"connect_args": {"timeout": 30}} if sqlite else None)
+            storage, heartbeat_interval=heartbeat_interval_s, grace_period=grace_period_s, engine_kwargs=engine)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
     if not create:
         return optuna.load_study(study_name=name, storage=store, sampler=sampler)
@@ -262,9 +297,10 @@ class StudyStore:
             return
         stop = threading.Event()
         trial_id = trial._trial_id
+        interval = storage.get_heartbeat_interval() or HEARTBEAT_INTERVAL_S
 
         def beat() -> None:
-            while not stop.wait(HEARTBEAT_INTERVAL_S):
+            while not stop.wait(interval):
                 with contextlib.suppress(Exception):  # a missed beat must not kill a measurement
                     storage.record_heartbeat(trial_id)
 
