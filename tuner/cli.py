@@ -238,7 +238,8 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
     space_path = args.space or (cfg.sweep.space if cfg is not None else None)
     if space_path is not None:
         try:
-            space = load_space(space_path, allow_unsafe=args.allow_unsafe)
+            space = load_space(space_path, allow_unsafe=args.allow_unsafe,
+                               version=cfg.nccl.nccl_version if cfg is not None else None)
         except InputError as exc:
             problems += exc.problems
     if problems:

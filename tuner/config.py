@@ -11,7 +11,7 @@ import os
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from tuner.nccl_types import NcclVersion
 from tuner.schema import FileModel, LoadContext, ServerEnv, detail, input_error, load_context, problem, raise_all
 from tuner.schema import read_toml as read_toml
 
@@ -190,26 +191,59 @@ class SweepConfig(FileModel):
         raise problem(accepted, "file not found")
 
 
+def _version(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise problem('an NCCL version string such as "2.21.5"')
+    try:
+        NcclVersion.parse(raw)
+    except ValueError as exc:
+        raise problem('an NCCL version string such as "2.21.5"', str(exc)) from None
+    return raw
+
+
+class NcclConfig(FileModel):
+    """``[nccl]``: ``version`` (``"2.21.5"``): the NCCL release whose parsing rules check the
+    values before any launch (None: the oldest supported; the baseline's log gives the real one);
+    ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV`` to every launch, so
+    each variable can be proven to have reached NCCL (init-time lines only; a ``NCCL_DEBUG`` in
+    ``server.env`` is respected)."""
+
+    version: Annotated[str | None, PlainValidator(_version), Field(
+        description='an NCCL version string such as "2.21.5"')] = None
+    debug: Annotated[bool, Field(description="true or false")] = True
+
+    @property
+    def nccl_version(self) -> NcclVersion | None:
+        """``version`` parsed, or None."""
+        return NcclVersion.parse(self.version) if self.version else None
+
+
 class _ExperimentFile(FileModel):
     server: Annotated[ServerConfig, Field(description="a [server] table with at least 'command'")]
     probe: Annotated[ProbeConfig, Field(description="a [probe] table")]
     sweep: Annotated[SweepConfig, Field(description="a [sweep] table")]
+    nccl: Annotated[NcclConfig, Field(description="an [nccl] table")]
 
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
         # Absent [probe]/[sweep] tables are validated too: the default space path is resolved.
-        return {"probe": {}, "sweep": {}, **data} if isinstance(data, dict) else data
+        return {"probe": {}, "sweep": {}, "nccl": {}, **data} if isinstance(data, dict) else data
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """A whole experiment file: ``server``, ``probe``, ``sweep`` and where it came from."""
+    """A whole experiment file: ``server``, ``probe``, ``sweep``, ``nccl``, where it came from,
+    and ``notices``: what NCCL would adjust or not read, said before any launch."""
 
     path: Path
     server: ServerConfig
     probe: ProbeConfig
     sweep: SweepConfig
+    nccl: NcclConfig = field(default_factory=NcclConfig)
+    notices: list[str] = field(default_factory=list)
 
 
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
@@ -225,9 +259,21 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     file = Path(path)
     data = read_toml(file, "experiment")
     context = LoadContext(file=file, allow_unsafe=allow_unsafe, check_program=check_program,
-                          resolve_space=resolve_space)
+                          resolve_space=resolve_space, version=_declared_version(data))
     try:
         parsed = _ExperimentFile.model_validate(data, context=context)
     except ValidationError as exc:
         raise input_error(str(file), exc, _ExperimentFile) from None
-    return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep)
+    return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep,
+                            nccl=parsed.nccl, notices=context.notices)
+
+
+def _declared_version(data: dict[str, Any]) -> NcclVersion | None:
+    """``[nccl] version`` read ahead, so ``server.env`` is checked by that release's rules (a bad
+    one is reported by the model and the oldest rules apply meanwhile)."""
+    table = data.get("nccl")
+    raw = table.get("version") if isinstance(table, dict) else None
+    try:
+        return NcclVersion.parse(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None

@@ -42,11 +42,13 @@ class LoadContext:
 
     Without one (a model built in code) nothing is looked up on disk or PATH, and unsafe
     NCCL values are refused. ``notices`` collects what was skipped (shared by copies);
-    ``variable`` is the search-space variable being validated.
+    ``variable`` is the search-space variable being validated; ``version``: the NCCL release
+    whose rules apply (``[nccl] version``; None: the oldest supported, the strictest).
     """
 
     file: Path = Path("(code)")
     allow_unsafe: bool = False
+    version: nccl_env.NcclVersion | None = None
     check_program: bool = False
     resolve_space: bool = False
     notices: list[str] = field(default_factory=list)
@@ -116,14 +118,32 @@ class NcclCheck:
     unsafe: str | None
 
 
-def check_nccl(name: str, text: str) -> NcclCheck:
-    """Check one value as NCCL parses it (NCCL src/misc/param.cc, src/graph/tuning.cc)."""
-    return NcclCheck(nccl_env.check_value(name, text), nccl_env.accepted(name), nccl_env.unsafe_reason(name, text))
+def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclCheck:
+    """Check one value as NCCL ``ctx.version`` parses it (NCCL src/misc/param.cc,
+    src/graph/tuning.cc; rules in tuner.nccl_env): a misspelled NCCL name or a value NCCL
+    rejects or silently ignores is ``wrong``; clamps and names NCCL does not read are noted in
+    ``ctx.notices``. Server flags (names starting with ``-``) are passed as written."""
+    if name.startswith("-"):
+        return NcclCheck(None, "a value for the server flag, or \"on\" for the flag alone", None)
+    ctx = ctx or LoadContext()
+    version = ctx.version
+    wrong = nccl_env.name_problem(name) or nccl_env.check_value(name, text, version)
+    if not wrong:
+        warnings = [nccl_env.name_warning(name, version), *nccl_env.value_warnings(name, text, version)]
+        for warning in warnings:
+            if warning and f"{ctx.file}: {warning}" not in ctx.notices:
+                ctx.notices.append(f"{ctx.file}: {warning}")
+    return NcclCheck(wrong, nccl_env.accepted(name, version), nccl_env.unsafe_reason(name, text, version=version))
 
 
-def check_nccl_set(env: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """Problems between the variables of one set, as ``(name, accepted, why)``."""
-    return [(name, "MIN channels <= MAX channels", why) for name, why in nccl_env.cross_problems(env)]
+def check_nccl_set(env: Mapping[str, str], ctx: LoadContext | None = None) -> list[tuple[str, str, str]]:
+    """Problems between the variables of one set, as ``(name, accepted, why)``; what NCCL
+    only adjusts (MIN channels above MAX: "max, then min") is noted in ``ctx.notices``."""
+    ctx = ctx or LoadContext()
+    for _, why in nccl_env.cross_warnings(env, ctx.version):
+        if f"{ctx.file}: {why}" not in ctx.notices:
+            ctx.notices.append(f"{ctx.file}: {why}")
+    return [(name, "variables NCCL can use together", why) for name, why in nccl_env.cross_problems(env, ctx.version)]
 
 
 def is_secret(name: str) -> bool:
@@ -139,7 +159,8 @@ def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool)
     """
     if not isinstance(raw, dict):
         raise problem('a table such as { NCCL_PROTO = "LL" }')
-    allow_unsafe = load_context(info).allow_unsafe
+    ctx = load_context(info)
+    allow_unsafe = ctx.allow_unsafe
     env: dict[str, str] = {}
     details: list[InitErrorDetails] = []
     for name, value in raw.items():
@@ -150,14 +171,14 @@ def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool)
             details.append(detail((name,), value, "a string or an integer"))
             continue
         text = str(value)
-        check = check_nccl(name, text)
+        check = check_nccl(name, text, ctx)
         if check.wrong:
             details.append(detail((name,), value, check.accepted, check.wrong))
         elif check.unsafe and not allow_unsafe:
             details.append(detail((name,), value, UNSAFE_ACCEPTED, check.unsafe))
         else:
             env[name] = text
-    for name, accepted, why in check_nccl_set(env):
+    for name, accepted, why in check_nccl_set(env, ctx):
         details.append(detail((name,), raw[name], accepted, why))
     raise_all("env", details)
     if required and not env:

@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
 
 from tuner.errors import InputError
+from tuner.nccl_types import NcclVersion
 from tuner.schema import (
     REDACTED,
     SECRET_ACCEPTED,
@@ -124,7 +125,7 @@ class _Variable(FileModel):
             text = str(value)
             if text == UNSET:
                 continue
-            check = check_nccl(ctx.variable, text)
+            check = check_nccl(ctx.variable, text, ctx)
             if check.wrong:
                 details.append(detail((i,), value, check.accepted, check.wrong))
                 continue
@@ -154,20 +155,23 @@ class _SpaceFile(FileModel):
         description="[[presets]] entries with env (and optional name, note)")] = Field(default_factory=list)
 
 
-def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False) -> SearchSpace:
+def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
+               version: NcclVersion | None = None) -> SearchSpace:
     """Read and validate a search-space file (and the file its ``include_presets`` names).
 
     Raises :class:`InputError` listing every problem: a missing file, bad TOML, unknown keys,
     values NCCL would misread, secret-named variables, a preset forcing an unsafe setting
-    without ``allow_unsafe``, an include cycle, nothing left to try.
+    without ``allow_unsafe``, an include cycle, nothing left to try. Values are checked by the
+    rules of NCCL ``version`` (None: the oldest supported, :data:`tuner.nccl_env.OLDEST_SUPPORTED`).
+    A variable whose name starts with ``-`` is a server flag (``on``: the flag alone).
     """
-    return _load(Path(path), allow_unsafe, ())
+    return _load(Path(path), allow_unsafe, (), version)
 
 
-def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace:
+def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclVersion | None = None) -> SearchSpace:
     name = str(file)
     data = read_toml(file, "search-space")
-    context = LoadContext(file=file, allow_unsafe=allow_unsafe)
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version)
     problems: list[InputError] = []
     try:
         parsed: _SpaceFile | None = _SpaceFile.model_validate(data, context=context)
@@ -196,7 +200,7 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace
     include = data.get("include_presets")
     if isinstance(include, str):
         try:
-            included = _include(file, include, allow_unsafe, seen)
+            included = _include(file, include, allow_unsafe, seen, version)
             presets.extend(included.presets)
             context.notices.extend(included.notices)
         except InputError as exc:
@@ -214,7 +218,8 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace
     return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices)
 
 
-def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...]) -> SearchSpace:
+def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],
+             version: NcclVersion | None = None) -> SearchSpace:
     """The space ``include_presets`` names, relative to ``file``; refuses a cycle."""
     path = (file.parent / include).resolve()
     here = file.resolve()
@@ -224,4 +229,4 @@ def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...
     if not path.is_file():
         raise InputError(str(file), "include_presets", as_written(include),
                          "a path to another space file, relative to this one", "file not found")
-    return _load(path, allow_unsafe, (*seen, here))
+    return _load(path, allow_unsafe, (*seen, here), version)

@@ -57,8 +57,9 @@ unsafe = ["Simple"]
 values = ["NVLS"]
 """)
     space = load_space(path)
-    assert space.variables == {"NCCL_PROTO": ("LL",)}  # NCCL_ALGO left with nothing: dropped
-    assert len(space.notices) == 3 and all("--allow-unsafe" in n and str(path) in n for n in space.notices)
+    # NVLS is judged once the baseline's log shows the topology (infeasible on PCIe), not here
+    assert space.variables == {"NCCL_PROTO": ("LL",), "NCCL_ALGO": ("NVLS",)}
+    assert len(space.notices) == 2 and all("--allow-unsafe" in n and str(path) in n for n in space.notices)
     assert "NCCL_PROTO=LL128" in space.notices[0] and "marked unsafe in the space file" in space.notices[1]
     allowed = load_space(path, allow_unsafe=True)
     assert allowed.variables == {"NCCL_PROTO": ("LL", "LL128", "Simple"), "NCCL_ALGO": ("NVLS",)}
@@ -130,8 +131,6 @@ def test_included_presets_come_first_with_their_notices(tmp_path):
     (GOOD + '[[presets]]\nenv = { NCCL_PROTO = "Fast" }\n', "presets[0].env.NCCL_PROTO", '"Fast"', "a comma list"),
     (GOOD + '[[presets]]\nenv = { NCCL_PROTO = "LL128" }\n', "presets[0].env.NCCL_PROTO", '"LL128"', "--allow-unsafe"),
     (GOOD + "[[presets]]\nenv = { NCCL_BUFFSIZE = 1.5 }\n", "presets[0].env.NCCL_BUFFSIZE", "1.5", "a string or an integer"),
-    (GOOD + '[[presets]]\nenv = { NCCL_MIN_NCHANNELS = "9", NCCL_MAX_NCHANNELS = "2" }\n',
-     "presets[0].env.NCCL_MIN_NCHANNELS", '"9"', "MIN channels <= MAX channels"),
     (GOOD + '[[presets]]\nenv = { API_KEY = "sk-verysecret" }\n', "presets[0].env.API_KEY", "***", "tuning variables only"),
     ('[variables.NCCL_PROTO]\nvalues = ["LL128", "unset"]\n', "variables", '{ NCCL_PROTO = { values = ["LL128", "unset"] } }',
      "at least one [variables.NAME] with a safe value, or one [[presets]] entry"),
@@ -166,12 +165,12 @@ values = ["Ring", "Star", 1.5]
 [variables.HF_TOKEN]
 values = ["abc"]
 [[presets]]
-env = { NCCL_PROTO = "Fast", NCCL_MIN_NCHANNELS = "9", NCCL_MAX_NCHANNELS = "2" }
+env = { NCCL_PROTO = "Fast", NCCL_PRTO = "LL" }
 """)
     got = {(Path(p.file).name, p.key) for p in err.problems}
     assert got == {("space.toml", "shade"), ("space.toml", "variables.NCCL_ALGO.values[1]"),
                    ("space.toml", "variables.NCCL_ALGO.values[2]"), ("space.toml", "variables.HF_TOKEN"),
-                   ("space.toml", "presets[0].env.NCCL_PROTO"), ("space.toml", "presets[0].env.NCCL_MIN_NCHANNELS"),
+                   ("space.toml", "presets[0].env.NCCL_PROTO"), ("space.toml", "presets[0].env.NCCL_PRTO"),
                    ("base.toml", "colour"), ("base.toml", "presets[0].env.NCCL_BUFFSIZE")}
     lines = str(err).splitlines()
     assert lines[0] == "8 problems:" and len(lines) == 9
