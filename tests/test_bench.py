@@ -8,15 +8,11 @@ requests back to back, so aggregate tok/s = C x N / (ttft + (N - 1) / RATE).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
+import refserver  # tests/ is on sys.path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import refserver  # noqa: E402
-
-from tuner.bench import LevelResult, format_table, levels_to_json, run_bench  # noqa: E402
+from tuner.bench import LevelResult, format_table, levels_to_json, run_bench
 
 RATE, N, TTFT, REQUESTS = 100.0, 100, 0.02, 2  # ~1 s per request, ~2 s per level
 ATTEMPTS = 3

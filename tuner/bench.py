@@ -1,4 +1,4 @@
-"""Concurrency benchmark: the table the motivating deployment printed (REFERENCE.md section 1).
+"""Concurrency benchmark: the table inference-server operators print (output tok/s by concurrency).
 
 For each concurrency level C the bench runs C worker threads; each worker owns one keep-alive
 ``httpx.Client`` and issues ``requests`` streamed requests one after another with
@@ -11,13 +11,17 @@ Per level (units: s, tok/s):
   request of the level has finished (or failed).
 * ``aggregate_tok_s`` = sum of completion tokens of the ok requests / ``wall_s``.
 * ``latency_avg_s`` / ``latency_p50_s`` / ``latency_p99_s``: E2E latency of the ok requests
-  (request sent -> last token-bearing chunk; REFERENCE.md section 7), percentiles linearly
+  (request sent -> last token chunk; ``tuner.probe``'s definitions), percentiles linearly
   interpolated; None when no request succeeded.
+* ``ttft_avg_s``: mean TTFT of the ok requests whose timing is measurable (not a burst,
+  ``tuner.probe.is_burst``); None when there is none.
 * ``errors``: one short string per failed request (``"ProbeStalled: ..."``); a failed request
   does not stop its worker.
 
 Completion tokens are ``usage.completion_tokens`` (``ignore_eos: true``, so every request makes
-max_tokens tokens on vLLM/SGLang); see ``tuner.probe`` for the definitions and errors.
+max_tokens tokens on vLLM/SGLang); see ``tuner.probe`` for the definitions and errors. Requests
+go through ``tuner.probe.stream_once`` on clients from ``tuner.probe.make_client`` (the same API
+key header, stall clock and httpx-to-ProbeError mapping as the probe).
 """
 
 from __future__ import annotations
@@ -25,16 +29,20 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Any
+
+import httpx
 
 from tuner.probe import (
     DEFAULT_PROMPT,
+    Endpoint,
     ProbeError,
-    percentile,
     discover_model,
     make_client,
+    percentile,
     stream_once,
 )
 
@@ -42,9 +50,9 @@ __all__ = [
     "BENCH_HELP",
     "REQUESTS_HELP",
     "LevelResult",
-    "run_bench",
     "format_table",
     "levels_to_json",
+    "run_bench",
 ]
 
 BENCH_HELP = (
@@ -73,7 +81,7 @@ class LevelResult:
     completion_tokens: int = 0  # sum over ok requests
     ttft_avg_s: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """This level as a plain dict (field names as above; s and tok/s)."""
         return asdict(self)
 
@@ -93,16 +101,17 @@ def _run_level(
     max_tokens: int,
     prompt: str,
     stall_timeout_s: float,
-    endpoint: str,
+    endpoint: Endpoint | str,
+    api_key: str | None,
 ) -> LevelResult:
-    clients = [make_client(stall_timeout_s) for _ in range(concurrency)]
+    clients = [make_client(stall_timeout_s, api_key=api_key) for _ in range(concurrency)]
     lock = threading.Lock()
     e2e: list[float] = []
     ttft: list[float] = []
     errors: list[str] = []
     tokens = 0
 
-    def worker(client) -> None:
+    def worker(client: httpx.Client) -> None:
         nonlocal tokens
         for _ in range(requests):
             try:
@@ -114,13 +123,14 @@ def _run_level(
                 with lock:
                     errors.append(_short(e))
                 continue
-            except Exception as e:  # noqa: BLE001 - a bench row must survive any one request
+            except Exception as e:  # a bench row must survive any one request, even a bug
                 with lock:
                     errors.append(_short(e))
                 continue
             with lock:
                 e2e.append(m.e2e_s)
-                ttft.append(m.ttft_s)
+                if m.timing_measurable:
+                    ttft.append(m.ttft_s)
                 tokens += m.completion_tokens
 
     try:
@@ -160,8 +170,9 @@ def run_bench(
     prompt: str = DEFAULT_PROMPT,
     stall_timeout_s: float = 60.0,
     warmup: int = 1,
-    endpoint: str = "chat",
+    endpoint: Endpoint | str = "chat",
     on_level: Callable[[LevelResult], None] | None = None,
+    api_key: str | None = None,
 ) -> list[LevelResult]:
     """Run the concurrency table; returns one LevelResult per entry of ``concurrency`` (in order).
 
@@ -170,13 +181,14 @@ def run_bench(
     server is unreachable or lists no model).  ``warmup`` unrecorded single requests run first;
     a failing warm-up raises.  Request failures inside a level are recorded in
     ``LevelResult.errors``, never raised.  ``on_level(level)`` is called after each level.
+    ``endpoint``: "chat" or "completions"; ``api_key``: sent as ``Authorization: Bearer``.
     """
     if requests < 1:
         raise ValueError("requests must be >= 1")
     levels = [int(c) for c in concurrency]
     if not levels or any(c < 1 for c in levels):
         raise ValueError(f"concurrency levels must be integers >= 1, got {list(concurrency)!r}")
-    with make_client(stall_timeout_s) as client:
+    with make_client(stall_timeout_s, api_key=api_key) as client:
         if model is None:
             model = discover_model(base_url, client=client, timeout_s=min(stall_timeout_s, 30.0))
         for _ in range(max(0, warmup)):
@@ -186,7 +198,7 @@ def run_bench(
     for c in levels:
         res = _run_level(
             base_url, model=model, concurrency=c, requests=requests, max_tokens=max_tokens,
-            prompt=prompt, stall_timeout_s=stall_timeout_s, endpoint=endpoint,
+            prompt=prompt, stall_timeout_s=stall_timeout_s, endpoint=endpoint, api_key=api_key,
         )
         out.append(res)
         if on_level is not None:
@@ -218,9 +230,9 @@ def format_table(levels: Sequence[LevelResult]) -> str:
         for lv in levels
     ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
     for lv in levels:
         seen: dict[str, int] = {}
         for e in lv.errors:
@@ -230,6 +242,6 @@ def format_table(levels: Sequence[LevelResult]) -> str:
     return "\n".join(lines)
 
 
-def levels_to_json(levels: Sequence[LevelResult]) -> list[dict]:
+def levels_to_json(levels: Sequence[LevelResult]) -> list[dict[str, Any]]:
     """``[LevelResult.to_json(), ...]``: dicts with every LevelResult field (s, tok/s)."""
     return [lv.to_json() for lv in levels]
