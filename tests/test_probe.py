@@ -13,8 +13,8 @@ import time
 
 import httpx
 import pytest
-import refserver  # stdlib-only reference server (tests/ is on sys.path), shares no code with tuner
 
+from tests import refserver  # the independent reference server (stdlib only)
 from tuner.probe import (
     ProbeConnectError,
     ProbeDisconnected,
@@ -76,6 +76,7 @@ ATTEMPTS = 3  # the machine is shared: a timing miss is retried, every attempt i
     [(80.0, 0.01, False), (1000.0, 0.01, False), (5000.0, 0.02, True)],
     ids=["80tok/s", "1000tok/s", "5000tok/s-process"],
 )
+@pytest.mark.alone
 @pytest.mark.parametrize("reasoning", [False, True], ids=["content", "reasoning"])
 def test_output_tok_s_accuracy(ref, ref_process, rate, tol, process, reasoning):
     """Median output tok/s within tol of N / (ttft + (N - 1) / rate); ~1 s per run.
@@ -146,6 +147,7 @@ def test_usage_present_with_batched_chunks_counts_tokens(ref):
     assert not m.tokens_counted and m.completion_tokens == 40 and m.chunks == 10
 
 
+@pytest.mark.alone
 def test_ttft_excludes_role_only_chunk(ref):
     url = ref(rate=1000.0, ttft=0.3)
     with make_client() as c:
@@ -154,6 +156,7 @@ def test_ttft_excludes_role_only_chunk(ref):
     assert m.e2e_s == pytest.approx(0.3 + 9 / 1000, abs=0.03)
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_reasoning_only_deltas_give_nonzero_ttft(ref, field):
     url = ref(rate=1000.0, ttft=0.1, reasoning_tokens=1000, reasoning_field=field)
@@ -164,6 +167,7 @@ def test_reasoning_only_deltas_give_nonzero_ttft(ref, field):
     assert m.completion_tokens == 20
 
 
+@pytest.mark.alone
 def test_itl_and_tpot(ref):
     url = ref(rate=500.0)
     with make_client() as c:
@@ -221,6 +225,7 @@ def test_run_probe_repeats_and_callback(ref):
 # errors
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("after", [0, 5])
 def test_stall_raises_within_timeout(ref, after):
     url = ref(rate=1000.0, stall_after=after)

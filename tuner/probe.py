@@ -1,7 +1,7 @@
 """Single-stream decode probe: stream completions and time them, the same way for every caller.
 
-Definitions (the field-standard ones of vLLM ``benchmarks/benchmark_serving.py`` and SGLang
-``python/sglang/bench_serving.py``):
+Definitions (the field-standard ones of vLLM ``vllm/benchmarks/serve.py``, formerly
+``benchmarks/benchmark_serving.py``, and SGLang ``python/sglang/bench_serving.py``):
 
 * Clock: ``time.perf_counter``; t_send is taken just before the request is sent.
 * A *token chunk* is an SSE chunk whose first choice carries content (``delta.content``, or

@@ -4,8 +4,8 @@ streams that stall behind keep-alives; the same client and error mapping as the 
 from __future__ import annotations
 
 import pytest
-import refserver
 
+from tests import refserver  # the independent reference server (stdlib only)
 from tuner.bench import format_table, run_bench
 from tuner.probe import ProbeHTTPError
 
@@ -47,6 +47,7 @@ def test_completions_endpoint(ref):
     assert all(lv.ok == lv.total for lv in levels) and levels[1].completion_tokens == 20
 
 
+@pytest.mark.alone
 def test_stall_behind_keepalives_is_recorded(ref):
     url = ref(rate=1000.0, stall_after=3, keepalive="empty-delta", keepalive_interval=0.05)
     (lv,) = run_bench(url, concurrency=[2], requests=1, max_tokens=20, warmup=0, stall_timeout_s=0.3)
@@ -55,6 +56,7 @@ def test_stall_behind_keepalives_is_recorded(ref):
     assert "C=2: 2x ProbeStalled" in format_table([lv])
 
 
+@pytest.mark.alone
 def test_bursty_delivery_keeps_aggregate_drops_ttft(ref):
     url = ref(rate=500.0, burst_after=0)
     (lv,) = run_bench(url, concurrency=[2], requests=1, max_tokens=100, warmup=0)

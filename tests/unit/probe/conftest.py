@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import refserver  # tests/ is on sys.path (pytest's rootdir conftest)
+
+from tests import refserver  # the independent reference server (stdlib only)
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "tests" / "cases"

@@ -18,6 +18,9 @@ from tuner.probe import (
     smoke_check,
 )
 
+# Every case asserts timings or rates: run with nothing beside them (make test's 'alone' pass).
+pytestmark = pytest.mark.alone
+
 KEY = "sk-test-0000"
 
 

@@ -49,6 +49,7 @@ def test_completions_endpoint(ref):
     assert check.ok
 
 
+@pytest.mark.alone
 def test_stall_timeout_is_time_without_a_token(ref):
     """A slow reasoning answer (2 s, a token every 20 ms) passes a 0.5 s stall timeout."""
     url = ref(rate=50.0, reasoning_tokens=100)

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-import refserver
 
+from tests import refserver  # the independent reference server (stdlib only)
 from tuner.probe import (
     ProbeDisconnected,
     ProbeError,
@@ -32,6 +32,7 @@ def _once(url: str, max_tokens: int = 40, stall: float = 10.0, **kw):
 # a stall is time without a token
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("kind", refserver.KEEPALIVE_KINDS)
 @pytest.mark.parametrize("after", [0, 3])
 def test_keepalive_traffic_never_resets_the_stall_clock(ref, kind, after):
@@ -54,6 +55,7 @@ def test_keepalive_traffic_between_tokens_is_not_counted(ref, kind):
     assert m.text.startswith("alpha beta gamma")
 
 
+@pytest.mark.alone
 def test_a_server_that_sends_nothing_at_all_ends_at_the_stall_timeout():
     """Accepts the connection, reads the request, never answers (not even headers)."""
     srv = socket.create_server(("127.0.0.1", 0))
@@ -196,6 +198,7 @@ def test_no_chat_template_hint_only_on_chat(ref):
 # bursts
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("burst_after", [0, 5])
 def test_bursty_delivery_is_flagged_and_output_tok_s_stays_right(ref, burst_after):
     rate, n = 500.0, 100
@@ -207,6 +210,7 @@ def test_bursty_delivery_is_flagged_and_output_tok_s_stays_right(ref, burst_afte
     assert m.output_tok_s == pytest.approx(truth, rel=0.1)
 
 
+@pytest.mark.alone
 def test_several_tokens_per_paced_chunk_is_not_a_burst(ref):
     m = _once(ref(rate=200.0, chunk_tokens=4), max_tokens=40)
     assert m.timing_measurable and m.chunks == 10 and m.completion_tokens == 40

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-import refserver
 
+from tests import refserver  # the independent reference server (stdlib only)
 from tuner.probe import (
     MIN_TOKEN_GAP_S,
     FixedRuns,
