@@ -34,7 +34,7 @@ max_tokens tokens when ``ignore_eos`` is true or the prompt has no canned answer
   chunk with ``choices: []``; then ``data: [DONE]``.
 
 So, for one stream, the last token leaves at ``ttft + (N - 1) / rate`` and the true
-single-stream figure users quote (REFERENCE.md section 7) is
+single-stream figure users quote (output tokens / E2E) is
 ``N / (ttft + (N - 1) / rate)`` tok/s (with chunking: the same, the last chunk is due with the
 last token).
 

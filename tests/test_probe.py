@@ -1,6 +1,6 @@
 """tuner.probe against the independent reference server (tests/refserver.py) and mock streams.
 
-Truth for the single-stream figure (REFERENCE.md section 7): completion_tokens / E2E with E2E
+Truth for the single-stream figure (tuner.probe's definitions): completion_tokens / E2E with E2E
 including TTFT; the reference server's last token leaves at ttft + (N - 1) / rate, so
 truth = N / (ttft + (N - 1) / rate).
 """

@@ -15,6 +15,8 @@ Per level (units: s, tok/s):
   interpolated; None when no request succeeded.
 * ``ttft_avg_s``: mean TTFT of the ok requests whose timing is measurable (not a burst,
   ``tuner.probe.is_burst``); None when there is none.
+* ``tokens_counted``: True when any ok request's token count was a guess (no usage chunk and no
+  ``length`` finish: chunks counted, a lower bound); the table says so under it.
 * ``errors``: one short string per failed request (``"ProbeStalled: ..."``); a failed request
   does not stop its worker.
 
@@ -80,6 +82,7 @@ class LevelResult:
     latency_p99_s: float | None = None
     completion_tokens: int = 0  # sum over ok requests
     ttft_avg_s: float | None = None
+    tokens_counted: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """This level as a plain dict (field names as above; s and tok/s)."""
@@ -110,9 +113,10 @@ def _run_level(
     ttft: list[float] = []
     errors: list[str] = []
     tokens = 0
+    counted = False
 
     def worker(client: httpx.Client) -> None:
-        nonlocal tokens
+        nonlocal tokens, counted
         for _ in range(requests):
             try:
                 m = stream_once(
@@ -132,6 +136,7 @@ def _run_level(
                 if m.timing_measurable:
                     ttft.append(m.ttft_s)
                 tokens += m.completion_tokens
+                counted = counted or m.tokens_counted
 
     try:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"bench-c{concurrency}") as pool:
@@ -157,6 +162,7 @@ def _run_level(
         latency_p99_s=percentile(lat, 99.0) if lat else None,
         completion_tokens=tokens,
         ttft_avg_s=statistics.fmean(ttft) if ttft else None,
+        tokens_counted=counted,
     )
 
 
@@ -213,7 +219,8 @@ def _fmt(v: float | None, spec: str) -> str:
 def format_table(levels: Sequence[LevelResult]) -> str:
     """Fixed-width text table: C, ok/total, errors, wall s, agg tok/s, lat avg, p50, p99 (s).
 
-    Distinct error messages follow the table, one line each with their count and level.
+    Distinct error messages follow the table, one line each with their count and level, then a
+    note when token counts were guessed (aggregate tok/s is then a lower bound).
     """
     header = ("C", "ok/total", "errors", "wall s", "agg tok/s", "lat avg s", "p50 s", "p99 s")
     rows = [
@@ -239,6 +246,10 @@ def format_table(levels: Sequence[LevelResult]) -> str:
             seen[e] = seen.get(e, 0) + 1
         for e, n in seen.items():
             lines.append(f"C={lv.concurrency}: {n}x {e}")
+    guessed = [str(lv.concurrency) for lv in levels if lv.tokens_counted]
+    if guessed:
+        lines.append(f"note: at C={','.join(guessed)} the server sent no usage chunk and no finish_reason 'length': "
+                     "tokens were counted from chunks, so agg tok/s is a lower bound")
     return "\n".join(lines)
 
 

@@ -35,8 +35,10 @@ A stall is time without a token: keep-alive traffic (SSE comments, ``data: {}``,
 role-only deltas, usage-only chunks) never resets the stall clock, only a token chunk or a chunk
 with a finish_reason does. httpx's read timeout restarts on any byte, so the probe checks its own
 clock after every line; a stream that sends nothing at all ends at httpx's read timeout, set to
-the same ``stall_timeout_s``. A stall is therefore reported between ``stall_timeout_s`` and
-``stall_timeout_s`` plus the keep-alive interval after the last token.
+the same ``stall_timeout_s``. A stall is therefore reported at the first line that arrives after
+``stall_timeout_s`` without a token (within one keep-alive interval of it), or
+``stall_timeout_s`` after the last byte when nothing more comes: never later than twice
+``stall_timeout_s`` after the last token.
 
 Errors (all ``tuner.errors.ProbeError``, exit status 1): ``ProbeHTTPError`` (status >= 400, with
 a hint for a missing chat template or API key), ``ProbeStalled``, ``ProbeDisconnected``
@@ -349,10 +351,11 @@ def format_result(result: ProbeResult) -> str:
     bound = " (a lower bound)" if result.tokens_counted else ""
     lines.append(f"median output tok/s: {median:.2f}{bound}" if median is not None else "no runs")
     if result.decode_tok_s is not None:
-        lines.append(f"median decode tok/s (1 / TPOT): {result.decode_tok_s:.2f}")
+        lines.append(f"median decode tok/s (1 / TPOT): {result.decode_tok_s:.2f}{bound}")
     if result.tokens_counted:
         lines.append("note: the server sent no usage chunk and no finish_reason 'length', so tokens were "
-                     "counted from chunks; a chunk may carry several tokens: counts and tok/s are lower bounds.")
+                     "counted from chunks; a chunk may carry several tokens: counts, output tok/s and decode "
+                     "tok/s are lower bounds (TPOT an upper bound).")
     elif result.tokens_source == "max_tokens":
         lines.append("note: no usage chunk; with ignore_eos and finish_reason 'length' the count is max_tokens.")
     if not result.timing_measurable:

@@ -63,3 +63,13 @@ def test_bursty_delivery_keeps_aggregate_drops_ttft(ref):
     assert lv.ok == 2 and lv.completion_tokens == 200
     assert lv.ttft_avg_s is None  # not measurable in a burst
     assert lv.aggregate_tok_s == pytest.approx(2 * refserver.truth_output_tok_s(100, 500.0), rel=0.1)
+
+
+def test_guessed_counts_are_said_under_the_table(ref):
+    url = ref(rate=2000.0, usage=False, no_finish=True, chunk_tokens=2)
+    (lv,) = run_bench(url, concurrency=[1], requests=1, max_tokens=20, warmup=0)
+    assert lv.tokens_counted and lv.completion_tokens == 10
+    assert "lower bound" in format_table([lv])
+    url = ref(rate=2000.0, usage=False, chunk_tokens=2)  # a "length" finish: exactly max_tokens
+    (lv,) = run_bench(url, concurrency=[1], requests=1, max_tokens=20, warmup=0)
+    assert not lv.tokens_counted and lv.completion_tokens == 20 and "lower bound" not in format_table([lv])
