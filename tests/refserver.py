@@ -34,7 +34,7 @@ max_tokens tokens when ``ignore_eos`` is true or the prompt has no canned answer
   chunk with ``choices: []``; then ``data: [DONE]``.
 
 So, for one stream, the last token leaves at ``ttft + (N - 1) / rate`` and the true
-single-stream figure users quote (REFERENCE.md section 7) is
+single-stream figure users quote (output tokens / E2E) is
 ``N / (ttft + (N - 1) / rate)`` tok/s (with chunking: the same, the last chunk is due with the
 last token).
 
@@ -48,14 +48,44 @@ Faults: ``--stall-after K`` sends K tokens then holds the connection open silent
 client goes away or the server stops); ``--drop-after K`` sends K tokens then closes the
 socket without finishing the chunked body; ``--fail-status CODE`` answers every completion
 request with that HTTP status and a JSON error body.
+
+Field behaviours (seen in real servers and proxies):
+
+* ``--keepalive KIND``: keep-alive traffic that carries no token, sent after every token chunk
+  and, during a ``--stall-after`` stall, every ``--keepalive-interval`` s (default 0.2) instead of
+  silence. KIND: ``comment`` (``: ping``), ``empty-data`` (``data: {}``), ``empty-delta``
+  (``delta: {}``), ``role`` (a role-only delta), ``empty-content`` (``content: ""``),
+  ``null-content`` (``content: null``), ``event-ping`` (``event: ping`` + ``data: {}``),
+  ``usage-zero`` (a usage chunk counting 0 tokens, ``choices: []``).
+* ``--sse-style STYLE``: ``lf`` (default), ``crlf``, ``cr`` (lines end in CR only),
+  ``nospace`` (``data:`` without the space), ``multiline`` (each JSON payload pretty-printed
+  over several ``data:`` lines of one event), ``no-blank`` (no blank line between events).
+* ``--end-after K``: generation ends after K tokens (usage says K) with finish_reason
+  ``--finish`` (default ``length``); ``--finish R`` alone changes the last finish_reason;
+  ``--no-finish`` sends no finish_reason at all (the stream still ends with [DONE]).
+* ``--error-after K`` with ``--error-style``: after K tokens the stream reports an error:
+  ``event`` (``event: error`` + ``{"error": {...}}``), ``object`` (vLLM's older top-level
+  ``{"object": "error", "message": ...}``), ``string`` (``{"error": "..."}``), ``event-text``
+  (``event: error`` + plain text); then ``data: [DONE]``. The message is ``upstream overloaded``.
+* ``--api-key KEY``: every ``/v1/*`` request without ``Authorization: Bearer KEY`` gets 401
+  (as vLLM ``--api-key``), whose body echoes the key it got (as OpenAI's "Incorrect API key
+  provided: ..."); ``/health`` stays open.
+* ``--fail-after-requests N``: completion requests after the first N answer HTTP 500.
+* ``--no-chat-template``: chat completions answer 400 with transformers' "no chat template"
+  message (a base model); completions work.
+* ``--unicode``: tokens include U+2028, U+0085 (NEL) and an emoji, written as raw UTF-8.
+* ``--burst-after K``: the first K token chunks leave when due, the rest are held and written in
+  one piece when the last is due (a starved HTTP layer; ``0`` = every token in one burst).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -73,9 +103,31 @@ DEFAULTS = {
     "stall_after": None,
     "drop_after": None,
     "fail_status": None,
+    "keepalive": None,
+    "keepalive_interval": 0.2,
+    "sse_style": "lf",
+    "end_after": None,
+    "finish": None,
+    "no_finish": False,
+    "error_after": None,
+    "error_style": "event",
+    "api_key": None,
+    "no_chat_template": False,
+    "unicode": False,
+    "burst_after": None,
+    "fail_after_requests": None,
 }
 
+KEEPALIVE_KINDS = ("comment", "empty-data", "empty-delta", "role", "empty-content", "null-content",
+                   "event-ping", "usage-zero")
+SSE_STYLES = ("lf", "crlf", "cr", "nospace", "multiline", "no-blank")
+ERROR_STYLES = ("event", "object", "string", "event-text")
+ERROR_MESSAGE = "upstream overloaded"
+NO_TEMPLATE_MESSAGE = ("As of transformers v4.44, default chat template is no longer allowed, so you must "
+                       "provide a chat template if the tokenizer does not define one.")
+
 _WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+_UNICODE_WORDS = ("line\u2028sep", "next\x85line", "para\u2029sep", "\U0001f600", "caf\u00e9")
 _ANSWERS = (("capital of france", "The capital of France is Paris."),)
 
 
@@ -120,8 +172,17 @@ def _prompt_of(body: dict, chat: bool) -> str:
     return "\n".join(parts)
 
 
-def _plan_tokens(body: dict, chat: bool, opts: dict) -> tuple[list[str], str]:
-    """Token texts to emit and the finish_reason."""
+def _plan_tokens(body: dict, chat: bool, opts: dict) -> tuple[list[str], str | None]:
+    """Token texts to emit and the finish_reason (None with ``no_finish``)."""
+    toks, finish = _plan_natural(body, chat, opts)
+    if opts.get("end_after") is not None and opts["end_after"] < len(toks):
+        toks, finish = toks[: opts["end_after"]], opts.get("finish") or "length"
+    elif opts.get("finish"):
+        finish = opts["finish"]
+    return toks, None if opts.get("no_finish") else finish
+
+
+def _plan_natural(body: dict, chat: bool, opts: dict) -> tuple[list[str], str]:
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 16
     max_tokens = max(1, int(max_tokens))
     answer = None if body.get("ignore_eos") else _canned_answer(_prompt_of(body, chat))
@@ -133,7 +194,8 @@ def _plan_tokens(body: dict, chat: bool, opts: dict) -> tuple[list[str], str]:
         if len(toks) <= max_tokens:
             return toks, "stop"
         return toks[:max_tokens], "length"
-    toks = [(" " if i else "") + _WORDS[i % len(_WORDS)] for i in range(max_tokens)]
+    words = _UNICODE_WORDS if opts.get("unicode") else _WORDS
+    toks = [(" " if i else "") + words[i % len(words)] for i in range(max_tokens)]
     return toks, "length"
 
 
@@ -148,7 +210,7 @@ class Handler(BaseHTTPRequestHandler):
         with self.server.count_lock:
             self.server.connections += 1
 
-    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+    def log_message(self, format, *args):  # the stdlib's signature
         if self.server.opts.get("verbose"):
             sys.stderr.write("refserver: " + (format % args) + "\n")
 
@@ -161,14 +223,61 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _chunk(self, data: bytes) -> None:
+        if getattr(self, "held", None) is not None:  # a burst: written later in one piece
+            self.held.append(data)
+            return
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
-    def _event(self, obj) -> None:
-        self._chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+    def _event(self, obj, event: str | None = None) -> None:
+        if self.server.opts["sse_style"] == "multiline":  # pretty-printed: one data line per line
+            text = json.dumps(obj, indent=1, ensure_ascii=False)
+        else:
+            text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        self._chunk(self._frame(text, event))
+
+    def _frame(self, payload: str, event: str | None = None) -> bytes:
+        """One SSE event in the server's ``sse_style``; each line of ``payload`` is a data line."""
+        style = self.server.opts["sse_style"]
+        nl = {"crlf": "\r\n", "cr": "\r"}.get(style, "\n")
+        parts = payload.split("\n")
+        sep = "data:" if style == "nospace" else "data: "
+        lines = ([f"event: {event}"] if event else []) + [sep + p for p in parts]
+        end = nl if style == "no-blank" else nl + nl
+        return (nl.join(lines) + end).encode()
+
+    def _keepalive(self) -> None:
+        kind = self.server.opts.get("keepalive")
+        if not kind:
+            return
+        head = {"id": "chatcmpl-ref", "object": "chat.completion.chunk", "model": self.server.opts["model"]}
+        if kind == "comment":
+            self._chunk(b": ping\n\n")
+        elif kind == "empty-data":
+            self._chunk(self._frame("{}"))
+        elif kind == "event-ping":
+            self._chunk(self._frame("{}", "ping"))
+        elif kind == "usage-zero":
+            self._event(dict(head, choices=[], usage={"prompt_tokens": 8, "completion_tokens": 0, "total_tokens": 8}))
+        else:
+            delta = {"empty-delta": {}, "role": {"role": "assistant"}, "empty-content": {"content": ""},
+                     "null-content": {"content": None}}[kind]
+            self._event(dict(head, choices=[{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]))
+
+    def _denied(self) -> bool:
+        key = self.server.opts.get("api_key")
+        path = self.path.split("?", 1)[0]
+        got = self.headers.get("Authorization") or ""
+        if key and path.startswith("/v1/") and got != f"Bearer {key}":
+            msg = f"Incorrect API key provided: {got.removeprefix('Bearer ') or '(none)'}"
+            self._send_json(401, {"error": {"message": msg, "type": "AuthenticationError", "code": 401}})
+            return True
+        return False
 
     # -- routes ---------------------------------------------------------------------------
     def do_GET(self):
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._denied():
+            return
         if path == "/health":
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -195,9 +304,17 @@ class Handler(BaseHTTPRequestHandler):
         if path not in ("/v1/chat/completions", "/v1/completions"):
             self._send_json(404, {"error": {"message": f"no route {path}", "code": 404}})
             return
+        if self._denied():
+            return
         opts = self.server.opts
-        if opts.get("fail_status"):
-            st = int(opts["fail_status"])
+        if opts.get("no_chat_template") and path == "/v1/chat/completions":
+            self._send_json(400, {"error": {"message": NO_TEMPLATE_MESSAGE, "type": "BadRequestError", "code": 400}})
+            return
+        with self.server.count_lock:
+            self.server.completions += 1
+            late = opts.get("fail_after_requests") is not None and self.server.completions > opts["fail_after_requests"]
+        if opts.get("fail_status") or late:
+            st = int(opts.get("fail_status") or 500)
             self._send_json(
                 st,
                 {"error": {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": st}},
@@ -246,6 +363,8 @@ class Handler(BaseHTTPRequestHandler):
         capacity: _Capacity | None = self.server.capacity if opts["shared_capacity"] else None
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and opts["usage"]
         stall_after, drop_after = opts.get("stall_after"), opts.get("drop_after")
+        error_after, burst_after = opts.get("error_after"), opts.get("burst_after")
+        self.held = None
 
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -273,6 +392,11 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         prev_t = None
         for first, last, kind in chunks:
+            if burst_after is not None and sent >= burst_after and self.held is None:
+                self.held = []
+            if error_after is not None and sent >= error_after:
+                self._error_event()
+                break
             if stall_after is not None and sent >= stall_after:
                 self._hold()
                 return
@@ -298,24 +422,54 @@ class Handler(BaseHTTPRequestHandler):
             if include_usage:
                 obj["usage"] = None
             self._event(obj)
+            self._keepalive()
+            if self.held is None:
+                self.wfile.flush()
             sent += last - first + 1
-        if include_usage:
-            usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
-            self._event(dict(head, choices=[], usage=usage))
-        self._chunk(b"data: [DONE]\n\n")
+        else:
+            if include_usage:
+                usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
+                self._event(dict(head, choices=[], usage=usage))
+        self._chunk(self._frame("[DONE]"))
+        if self.held is not None:
+            held, self.held = self.held, None
+            self._chunk(b"".join(held))
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _error_event(self) -> None:
+        """Report ERROR_MESSAGE mid-stream in the server's ``error_style``."""
+        style = self.server.opts["error_style"]
+        err = {"message": ERROR_MESSAGE, "type": "server_error", "code": 503}
+        if style == "event":
+            self._event({"error": err}, "error")
+        elif style == "object":
+            self._event(dict(err, object="error"))
+        elif style == "string":
+            self._event({"error": ERROR_MESSAGE})
+        else:
+            self._chunk(self._frame(ERROR_MESSAGE, "error"))
+
     def _hold(self) -> None:
-        """Keep the connection open and silent until the peer leaves or the server stops."""
+        """Keep the connection open until the peer leaves or the server stops: silent, or with
+        keep-alive traffic every ``keepalive_interval`` s when ``keepalive`` is set."""
         self.wfile.flush()
         stop = self.server.stopping
+        interval = float(self.server.opts.get("keepalive_interval") or 0.2)
         self.connection.settimeout(0.05)
+        next_ping = time.perf_counter() + interval
         while not stop.is_set():
             try:
                 if self.connection.recv(1) == b"":
                     break
-            except socket.timeout:
+            except TimeoutError:
+                if self.server.opts.get("keepalive") and time.perf_counter() >= next_ping:
+                    next_ping += interval
+                    try:
+                        self._keepalive()
+                        self.wfile.flush()
+                    except OSError:
+                        break
                 continue
             except OSError:
                 break
@@ -325,10 +479,8 @@ class Handler(BaseHTTPRequestHandler):
         """Close the socket mid-body (no terminating zero-length chunk)."""
         self.wfile.flush()
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class RefServer(ThreadingHTTPServer):
@@ -341,6 +493,7 @@ class RefServer(ThreadingHTTPServer):
         self.capacity = _Capacity(float(opts["rate"]))
         self.stopping = threading.Event()
         self.connections = 0  # TCP connections accepted so far (keep-alive reuse shows here)
+        self.completions = 0  # completion requests received
         self.count_lock = threading.Lock()
 
     def shutdown(self):
@@ -362,6 +515,9 @@ def _options(**opts) -> dict:
     merged = dict(DEFAULTS, **opts)
     if float(merged["rate"]) <= 0:
         raise ValueError("rate must be > 0 tok/s")
+    for key, allowed in (("keepalive", KEEPALIVE_KINDS), ("sse_style", SSE_STYLES), ("error_style", ERROR_STYLES)):
+        if merged[key] is not None and merged[key] not in allowed:
+            raise ValueError(f"{key} must be one of {allowed}, got {merged[key]!r}")
     return merged
 
 
@@ -389,11 +545,10 @@ def spawn(*args: str, python: str | None = None, timeout_s: float = 15.0):
     Returns ``(popen, base_url)`` once the READY line is read; stop it with ``kill_process``.
     """
     import select
-    import subprocess
     import tempfile
 
     cmd = [python or sys.executable, os.path.abspath(__file__), "--port", "0", *args]
-    err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty server never blocks
+    err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - a file, not a pipe: a chatty server never blocks
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
     ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
     line = proc.stdout.readline() if ready else ""
@@ -411,7 +566,7 @@ def kill_process(proc) -> None:
         proc.terminate()
         try:
             proc.wait(5)
-        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+        except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
     if proc.stdout:
@@ -438,6 +593,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-after", type=int, default=None, help="send K tokens then hold the stream silently")
     ap.add_argument("--drop-after", type=int, default=None, help="send K tokens then close the socket")
     ap.add_argument("--fail-status", type=int, default=None, help="answer completions with this HTTP status")
+    ap.add_argument("--keepalive", choices=KEEPALIVE_KINDS, default=None, help="keep-alive traffic kind")
+    ap.add_argument("--keepalive-interval", type=float, default=0.2, help="s between keep-alives during a stall")
+    ap.add_argument("--sse-style", choices=SSE_STYLES, default="lf")
+    ap.add_argument("--end-after", type=int, default=None, help="generation ends after K tokens")
+    ap.add_argument("--finish", default=None, help="finish_reason of the last chunk (default length/stop)")
+    ap.add_argument("--no-finish", action="store_true", help="send no finish_reason")
+    ap.add_argument("--error-after", type=int, default=None, help="report an error after K tokens")
+    ap.add_argument("--error-style", choices=ERROR_STYLES, default="event")
+    ap.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1/*")
+    ap.add_argument("--no-chat-template", action="store_true", help="chat completions answer 400")
+    ap.add_argument("--unicode", action="store_true", help="tokens with U+2028, NEL, emoji")
+    ap.add_argument("--burst-after", type=int, default=None, help="hold tokens after K and send them at once")
+    ap.add_argument("--fail-after-requests", type=int, default=None, help="HTTP 500 after N completion requests")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     server = make_server(
@@ -454,6 +622,19 @@ def main(argv: list[str] | None = None) -> int:
         stall_after=a.stall_after,
         drop_after=a.drop_after,
         fail_status=a.fail_status,
+        keepalive=a.keepalive,
+        keepalive_interval=a.keepalive_interval,
+        sse_style=a.sse_style,
+        end_after=a.end_after,
+        finish=a.finish,
+        no_finish=a.no_finish,
+        error_after=a.error_after,
+        error_style=a.error_style,
+        api_key=a.api_key,
+        no_chat_template=a.no_chat_template,
+        unicode=a.unicode,
+        burst_after=a.burst_after,
+        fail_after_requests=a.fail_after_requests,
         verbose=a.verbose,
     )
     print(f"READY http://{a.host}:{server.server_address[1]}", flush=True)

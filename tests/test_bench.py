@@ -8,15 +8,11 @@ requests back to back, so aggregate tok/s = C x N / (ttft + (N - 1) / RATE).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import refserver  # noqa: E402
-
-from tuner.bench import LevelResult, format_table, levels_to_json, run_bench  # noqa: E402
+from tests import refserver  # the independent reference server (stdlib only)
+from tuner.bench import LevelResult, format_table, levels_to_json, run_bench
 
 RATE, N, TTFT, REQUESTS = 100.0, 100, 0.02, 2  # ~1 s per request, ~2 s per level
 ATTEMPTS = 3
@@ -44,6 +40,7 @@ def ref():
         refserver.stop(s)
 
 
+@pytest.mark.alone
 def test_aggregate_tok_s_within_2_percent(ref_process_url):
     """Aggregate tok/s within 2 % of C x N / (ttft + (N - 1) / RATE) at C = 1, 2, 4, 8.
 
@@ -72,6 +69,7 @@ def test_aggregate_tok_s_within_2_percent(ref_process_url):
         assert lv.ttft_avg_s == pytest.approx(TTFT, abs=0.02)
 
 
+@pytest.mark.alone
 def test_shared_capacity_aggregate_is_fixed(ref):
     rate, n = 400.0, 100
     url = ref(rate=rate, shared_capacity=True)
@@ -101,6 +99,7 @@ def test_failures_are_recorded_not_raised(ref):
     assert "C=2: 4x ProbeHTTPError: HTTP 500" in table
 
 
+@pytest.mark.alone
 def test_stalls_are_recorded_and_do_not_hang(ref):
     url = ref(rate=1000.0, stall_after=3)
     levels = run_bench(url, concurrency=[2], requests=1, max_tokens=20, warmup=0, stall_timeout_s=0.3)

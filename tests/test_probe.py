@@ -1,6 +1,6 @@
 """tuner.probe against the independent reference server (tests/refserver.py) and mock streams.
 
-Truth for the single-stream figure (REFERENCE.md section 7): completion_tokens / E2E with E2E
+Truth for the single-stream figure (tuner.probe's definitions): completion_tokens / E2E with E2E
 including TTFT; the reference server's last token leaves at ttft + (N - 1) / rate, so
 truth = N / (ttft + (N - 1) / rate).
 """
@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import refserver  # noqa: E402  (stdlib-only reference server, shares no code with tuner)
-
-from tuner.probe import (  # noqa: E402
+from tests import refserver  # the independent reference server (stdlib only)
+from tuner.probe import (
     ProbeConnectError,
     ProbeDisconnected,
     ProbeError,
@@ -80,6 +76,7 @@ ATTEMPTS = 3  # the machine is shared: a timing miss is retried, every attempt i
     [(80.0, 0.01, False), (1000.0, 0.01, False), (5000.0, 0.02, True)],
     ids=["80tok/s", "1000tok/s", "5000tok/s-process"],
 )
+@pytest.mark.alone
 @pytest.mark.parametrize("reasoning", [False, True], ids=["content", "reasoning"])
 def test_output_tok_s_accuracy(ref, ref_process, rate, tol, process, reasoning):
     """Median output tok/s within tol of N / (ttft + (N - 1) / rate); ~1 s per run.
@@ -97,7 +94,7 @@ def test_output_tok_s_accuracy(ref, ref_process, rate, tol, process, reasoning):
     attempts = []
     for _ in range(ATTEMPTS):
         seen = []
-        result = run_probe(url, prompt="hello", max_tokens=n, warmup=1, repeats=1, on_run=lambda i, m: seen.append(i))
+        result = run_probe(url, prompt="hello", max_tokens=n, warmup=1, repeats=1, on_run=lambda i, m, seen=seen: seen.append(i))
         assert seen == [0]
         run = result.runs[0]
         assert run.completion_tokens == n and not run.tokens_counted
@@ -115,20 +112,32 @@ def test_output_tok_s_accuracy(ref, ref_process, rate, tol, process, reasoning):
 
 
 def test_usage_absent_counts_chunks_and_flags(ref):
+    # issue 11: with ignore_eos and finish_reason "length" the count is max_tokens, exactly
     url = ref(rate=2000.0, usage=False)
     with make_client() as c:
         m = stream_once(c, url, model="ref-model", prompt="x", max_tokens=40)
-    assert m.tokens_counted is True
+    assert m.tokens_counted is False and m.tokens_source == "max_tokens"
+    assert m.completion_tokens == 40
+    # no usage and no finish_reason: the chunks are counted, and that is flagged
+    url = ref(rate=2000.0, usage=False, no_finish=True)
+    with make_client() as c:
+        m = stream_once(c, url, model="ref-model", prompt="x", max_tokens=40)
+    assert m.tokens_counted is True and m.tokens_source == "chunks"
     assert m.completion_tokens == 40
     result = ProbeResult(runs=[m])
     assert result.tokens_counted
 
 
 def test_usage_absent_with_batched_chunks_is_an_undercount_but_flagged(ref):
-    url = ref(rate=2000.0, usage=False, chunk_tokens=4)
+    url = ref(rate=2000.0, usage=False, chunk_tokens=4, no_finish=True)
     with make_client() as c:
         m = stream_once(c, url, model="ref-model", prompt="x", max_tokens=40)
     assert m.tokens_counted and m.completion_tokens == 10 and m.chunks == 10
+    # issue 11: with a "length" finish, several tokens per chunk never shrink the count
+    url = ref(rate=2000.0, usage=False, chunk_tokens=4)
+    with make_client() as c:
+        m = stream_once(c, url, model="ref-model", prompt="x", max_tokens=40)
+    assert not m.tokens_counted and m.completion_tokens == 40 and m.chunks == 10
 
 
 def test_usage_present_with_batched_chunks_counts_tokens(ref):
@@ -138,6 +147,7 @@ def test_usage_present_with_batched_chunks_counts_tokens(ref):
     assert not m.tokens_counted and m.completion_tokens == 40 and m.chunks == 10
 
 
+@pytest.mark.alone
 def test_ttft_excludes_role_only_chunk(ref):
     url = ref(rate=1000.0, ttft=0.3)
     with make_client() as c:
@@ -146,6 +156,7 @@ def test_ttft_excludes_role_only_chunk(ref):
     assert m.e2e_s == pytest.approx(0.3 + 9 / 1000, abs=0.03)
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_reasoning_only_deltas_give_nonzero_ttft(ref, field):
     url = ref(rate=1000.0, ttft=0.1, reasoning_tokens=1000, reasoning_field=field)
@@ -156,6 +167,7 @@ def test_reasoning_only_deltas_give_nonzero_ttft(ref, field):
     assert m.completion_tokens == 20
 
 
+@pytest.mark.alone
 def test_itl_and_tpot(ref):
     url = ref(rate=500.0)
     with make_client() as c:
@@ -195,8 +207,8 @@ def test_run_metrics_properties_and_json():
     assert r.output_tok_s == pytest.approx(101 / 2.5)
     assert r.ttft_s == pytest.approx(0.5)
     j = r.to_json()
-    assert set(j) == {"output_tok_s", "runs"}
-    assert set(j["runs"][0]) == {"output_tok_s", "ttft_s", "tpot_s", "e2e_s", "completion_tokens"}
+    assert {"output_tok_s", "runs"} <= set(j)  # issue 11 added decode tok/s and the flags
+    assert {"output_tok_s", "ttft_s", "tpot_s", "e2e_s", "completion_tokens"} <= set(j["runs"][0])
     json.dumps(j)
     assert ProbeResult().output_tok_s is None
 
@@ -213,6 +225,7 @@ def test_run_probe_repeats_and_callback(ref):
 # errors
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("after", [0, 5])
 def test_stall_raises_within_timeout(ref, after):
     url = ref(rate=1000.0, stall_after=after)
@@ -350,8 +363,12 @@ def test_smoke_check_reasoning_model(ref):
         ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris")
     assert ok and text == "The capital of France is Paris."
     with make_client() as c:  # cut off while thinking: the reasoning text is what there is
-        ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris", max_tokens=3)
+        ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris", max_tokens=3,
+                               retry_max_tokens=3)
     assert not ok and text == "alpha beta gamma"
+    with make_client() as c:  # issue 11: by default it is asked again with room to answer
+        ok, text = smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris", max_tokens=3)
+    assert ok and text == "The capital of France is Paris."
 
 
 def test_smoke_check_http_error(ref):

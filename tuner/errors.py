@@ -132,12 +132,16 @@ class ProbeError(NcclTuneError):
 
 
 class ProbeHTTPError(ProbeError):
-    """The server answered with HTTP status >= 400. ``status`` (int), ``body_excerpt`` (str)."""
+    """The server answered with HTTP status >= 400. ``status`` (int), ``body_excerpt`` (str),
+    ``hint`` (str, what to do about it, e.g. the completions endpoint for a model without a
+    chat template; ``""`` when there is nothing to suggest)."""
 
-    def __init__(self, status: int, body_excerpt: str) -> None:
+    def __init__(self, status: int, body_excerpt: str, hint: str = "") -> None:
         self.status = status
         self.body_excerpt = body_excerpt
-        super().__init__(f"HTTP {status}: {body_excerpt}" if body_excerpt else f"HTTP {status}")
+        self.hint = hint
+        text = f"HTTP {status}: {body_excerpt}" if body_excerpt else f"HTTP {status}"
+        super().__init__(f"{text} ({hint})" if hint else text)
 
 
 class ProbeStalled(ProbeError):
@@ -154,6 +158,12 @@ class ProbeDisconnected(ProbeError):
 
 class ProbeConnectError(ProbeError):
     """Could not connect to the server (refused, unreachable, connect timeout)."""
+
+
+class ProbeIncomplete(ProbeError):
+    """The stream ended before ``max_tokens`` although ``ignore_eos`` was set (finish_reason
+    ``abort`` or ``stop``, or usage counting fewer tokens): the run did not make what was asked,
+    so its tok/s is not comparable. The message says what ended it."""
 
 
 #: Old name, kept until the sweep package replaces tuner.study.
