@@ -49,10 +49,23 @@ _TEXT = Field(min_length=1, description="a non-empty string")
 
 
 class SmokeCheck(FileModel):
-    """A question whose answer must contain ``expect`` before any timing (e.g. Paris)."""
+    """Checks of the server's answers before any timing: a question whose greedy answer must
+    contain ``expect`` (e.g. Paris), answered within ``max_tokens`` (a reasoning model that runs
+    out while reasoning is asked again with room, never judged wrong for it); and, opt-in,
+    ``count_to = N``: the greedy answer to "Count from 1 to N." holds 1..N in order (a set that
+    corrupts data answers garbage). A failed check is ``invalid_output``: never recommended."""
 
-    prompt: Annotated[str, _TEXT]
-    expect: Annotated[str, _TEXT]
+    prompt: Annotated[str | None, _TEXT] = None
+    expect: Annotated[str | None, _TEXT] = None
+    max_tokens: Annotated[int, _int(1, 100_000)] = 32
+    count_to: Annotated[int | None, _int(2, 1000)] = None
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> SmokeCheck:
+        if (self.prompt is None) != (self.expect is None) or (self.prompt is None and self.count_to is None):
+            raise problem('{ prompt = "What is the capital of France?", expect = "Paris" } and/or count_to = 50',
+                          "prompt and expect go together; give them, count_to, or both")
+        return self
 
 
 class ServerConfig(FileModel):
@@ -61,6 +74,8 @@ class ServerConfig(FileModel):
     ``ready_timeout_s`` (s) bounds launch-to-ready; ``env`` is applied to every trial,
     baseline included; ``teardown_grace_s`` (s) is SIGTERM-to-SIGKILL; ``log_max_bytes``
     (bytes) caps the server log. A string ``command`` is split with :func:`shlex.split`.
+    ``api_key``: sent as ``Authorization: Bearer`` (else ``OPENAI_API_KEY`` of the runner, else
+    a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere.
     """
 
     command: Annotated[tuple[str, ...], Field(
@@ -74,6 +89,7 @@ class ServerConfig(FileModel):
     model: Annotated[str | None, _TEXT] = None
     teardown_grace_s: Annotated[float, _above(0)] = 30.0
     log_max_bytes: Annotated[int, _int(4096)] = 50 * 1024 * 1024
+    api_key: Annotated[str | None, _TEXT] = None
 
     @field_validator("command", mode="before")
     @classmethod
@@ -138,6 +154,7 @@ class ProbeConfig(FileModel):
     (:func:`tuner.stats.runs_for_precision`); the first baseline launch makes ``max_repeats``.
     ``stall_timeout_s`` (s): a stream with no token for that long is ``hung``.
     ``concurrency``: extra runs with that many simultaneous streams (``concurrency_requests`` each).
+    ``endpoint``: ``chat`` or ``completions`` (a base model without a chat template).
     ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
     tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
     both are always recorded.
@@ -155,6 +172,8 @@ class ProbeConfig(FileModel):
     concurrency: Annotated[tuple[Annotated[int, Field(ge=1, le=1024)], ...], BeforeTuple, Field(
         description="a list of integers in [1, 1024], e.g. [1, 2, 4, 8]")] = ()
     concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
+    endpoint: Annotated[Literal["chat", "completions"], Field(
+        description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
     metric: Annotated[Literal["output_tok_s", "decode_tok_s"], Field(
         description='"output_tok_s" (the default) or "decode_tok_s"')] = "output_tok_s"
 

@@ -8,7 +8,8 @@ any step becomes the record's status and cause; only a signal (Interrupted) esca
 
 from __future__ import annotations
 
-import statistics
+import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,61 +118,84 @@ def _failure(server: ServerProcess, exc: ProbeError, phase: str, stall_timeout_s
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
              want: int) -> None:
-    """Readiness proof, smoke check, warm-up and recorded runs, concurrency table."""
-    pc = ctx.cfg.probe
-    url = ctx.cfg.server.base_url
-    with probe.make_client(pc.stall_timeout_s) as client:
+    """Readiness proof, smoke and counting checks, warm-up and recorded runs (one probe loop,
+    :func:`tuner.probe.run_probe`), the concurrency table."""
+    pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
+    key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
+    phase = ["ready-check"]
+
+    def on_event(name: str, detail: str) -> None:
+        phase[0] = name
+        on_phase(name, detail)
+
+    with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
         on_phase("ready-check", "")
         try:
             model = ctx.cfg.server.model or probe.discover_model(url, client=client)
             probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
-                              stall_timeout_s=pc.stall_timeout_s)
+                              stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
             if pc.check is not None:
-                ok, answer = probe.smoke_check(client, url, model, pc.check.prompt, pc.check.expect,
-                                               timeout_s=pc.stall_timeout_s)
-                if not ok:
-                    raise TrialFailed(Status.INVALID_OUTPUT, f"smoke check: {pc.check.prompt!r} answered "
-                                      f"{answer[:120]!r}, expected {pc.check.expect!r}")
+                _checks(ctx, client, model, record)
+            result = probe.run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
+                                     warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
+                                     endpoint=pc.endpoint, client=client, on_event=on_event)
         except ProbeError as exc:
-            raise _failure(server, exc, "ready-check", pc.stall_timeout_s) from None
-        runs = _probe_runs(ctx, server, client, model, on_phase, want)
-        _summarise(record, runs)
+            raise _failure(server, exc, phase[0], pc.stall_timeout_s) from None
+        _summarise(record, result)
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
             levels = bench.run_bench(url, model=model, concurrency=list(pc.concurrency),
                                      requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
-                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s)
+                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
+                                     endpoint=pc.endpoint, api_key=key)
             record.concurrency = bench.levels_to_json(levels)
 
 
-def _probe_runs(ctx: TrialContext, server: ServerProcess, client: httpx.Client, model: str,
-                on_phase: PhaseCallback, want: int) -> list[probe.RunMetrics]:
-    pc = ctx.cfg.probe
-    url = ctx.cfg.server.base_url
-    runs: list[probe.RunMetrics] = []
-    for i in range(pc.warmup + want):
-        phase = "warmup" if i < pc.warmup else "probing"
-        detail = f"{i + 1}/{pc.warmup}" if i < pc.warmup else f"run {i - pc.warmup + 1}/{want}"
-        on_phase(phase, detail)
-        try:
-            m = probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
-                                  stall_timeout_s=pc.stall_timeout_s)
-        except ProbeError as exc:
-            raise _failure(server, exc, phase, pc.stall_timeout_s) from None
-        if i >= pc.warmup:
-            runs.append(m)
-    return runs
+def counted_in_order(text: str, n: int) -> bool:
+    """True when ``text`` holds the numbers 1..n in order (other text between them allowed)."""
+    wanted = 1
+    for number in re.findall(r"\d+", text):
+        if int(number) == wanted:
+            wanted += 1
+            if wanted > n:
+                return True
+    return False
 
 
-def _summarise(record: TrialRecord, runs: list[probe.RunMetrics]) -> None:
-    """Medians of the recorded runs into the record (probe.ProbeResult's definitions)."""
-    result = probe.ProbeResult(runs)
-    record.output_tok_s_runs = [r.output_tok_s for r in runs]
+def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRecord) -> None:
+    """The smoke question and the opt-in counting check (:class:`tuner.config.SmokeCheck`):
+    a wrong answer is ``invalid_output``; an answer cut off by its token budget (a reasoning
+    model still thinking) is said in the log, never judged wrong."""
+    check, url, pc = ctx.cfg.probe.check, ctx.cfg.server.base_url, ctx.cfg.probe
+    assert check is not None
+    if check.prompt is not None and check.expect is not None:
+        res = probe.smoke_check(client, url, model, check.prompt, check.expect, max_tokens=check.max_tokens,
+                                timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
+        if res.wrong:
+            raise TrialFailed(Status.INVALID_OUTPUT, f"smoke check: {check.prompt!r} {res.describe(check.expect)}")
+        if res.cut_off:
+            ctx.log(f"trial {record.trial}: smoke check {res.describe(check.expect)}")
+    if check.count_to is not None:
+        n = check.count_to
+        res = probe.smoke_check(client, url, model, f"Count from 1 to {n}.", "1", max_tokens=8 * n + 16,
+                                timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint, retry_max_tokens=16 * n + 64)
+        if res.cut_off:
+            ctx.log(f"trial {record.trial}: counting check cut off at max_tokens={res.max_tokens}: not judged")
+        elif not counted_in_order(res.answer, n):
+            raise TrialFailed(Status.INVALID_OUTPUT, f"counting check: 'Count from 1 to {n}.' answered "
+                              f"{res.answer[:120]!r}, not 1..{n} in order (corrupted output?)")
+
+
+def _summarise(record: TrialRecord, result: probe.ProbeResult) -> None:
+    """The recorded runs and their medians into the record (probe.ProbeResult's definitions)."""
+    runs = result.runs
+    record.output_tok_s_runs = result.output_tok_s_runs
     record.output_tok_s = result.output_tok_s
-    record.decode_tok_s_runs = [1.0 / r.tpot_s for r in runs if r.tpot_s]
-    record.decode_tok_s = statistics.median(record.decode_tok_s_runs) if record.decode_tok_s_runs else None
-    record.ci_halfwidth = stats.median_ci_halfwidth(record.output_tok_s_runs)
+    record.decode_tok_s_runs = [v for v in result.decode_tok_s_runs if v is not None]
+    record.decode_tok_s = result.decode_tok_s
     record.ttft_s, record.tpot_s, record.e2e_s = result.ttft_s, result.tpot_s, result.e2e_s
     record.completion_tokens = result.completion_tokens
     record.tokens_counted = result.tokens_counted
+    record.timing_measurable = result.timing_measurable
     record.reasoning_deltas = runs[-1].reasoning_deltas if runs else 0
+    record.ci_halfwidth = stats.median_ci_halfwidth(record.output_tok_s_runs)
