@@ -45,6 +45,6 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     df = trials_frame(records, min_effect=min_effect)
     write_trials_csv(df, out_dir / "trials.csv")
     verdict = verdict_paragraph(df, info, min_effect=min_effect)
-    figures = [p.name for p in save_figures(df, out_dir)] if not df.empty else []
+    figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
     (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures))
     return df, verdict

@@ -89,7 +89,8 @@ class ForestRow:
 
 
 def _pct(r: float) -> str:
-    return f"{(r - 1) * 100:+.1f} %"
+    pct = round((r - 1) * 100, 1)
+    return f"{pct + 0.0:+.1f} %"  # + 0.0: never "-0.0 %"
 
 
 def _retried(df: pd.DataFrame) -> dict[int, int]:
@@ -294,7 +295,7 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel("ratio to the baseline (1.0 = as fast as the untuned server; right = faster)")
     top = ax.secondary_xaxis("top", functions=(_to_pct, _from_pct))
-    top.xaxis.set_major_formatter(FuncFormatter(lambda p, _: f"{p:+g} %"))
+    top.xaxis.set_major_formatter(FuncFormatter(lambda p, _: f"{round(p, 6) + 0.0:+g} %"))
     top.set_xlabel("gain vs the baseline (%)", fontsize=9)
     ax.text(1.01, -0.5, "tok/s   gain [95 % CI]   verdict", transform=right, ha="left", va="bottom",
             fontsize=8, fontweight="bold")

@@ -265,8 +265,9 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: f
 
 
 def variable_effects_figure(df: pd.DataFrame, *, min_effect: float | None = None) -> Figure:
-    """A grid of :func:`plot_variable_effect` panels, three per row, one legend below them (a
-    single note when no relaunch set a variable). Not registered with pyplot."""
+    """A grid of :func:`plot_variable_effect` panels, three per row (one per row, wider, when a
+    variable took more than 10 values), one legend below them (a single note when no relaunch
+    set a variable). Not registered with pyplot."""
     names = variable_names(df)
     if not names:
         fig = Figure(figsize=(6, 2.5), layout="constrained")
@@ -275,9 +276,11 @@ def variable_effects_figure(df: pd.DataFrame, *, min_effect: float | None = None
                 transform=ax.transAxes)
         ax.axis("off")
         return fig
-    ncols = min(3, len(names))
+    most = max(len({env.get(name, "unset") for env in df["env"]}) for name in names)
+    ncols = min(3, len(names)) if most <= 10 else 1  # many values: one panel a row, as wide as they need
+    panel_w = 4.8 if ncols > 1 else min(max(8.0, 0.32 * most), 18.0)
     nrows = math.ceil(len(names) / ncols)
-    fig = Figure(figsize=(4.8 * ncols, 3.8 * nrows + 1.0), layout="constrained")
+    fig = Figure(figsize=(panel_w * ncols, 3.8 * nrows + 1.0), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     handles: dict[str, Artist] = {}
     shown: set[Verdict] = set()
@@ -360,21 +363,27 @@ def _concurrency_labels(ok: pd.DataFrame) -> list[str]:
     return labels
 
 
-def plot_concurrency(ax: Axes, df: pd.DataFrame) -> bool:
+def plot_concurrency(ax: Axes, df: pd.DataFrame, *, relative: bool = False, legend: bool = True) -> bool:
     """Aggregate output tok/s against concurrent streams C (``tok_s_c<C>`` columns), one line per
     ok relaunch labelled with its set in short form: the first baseline launch thick black with
     squares, its re-measures dark grey dashed with diamonds, tuned sets in :data:`SET_COLORS`
-    with circles; the legend right of the axes (whole labels, never cut). Returns False, drawing
-    nothing, when no ok relaunch measured concurrency."""
+    with circles. ``relative``: each line divided by the first baseline launch's tok/s at the
+    same C (1.0 marked), so small differences show at every C. ``legend``: right of the axes
+    (whole labels, never cut). Returns False, drawing nothing, when no ok relaunch measured
+    concurrency."""
     cols = concurrency_columns(df)
     ok = df[_ok(df)]
     if not cols or ok[cols].isna().all().all():
         return False
     levels = [int(c[len("tok_s_c"):]) for c in cols]
     ok = _baselines_first(ok)
+    first_base = ok[ok["kind"] == Kind.BASELINE]
+    if relative and first_base.empty:
+        return False
+    ref = first_base.iloc[0][cols].to_numpy(float) if relative else np.ones(len(cols))
     n_base = n_set = 0
     for (_, row), label in zip(ok.iterrows(), _concurrency_labels(ok), strict=True):
-        ys = [row[c] for c in cols]
+        ys = row[cols].to_numpy(float) / ref
         if row["kind"] == Kind.BASELINE:
             if n_base == 0:
                 ax.plot(levels, ys, "s-", lw=2.8, ms=7, color="black", label=label, zorder=4)
@@ -390,20 +399,32 @@ def plot_concurrency(ax: Axes, df: pd.DataFrame) -> bool:
     ax.set_xticks(levels, [str(v) for v in levels])
     ax.minorticks_off()
     ax.set_xlabel("concurrent streams C")
-    ax.set_ylabel("aggregate output tok/s")
-    ax.set_title("Aggregate throughput vs concurrency, per set")
+    if relative:
+        ax.set_ylabel("ratio to the baseline\n(first launch, same C)")
+        ax.set_title("The same, relative to the baseline at each C", fontsize=10)
+    else:
+        ax.set_ylabel("aggregate output tok/s")
+        ax.set_title("Aggregate throughput vs concurrency, per set")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return True
 
 
 def concurrency_figure(df: pd.DataFrame) -> Figure | None:
-    """A figure of :func:`plot_concurrency`, widened for its longest legend label and heightened
-    for its entries, or None when nothing measured concurrency."""
+    """Two panels of :func:`plot_concurrency` (aggregate tok/s, then relative to the baseline at
+    each C), widened for the longest legend label and heightened for its entries, or None when
+    nothing measured concurrency."""
     labels = _concurrency_labels(_baselines_first(df[_ok(df)]))
     width = min(max(7.0 + 0.055 * max((len(s) for s in labels), default=0), 10.0), 24.0)
-    fig = Figure(figsize=(width, max(4.8, 1.2 + 0.17 * len(labels))), layout="constrained")
-    return fig if plot_concurrency(fig.subplots(), df) else None
+    fig = Figure(figsize=(width, max(7.5, 1.2 + 0.17 * len(labels))), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    if not plot_concurrency(top, df):
+        return None
+    top.set_xlabel("")
+    if not plot_concurrency(bottom, df, relative=True, legend=False):
+        bottom.remove()  # no baseline measured concurrency: nothing to be relative to
+    return fig
 
 
 # -- all of them -----------------------------------------------------------------------------

@@ -96,9 +96,11 @@ def names_key(names: Iterable[str], width: int = 150) -> str:
     parts = []
     for name in _ordered(set(names)):
         short = short_name(name)
-        if short != name:
-            parts.append(f"{short} = {name}" + (" (bytes)" if is_size_variable(name) else ""))
-    return textwrap.fill("Short names: " + ", ".join(parts), width) if parts else ""
+        if short != name:  # no-break spaces inside an entry: lines break only between entries
+            parts.append(f"{short}\u00a0=\u00a0{name}" + ("\u00a0(bytes)" if is_size_variable(name) else ""))
+    if not parts:
+        return ""
+    return textwrap.fill("Short names: " + ", ".join(parts), width).replace("\u00a0", " ")
 
 
 #: Colour and marker of each verdict (every member of :class:`tuner.record.Verdict`), in the

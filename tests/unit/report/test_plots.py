@@ -219,6 +219,9 @@ def test_concurrency_legend_whole_and_baselines_apart(df):
     legend = fig.axes[0].get_legend().get_window_extent()
     assert fig.bbox.x0 <= legend.x0 and legend.x1 <= fig.bbox.x1  # not cut by the figure's edge
     assert legend.x0 >= fig.axes[0].get_window_extent().x1  # outside the axes
+    relative = fig.axes[1]  # each set over the first baseline launch at the same C
+    assert list(relative.lines[0].get_ydata()) == [1.0, 1.0, 1.0, 1.0]
+    assert relative.lines[3].get_ydata()[0] == pytest.approx(80.6 / 70.0)
     assert concurrency_figure(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is None
 
 
