@@ -83,3 +83,20 @@ def many_sets(n: int = 70) -> list[TrialRecord]:
 
 CASES = {"failures": with_failures, "winner": with_winner, "one-trial": one_trial, "ten-sets": ten_sets,
          "many-sets": many_sets}
+
+
+def every_verdict() -> list[TrialRecord]:
+    """The baseline twice and one tuned set per verdict a measured set can get (faster ...
+    not enough runs; the report sets the verdicts, see ``JUDGED``), from +12 % down to -12 %."""
+    rng = np.random.default_rng(5)
+    recs = [trial_record(0, "baseline", _runs(rng, 70.0))]
+    for i, factor in enumerate(np.linspace(1.12, 0.88, len(JUDGED)), start=1):
+        recs.append(trial_record(i, "search", _runs(rng, 70.0 * factor), env={"NCCL_MAX_NCHANNELS": str(i)}))
+    recs.append(trial_record(len(JUDGED) + 1, "baseline", _runs(rng, 70.3), recheck=True))
+    return recs
+
+
+#: Verdicts given to the tuned sets of :func:`every_verdict`, trial 1 first.
+JUDGED = ("faster", "faster, below the minimum effect", "failed confirmation", "inconclusive", "not applied",
+          "unverifiable", "no significant difference", "not enough runs to judge",
+          "slower, below the minimum effect", "slower")

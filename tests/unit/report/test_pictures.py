@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from tests.unit.report.picture_cases import CASES
+from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
 from tuner.record import Status, Verdict
 from tuner.report.frame import trials_frame
 from tuner.report.plots import report_figures, save_figures, trials_vs_baseline_figure
@@ -181,3 +181,21 @@ def test_a_cut_legend_is_caught():
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
     with pytest.raises(AssertionError, match="beyond the figure"):
         check_nothing_cut(fig)
+
+
+def test_every_verdict_in_its_colour_and_in_the_legend(tmp_path):
+    """The verdicts today's judging rarely gives (inconclusive, not applied, ...), set on a sweep's
+    tuned rows as the report would, each drawn in its colour and named once in the legend."""
+    df = trials_frame(every_verdict(), min_effect=0.01)
+    tuned = df["kind"] != "baseline"
+    df.loc[tuned, "verdict"] = pd.Series([Verdict(v) for v in JUDGED], index=df.index[tuned])
+    fig = trials_vs_baseline_figure(df, min_effect=0.01)
+    FigureCanvasAgg(fig).draw()
+    check_rows_coloured_by_verdict(df, fig)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[:11] == ["baseline", "faster", "faster, below the 1 % that matters", "no significant difference",
+                           "slower, below the 1 % that matters", "slower", "inconclusive", "failed confirmation",
+                           "not applied", "unverifiable", "not enough runs to judge"]
+    check_nothing_cut(fig)
+    look = os.environ.get("NCCL_TUNE_PLOTS_LOOK")
+    save_figures(df, Path(look) / "every-verdict" if look else tmp_path, min_effect=0.01)
