@@ -49,6 +49,9 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     df = trials_frame(relaunches, min_effect=min_effect, metric=metric, judgement=judgement)
     write_trials_csv(df, out_dir / "trials.csv")
     verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
-    figures = [p.name for p in save_figures(df, out_dir)] if not df.empty else []
+    if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
+        df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
+    df.attrs["metric"] = metric
+    figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
     (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures))
     return df, verdict

@@ -326,7 +326,8 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
                     figures: Sequence[str] = ()) -> str:
     """The text of report.md: the verdict, the best set's export lines when it is significantly
     faster, a section per figure (``figures``: PNG file names written next to report.md, in
-    :data:`FIGURE_SECTIONS` order) with the trials table under the first, failed relaunches,
+    :data:`FIGURE_SECTIONS` order, each linking to the SVG beside it) with the trials table under
+    the first, failed relaunches,
     why the sweep stopped and how to open the study in optuna-dashboard."""
     lines = [f"# nccl-tune report: {study_name}", ""]
     if df.empty:
@@ -338,7 +339,8 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     names = {name.rsplit(".", 1)[0]: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         if stem in names:
-            lines += [f"## {heading}", "", f"![{alt}]({names[stem]})", ""]
+            svg = names[stem].rsplit(".", 1)[0] + ".svg"  # the image links to its SVG, for zooming
+            lines += [f"## {heading}", "", f"[![{alt}]({names[stem]})]({svg})", ""]
         if stem == "trials_vs_baseline":
             if stem not in names:
                 lines += [f"## {heading}", ""]

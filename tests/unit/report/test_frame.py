@@ -8,8 +8,8 @@ import math
 
 import pandas as pd
 import pytest
-from tests.helpers import sample_records, trial_record
 
+from tests.helpers import sample_records, trial_record
 from tuner import stats
 from tuner.record import CSV_COLUMNS, JSON_FIELDS, Kind, Status, Verdict
 from tuner.report.frame import (

@@ -1,31 +1,49 @@
-"""tuner.report.plots: every plot draws into the Axes it is given; save_figures writes PNG + SVG.
+"""tuner.report.plots, .forest and .style: every plot draws into the Axes it is given; the
+figures are the same wherever they are drawn; save_figures writes PNG + SVG.
 
 Checked from the figure objects: titles, axis labels, legend entries, how many marks of each
-kind were drawn and where.
+kind were drawn and where. The pictures of whole sweeps are checked in test_pictures.py.
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from tests.helpers import sample_records, trial_record
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
-from matplotlib.colors import to_rgb
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
+from tests.helpers import sample_records, trial_record
+from tuner.record import Verdict
+from tuner.report.forest import ForestRow, baseline_band, forest_rows, truncate_rows
 from tuner.report.frame import trials_frame
 from tuner.report.plots import (
     FAILED_COLOR,
+    concurrency_figure,
     plot_baselines,
     plot_concurrency,
     plot_history,
     plot_trials_vs_baseline,
     plot_variable_effect,
+    report_figures,
     save_figures,
     variable_effects_figure,
     variable_names,
+)
+from tuner.report.style import (
+    VERDICT_STYLE,
+    names_key,
+    plural,
+    set_label,
+    size_text,
+    verdict_color,
+    verdict_words,
 )
 
 
@@ -39,66 +57,173 @@ def axes():
     return Figure().subplots()
 
 
-def legend_texts(ax) -> list[str]:
-    legend = ax.get_legend()
+def legend_texts(legend) -> list[str]:
     return [t.get_text() for t in legend.get_texts()] if legend else []
 
 
-def test_trials_vs_baseline(df):
+# -- style -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "text"), [
+    ("16777216", "16777216 (16 MiB)"), ("4194304", "4194304 (4 MiB)"), ("1572864", "1572864 (1.5 MiB)"),
+    ("65536", "65536 (64 KiB)"), ("1073741824", "1073741824 (1 GiB)"), ("1000", "1000"), ("1000000", "1000000"),
+    ("16M", "16M"), ("0x1000000", "0x1000000"), ("", ""),
+])
+def test_size_text_puts_the_value_nccl_reads_first(value, text):
+    assert size_text(value) == text
+
+
+def test_set_label_short_names_in_order_flags_as_written():
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_BUFFSIZE": "16777216", "NCCL_MAX_NCHANNELS": "16",
+           "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_IB_TIMEOUT": "22", "NCCL_P2P_NET_CHUNKSIZE": "524288"}
+    assert set_label(env, ["--disable-custom-all-reduce", "--max-num-seqs", "8"]) == (
+        "PROTO=LL ALGO=Ring CH=16 BUF=16777216 (16 MiB) CDMC=1 IB_TIMEOUT=22 P2P_NET_CHUNKSIZE=524288 (512 KiB) "
+        "--disable-custom-all-reduce --max-num-seqs 8")
+    assert set_label({}) == "(untuned)"
+    key = names_key(env)
+    assert key.startswith("Short names: PROTO = NCCL_PROTO, ALGO = NCCL_ALGO, CH = NCCL_MAX_NCHANNELS, ")
+    assert "BUF = NCCL_BUFFSIZE (bytes)" in key and "CDMC = CUDA_DEVICE_MAX_CONNECTIONS" in key
+    assert names_key(["SOME_OTHER"]) == ""
+
+
+def test_every_verdict_has_its_own_colour_and_words():
+    assert set(VERDICT_STYLE) == set(Verdict)
+    assert len({c for c, _ in VERDICT_STYLE.values()}) == len(Verdict)
+    assert verdict_words(Verdict.FASTER_BELOW_MIN, 0.01) == "faster, below the 1 % that matters"
+    assert verdict_words(Verdict.SLOWER_BELOW_MIN, 0.02) == "slower, below the 2 % that matters"
+    assert verdict_words(Verdict.FASTER_BELOW_MIN) == "faster, below the minimum effect"
+    assert verdict_words("faster", 0.01) == "faster"
+    assert [plural(1, "relaunch"), plural(2, "relaunch"), plural(1, "row"), plural(0, "row")] == [
+        "1 relaunch", "2 relaunches", "1 row", "0 rows"]
+
+
+# -- the forest plot's rows and band ----------------------------------------------------------
+
+def test_forest_rows_order_and_sections(df):
+    rows, notes = forest_rows(df, min_effect=0.01)
+    assert [(r.trial, r.section) for r in rows] == [
+        (0, "baseline"), (8, "baseline"), (3, "tuned"), (6, "tuned"), (1, "tuned"), (4, "tuned"),
+        (9, "unmeasured"), (2, "failed"), (7, "failed")]  # interrupted 5 was retried by 6: no row
+    assert rows[3].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
+    assert re.fullmatch(r"80\.7 tok/s  \+1\d\.\d % \[\+\d+\.\d % \.\. \+\d+\.\d %\]  faster", rows[2].detail)
+    assert rows[0].detail.startswith("70.3 tok/s  reference")
+    assert [(r.text, r.detail) for r in rows[-2:]] == [
+        ("crashed", "exited with code 1: NCCL WARN [LL128] protocol …"), ("hung", "no token for 120 s")]
+    assert rows[6].text == "running" and rows[6].verdict is Verdict.PENDING
+    assert "Trial 5 was interrupted and retried as trial 6." in notes
+
+
+def test_forest_rows_keep_the_launches_of_one_set_together():
+    tuned = {"NCCL_PROTO": "LL"}
+    df = trials_frame([trial_record(0, "baseline", [70.0, 70.4, 69.8]),
+                       trial_record(1, "preset", [77.0, 77.5, 76.8], env=tuned),
+                       trial_record(2, "preset", [78.5, 78.0, 78.2], env={"NCCL_ALGO": "Ring"}),
+                       trial_record(3, "confirm", [76.0, 76.3, 75.9], env=tuned)], min_effect=0.01)
+    rows, _ = forest_rows(df)
+    assert [r.label for r in rows] == ["baseline (untuned), trial 0", "ALGO=Ring (trial 2)",
+                                       "PROTO=LL (trial 1)", "PROTO=LL (trial 3, confirm)"]
+
+
+def test_truncate_rows_keeps_top_and_bottom_with_a_note():
+    rows = [ForestRow(f"r{i}", "tuned", Verdict.NO_DIFFERENCE, i, ratio=1 + i / 1000) for i in range(70)]
+    rows += [ForestRow("f", "failed", Verdict.FAILED, 70, text="hung")]
+    out = truncate_rows(rows)
+    assert len(out) == 51 and out[:25] == rows[:25] and out[-25:] == rows[-25:]
+    assert out[25].section == "gap"
+    assert out[25].text == "… 21 rows not shown (21 measured, +2.5 % .. +4.5 %): see trials.csv …"
+    assert truncate_rows(rows[:60]) == rows[:60]
+
+
+def test_baseline_band_from_the_launches_or_a_noise_column(df):
+    low, high, label = baseline_band(df)
+    assert (low, high) == (1.0, pytest.approx(71.25 / 70.35))
+    assert label == "baseline launch-to-launch spread (2 launches: +0.0 % .. +1.3 %)"
+    with_noise = df.assign(launch_noise_pct=0.8)
+    low, high, label = baseline_band(with_noise)
+    assert (low, high) == (pytest.approx(1 - 0.01568), pytest.approx(1 + 0.01568))
+    assert label == "launch-to-launch noise (±1.96 σ, σ = 0.8 %)"
+    assert baseline_band(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is None
+
+
+def test_plot_trials_vs_baseline_on_a_given_axes(df):
     ax = axes()
-    plot_trials_vs_baseline(ax, df)
-    assert ax.get_title() == "Trials vs the untuned baseline"
-    assert ax.get_xlabel().startswith("trial number") and "tok/s" in ax.get_ylabel()
-    # one errorbar series per kind measured: baseline (0, 8), preset (1, 3, 4), search (6)
-    series = {c.get_label(): list(c.lines[0].get_xdata()) for c in ax.containers}
-    assert series == {"baseline (median, 95 % CI)": [0, 8], "preset (median, 95 % CI)": [1, 3, 4],
-                      "search (median, 95 % CI)": [6]}
-    failed = [c for c in ax.collections if c.get_label() == "failed trial (no tok/s)"]
-    assert len(failed) == 1 and list(failed[0].get_offsets()[:, 0]) == [2, 5, 7]
-    notes = [t.get_text() for t in ax.texts]
-    assert {"crashed", "interrupted", "hung"} <= set(notes)
-    assert any(n.startswith("best: trial 3, 80.7 tok/s (+14.7 %, faster)") for n in notes)
-    assert legend_texts(ax)[:2] == ["baseline spread (all runs)", "baseline median 70.9 tok/s"]
+    rows = plot_trials_vs_baseline(ax, df, min_effect=0.01)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r.label for r in rows]
+    assert ax.get_title().startswith("Every measured set vs the untuned baseline (70.3 tok/s)\n"
+                                     "single-stream output tok/s, ratio of launch levels")
+    assert ax.get_xlabel().startswith("ratio to the baseline")
+    (top,) = ax.child_axes
+    assert top.get_xlabel() == "gain vs the baseline (%)"
+    one = [line for line in ax.lines if line.get_gid() == "forest-one"]
+    assert len(one) == 1 and list(one[0].get_xdata()) == [1.0, 1.0]
+    labels = legend_texts(ax.get_legend())
+    assert labels[:4] == ["baseline", "faster", "no significant difference", "slower"]
+    assert "failed (status in the box; no tok/s)" in labels and "running or interrupted" in labels
+    assert "Short names: PROTO = NCCL_PROTO" in ax.get_legend().get_title().get_text()
+    bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
+    assert bold == ["PROTO=LL CH=8 (trial 3)"]
+
+
+# -- the other figures -----------------------------------------------------------------------
+
+def test_history_is_in_trial_numbers(df):
+    ax = axes()
+    twin = plot_history(ax, df, min_effect=0.01)
+    assert ax.get_xlabel() == "trial number (relaunch order)" and twin.get_ylabel() == "cumulative wall time (h)"
+    assert ax.get_title() == "The sweep in trial order: 10 relaunches, 4.6 h of wall time"
+    best = ax.lines[0]
+    assert list(best.get_xdata()) == list(range(10))
+    assert list(best.get_ydata()[1:]) == [70.2, 70.2, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7]  # held across gaps
+    baseline = next(line for line in ax.lines if str(line.get_label()).startswith("baseline launch"))
+    assert list(baseline.get_xdata()) == [0, 8] and list(baseline.get_ydata()) == [70.35, 71.25]
+    re_measures = [line for line in ax.lines if line.get_linestyle() == ":"]
+    assert [list(line.get_xdata()) for line in re_measures] == [[8, 8]]
+    failed = next(c for c in ax.collections if c.get_label() == "failed (status written)")
+    assert list(failed.get_offsets()[:, 0]) == [2, 7]
+    pending = next(c for c in ax.collections if c.get_label() == "running or interrupted")
+    assert list(pending.get_offsets()[:, 0]) == [5, 9]
+    assert {"crashed", "hung", "interrupted", "running"} <= {t.get_text() for t in ax.texts}
+    assert legend_texts(twin.get_legend()) == [
+        "best tuned so far", "faster", "no significant difference", "slower", "baseline launch (joined: drift)",
+        "baseline re-measure", "failed (status written)", "running or interrupted",
+        "cumulative wall time (h, right axis)"]
     ticks = ax.get_xticks()
     assert np.allclose(ticks, np.round(ticks))  # whole trial numbers only
-
-
-def test_history(df):
-    ax = axes()
-    twin = plot_history(ax, df)
-    assert ax.get_xlabel() == "relaunch number" and twin.get_ylabel() == "cumulative wall time (h)"
-    assert ax.get_title() == "Sweep history: 10 relaunches, 4.6 h of wall time"
-    best = ax.lines[0]
-    assert list(best.get_ydata()[1:]) == [70.2, 70.2, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7]  # held across gaps
-    assert sorted(legend_texts(twin)) == sorted(["best tuned so far (tok/s)", "baseline median 70.9 tok/s",
-                                  "tuned relaunch (tok/s)", "baseline measurement (tok/s)", "failed relaunch",
-                                  "cumulative wall time (h)"])
-    failed = next(c for c in ax.collections if c.get_label() == "failed relaunch")
-    assert list(failed.get_offsets()[:, 0]) == [3, 6, 8]  # relaunch numbers of trials 2, 5, 7
 
 
 def test_baselines(df):
     ax = axes()
     plot_baselines(ax, df)
-    assert ax.get_title() == "Baseline over the sweep (2 measurements, drift 1.3 %)"
+    assert ax.get_title() == "The baseline over the sweep (2 launches, drift 1.3 %)"
     (medians,) = ax.lines
     assert list(medians.get_xdata()) == [0, 8] and list(medians.get_ydata()) == [70.35, 71.25]
     runs = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert sum(len(c.get_offsets()) for c in runs) == 8
+    ax = axes()
+    plot_baselines(ax, trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01))
+    assert ax.get_title() == "The baseline over the sweep (1 launch: drift not measured)"
 
 
-def test_concurrency(df):
+def test_concurrency_legend_whole_and_baselines_apart(df):
     ax = axes()
     assert plot_concurrency(ax, df) is True
     labels = [line.get_label() for line in ax.lines]
-    assert labels == ["trial 0: (untuned)", "trial 1: CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring NCC...",
-                      "trial 3: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL", "trial 4: NCCL_PROTO=Simple",
-                      "trial 6: NCCL_ALGO=Tree NCCL_PROTO=LL", "trial 8: (untuned) (re-measure)"]
-    assert list(ax.lines[0].get_xdata()) == [1, 2, 4, 8] and ax.lines[5].get_linestyle() == "--"
-    assert legend_texts(ax) == labels and ax.get_xscale() == "log"
-    ax = axes()
-    assert plot_concurrency(ax, trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is False
-    assert not ax.lines
+    assert labels == ["baseline (untuned), trial 0", "baseline (untuned) re-measure, trial 8",
+                      "PROTO=LL ALGO=Ring CH=16 BUF=16777216 (16 MiB) CDMC=1 (trial 1)", "PROTO=LL CH=8 (trial 3)",
+                      "PROTO=Simple (trial 4)", "PROTO=LL ALGO=Tree (trial 6)"]
+    styles = [(to_hex(line.get_color()), line.get_linestyle(), line.get_marker()) for line in ax.lines]
+    assert styles[0] == ("#000000", "-", "s") and styles[1] == ("#5f5f5f", "--", "D")
+    assert len(set(styles)) == len(styles)  # every line told apart
+    assert list(ax.lines[0].get_xdata()) == [1, 2, 4, 8] and ax.get_xscale() == "log"
+    assert legend_texts(ax.get_legend()) == labels
+    fig = concurrency_figure(df)
+    FigureCanvasAgg(fig).draw()
+    legend = fig.axes[0].get_legend().get_window_extent()
+    assert fig.bbox.x0 <= legend.x0 and legend.x1 <= fig.bbox.x1  # not cut by the figure's edge
+    assert legend.x0 >= fig.axes[0].get_window_extent().x1  # outside the axes
+    relative = fig.axes[1]  # each set over the first baseline launch at the same C
+    assert list(relative.lines[0].get_ydata()) == [1.0, 1.0, 1.0, 1.0]
+    assert relative.lines[3].get_ydata()[0] == pytest.approx(80.6 / 70.0)
+    assert concurrency_figure(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is None
 
 
 def test_variable_effect_panels(df):
@@ -106,26 +231,39 @@ def test_variable_effect_panels(df):
                                   "NCCL_MAX_NCHANNELS", "NCCL_PROTO"]
     ax = axes()
     plot_variable_effect(ax, df, "NCCL_PROTO")
-    assert ax.get_title() == "NCCL_PROTO"
+    assert ax.get_title() == "NCCL_PROTO (PROTO)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["unset", "LL", "LL128", "Simple"]
-    # ok relaunches per value: unset = the baselines 0 and 8; LL: 1, 3, 6; Simple: 4 (blue dots)
-    marks = [c for c in ax.collections if isinstance(c, PathCollection)]
-    dots = [c for c in marks if np.allclose(c.get_facecolor()[0][:3], to_rgb("tab:blue"))]
-    assert [len(c.get_offsets()) for c in dots] == [2, 3, 1]
-    crosses = [c for c in marks if np.allclose(c.get_facecolor()[0][:3], to_rgb(FAILED_COLOR))]
+    dots = [c for c in ax.collections if str(c.get_label()).startswith("_verdict ")]
+    xs = sorted(round(float(c.get_offsets()[0][0])) for c in dots)
+    assert xs == [0, 0, 1, 1, 1, 3]  # unset: baselines 0 and 8; LL: 1, 3, 6; Simple: 4
+    for c in dots:  # coloured by verdict
+        assert to_hex(c.get_facecolor()[0]) == verdict_color(str(c.get_label()).removeprefix("_verdict ")).lower()
+    crosses = [c for c in ax.collections if c.get_label() == "failed (statuses under the value)"]
     assert [c.get_offsets()[0][0] for c in crosses] == [0, 2]  # at "unset" (trial 7) and "LL128" (trial 2)
-    # failures that are the set's: trial 2 (LL128) and 7 (unset PROTO); the interrupted trial 5 is not counted
-    assert sorted(t.get_text() for t in ax.texts) == ["1 failed", "1 failed"]
-    fig = variable_effects_figure(df)
-    assert [a.get_title() for a in fig.axes if a.axison] == variable_names(df)
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ok relaunch (tok/s)", "median per value",
-                                                                  "failed relaunches", "baseline median"]
+    assert all(to_hex(c.get_facecolor()[0]) == FAILED_COLOR.lower() for c in crosses)
+    # failures that are the set's: trial 2 (LL128) and 7 (unset PROTO); the interrupted trial 5 is not
+    # counted; trial 9 (PROTO unset) is still running
+    assert sorted(t.get_text() for t in ax.texts) == ["1 crashed", "1 hung", "1 running"]
+    ax = axes()
+    plot_variable_effect(ax, df, "NCCL_BUFFSIZE")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["unset", "4194304\n(4 MiB)", "16777216\n(16 MiB)"]
+    assert "1 running" in [t.get_text() for t in ax.texts]
+    baseline = [line for line in ax.lines if line.get_label() == "baseline median"]
+    assert len(baseline) == 1 and baseline[0].get_ydata()[0] == pytest.approx(70.9)  # median of the 8 pooled runs
+    fig = variable_effects_figure(df, min_effect=0.01)
+    assert [a.get_title() for a in fig.axes if a.axison] == [
+        "CUDA_DEVICE_MAX_CONNECTIONS (CDMC)", "NCCL_ALGO (ALGO)", "NCCL_BUFFSIZE (BUF)",
+        "NCCL_MAX_NCHANNELS (CH)", "NCCL_PROTO (PROTO)"]
+    assert legend_texts(fig.legends[0]) == [
+        "baseline", "faster", "no significant difference", "slower", "median per value",
+        "failed (statuses under the value)", "baseline median (70.9 tok/s)"]
 
 
 def test_save_figures_writes_png_and_svg(df, tmp_path):
-    written = save_figures(df, tmp_path / "out")
+    written = save_figures(df, tmp_path / "out", min_effect=0.01)
     names = ["trials_vs_baseline", "variable_effects", "history", "baselines", "concurrency"]
     assert written == [tmp_path / "out" / f"{n}.png" for n in names]
+    assert [name for name, _ in report_figures(df)] == names  # what the notebook draws
     for png in written:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         svg = png.with_suffix(".svg").read_text()
@@ -137,8 +275,13 @@ def test_save_figures_writes_png_and_svg(df, tmp_path):
     [trial_record(0, "baseline", [70.0, 71.0, 70.5])],
     [trial_record(0, "baseline", status="crashed", cause="exit 1")],
     [trial_record(0, "baseline", status="running")],
-], ids=["one-baseline", "baseline-failed", "in-flight"])
+    [trial_record(0, "baseline", status="crashed", cause="exit 1"),
+     trial_record(1, "preset", [70.0, 71.0], env={"NCCL_PROTO": "LL"})],
+], ids=["one-baseline", "baseline-failed", "in-flight", "no-ok-baseline"])
 def test_small_studies_draw_without_error(records, tmp_path):
     df = trials_frame(records, min_effect=0.01)
     names = [p.stem for p in save_figures(df, tmp_path)]
     assert names == ["trials_vs_baseline", "variable_effects", "history", "baselines"]
+    rows, _ = forest_rows(df)
+    assert all(r.has_point or r.text for r in rows)
+    assert not any(math.isnan(r.ratio) and r.section in ("baseline", "tuned") for r in rows)

@@ -6,9 +6,9 @@ import io
 
 import pandas as pd
 import pytest
-from tests.helpers import sample_records, trial_record
 from rich.console import Console
 
+from tests.helpers import sample_records, trial_record
 from tuner.judge import judge
 from tuner.record import StudyInfo
 from tuner.report.frame import trials_frame
