@@ -290,6 +290,8 @@ class StudyInfo:
     without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
     sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
     made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
+    Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
+    (:class:`tuner.nccl_types.Topology` fields), ``allreduce_backend`` and the evidence for it.
     """
 
     server_command: list[str] = field(default_factory=list)
@@ -303,6 +305,11 @@ class StudyInfo:
     stop_reason: str = ""
     final_baseline_skipped: str = ""
     min_effect: float | None = None
+    nccl_learned: bool = False
+    nccl_version: str = ""
+    topology: dict[str, Any] = field(default_factory=dict)
+    allreduce_backend: str = ""
+    allreduce_backend_reason: str = ""
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -80,28 +80,35 @@ class Decision:
 class Planner:
     """Plans relaunches for one sweep.
 
-    ``measured`` (set key -> first record), ``busy_keys`` (sets queued or running anywhere) and
-    ``records`` (every relaunch) are read fresh from the storage by the caller's callables, so
-    several workers on one study see each other's work. ``problems(env)`` says why NCCL would
-    reject a set (with ``server.env`` applied), empty when it would not.
+    ``records`` (every trial with a record, invalid-set bookkeeping included) and ``busy_keys``
+    (sets queued or running anywhere) are read fresh from the storage by the caller's
+    callables, so several workers on one study see each other's work. ``problems(env)`` says
+    why a set must not be launched (NCCL would reject it with ``server.env``, it cannot run or
+    is unsafe on this topology), empty when it may. ``key_of(env, flags)``: a set's identity
+    (:func:`tuner.record.set_key` of its canonical form: sets NCCL treats as equal share one).
+    ``extra``: sets planned before the presets (the screen's best).
     """
 
     def __init__(self, space: SearchSpace, mode: str, *,
                  records: Callable[[], list[TrialRecord]],
                  busy_keys: Callable[[], set[str]],
-                 problems: Callable[[dict[str, str]], list[str]]) -> None:
+                 problems: Callable[[dict[str, str]], list[str]],
+                 key_of: Callable[[dict[str, str], list[str]], str] = set_key) -> None:
         self.space = space
         self.mode = mode
         self._records = records
         self._busy = busy_keys
         self._problems = problems
+        self.key_of = key_of
+        self.extra: list[Planned] = []
 
     def _measured(self, records: list[TrialRecord]) -> dict[str, TrialRecord]:
+        """First measurement of each set, by :attr:`key_of` (sets NCCL treats as equal share one)."""
         out: dict[str, TrialRecord] = {}
         for r in records:
             if (r.kind is not Kind.BASELINE and r.status not in (Status.RUNNING, Status.INTERRUPTED,
                                                                    Status.MACHINE_FAULT)):
-                out.setdefault(r.set_key, r)
+                out.setdefault(self.key_of(r.env, r.flags), r)
         return out
 
     def next_planned(self) -> Planned | None:
@@ -114,14 +121,16 @@ class Planner:
         for r in records:
             if r.status is not Status.INTERRUPTED or r.kind is Kind.BASELINE:
                 continue  # baselines are re-measured by the loop itself when owed
+            key = self.key_of(r.env, r.flags)
             if r.retry_of_trial is not None:
-                gave_up.add(r.set_key)
-            elif r.trial not in retried and r.set_key not in measured | busy:
+                gave_up.add(key)
+            elif r.trial not in retried and key not in measured | busy:
                 return Planned(dict(r.env), list(r.flags), r.kind, r.preset, retry_of=r.trial)
-        for preset in self.space.presets:
-            key = set_key(preset.env)
-            if key not in measured | busy | gave_up:
-                return Planned(dict(preset.env), [], Kind.PRESET, preset.name)
+        invalid = {self.key_of(r.env, r.flags) for r in records if r.kind is Kind.INVALID}
+        for planned in [*self.extra, *(Planned(dict(p.env), [], Kind.PRESET, p.name) for p in self.space.presets)]:
+            key = self.key_of(planned.env, planned.flags)
+            if key not in measured | busy | gave_up | invalid:
+                return planned
         return None
 
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
@@ -130,10 +139,10 @@ class Planner:
         problems = self._problems(env)
         if problems:
             return Decision(False, invalid_reason=problems[0])
-        key = set_key(env, flags)
+        key = self.key_of(env, flags)
         earlier = self._measured(self._records()).get(key)
-        if earlier is None and not env and not flags:
-            earlier = baseline
+        if earlier is None and key == self.key_of({}, []):
+            earlier = baseline  # the untuned set, or one NCCL treats as equal to it
         if earlier is not None:
             return Decision(False, duplicate_of=earlier)
         return Decision(True)

@@ -10,6 +10,7 @@ trial time says it fits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ import optuna
 
 from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
-from tuner.errors import BaselineFailed, InputError, MachineNotClean
+from tuner.errors import BaselineFailed, InputError, MachineNotClean, StoppedByCheck
 from tuner.judge import Judgement, judge
 from tuner.launcher import kill_leftover, port_holder, port_in_use
+from tuner.nccl_types import NcclVersion, Topology
 from tuner.progress import Progress
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.space import SearchSpace
-from tuner.sweep import preflight
+from tuner.sweep import evidence, preflight
 from tuner.sweep.inflight import RunnerFile, host_name, runner_alive, runner_id
 from tuner.sweep.plan import Planned, Planner, flag_params, split_params
 from tuner.sweep.signals import SignalGuard
@@ -58,6 +60,8 @@ class SweepOptions:
     final_baseline: bool = True
     confirm: bool = True
     rebaseline: bool = False
+    allow_unsafe: bool = False
+    force: bool = False
     target: float | None = None
     always: bool = False
     timeout_s: float | None = None
@@ -105,8 +109,8 @@ class Sweep:
         self.baseline_every = (options.baseline_every if options.baseline_every is not None
                                else config.sweep.baseline_every)
         self.progress = options.progress or Progress(self.budget)
-        self.planner = Planner(space, self.mode, records=self.store.records, busy_keys=self._busy_keys,
-                               problems=self._problems)
+        self.planner = Planner(space, self.mode, records=lambda: self.store.records(relaunched_only=False),
+                               busy_keys=self._busy_keys, problems=self._problems, key_of=self._key_of)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self.started = time.monotonic()
@@ -114,14 +118,32 @@ class Sweep:
 
     # -- helpers -------------------------------------------------------------------------
     def _busy_keys(self) -> set[str]:
-        out = set()
-        for params in self.store.pending_params():
-            env, flags = split_params(params)
-            out.add(set_key(env, flags))
-        return out
+        return {self._key_of(*split_params(params)) for params in self.store.pending_params()}
+
+    def _nccl(self) -> tuple[NcclVersion | None, Topology | None]:
+        """The NCCL version and topology the baseline's log showed (else ``[nccl] version``)."""
+        info = self.store.info()
+        version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
+        topo = Topology(**info.topology) if info.topology else None
+        return version, topo
+
+    def _key_of(self, env: dict[str, str], flags: list[str]) -> str:
+        """A set's identity in its canonical form for this NCCL and topology (``ring`` is
+        ``Ring``, ``0x400000`` is ``4194304``, a value equal to the default is unset)."""
+        version, topo = self._nccl()
+        return set_key(nccl_env.canonical_set(env, version, topo), flags)
 
     def _problems(self, env: dict[str, str]) -> list[str]:
-        return [reason for _, reason in nccl_env.cross_problems({**self.cfg.server.env, **env})]
+        """Why the set must not be launched here: NCCL rejects it with ``server.env``, it
+        cannot run on the baseline's topology, or it is unsafe there (without --allow-unsafe)."""
+        version, topo = self._nccl()
+        full = {**self.cfg.server.env, **env}
+        found = [reason for _, reason in nccl_env.cross_problems(full, version)]
+        if topo is not None:
+            found.append(nccl_env.infeasible_reason(full, topo, version) or "")
+            if not self.opt.allow_unsafe:
+                found.append(nccl_env.unsafe_set_reason(full, topo, version) or "")
+        return [f for f in found if f]
 
     def _spent(self) -> int:
         """Relaunches the budget counts: finished baseline, preset and search trials of the
@@ -346,7 +368,7 @@ class Sweep:
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
         rec.log = str(log_path(self.dir, trial.number))
         self.store.start(trial, rec)
-        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log)
+        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0])
         title = f"trial {trial.number}: {label}"
 
         def on_phase(phase: str, detail: str) -> None:
@@ -355,17 +377,46 @@ class Sweep:
         runs = self._runs_wanted()
         try:
             with self.store.heartbeat(trial):
-                rec = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env, runs=runs)
+                rec, found = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env, runs=runs)
         except BaseException:
             rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
             self.store.abandon(trial, rec)
             raise
         self.store.finish(trial, rec, getattr(rec, self.cfg.probe.metric) or 0.0)
         self._report(rec, label)
+        if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:
+            self._learn(found)
         if rec.kind is not Kind.BASELINE and self._target_met(rec):
             self.outcome.target_reached_by = trial.number
             self.outcome.stop_reason = f"target {self.target:g} tok/s reached by trial {trial.number}"
         return rec
+
+    def _learn(self, found: evidence.Evidence) -> None:
+        """After the first ok baseline: record the NCCL version, topology and decode-allreduce
+        backend the log shows, say them, and stop before the budget is spent when NCCL does not
+        carry the decode allreduce (StoppedByCheck) unless --force or the space varies the
+        backend itself (a server flag such as --disable-custom-all-reduce)."""
+        topo = found.topology()
+        version = found.version
+        backend = found.backend
+        self.store.update_info(nccl_learned=True, nccl_version=str(version or ""),
+                               topology=dataclasses.asdict(topo) if topo else {},
+                               allreduce_backend=backend.name, allreduce_backend_reason=backend.reason)
+        where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
+                 if topo else "topology not logged")
+        self.progress.log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
+                          f"{backend.name} ({backend.reason})")
+        if backend.nccl_on_decode_path is False:
+            varies = [n for n in self.space.choices() if n.startswith("-")]
+            message = (f"NCCL does not carry the decode allreduce on this server: {backend.name} ({backend.reason}). "
+                       "NCCL variables cannot change decode speed here, so no tuned relaunch was spent")
+            if varies:
+                self.progress.log(f"note: {message}; the space varies {', '.join(varies)}, which can move it to NCCL")
+            elif self.opt.force:
+                self.progress.log(f"note: {message}; sweeping anyway (--force)")
+            else:
+                raise StoppedByCheck(f"{message}. To measure the backend choice itself, vary a server flag such "
+                                     "as --disable-custom-all-reduce in the search space; --force sweeps anyway")
 
     def _runs_wanted(self) -> int:
         """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count

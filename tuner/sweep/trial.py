@@ -21,8 +21,10 @@ from tuner import bench, gpu, probe, stats
 from tuner.config import ExperimentConfig
 from tuner.errors import TrialFailed
 from tuner.launcher import ServerProcess, TeardownReport, port_holder
+from tuner.nccl_types import NcclVersion
 from tuner.probe import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeStalled
 from tuner.record import Status, TrialRecord
+from tuner.sweep import evidence
 from tuner.sweep.inflight import RunnerFile
 from tuner.sweep.signals import SignalGuard
 
@@ -40,6 +42,7 @@ class TrialContext:
     runner_file: RunnerFile
     signals: SignalGuard
     log: Callable[[str], None]
+    nccl_version: NcclVersion | None = None
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -48,16 +51,18 @@ def log_path(study_dir: Path, number: int) -> Path:
 
 
 def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], trial_id: int | None,
-             on_phase: PhaseCallback, runs: int) -> TrialRecord:
+             on_phase: PhaseCallback, runs: int) -> tuple[TrialRecord, evidence.Evidence | None]:
     """Launch, measure and tear down the server for ``record`` under ``env`` (the set's real
     values; ``record.env`` has secrets as ``***``) and ``record.flags``; returns the record
-    completed (status, cause, runs, medians, timings); ``runs``: recorded runs to make.
+    completed (status, cause, runs, medians, timings, what NCCL echoed: :mod:`evidence`) and
+    the parsed log; ``runs``: recorded runs to make. NCCL's init-time logging is added to the
+    launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set.
 
     Raises Interrupted on SIGHUP/SIGINT/SIGTERM, after the teardown finished.
     """
     server_cfg = ctx.cfg.server
     t0 = time.monotonic()
-    server = ServerProcess(server_cfg, env, Path(record.log))
+    server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg)}, Path(record.log))
     record.removed_inherited = server.removed
     probe_started: float | None = None
     report: TeardownReport | None = None
@@ -86,7 +91,8 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     record.finished_at = time.time()
     if not report.clean:
         record.teardown_problem = _teardown_problem(report, server_cfg.port)
-    return record
+    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version)
+    return record, found
 
 
 def _teardown_problem(report: TeardownReport, port: int) -> str:
