@@ -1,12 +1,20 @@
 """Start the server under one environment, wait until it is ready, tear it down completely.
 
-The server runs as an argv list (never a shell) in its own session::
+The server runs as an argv list (never a shell) in its own session. One relaunch::
 
-    wait_port_bindable(cfg.host, cfg.port, timeout_s=90)
+    wait_port_bindable(cfg.host, cfg.port)            # TIME_WAIT included; PortBusy if held
     with ServerProcess(cfg, env, log_path, flags=flags) as server:
         load_s = server.wait_ready(cfg.ready_timeout_s, ready_check=one_token_request)
-        ...                                   # probe runs
-    server.teardown_report                    # always set, whatever happened inside
+        try:
+            ...                                      # smoke check, warmup, recorded runs
+        except ProbeError as exc:
+            raise server.request_failure(exc, "during warmup") from None
+    server.teardown_report                           # always set, whatever happened inside
+
+A :class:`tuner.errors.MachineFault` (the address was in use at start-up) is the machine's
+fault: wait for the port again (``exc.port`` too when it differs from ``cfg.port``) and relaunch
+the same set once; record ``machine_fault`` if it fails again, and never tell the sampler it was
+the set's fault.
 
 Teardown is SIGTERM to the process group, a grace period, then SIGKILL, and returns only when no
 descendant is left: vLLM's EngineCore and TP workers can outlive a killed API server and rename
@@ -17,8 +25,8 @@ again at teardown, whatever its session or name.
 Failures are :class:`tuner.errors.TrialFailed` with a :class:`tuner.record.Status` value:
 ``crashed`` (the process exited, or its log shows the engine died), ``timeout``, ``hung``,
 ``unhealthy``; :class:`tuner.errors.MachineFault` (``machine_fault``) when the server could not
-bind its address (the machine's fault, never the set's); :class:`ServerListensElsewhere` when the
-server announces another port than ``server.port``.
+bind its address; :class:`ServerListensElsewhere` (``crashed``) when the server announces another
+port than ``server.port``.
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ LaunchFailed = TrialFailed
 
 #: Seconds a server whose log shows a fatal line gets to exit and print the rest of its cause.
 DEATH_GRACE_S = 5.0
+
+#: Seconds after a server announced another port during which an announcement of server.port, or
+#: a listener on it, still clears it (a router that starts workers on other ports first).
+ELSEWHERE_GRACE_S = 3.0
 
 #: Linux keeps a closed TCP connection in TIME_WAIT for TCP_TIMEWAIT_LEN = 60 s
 #: (include/net/tcp.h); the default wait for a bindable port covers it with a margin.
@@ -266,7 +278,8 @@ class ServerProcess:
         self._launched = 0.0
         self._tracked: dict[int, float] = {}
         self._gpu_before: list[int] | None = None
-        self._elsewhere: tuple[int, str] | None = None
+        self._elsewhere: tuple[int, str, float] | None = None
+        self._announced_own = False
         self._death_seen = False
 
     # -- context manager -----------------------------------------------------------------
@@ -324,8 +337,10 @@ class ServerProcess:
     def _watch(self, line: str) -> None:
         """Runs on the log pump's thread for every line: notes another port, notes death."""
         port = announced_port(line)
-        if port is not None and port != self.server.port and self._elsewhere is None:
-            self._elsewhere = (port, line)
+        if port == self.server.port:
+            self._announced_own = True
+        elif port is not None and self._elsewhere is None:
+            self._elsewhere = (port, line, time.monotonic())
         kind = line_kind(line)
         if kind is not None and kind.dead:
             self._death_seen = True
@@ -391,7 +406,9 @@ class ServerProcess:
 
     def _check_alive(self) -> None:
         """Raise when the launch cannot become ready: another port, exited, or dead per its log."""
-        if self._elsewhere is not None:
+        if (self._elsewhere is not None and not self._announced_own
+                and time.monotonic() - self._elsewhere[2] >= ELSEWHERE_GRACE_S
+                and not port_in_use(self.server.host, self.server.port)):
             raise ServerListensElsewhere(self._elsewhere[0], self.server.port, self._elsewhere[1])
         if not self.alive():
             raise self.crash_failure()
@@ -422,7 +439,8 @@ class ServerProcess:
 
         Raises, at once rather than after ``timeout_s``:
 
-        * :class:`ServerListensElsewhere` when the log announces another port;
+        * :class:`ServerListensElsewhere` when the log announces another port and, within
+          :data:`ELSEWHERE_GRACE_S` s, neither announces ``server.port`` nor listens on it;
         * ``TrialFailed('crashed')`` when the process exits or its log shows a line proving the
           engine died (:attr:`tuner.logtail.CauseKind.dead`; vLLM answers 503 on /health then),
           with the log's root cause; :class:`tuner.errors.MachineFault` when that cause is an
@@ -452,6 +470,7 @@ class ServerProcess:
                         if waiting is None:
                             return time.monotonic() - self._launched
                         last = waiting
+                        time.sleep(max(0.0, 1.0 - poll_s))  # real requests at most about once a second
                     else:
                         last = f"{path} answered HTTP {r.status_code}: {r.text[:120]!r}"
                 except httpx.HTTPError as exc:
