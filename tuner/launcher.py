@@ -446,7 +446,8 @@ class ServerProcess:
           with the log's root cause; :class:`tuner.errors.MachineFault` when that cause is an
           address already in use;
         * from ``ready_check``: ``TrialFailed('hung')`` on :class:`tuner.errors.ProbeStalled`,
-          ``'crashed'`` when the server died meanwhile, ``'unhealthy'`` for any other failure.
+          ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
+          (see :meth:`request_failure`: a fatal log line becomes the cause).
 
         ``TrialFailed('timeout')`` when not ready within ``timeout_s`` s of the launch, naming
         the last answer and log line. After readiness a 503 is no longer "loading": the caller
@@ -504,20 +505,24 @@ class ServerProcess:
         """The TrialFailed for a failed request (``context`` says when, e.g. "during warmup").
 
         A dropped or refused connection gives the server a second to exit. Then: ``crashed``
-        (or MachineFault) when it died or its log shows its engine died, with the log's root
-        cause; ``hung`` for :class:`tuner.errors.ProbeStalled`; else ``unhealthy`` naming the
-        error and any fatal line found in the log.
+        (or :class:`tuner.errors.MachineFault`) when the process died, with the log's root
+        cause; ``hung`` for :class:`tuner.errors.ProbeStalled`; else ``unhealthy``. When the
+        log shows a line proving the engine died (an HTTP 500 from vLLM's EngineDeadError, an
+        out-of-memory), that line is the cause and the request's error follows it.
         """
         if isinstance(exc, ProbeDisconnected | ProbeConnectError | httpx.TransportError):
             self.exited_within(1.0)  # a dropped stream is often a dying server: let it finish
         else:
             time.sleep(0.25)  # lines printed with the error response: let the log pump read them
-        cause = self.log_cause()
-        if not self.alive() or (cause is not None and cause.kind.dead):
+        if not self.alive():
             return self.crash_failure(context)
+        cause = self.log_cause()
+        said = f"{exc} {context}"
+        if cause is not None and cause.kind.dead:
+            said = f"{cause.text} ({said})"
         if isinstance(exc, ProbeStalled | httpx.TimeoutException):
-            return TrialFailed(Status.HUNG, f"no token for the stall timeout {context}: {exc}")
-        return TrialFailed(Status.UNHEALTHY, f"{exc} {context}")
+            return TrialFailed(Status.HUNG, f"no token for the stall timeout: {said}")
+        return TrialFailed(Status.UNHEALTHY, said)
 
     # -- teardown ------------------------------------------------------------------------
     def _victims(self) -> list[psutil.Process]:
