@@ -449,9 +449,10 @@ class ServerProcess:
           ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
           (see :meth:`request_failure`: a fatal log line becomes the cause).
 
-        ``TrialFailed('timeout')`` when not ready within ``timeout_s`` s of the launch, naming
-        the last answer and log line. After readiness a 503 is no longer "loading": the caller
-        treats it as unhealthy.
+        A :class:`tuner.errors.TrialFailed` raised by ``ready_check`` itself (a smoke check)
+        passes through unchanged. ``TrialFailed('timeout')`` when not ready within ``timeout_s``
+        s of the launch, naming the last answer and log line. After readiness a 503 is no longer
+        "loading": the caller treats it as unhealthy (:meth:`request_failure`).
         """
         path = self.server.health_path
         last = "no answer yet"

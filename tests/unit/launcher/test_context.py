@@ -15,7 +15,7 @@ from ._support import config, marked, python_server, wait_for
 SERVER = r"""
 import json, os, signal, subprocess, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
-subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('child ready', flush=True); time.sleep(600)"])
+subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('child', 'ready', flush=True); time.sleep(600)"])
 print("argv", json.dumps(sys.argv[2:]), flush=True)
 print("nccl", json.dumps({k: v for k, v in os.environ.items() if k.startswith("NCCL_")}), flush=True)
 class H(BaseHTTPRequestHandler):
