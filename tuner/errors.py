@@ -125,6 +125,17 @@ class TrialFailed(NcclTuneError):
         self.status, self.cause = status, cause
 
 
+class MachineFault(TrialFailed):
+    """The machine, not the set, failed the relaunch (e.g. the server's address was already in
+    use at start-up): status ``machine_fault`` (``tuner.record.Status.MACHINE_FAULT``). The sweep
+    retries the same set once after the machine recovers and never tells the sampler it was the
+    set's fault. ``port`` is the port involved, when known."""
+
+    def __init__(self, cause: str, port: int | None = None) -> None:
+        super().__init__("machine_fault", cause)
+        self.port = port
+
+
 # -- the probe -------------------------------------------------------------------------------
 
 class ProbeError(NcclTuneError):

@@ -15,7 +15,7 @@ def used_bytes() -> list[int] | None:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no driver, no library: no GPUs to check
+    except Exception:  # no driver, no library: no GPUs to check
         return None
     try:
         return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used)
@@ -38,7 +38,7 @@ def wait_released(before: list[int] | None, timeout_s: float = 60.0,
         now = used_bytes()
         if now is None:
             return None
-        held = [(i, n - b) for i, (b, n) in enumerate(zip(before, now)) if n - b > slack_bytes]
+        held = [(i, n - b) for i, (b, n) in enumerate(zip(before, now, strict=False)) if n - b > slack_bytes]
         if not held:
             return None
         if time.monotonic() > deadline:
