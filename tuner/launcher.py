@@ -65,8 +65,6 @@ from tuner.record import Status
 #: Set in every server's environment; its value identifies the launch across session changes.
 MARKER = "TUNER_SERVER_ID"
 
-#: Old name of TrialFailed, kept while tuner/study.py (replaced by tuner/sweep/) still imports it.
-LaunchFailed = TrialFailed
 
 #: Seconds a server whose log shows a fatal line gets to exit and print the rest of its cause.
 DEATH_GRACE_S = 5.0

@@ -15,7 +15,8 @@ import pytest
 from tests.helpers import envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
 from tuner import stats
 from tuner.config import ServerConfig
-from tuner.launcher import LaunchFailed, ServerProcess, build_env
+from tuner.errors import TrialFailed
+from tuner.launcher import ServerProcess, build_env
 
 THREE_PRESETS = """
 [[presets]]
@@ -96,7 +97,7 @@ def test_launcher_fails_fast_and_kills_session_escapees(tmp_path):
     sp = ServerProcess(server, {}, tmp_path / "log.txt")
     sp.start()
     t0 = time.monotonic()
-    with pytest.raises(LaunchFailed) as info:
+    with pytest.raises(TrialFailed) as info:
         sp.wait_ready(timeout_s=60)
     assert time.monotonic() - t0 < 5
     assert info.value.status == "crashed" and "RuntimeError: engine died" in info.value.cause
@@ -118,7 +119,7 @@ def test_log_is_capped_and_secrets_scrubbed(tmp_path):
                           log_max_bytes=64 * 1024, env={"HF_TOKEN": "hf_secretvalue_123"})
     sp = ServerProcess(server, {}, tmp_path / "log.txt")
     sp.start()
-    with pytest.raises(LaunchFailed):
+    with pytest.raises(TrialFailed):
         sp.wait_ready(timeout_s=30)
     sp.teardown()
     text = (tmp_path / "log.txt").read_text()

@@ -48,14 +48,41 @@ class SignalGuard:
             return
         raise Interrupted(signum)
 
+    def teardown_window(self) -> TeardownWindow:
+        """Hold signals from the exit of one context manager to the exit of another:
+        ``with window.closing(), server, window.opening():`` holds them while ``server``'s
+        ``__exit__`` (its teardown) runs."""
+        return TeardownWindow(self)
+
+    def _release(self) -> None:
+        self._holding -= 1
+        if not self._holding and self._pending:
+            signum, self._pending = self._pending, 0
+            raise Interrupted(signum)
+
+
+class TeardownWindow:
+    """See :meth:`SignalGuard.teardown_window`."""
+
+    def __init__(self, guard: SignalGuard) -> None:
+        self._guard = guard
+        self._open = False
+
     @contextmanager
-    def held(self) -> Iterator[None]:
-        """Hold signals while the block runs; one that arrived is raised after it."""
-        self._holding += 1
+    def opening(self) -> Iterator[None]:
+        """Entered last, exits first: starts holding signals."""
         try:
             yield
         finally:
-            self._holding -= 1
-            if not self._holding and self._pending:
-                signum, self._pending = self._pending, 0
-                raise Interrupted(signum)  # the signal wins over what the block raised
+            self._open = True
+            self._guard._holding += 1
+
+    @contextmanager
+    def closing(self) -> Iterator[None]:
+        """Entered first, exits last: stops holding; a signal that arrived is raised now."""
+        try:
+            yield
+        finally:
+            if self._open:
+                self._open = False
+                self._guard._release()  # the signal wins over what the block raised

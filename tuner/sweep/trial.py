@@ -1,9 +1,12 @@
 """One relaunch of the server under one set, to one :class:`~tuner.record.TrialRecord`.
 
-Launch in a new session, wait until ready, prove readiness with a real request, the optional
-smoke check, warm-up and recorded probe runs, the optional concurrency table, then a teardown
-that signals cannot cut short, and a check that nothing of the server is left. A failure at
-any step becomes the record's status and cause; only a signal (Interrupted) escapes.
+Wait until the port is bindable, launch in a new session (tuner.launcher), wait until ready
+(readiness proven by a real request), the optional smoke and counting checks, warm-up and
+recorded probe runs (one probe loop, :func:`tuner.probe.run_probe`), the optional concurrency
+table, then a teardown that signals cannot cut short and a check that nothing of the server is
+left; then what NCCL said in the log (:mod:`tuner.sweep.evidence`). A failure at any step
+becomes the record's status and cause; only a signal (Interrupted) and a port held by a
+stranger (PortBusy) escape.
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ from pathlib import Path
 
 import httpx
 
-from tuner import bench, gpu, probe, stats
+from tuner import bench, probe, stats
 from tuner.config import ExperimentConfig
-from tuner.errors import TrialFailed
-from tuner.launcher import ServerProcess, TeardownReport, port_holder
+from tuner.errors import MachineFault, ProbeError, TrialFailed
+from tuner.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.nccl_types import NcclVersion
-from tuner.probe import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeStalled
 from tuner.record import Status, TrialRecord
 from tuner.sweep import evidence
 from tuner.sweep.inflight import RunnerFile
@@ -54,45 +56,84 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
              on_phase: PhaseCallback, runs: int) -> tuple[TrialRecord, evidence.Evidence | None]:
     """Launch, measure and tear down the server for ``record`` under ``env`` (the set's real
     values; ``record.env`` has secrets as ``***``) and ``record.flags``; returns the record
-    completed (status, cause, runs, medians, timings, what NCCL echoed: :mod:`evidence`) and
-    the parsed log; ``runs``: recorded runs to make. NCCL's init-time logging is added to the
-    launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set.
+    completed (status, cause, runs, medians, timings, what NCCL echoed) and the parsed log
+    (None when it cannot be read); ``runs``: recorded runs to make. NCCL's init-time logging is
+    added to the launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set.
 
-    Raises Interrupted on SIGHUP/SIGINT/SIGTERM, after the teardown finished.
+    A server that could not bind its address (MachineFault) is the machine's fault: the port is
+    waited for again and the set relaunched once; a second failure is recorded as
+    ``machine_fault``, never blamed on the set. Raises PortBusy (exit 3) when the port stays held
+    before a launch, Interrupted on SIGHUP/SIGINT/SIGTERM after the teardown finished.
     """
-    server_cfg = ctx.cfg.server
     t0 = time.monotonic()
-    server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg)}, Path(record.log))
+    for attempt in (1, 2):
+        try:
+            _launch_once(ctx, record, env, trial_id, on_phase, runs)
+            break
+        except MachineFault as fault:
+            if attempt == 2:
+                record.status, record.cause = Status.MACHINE_FAULT, fault.cause
+                break
+            ctx.log(f"trial {record.trial}: {fault.cause}; waiting for the port and relaunching the set once "
+                    "(the machine's fault, not the set's)")
+            for port in {ctx.cfg.server.port, fault.port or ctx.cfg.server.port}:
+                wait_port_bindable(ctx.cfg.server.host, port)
+    record.wall_s = time.monotonic() - t0
+    record.finished_at = time.time()
+    server_cfg = ctx.cfg.server
+    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version)
+    return record, found
+
+
+def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], trial_id: int | None,
+                 on_phase: PhaseCallback, runs: int) -> None:
+    """One launch to its teardown; fills the record. Raises MachineFault (address in use at
+    start-up) for the caller to retry, PortBusy, Interrupted (after the teardown)."""
+    server_cfg = ctx.cfg.server
+    on_phase("launching", "")
+    wait_port_bindable(server_cfg.host, server_cfg.port)
+    server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg)}, Path(record.log),
+                           flags=tuple(record.flags))
     record.removed_inherited = server.removed
     probe_started: float | None = None
-    report: TeardownReport | None = None
+    window = ctx.signals.teardown_window()
+    ctx.runner_file.set_trial(record.trial, trial_id, {"marker": server.marker})  # no window unrecorded
     try:
-        on_phase("launching", "")
-        ctx.runner_file.set_trial(record.trial, trial_id, {"marker": server.marker})  # no window unrecorded
-        server.start(gpu.used_bytes())
-        ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
-        on_phase("loading", "")
-        record.load_s = server.wait_ready(server_cfg.ready_timeout_s)
-        probe_started = time.monotonic()
-        _measure(ctx, server, record, on_phase, runs)
-        record.status = Status.OK
+        # the server's __exit__ (its teardown) runs with signals held: a signal waits for it
+        with window.closing(), server, window.opening():
+            ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
+            on_phase("loading", "")
+            record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=_ready_check(ctx))
+            probe_started = time.monotonic()
+            _measure(ctx, server, record, on_phase, runs)
+            record.status, record.cause = Status.OK, ""
+            on_phase("teardown", "")
+    except MachineFault:
+        raise
     except TrialFailed as exc:
         record.status, record.cause = Status(exc.status), exc.cause
     finally:
         record.probe_s = time.monotonic() - probe_started if probe_started is not None else 0.0
-        on_phase("teardown", "")
-        with ctx.signals.held():  # a signal now waits until the teardown has finished
-            try:
-                report = server.teardown()
-            finally:
-                ctx.runner_file.clear_trial()
-    record.teardown_s = report.duration_s
-    record.wall_s = time.monotonic() - t0
-    record.finished_at = time.time()
-    if not report.clean:
-        record.teardown_problem = _teardown_problem(report, server_cfg.port)
-    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version)
-    return record, found
+        ctx.runner_file.clear_trial()
+        report = server.teardown_report
+        if report is not None:
+            record.teardown_s = report.duration_s
+            if not report.clean:
+                record.teardown_problem = _teardown_problem(report, server_cfg.port)
+
+
+def _ready_check(ctx: TrialContext) -> Callable[[], None]:
+    """The real request that proves readiness: the model list (unless configured) and a short
+    streamed completion (a 503 from either means still loading: the launcher keeps waiting)."""
+    pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
+    key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
+
+    def check() -> None:
+        with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
+            model = ctx.cfg.server.model or probe.discover_model(url, client=client)
+            probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
+                              stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
+    return check
 
 
 def _teardown_problem(report: TeardownReport, port: int) -> str:
@@ -103,50 +144,35 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
         problems.append(f"port {port} is still held by {port_holder(port)}")
     if report.gpu:
         problems.append(report.gpu)
+    if report.error:
+        problems.append(report.error)
     return "; ".join(problems)
-
-
-def _failure(server: ServerProcess, exc: ProbeError, phase: str, stall_timeout_s: float) -> TrialFailed:
-    """The status a probe error means for this relaunch: a dead server is ``crashed`` (with the
-    log's cause), a stall ``hung``, other request failures ``unhealthy``."""
-    if isinstance(exc, ProbeDisconnected | ProbeConnectError):
-        server.exited_within(1.0)  # a dropped stream is often a dying server: let it finish
-    if not server.alive():
-        return TrialFailed(Status.CRASHED, f"{server.crash_cause()} during {phase}")
-    if isinstance(exc, ProbeStalled):
-        return TrialFailed(Status.HUNG, f"no token for {stall_timeout_s:.0f} s during {phase}")
-    if phase == "ready-check":
-        return TrialFailed(Status.UNHEALTHY, f"ready but the first request failed: {exc}")
-    if isinstance(exc, ProbeDisconnected):
-        return TrialFailed(Status.CRASHED, f"stream dropped during {phase}: {exc}")
-    return TrialFailed(Status.UNHEALTHY, f"{exc} during {phase}")
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
              want: int) -> None:
-    """Readiness proof, smoke and counting checks, warm-up and recorded runs (one probe loop,
-    :func:`tuner.probe.run_probe`), the concurrency table."""
+    """Smoke and counting checks, warm-up and recorded runs (one probe loop,
+    :func:`tuner.probe.run_probe`), the concurrency table; a failed request is judged by the
+    launcher (crashed, hung, unhealthy, with the log's root cause)."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
-    phase = ["ready-check"]
+    phase = ["check"]
 
     def on_event(name: str, detail: str) -> None:
         phase[0] = name
         on_phase(name, detail)
 
     with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
-        on_phase("ready-check", "")
         try:
             model = ctx.cfg.server.model or probe.discover_model(url, client=client)
-            probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
-                              stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
             if pc.check is not None:
+                on_phase("check", "")
                 _checks(ctx, client, model, record)
             result = probe.run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
                                      warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
                                      endpoint=pc.endpoint, client=client, on_event=on_event)
         except ProbeError as exc:
-            raise _failure(server, exc, phase[0], pc.stall_timeout_s) from None
+            raise server.request_failure(exc, f"during {phase[0]}") from None
         _summarise(record, result)
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
