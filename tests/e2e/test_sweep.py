@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from tests.helpers import alive_pids, envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
+from tuner.sweep.evidence import DEBUG_ENV
 
 PRESETS = """
 [[presets]]
@@ -54,11 +55,12 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     assert (df["status"] == "ok").all()
     base = df[df["trial"] == 0].iloc[0]
     assert base["kind"] == "baseline" and json.loads(base["env"]) == {}
-    # The shell's tuning never reached the baseline, and every row's env is what the server saw.
-    assert _saw_env(base["log"]) == {}
+    # The shell's tuning never reached the baseline, and every row's env is what the server saw,
+    # plus the init-time NCCL logging nccl-tune adds to every launch to prove what NCCL read.
+    assert _saw_env(base["log"]) == DEBUG_ENV
     assert set(json.loads(base["removed_inherited"])) == {"NCCL_PROTO", "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS"}
     for _, row in df.iterrows():
-        assert _saw_env(row["log"]) == json.loads(row["env"]), row["trial"]
+        assert _saw_env(row["log"]) == {**json.loads(row["env"]), **DEBUG_ENV}, row["trial"]
     # A drift re-measure of the baseline closes the sweep (trial 4).
     assert df.iloc[-1]["kind"] == "baseline"
     # +5 % with two baseline launches is within what the launch noise allows (issue: power is
@@ -271,20 +273,20 @@ def test_server_env_may_not_fix_what_the_space_varies(tmp_path, space_file):
     assert res.returncode == 2 and "server.env.NCCL_PROTO" in res.stderr
 
 
-def test_min_above_max_in_space_is_never_launched(tmp_path, space_file):
+def test_sets_nccl_treats_as_equal_are_launched_once(tmp_path, space_file):
     space = space_file("""
-[variables.NCCL_MIN_NCHANNELS]
-values = [16]
-[variables.NCCL_MAX_NCHANNELS]
-values = [4, 32]
+[variables.NCCL_ALGO]
+values = ["Ring", "ring"]
+[variables.NCCL_BUFFSIZE]
+values = ["0x400000", "4194304"]
 """)
+    # 3 x 3 points, but to NCCL only two sets: untuned (the buffer size is its default) and Ring.
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
                        repeats=2)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "mm", "--seed", "3",
-                  "--no-final-baseline")
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "eq", "--seed", "3",
+                  "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
-    df = pd.read_csv(tmp_path / "r" / "mm" / "trials.csv")
-    for env in df["env"].map(json.loads):
-        assert not ("NCCL_MIN_NCHANNELS" in env and int(env.get("NCCL_MAX_NCHANNELS", 64)) < int(env["NCCL_MIN_NCHANNELS"]))
-    # 2 x 3 points, one of them invalid (MIN 16 > MAX 4): 5 relaunches, then exhausted.
-    assert len(df) == 5 and "exhausted" in res.stderr
+    df = pd.read_csv(tmp_path / "r" / "eq" / "trials.csv")
+    assert list(df["kind"]) == ["baseline", "search"], df[["trial", "kind", "env"]]
+    assert json.loads(df.iloc[1]["env"])["NCCL_ALGO"].lower() == "ring"
+    assert "exhausted" in res.stderr

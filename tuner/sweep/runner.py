@@ -11,7 +11,9 @@ trial time says it fits.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,7 +40,10 @@ from tuner.sweep.trial import TrialContext, log_path, relaunch
 #: The next relaunch is estimated at this factor times the longest measured one (loads vary).
 ESTIMATE_MARGIN = 1.2
 #: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
-MAX_SKIPPED_PROPOSALS = 200
+MAX_SKIPPED_PROPOSALS = 50
+#: Spaces up to this many points are enumerated to tell, without asking the sampler, that
+#: every set is measured, in flight or cannot run (so nothing is added to the study).
+ENUMERABLE_POINTS = 20_000
 
 
 @dataclass
@@ -312,10 +317,31 @@ class Sweep:
         low = rec.output_tok_s * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec.output_tok_s
         return low >= self.target
 
+    def _open_sets(self) -> int | None:
+        """How many sets of the space (canonical, flags included) are neither measured, in
+        flight, nor unlaunchable here; None when the space is too large to enumerate."""
+        choices = self.space.choices()
+        if math.prod(len(v) for v in choices.values()) > ENUMERABLE_POINTS:
+            return None
+        records = self.store.records(relaunched_only=False)
+        done = {self._key_of(r.env, r.flags) for r in records
+                if r.status not in (Status.RUNNING, Status.INTERRUPTED, Status.MACHINE_FAULT)}
+        done |= self._busy_keys()
+        open_keys = set()
+        names = list(choices)
+        for combo in itertools.product(*choices.values()):
+            env, flags = split_params(dict(zip(names, combo, strict=True)))
+            key = self._key_of(env, flags)
+            if key not in done and key not in open_keys and not self._problems(env):
+                open_keys.add(key)
+        return len(open_keys)
+
     def _next_trial(self) -> bool:
         """Ask for the next set and relaunch it; False when nothing is left to try."""
         skipped = 0
         while skipped < MAX_SKIPPED_PROPOSALS:
+            if self.mode == "search" and not self.planner.next_planned() and self._open_sets() == 0:
+                break
             planned = self.planner.next_planned()
             if planned is not None:
                 if planned.retry_of is not None:
