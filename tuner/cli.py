@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--until", type=_until, help="start no trial that would end past this wall-clock time (HH:MM)")
     s.add_argument("--min-effect", type=_fraction, default=None,
                    help="smallest gain worth calling faster (fraction; default 0.01, or what the study stored)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="check the config and the space, print the plan (values as NCCL reads them, presets in "
+                        "order, the sampler's sets) and launch nothing")
+    s.add_argument("--force", action="store_true",
+                   help="sweep even when a check says relaunching cannot help (NCCL not on the decode path)")
 
     pr = sub.add_parser("probe", help="measure single-stream decode of a running server", formatter_class=fmt)
     pr.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
@@ -171,6 +176,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
+    if args.dry_run:
+        from tuner.sweep.dryrun import plan_lines
+
+        print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode)))
+        return ExitCode.OK
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials
     progress = Progress(trials + (0 if args.no_final_baseline else 1))
@@ -180,7 +190,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
-                        rebaseline=args.rebaseline,
+                        rebaseline=args.rebaseline, allow_unsafe=args.allow_unsafe, force=args.force,
                         target=args.target, always=args.always, timeout_s=args.timeout, until=args.until,
                         progress=progress)
     try:

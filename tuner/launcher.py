@@ -39,7 +39,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -98,17 +98,28 @@ class PortBusy(MachineNotClean):
                          "stop whatever holds it or choose another server.port")
 
 
-def build_env(inherited: Mapping[str, str], server_env: Mapping[str, str],
-              trial_env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The server's environment and the inherited tuning variables removed from it.
+def split_inherited(inherited: Mapping[str, str], varied: Collection[str] = ()) -> tuple[list[str], list[str]]:
+    """``(removed, kept)``: the inherited NCCL variables a launch drops and keeps.
 
-    Every inherited ``NCCL_*`` and ``CUDA_DEVICE_MAX_CONNECTIONS`` is dropped, for the baseline
-    and for every trial alike, so a user's shell cannot leak tuning into any measurement; then
-    ``server_env`` (fixed for all trials) and ``trial_env`` are applied. Returns
-    ``(env, removed_names)``.
+    Every inherited ``NCCL_*`` and ``CUDA_DEVICE_MAX_CONNECTIONS`` is dropped, so a user's shell
+    cannot leak tuning into any measurement, except the variables that select hardware rather
+    than tune it (``NCCL_SOCKET_IFNAME``, ``NCCL_IB_HCA`` and kin:
+    :data:`tuner.nccl_env.HARDWARE_SELECTORS`, with their NCCL sources), which a cluster needs
+    and which are kept unless ``varied`` (the space's names) varies them.
     """
-    removed = sorted(k for k in inherited if nccl_env.is_tuning_variable(k))
-    env = {k: v for k, v in inherited.items() if not nccl_env.is_tuning_variable(k)}
+    tuning = sorted(k for k in inherited if nccl_env.is_tuning_variable(k))
+    kept = [k for k in tuning if nccl_env.is_hardware_selector(k) and k not in varied]
+    return [k for k in tuning if k not in kept], kept
+
+
+def build_env(inherited: Mapping[str, str], server_env: Mapping[str, str], trial_env: Mapping[str, str],
+              varied: Collection[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """The server's environment and the inherited tuning variables removed from it
+    (:func:`split_inherited`), for the baseline and every trial alike; then ``server_env``
+    (fixed for all trials) and ``trial_env`` are applied. Returns ``(env, removed_names)``.
+    """
+    removed, _kept = split_inherited(inherited, varied)
+    env = {k: v for k, v in inherited.items() if k not in removed}
     env.update(server_env)
     env.update(trial_env)
     return env, removed
@@ -249,7 +260,8 @@ class ServerProcess:
     ``env`` is the trial's tuned variables (``{}`` for the baseline); ``flags`` are extra argv
     items appended to ``server.command`` (a set may vary server flags, e.g. vLLM's
     ``--disable-custom-all-reduce``); ``inherited`` is the runner's environment (default
-    ``os.environ``; its NCCL tuning variables are removed, see :func:`build_env`). Output goes to
+    ``os.environ``; its NCCL tuning variables are removed, see :func:`build_env`; ``varied``: the
+    names the space varies, whose inherited hardware selectors are removed too). Output goes to
     ``log_path`` (capped at ``server.log_max_bytes``, secrets scrubbed).
 
     ``with ServerProcess(...) as server:`` starts it (GPU memory recorded first) and always tears
@@ -259,12 +271,13 @@ class ServerProcess:
     """
 
     def __init__(self, server: ServerConfig, env: Mapping[str, str], log_path: Path, *,
-                 flags: Sequence[str] = (), inherited: Mapping[str, str] | None = None) -> None:
+                 flags: Sequence[str] = (), inherited: Mapping[str, str] | None = None,
+                 varied: Collection[str] = ()) -> None:
         self.server = server
         self.trial_env = dict(env)
         self.flags = list(flags)
         self.log_path = log_path
-        full, self.removed = build_env(os.environ if inherited is None else inherited, server.env, env)
+        full, self.removed = build_env(os.environ if inherited is None else inherited, server.env, env, varied)
         self.marker = uuid.uuid4().hex
         full[MARKER] = self.marker
         self._env = full

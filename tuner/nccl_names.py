@@ -286,6 +286,9 @@ KNOWN_NAMES: frozenset[str] = frozenset("NCCL_" + n for n in _NAMES)
 #: Variables that select hardware (an interface, an HCA, a plugin, a topology file) rather than
 #: tune collectives: a deployment needs them, so they are neither tuned nor stripped. Each entry
 #: names the NCCL source that reads it.
+# Not here, though they name a file or library: NCCL_CONF_FILE (src/misc/param.cc, initEnv: a
+# file of further variables, tuning included) and NCCL_TUNER_PLUGIN (src/plugin/tuner.cc: a
+# tuner changes NCCL's algorithm choice): both tune, so an inherited one never reaches a trial.
 HARDWARE_SELECTORS: dict[str, str] = {
     "NCCL_SOCKET_IFNAME": "src/misc/socket.cc, ncclFindInterfaces (network interfaces for bootstrap and sockets)",
     "NCCL_SOCKET_FAMILY": "src/misc/socket.cc (IPv4 or IPv6 for sockets)",
@@ -299,7 +302,6 @@ HARDWARE_SELECTORS: dict[str, str] = {
     "NCCL_IBVERBS_LIB": "src/misc/ibvsymbols.cc (which libibverbs to load)",
     "NCCL_NET": "src/plugin/net.cc (which network backend: IB, Socket, a plugin)",
     "NCCL_NET_PLUGIN": "src/plugin/net.cc (network plugin library)",
-    "NCCL_TUNER_PLUGIN": "src/plugin/tuner.cc (tuner plugin library)",
     "NCCL_PROFILER_PLUGIN": "src/plugin/profiler.cc (profiler plugin library)",
     "NCCL_ENV_PLUGIN": "src/plugin/env.cc (environment plugin library)",
     "NCCL_GIN_PLUGIN": "src/plugin/gin.cc (GPU-initiated networking plugin library)",
@@ -309,7 +311,6 @@ HARDWARE_SELECTORS: dict[str, str] = {
     "NCCL_HOSTID": "src/misc/utils.cc, getHostHash (which processes share a host)",
     "NCCL_COMM_ID": "src/bootstrap.cc (bootstrap root address)",
     "NCCL_CUDA_PATH": "src/misc/cudawrap.cc (which libcuda to load, up to 2.20)",
-    "NCCL_CONF_FILE": "src/misc/param.cc, initEnv (file of further NCCL variables)",
 }
 
 #: Names other programs use for NCCL-adjacent settings; never reported as NCCL typos.

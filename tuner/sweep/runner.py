@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +26,7 @@ from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
 from tuner.errors import BaselineFailed, InputError, MachineNotClean, StoppedByCheck
 from tuner.judge import Judgement, judge
-from tuner.launcher import kill_leftover, port_holder, port_in_use
+from tuner.launcher import kill_leftover, port_holder, port_in_use, split_inherited
 from tuner.nccl_types import NcclVersion, Topology
 from tuner.progress import Progress
 from tuner.record import Kind, Status, TrialRecord, set_key
@@ -195,6 +196,16 @@ class Sweep:
                           + ("it is retried first" if rec.retry_of_trial is None
                              else "it was already a retry and is not tried a third time"))
 
+    def _say_environment(self) -> None:
+        """Say which inherited NCCL variables no trial sees, and which hardware selectors stay."""
+        removed, kept = split_inherited(os.environ, frozenset(self.space.choices()))
+        if removed:
+            self.progress.log(f"inherited {', '.join(removed)} removed from every trial, the baseline included; "
+                              "variables your cluster needs (interfaces, IB HCAs) belong in server.env")
+        if kept:
+            self.progress.log(f"inherited {', '.join(kept)} kept for every trial: they select hardware rather "
+                              "than tune it (vary one in the space to have it removed)")
+
     def preflight(self) -> None:
         """Before the first launch: refuse what would only show after ``ready_timeout_s``
         (InputError with every problem), say what only might, and refuse to start when the
@@ -217,8 +228,9 @@ class Sweep:
         BaselineFailed (nothing can be judged), Interrupted on SIGHUP/SIGINT/SIGTERM after
         tearing the server down. What was recorded stays in every case.
         """
-        for notice in self.space.notices:
+        for notice in [*self.cfg.notices, *self.space.notices]:
             self.progress.log(notice)
+        self._say_environment()
         self.runner_file.claim(self.opt.study)
         try:
             with self.signals:
@@ -394,7 +406,8 @@ class Sweep:
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
         rec.log = str(log_path(self.dir, trial.number))
         self.store.start(trial, rec)
-        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0])
+        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0],
+                           frozenset(self.space.choices()))
         title = f"trial {trial.number}: {label}"
 
         def on_phase(phase: str, detail: str) -> None:

@@ -37,7 +37,9 @@ PhaseCallback = Callable[[str, str], None]
 @dataclass
 class TrialContext:
     """What every relaunch of a sweep shares: the config, where logs go, the runner's file
-    and signal guard, and a progress callback ``log(text)`` for notes."""
+    and signal guard, a progress callback ``log(text)`` for notes, the NCCL version whose rules
+    apply, and the names the space varies (``varied``: their inherited values never reach a
+    trial, hardware selectors included)."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -45,6 +47,7 @@ class TrialContext:
     signals: SignalGuard
     log: Callable[[str], None]
     nccl_version: NcclVersion | None = None
+    varied: frozenset[str] = frozenset()
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -93,7 +96,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     on_phase("launching", "")
     wait_port_bindable(server_cfg.host, server_cfg.port)
     server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg)}, Path(record.log),
-                           flags=tuple(record.flags))
+                           flags=tuple(record.flags), varied=ctx.varied)
     record.removed_inherited = server.removed
     probe_started: float | None = None
     window = ctx.signals.teardown_window()

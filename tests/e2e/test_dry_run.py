@@ -1,0 +1,67 @@
+"""``nccl-tune sweep --dry-run``: the plan checked by NCCL's own rules for the configured
+release, nothing launched; values NCCL rejects or silently ignores refused, all at once."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.helpers import cli
+
+ACCEPTED = """
+[variables.NCCL_ALGO]
+values = ["ring", "^Tree", "allreduce:ring;broadcast:tree"]
+[variables.NCCL_P2P_LEVEL]
+values = ["PXB", "2"]
+[variables.NCCL_BUFFSIZE]
+values = ["0x400000", "8388608"]
+[[presets]]
+name = "ring"
+env = { NCCL_ALGO = "Ring" }
+[[presets]]
+name = "ring-again"
+env = { NCCL_ALGO = "ring" }
+"""
+
+REFUSED = """
+[variables.NCCL_PROTO]
+values = ["LL, Simple"]
+[variables.NCCL_P2P_LEVEL]
+values = ["pxb"]
+[variables.NCCL_ALGO]
+values = ["allreduce:ring;broadcast:tree"]
+[variables.NCCL_BUFFSIZE]
+values = ["4M"]
+"""
+
+
+def _config(tmp_path, space: str, version: str):
+    (tmp_path / "space.toml").write_text(space)
+    path = tmp_path / "exp.toml"
+    path.write_text(f'[server]\ncommand = ["{sys.executable}", "-m", "http.server", "{{port}}"]\n'
+                    f'[sweep]\nspace = "{tmp_path / "space.toml"}"\ntrials = 4\n[nccl]\nversion = "{version}"\n')
+    return path
+
+
+def test_dry_run_shows_what_nccl_reads_and_launches_nothing(tmp_path):
+    res = cli("sweep", str(_config(tmp_path, ACCEPTED, "2.24.3")), "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "rules of NCCL 2.24.3 ([nccl] version)" in out and "nothing is launched" in out
+    assert "ring (NCCL reads Ring)" in out
+    assert "0x400000 (= NCCL's default: same as unset)" in out
+    assert "2 (NCCL reads PXB)" in out
+    assert "ring-again: NCCL_ALGO=ring - skipped: to NCCL the same set as preset ring" in out
+    assert "distinct sets to NCCL" in out
+    assert not (tmp_path / "r").exists()
+
+
+def test_dry_run_refuses_what_nccl_rejects_or_ignores_all_at_once(tmp_path):
+    res = cli("sweep", str(_config(tmp_path, REFUSED, "2.21.5")), "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr
+    assert "4 problems" in err
+    assert "variables.NCCL_PROTO.values[0]" in err and "spaces" in err  # NCCL does not trim list tokens
+    assert "variables.NCCL_P2P_LEVEL.values[0]" in err and "case-sensitive" in err
+    assert "variables.NCCL_ALGO.values[0]" in err and "2.24" in err  # per-collective syntax arrived in 2.24
+    assert "variables.NCCL_BUFFSIZE.values[0]" in err and "strtoll" in err
+    assert "Traceback" not in err
