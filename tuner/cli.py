@@ -160,6 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--min-effect", type=_fraction, default=None,
                    help="smallest gain worth calling faster (default: what the sweep stored)")
 
+    d = sub.add_parser("diagnose", help="one launch with NCCL's TUNING log: what NCCL picks per allreduce size, "
+                                        "and who carries the decode allreduce", formatter_class=fmt)
+    d.add_argument("config", help="experiment TOML (see examples/)")
+    d.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    d.add_argument("--study", type=_study_name, help="study name (default: the config file's stem)")
+    d.add_argument("--max-tokens", type=_positive(int), default=64, help="tokens per probe completion")
+    d.add_argument("--repeats", type=_positive(int), default=2, help="probe completions")
+    d.add_argument("--model-config", type=Path,
+                   help="the model's config.json, to size the decode allreduce (default: [model] config)")
+    d.add_argument("--json", action="store_true", help="print diagnose.json instead of the tables")
+
     sub.add_parser("sim", help="the bundled simulator: nccl-tune sim serve --port P ...", add_help=False)
     return p
 
@@ -355,6 +366,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    import json
+
+    from tuner import diagnose
+    from tuner.config import load_config
+
+    cfg = load_config(args.config, resolve_space=False)
+    study = args.study or _study_name_from(args.config)
+    study_dir = args.results / study
+    size = diagnose.model_decode_size(cfg, args.model_config)
+    diagnose.check_inputs(cfg, args.results)
+    diag = diagnose.run(cfg, study_dir, study=study, max_tokens=args.max_tokens, repeats=args.repeats,
+                        decode_size=size, log=lambda text: print(text, file=sys.stderr))
+    json_path, md_path = diagnose.write_diagnosis(diag, study_dir)
+    if args.json:
+        print(json.dumps(diag.to_json(), indent=2))
+    else:
+        diagnose.print_diagnosis(diag)
+        print(f"\nwrote {md_path}, {json_path}; server log {diag.launch['log']}")
+    return ExitCode.OK
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report}
+    handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report,
+                "diagnose": _cmd_diagnose}
     try:
         return int(handlers[args.command](args))
     except NcclTuneError as exc:
@@ -385,10 +419,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _prefix(exc: NcclTuneError, args: argparse.Namespace) -> str:
-    from tuner.errors import ProbeError
+    from tuner.errors import ProbeError, TrialFailed
 
     if isinstance(exc, InputError):
         return "error: "
+    if args.command == "diagnose" and isinstance(exc, TrialFailed):
+        return "diagnose: the server launch failed: "
     if isinstance(exc, ProbeError):
         return f"{args.command} failed against {getattr(args, 'url', '?')}: "
     return ""
