@@ -47,13 +47,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner import gpu, nccl_env, nccl_log, probe
+from tuner import nccl_env, nccl_log, probe
 from tuner.config import ExperimentConfig
 from tuner.errors import InputError, MachineNotClean, ProbeError, TrialFailed
 from tuner.launcher import ServerProcess, build_env, port_holder, port_in_use
 from tuner.model import decode_allreduce_bytes, load_model_shape
 from tuner.nccl_decode import DecodeChoice, launch
 from tuner.nccl_env import NcclVersion, Topology
+from tuner.sweep.trial import ready_check
 
 if TYPE_CHECKING:  # tuner.sweep imports the runner, which may import this module: import it late
     from tuner.sweep.signals import SignalGuard
@@ -572,22 +573,16 @@ def model_decode_size(cfg: ExperimentConfig, override: Path | None = None) -> De
 @contextmanager
 def _serving(cfg: ExperimentConfig, env: Mapping[str, str], log_path: Path,
              signals: SignalGuard) -> Iterator[ServerProcess]:
-    """Start the server and always tear it down (a signal waits for the teardown).
-
-    With the context-manager launcher this body is ``with ServerProcess(cfg.server, env, log_path) as server``.
-    """
+    """Start the server and always tear it down, a signal waiting for the teardown; a teardown
+    that left something behind after a successful run is MachineNotClean (exit 3)."""
     server = ServerProcess(cfg.server, env, log_path)
-    failed = True
-    try:
-        server.start(gpu.used_bytes())
+    window = signals.teardown_window()
+    with window.closing(), server, window.opening():
         yield server
-        failed = False
-    finally:
-        with signals.held():
-            report = server.teardown()
-        if not report.clean and not failed:  # a failure's own cause comes first
-            raise MachineNotClean(f"the diagnose server was not torn down cleanly: survivors {report.survivors}, "
-                                  f"port free {report.port_free}, GPU {report.gpu or 'released'}")
+    report = server.teardown_report
+    if report is not None and not report.clean:
+        raise MachineNotClean(f"the diagnose server was not torn down cleanly: survivors {report.survivors}, "
+                              f"port free {report.port_free}, GPU {report.gpu or 'released'}")
 
 
 def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int = 64, repeats: int = 2,
@@ -612,7 +607,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     try:
         with SignalGuard() as signals, _serving(cfg, DEBUG_ENV, log_path, signals) as server:
             log(f"diagnose: launched {' '.join(server_cfg.argv())[:160]} (log {log_path})")
-            load_s = server.wait_ready(server_cfg.ready_timeout_s)
+            load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(cfg))
             log(f"diagnose: ready after {load_s:.1f} s; probing ({repeats} x {max_tokens} tokens)")
             time.sleep(0.2)  # let the log pump write the start-up lines before the mark
             if server.pump is not None:
@@ -638,8 +633,6 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
 
 def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeats: int, info: dict[str, Any]) -> None:
     """``repeats`` streamed completions, none recorded as a measurement (TUNING logging is on)."""
-    from tuner.sweep.trial import _failure
-
     pc, url = cfg.probe, cfg.server.base_url
     key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
 
@@ -653,7 +646,7 @@ def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeat
                             repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
                             client=client, on_run=count)
     except ProbeError as exc:
-        raise _failure(server, exc, "the diagnose probe", pc.stall_timeout_s) from None
+        raise server.request_failure(exc, "during the diagnose probe") from None
 
 
 def check_inputs(cfg: ExperimentConfig, results: Path) -> None:

@@ -106,7 +106,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
         with window.closing(), server, window.opening():
             ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
             on_phase("loading", "")
-            record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=_ready_check(ctx))
+            record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
             probe_started = time.monotonic()
             _measure(ctx, server, record, on_phase, runs)
             record.status, record.cause = Status.OK, ""
@@ -125,15 +125,15 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                 record.teardown_problem = _teardown_problem(report, server_cfg.port)
 
 
-def _ready_check(ctx: TrialContext) -> Callable[[], None]:
+def ready_check(cfg: ExperimentConfig) -> Callable[[], None]:
     """The real request that proves readiness: the model list (unless configured) and a short
     streamed completion (a 503 from either means still loading: the launcher keeps waiting)."""
-    pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
-    key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
+    pc, url = cfg.probe, cfg.server.base_url
+    key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
 
     def check() -> None:
         with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
-            model = ctx.cfg.server.model or probe.discover_model(url, client=client)
+            model = cfg.server.model or probe.discover_model(url, client=client)
             probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
                               stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
     return check
