@@ -13,6 +13,11 @@ ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine). ENVRATE_EFFE
 changes anything). ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
 from the system's entropy: the launch-to-launch noise of a real relaunch.
 
+NCCL's log, as NCCL 2.21.5 writes it, only when NCCL_DEBUG is INFO or TRACE: the version line, a
+communicator line (rank 0 of ENVRATE_NRANKS, 2) and ``NAME set by environment to VALUE`` for each
+NCCL_* variable it got, except those named in ENVRATE_NO_ECHO (comma list): a server that
+overwrites or drops a variable before NCCL reads it.
+
 Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
   64  crash-start   prints an NCCL WARN and exits 1 while "loading"
   96  hang-start    never binds the port
@@ -65,6 +70,19 @@ def rate_for(env) -> float:
     return rate
 
 
+def _nccl_log(env) -> None:
+    prefix = f"envrate:{os.getpid()}:{os.getpid()} [0] NCCL INFO"
+    hidden = set(filter(None, env.get("ENVRATE_NO_ECHO", "").split(",")))
+    print(f"{prefix} NCCL version 2.21.5+cuda12.4", flush=True)
+    for name in sorted(env):
+        if name.startswith("NCCL_") and name not in hidden and not name.startswith("NCCL_DEBUG"):
+            end = "." if env[name].lstrip("-").isdigit() else ""  # NCCL: "%lld." for integers, "%s" for text
+            print(f"{prefix} {name} set by environment to {env[name]}{end}", flush=True)
+    nranks = env.get("ENVRATE_NRANKS", "2")
+    print(f"{prefix} comm 0x5555deadbeef rank 0 nRanks {nranks} nNodes 1 localRanks {nranks} localRank 0 MNNVL 0",
+          flush=True)
+
+
 def _worker_argv(fault: str) -> list[str]:
     if fault == "orphans":
         code = ("import os, signal, time; os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -78,6 +96,8 @@ def main() -> int:
     env = os.environ
     seen = {k: v for k, v in env.items() if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
     print("SAW_ENV " + json.dumps(seen, sort_keys=True), flush=True)
+    if env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
+        _nccl_log(env)
     fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
     port = int(sys.argv[sys.argv.index("--port") + 1])
     time.sleep(float(env.get("ENVRATE_LOAD_S", "0.3")))

@@ -173,7 +173,7 @@ def test_program_checked_unless_told_not_to(tmp_path, space):
     ("env = { NCCL_NTHREADS = 100 }", "server.env.NCCL_NTHREADS", "100", "multiple of 32"),
     ('env = { NCCL_PROTO = "LL128" }', "server.env.NCCL_PROTO", '"LL128"', "pass --allow-unsafe"),
     ('env = { NCCL_PRTO = "LL" }', "server.env.NCCL_PRTO", '"LL"', ""),
-    ("portt = 1", "server.portt", "1", "the keys command, env, health_path, host, log_max_bytes, model, port"),
+    ("portt = 1", "server.portt", "1", "the keys api_key, command, env, health_path, host, log_max_bytes, model, port"),
 ])
 def test_server_problems(tmp_path, space, server, key, value, accepted):
     base = "[server]\n" if server.startswith("command") else SERVER
@@ -194,9 +194,9 @@ def test_server_problems(tmp_path, space, server, key, value, accepted):
     ("stall_timeout_s = 0", "probe.stall_timeout_s", "0", "a number above 0"),
     ('prompt = ""', "probe.prompt", '""', "a non-empty string"),
     ('check = "Paris"', "probe.check", '"Paris"', 'expect = "Paris"'),
-    ('check = { prompt = "q" }', "probe.check.expect", "(missing)", "a non-empty string"),
+    ('check = { prompt = "q" }', "probe.check", '{ prompt = "q" }', "and/or count_to = 50"),
     ('check = { prompt = "q", expect = "" }', "probe.check.expect", '""', "a non-empty string"),
-    ('check = { prompt = "q", expect = "a", hint = "b" }', "probe.check.hint", '"b"', "the keys expect, prompt"),
+    ('check = { prompt = "q", expect = "a", hint = "b" }', "probe.check.hint", '"b"', "the keys count_to, expect, max_tokens, prompt"),
     ("concurrency = [1, 0]", "probe.concurrency[1]", "0", "a list of integers in [1, 1024]"),
     ("concurrency = 4", "probe.concurrency", "4", "a list of integers in [1, 1024]"),
     ("concurrency_requests = 0", "probe.concurrency_requests", "0", "an integer in [1, 10000]"),
@@ -277,13 +277,13 @@ def test_values_shown_as_written_secrets_hidden(tmp_path, space):
 [server]
 command = [1, "serve"]
 env = { HF_TOKEN = 1.5, NCCL_PROTO = ["LL"] }
-api_key = "sk-verysecret"
+api_token = "sk-verysecret"
 [probe]
 check = { prompt = "q", expect = "Paris", extra = [1, 2] }
 """ + sweep)
     shown = {p.key: p.value for p in err.problems}
     assert shown == {"server.command": '[1, "serve"]', "server.env.HF_TOKEN": "***",
-                     "server.env.NCCL_PROTO": '["LL"]', "server.api_key": "***", "probe.check.extra": "[1, 2]"}
+                     "server.env.NCCL_PROTO": '["LL"]', "server.api_token": "***", "probe.check.extra": "[1, 2]"}
     assert "verysecret" not in str(err) and "1.5" not in str(err)
     assert "key 'server.command' has value [1, \"serve\"];" in str(err)  # a list, not a repr'd tuple
     err = _one(tmp_path, '[server]\ncommand = "no-such-program-xyz --port {port}"\n' + sweep)
