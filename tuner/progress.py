@@ -12,6 +12,7 @@ from datetime import datetime
 
 from rich.console import Console
 
+
 class Progress:
     """Prints progress events; ``interactive`` (a TTY) uses a rich live status."""
 

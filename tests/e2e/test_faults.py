@@ -22,7 +22,16 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import SERVERS, alive_pids, envrate_command, free_port, processes_with, run_cli, start_cli, write_config
+from tests.helpers import (
+    SERVERS,
+    alive_pids,
+    envrate_command,
+    free_port,
+    processes_with,
+    run_cli,
+    start_cli,
+    write_config,
+)
 
 READY_TIMEOUT_S = 4.0
 STALL_TIMEOUT_S = 2.0

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import nbformat
-from tests.helpers import ROOT, sample_records
 from nbclient import NotebookClient
 
+from tests.helpers import ROOT, sample_records
 from tuner.report.frame import read_trials_csv, trials_frame, write_trials_csv
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"

@@ -113,7 +113,7 @@ def _logged_pids(study_dir: Path) -> list[int]:
         for line in log.read_text(errors="replace").splitlines():
             if line.startswith("SIM WORKERS "):
                 info = json.loads(line[len("SIM WORKERS "):])
-                pids += list(info.get("pids", [])) + [info.get("pgid")]
+                pids += [*list(info.get("pids", [])), info.get("pgid")]
     return [p for p in pids if p]
 
 
@@ -141,7 +141,7 @@ def test_soak_30_trials_random_faults_killed_and_resumed(tmp_path):
         killed_trial = _wait_mid_trial(proc, study_dir, KILL_AT_LOG)
     finally:
         proc.send_signal(signal.SIGKILL)
-        _, err1 = proc.communicate(timeout=30)
+        _, _err1 = proc.communicate(timeout=30)
     t_kill = time.monotonic()
     assert proc.returncode == -signal.SIGKILL
 

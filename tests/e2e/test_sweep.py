@@ -213,7 +213,7 @@ def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
     proc = start_cli(*["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sig"])
     wait_for_log(tmp_path / "r" / "sig", 0, "SAW_ENV")
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert not server_processes(cfg)
     assert "interrupted" in err

@@ -3,6 +3,7 @@ launcher units. Real processes against tests/servers/envrate_server.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -105,10 +106,8 @@ def test_launcher_fails_fast_and_kills_session_escapees(tmp_path):
     report = sp.teardown()
     assert report.clean, report
     for p in psutil.process_iter():
-        try:
+        with contextlib.suppress(psutil.Error):
             assert p.environ().get("TUNER_SERVER_ID") != marker
-        except psutil.Error:
-            pass
     assert "exit status 3" in info.value.cause
 
 

@@ -41,7 +41,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import refserver  # noqa: E402
+import refserver
 
 FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "hang-mid",
           "192": "http-500", "224": "orphans", "256": "slow-exit", "288": "wrong-answer"}
@@ -63,7 +63,10 @@ def rate_for(env) -> float:
         rate *= math.exp(random.Random().gauss(0.0, noise))
     drift_file = env.get("ENVRATE_DRIFT_FILE")
     if drift_file:  # the machine drifts: launches from ENVRATE_DRIFT_AT on run 5 % faster
-        n = int(open(drift_file).read() or 0) if os.path.exists(drift_file) else 0
+        n = 0
+        if os.path.exists(drift_file):
+            with open(drift_file) as f:
+                n = int(f.read() or 0)
         with open(drift_file, "w") as f:
             f.write(str(n + 1))
         rate *= 1.05 if n >= int(env.get("ENVRATE_DRIFT_AT", "2")) else 1.0
