@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -11,18 +10,12 @@ from pathlib import Path
 import httpx
 import psutil
 
+from tests.helpers import free_port
 from tuner.config import ServerConfig
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeHTTPError, ProbeStalled
 from tuner.launcher import MARKER
 
 CASES = Path(__file__).resolve().parents[2] / "cases"
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(command: list[str], port: int | None = None, **kw: object) -> ServerConfig:

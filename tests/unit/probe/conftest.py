@@ -5,7 +5,6 @@ sockets on 127.0.0.1."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,15 +14,10 @@ import httpx
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "tests" / "cases"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -52,7 +46,7 @@ def serve():
 
     def start(argv: list[str], env: dict[str, str] | None = None, ready: str = "/v1/models",
               timeout_s: float = 30.0, headers: dict[str, str] | None = None) -> str:
-        port = _free_port()
+        port = free_port()
         full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
         proc = subprocess.Popen([a.replace("{port}", str(port)) for a in argv], cwd=ROOT, env=full_env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

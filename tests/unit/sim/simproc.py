@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,15 +17,11 @@ from pathlib import Path
 import httpx
 import psutil
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 CLEAN_ENV = {k: v for k, v in os.environ.items()
              if not k.startswith(("NCCL_", "SIM_")) and k != "CUDA_DEVICE_MAX_CONNECTIONS"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sim_env(extra: dict | None = None) -> dict:
