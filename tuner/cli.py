@@ -183,7 +183,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner.progress import Progress
     from tuner.stats import DEFAULT_MIN_EFFECT
     from tuner.sweep import Sweep, SweepOptions
-    from tuner.sweep.storage import check_fingerprint, hide_password
+    from tuner.sweep.storage import check_fingerprint, check_space, hide_password
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
@@ -214,6 +214,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     store = sweep.store
     secrets = secret_values({**os.environ, **cfg.server.env})  # the runner's env reaches the server too
     check_fingerprint(store, cfg, secrets, args.config, study_name)
+    check_space(store, space.choices(), str(space.path), study_name)
     stored_effect = store.info().min_effect
     min_effect = args.min_effect if args.min_effect is not None else (
         stored_effect if stored_effect is not None else DEFAULT_MIN_EFFECT)

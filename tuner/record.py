@@ -290,6 +290,8 @@ class StudyInfo:
     without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
     sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
     made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
+    ``space_choices``: every searched name and its candidates when the study began (an Optuna
+    study keeps one distribution per name, so a resume must not change them).
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
     (:class:`tuner.nccl_types.Topology` fields), ``allreduce_backend`` and the evidence for it.
     """
@@ -305,6 +307,7 @@ class StudyInfo:
     stop_reason: str = ""
     final_baseline_skipped: str = ""
     min_effect: float | None = None
+    space_choices: dict[str, list[str]] = field(default_factory=dict)
     nccl_learned: bool = False
     nccl_version: str = ""
     topology: dict[str, Any] = field(default_factory=dict)

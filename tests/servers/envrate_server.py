@@ -11,7 +11,8 @@ CUDA_DEVICE_MAX_CONNECTIONS=1, x ENVRATE_SCALE (1.0); with ENVRATE_DRIFT_FILE, l
 ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine). ENVRATE_EFFECTS (JSON
 ``{"NAME=value": factor}``) replaces those built-in factors by the given ones (``{}``: no variable
 changes anything). ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
-from the system's entropy: the launch-to-launch noise of a real relaunch.
+from the system's entropy, or with ENVRATE_SEED and ENVRATE_COUNT_FILE (a launch counter) from
+the seed and the launch's number: the launch-to-launch noise of a real relaunch, reproducible.
 
 NCCL's log, as NCCL 2.21.5 writes it, only when NCCL_DEBUG is INFO or TRACE: the version line, a
 communicator line (rank 0 of ENVRATE_NRANKS, 2) and ``NAME set by environment to VALUE`` for each
@@ -60,7 +61,10 @@ def rate_for(env) -> float:
         rate *= 1.005 if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1" else 1.0
     noise = float(env.get("ENVRATE_LAUNCH_NOISE", "0"))
     if noise > 0:
-        rate *= math.exp(random.Random().gauss(0.0, noise))
+        rng = random.Random()
+        if "ENVRATE_SEED" in env and "ENVRATE_COUNT_FILE" in env:
+            rng = random.Random(f"{env['ENVRATE_SEED']}:{_count(env['ENVRATE_COUNT_FILE'])}")
+        rate *= math.exp(rng.gauss(0.0, noise))
     drift_file = env.get("ENVRATE_DRIFT_FILE")
     if drift_file:  # the machine drifts: launches from ENVRATE_DRIFT_AT on run 5 % faster
         n = 0
@@ -71,6 +75,17 @@ def rate_for(env) -> float:
             f.write(str(n + 1))
         rate *= 1.05 if n >= int(env.get("ENVRATE_DRIFT_AT", "2")) else 1.0
     return rate
+
+
+def _count(path: str) -> int:
+    """This launch's number (0, 1, ...), kept in the file ``path``."""
+    n = 0
+    if os.path.exists(path):
+        with open(path) as f:
+            n = int(f.read() or 0)
+    with open(path, "w") as f:
+        f.write(str(n + 1))
+    return n
 
 
 def _nccl_log(env) -> None:

@@ -254,6 +254,13 @@ class Sweep:
             self.outcome.target_met_untuned = True
             self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
             return
+        if self.target is not None and not self.opt.always:
+            reached = [r for r in self.store.finished() if r.kind is not Kind.BASELINE and self._target_met(r)]
+            if reached:
+                self.outcome.target_reached_by = reached[0].trial
+                self.outcome.stop_reason = (f"target {self.target:g} tok/s already reached by trial {reached[0].trial}; "
+                                            "no further set launched (--always to tune on)")
+                return
         if not self.store.ok_baselines():
             failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE]
             last = failed[-1] if failed else None

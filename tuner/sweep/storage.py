@@ -343,3 +343,38 @@ def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[st
 def _as_written(value: Any) -> str:
     """A value as a user wrote it in TOML: lists as ``["a", "b"]``, strings quoted."""
     return str(as_written(value))
+
+
+def check_space(store: StudyStore, choices: Mapping[str, tuple[str, ...]], space_path: str, study_name: str) -> None:
+    """Refuse (InputError, exit 2) a resume whose search space changed what the study samples:
+    an Optuna study keeps one categorical distribution per name, so a value added or removed,
+    or a variable renamed, cannot join it (Optuna raises on ``suggest_categorical`` with other
+    choices). The paragraph names the change and what to do; the first run records the space."""
+    now = {name: list(values) for name, values in choices.items()}
+    before = store.info().space_choices
+    if not before:
+        store.update_info(space_choices=now)
+        return
+    if before == now:
+        return
+    changes = []
+    for name in sorted(set(before) | set(now)):
+        old, new = before.get(name), now.get(name)
+        if old is None:
+            changes.append(f"{name} is new")
+        elif new is None:
+            changes.append(f"{name} is no longer varied")
+        else:
+            added = [v for v in new if v not in old]
+            dropped = [v for v in old if v not in new]
+            if added:
+                changes.append(f"{name} gained {', '.join(added)}")
+            if dropped:
+                changes.append(f"{name} lost {', '.join(dropped)}")
+            if not added and not dropped and old != new:
+                changes.append(f"{name} lists its values in another order")
+    raise InputError(space_path, "variables", "; ".join(changes),
+                     f"the space study '{study_name}' began with ({'; '.join(f'{k}: {v}' for k, v in before.items())}), "
+                     "or a new --study name for the new space (the old study and its results stay as they are)",
+                     "an Optuna study samples each variable from the candidates it began with, so a changed space "
+                     "cannot join it; nothing was launched and no trial was left running")

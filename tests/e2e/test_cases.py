@@ -1,0 +1,137 @@
+"""The real-server cases of tests/cases/ (reproductions of behaviours servers and proxies show
+in the field), each run through a whole sweep as its README says, ending as it says.
+
+Cases 13 and 14 have no sweep file: their probe-level outcome is tested in
+tests/unit/probe/test_probe_cases.py, with 01, 10, 11, 15, 17 and 19 as well.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+
+from tests.helpers import ROOT, cli, processes_with
+
+CASES = ROOT / "tests" / "cases"
+
+
+def case_config(tmp_path: Path, case: str, name: str = "sweep.toml", **replace: str) -> Path:
+    """The case's sweep file with its paths made absolute (it was written for the project root
+    beside a shared/ folder) and ``replace`` applied (old text -> new)."""
+    text = (CASES / case / name).read_text()
+    text = text.replace("../shared/cases/", f"{CASES}/").replace('"search_spaces/', f'"{ROOT}/search_spaces/')
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    path = tmp_path / f"{case}-{name}"
+    path.write_text(text)
+    return path
+
+
+def sweep(tmp_path: Path, config: Path, *args: str, env: dict[str, str] | None = None):
+    res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--study", "case", "--no-confirm", *args,
+              env=env)
+    csv = tmp_path / "r" / "case" / "trials.csv"
+    return res, (pd.read_csv(csv).set_index("trial") if csv.exists() else None)
+
+
+def test_01_keep_alive_pings_do_not_hide_a_stall(tmp_path):
+    t0 = time.monotonic()
+    res, df = sweep(tmp_path, case_config(tmp_path, "01-sse-ping-stall"))
+    assert res.returncode == 4, res.stderr  # the baseline hung: nothing to compare with
+    assert df.loc[0, "status"] == "hung", df.loc[0, "cause"]
+    assert time.monotonic() - t0 < 60  # stall_timeout_s = 5, not forever
+
+
+def test_03_the_cause_is_the_root_error_not_the_wrapper(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "03-engine-init-wrapper"))
+    assert res.returncode == 4, res.stderr
+    assert df.loc[0, "status"] == "crashed"
+    assert "No available memory for the cache blocks" in df.loc[0, "cause"]
+    assert "See root cause above" not in df.loc[0, "cause"]
+
+
+def test_07_loading_is_not_unhealthy(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "07-health-200-while-loading"))
+    assert res.returncode == 0, res.stderr
+    assert set(df["status"]) == {"ok"}
+    assert (df["load_s"] > 5).all()  # it waited through the 6 s of 503s, then measured
+
+
+def test_08_every_relaunch_binds_its_fixed_port(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "08-port-time-wait"))
+    assert res.returncode == 0, res.stderr
+    assert list(df["status"]) == ["ok", "ok", "ok"], df[["status", "cause"]]  # baseline, preset, re-measure
+
+
+def test_09_a_space_edited_on_resume_is_refused_without_a_trace(tmp_path):
+    config = case_config(tmp_path, "09-space-edited-on-resume")
+    res, _ = sweep(tmp_path, config)
+    assert res.returncode == 0, res.stderr
+    res, _ = sweep(tmp_path, config, "--space", str(CASES / "09-space-edited-on-resume" / "space-v2.toml"),
+                   "--trials", "4")
+    assert res.returncode == 2, res.stderr
+    assert "NCCL_MAX_NCHANNELS gained 16" in res.stderr and "new --study" in res.stderr
+    assert "Traceback" not in res.stderr
+    study = optuna.load_study(study_name="case", storage=f"sqlite:///{tmp_path / 'r' / 'case' / 'study.db'}")
+    assert not [t for t in study.get_trials() if t.state.name == "RUNNING"]
+
+
+def test_10_the_api_key_is_sent_and_written_nowhere(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "10-api-key-401"))
+    assert res.returncode == 0, res.stderr
+    assert set(df["status"]) == {"ok"}
+    for path in (tmp_path / "r").rglob("*"):
+        if path.is_file():
+            assert b"sk-test-0000" not in path.read_bytes(), path
+    assert "sk-test-0000" not in res.stdout + res.stderr
+
+
+def test_11_a_base_model_is_measured_on_completions(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "11-base-model-no-chat-template"))
+    assert res.returncode == 4
+    assert 'probe.endpoint = "completions"' in df.loc[0, "cause"]
+    res, df = sweep(tmp_path / "c", case_config(tmp_path, "11-base-model-no-chat-template", "sweep-completions.toml"))
+    assert res.returncode == 0, res.stderr
+    assert set(df["status"]) == {"ok"}
+
+
+def test_15_tokens_without_usage_are_counted_right(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "15-no-usage-chunk"))
+    assert res.returncode == 0, res.stderr
+    assert (df["completion_tokens"] == 100).all() and not df["tokens_counted"].any()
+    assert df["output_tok_s"].between(90, 110).all(), df["output_tok_s"]
+
+
+def test_16_a_silently_dead_engine_is_hung_the_rest_fine(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "16-engine-silent-death-hang"))
+    assert res.returncode == 0, res.stderr
+    assert df.loc[0, "status"] == "ok" and df.loc[1, "status"] == "hung"  # the tuned set sets NCCL_ALGO
+
+
+def test_17_a_reasoning_model_gets_room_to_answer(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "17-reasoning-smoke-check"))
+    assert res.returncode == 0, res.stderr
+    assert "invalid_output" not in set(df["status"]), df[["status", "cause"]]
+
+
+def test_18_a_renamed_worker_in_its_own_session_is_killed(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "18-worker-new-session"))
+    assert res.returncode == 0, res.stderr
+    assert set(df["status"]) == {"ok"}
+    assert not processes_with(str(CASES / "18-worker-new-session"))
+
+
+def test_19_bursty_delivery_keeps_output_tok_s_flags_timing(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "19-bursty-delivery"))
+    assert res.returncode == 0, res.stderr
+    assert df["output_tok_s"].between(400, 520).all(), df["output_tok_s"]
+    assert not df["timing_measurable"].any()
+    assert df["tpot_s"].isna().all() and df["ttft_s"].isna().all()
+
+
+def test_the_cases_readme_lists_every_case():
+    readme = (CASES / "README.md").read_text()
+    assert [f.name for f in CASES.iterdir() if f.is_dir() and f.name not in readme] == []
