@@ -154,15 +154,18 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def port_bindable(port: int) -> bool:
+def port_bindable(port: int, *, reuse_address: bool = False) -> bool:
     """True when a new server could bind TCP ``port`` on every IPv4 address right now.
 
-    The test binds ``0.0.0.0:port`` WITHOUT ``SO_REUSEADDR``, as a server that does not set it
-    would: on Linux that fails (EADDRINUSE) while anything listens on the port on any address,
-    and also while closed connections of the port wait in TIME_WAIT (about 60 s), which a plain
-    connect test cannot see.
+    The test binds ``0.0.0.0:port`` as a server would. WITHOUT ``SO_REUSEADDR`` (the default)
+    it fails (EADDRINUSE) while anything listens on the port on any address, and also while
+    closed connections of the port wait in TIME_WAIT (about 60 s on Linux), which a plain
+    connect test cannot see; ``reuse_address=True`` tests as a server that sets the option
+    (uvicorn, Python's http.server do), which only a listener blocks.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse_address:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
@@ -187,16 +190,19 @@ def port_users(port: int) -> str:
     return "; ".join(parts) or "nothing visible holds it (another network namespace or an IPv6 socket?)"
 
 
-def wait_port_bindable(host: str, port: int, timeout_s: float = PORT_WAIT_S, poll_s: float = 0.5) -> float:
-    """Wait until :func:`port_bindable` (``port``, any address) is true; return the seconds
-    waited (0.0 when it was bindable at once).
+def wait_port_bindable(host: str, port: int, timeout_s: float = PORT_WAIT_S, poll_s: float = 0.5, *,
+                       reuse_address: bool = False) -> float:
+    """Wait until :func:`port_bindable` (``port``, any address, ``reuse_address`` as there) is
+    true; return the seconds waited (0.0 when it was bindable at once). A sweep waits with
+    ``reuse_address=True`` (only a listener blocks most servers) until a server of the study fails
+    with "address in use", then without it (TIME_WAIT too) for the rest of the sweep.
 
     Raises :class:`PortBusy` (a :class:`tuner.errors.MachineNotClean`, exit 3) naming the holder
     (:func:`port_users`) when still busy after ``timeout_s`` seconds. ``host`` is only named in
     the message. Call it before every launch.
     """
     t0 = time.monotonic()
-    while not port_bindable(port):
+    while not port_bindable(port, reuse_address=reuse_address):
         waited = time.monotonic() - t0
         if waited >= timeout_s:
             raise PortBusy(host, port, waited, port_users(port))

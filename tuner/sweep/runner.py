@@ -119,6 +119,7 @@ class Sweep:
                                busy_keys=self._busy_keys, problems=self._problems, key_of=self._key_of)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
+        self._strict_port = False
         self.started = time.monotonic()
         self.outcome = SweepOutcome()
 
@@ -414,7 +415,7 @@ class Sweep:
         rec.log = str(log_path(self.dir, trial.number))
         self.store.start(trial, rec)
         ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0],
-                           frozenset(self.space.choices()))
+                           frozenset(self.space.choices()), self._strict_port)
         title = f"trial {trial.number}: {label}"
 
         def on_phase(phase: str, detail: str) -> None:
@@ -428,6 +429,7 @@ class Sweep:
             rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
             self.store.abandon(trial, rec)
             raise
+        self._strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT
         self.store.finish(trial, rec, getattr(rec, self.cfg.probe.metric) or 0.0)
         self._report(rec, label)
         if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:

@@ -39,7 +39,8 @@ class TrialContext:
     """What every relaunch of a sweep shares: the config, where logs go, the runner's file
     and signal guard, a progress callback ``log(text)`` for notes, the NCCL version whose rules
     apply, and the names the space varies (``varied``: their inherited values never reach a
-    trial, hardware selectors included)."""
+    trial, hardware selectors included); ``strict_port``: the server needs its port free of
+    TIME_WAIT too (it does not set SO_REUSEADDR: learned from an "address in use" start-up)."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -48,6 +49,7 @@ class TrialContext:
     log: Callable[[str], None]
     nccl_version: NcclVersion | None = None
     varied: frozenset[str] = frozenset()
+    strict_port: bool = False
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -77,8 +79,9 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
             if attempt == 2:
                 record.status, record.cause = Status.MACHINE_FAULT, fault.cause
                 break
-            ctx.log(f"trial {record.trial}: {fault.cause}; waiting for the port and relaunching the set once "
-                    "(the machine's fault, not the set's)")
+            ctx.log(f"trial {record.trial}: {fault.cause}; waiting for the port (TIME_WAIT too) and relaunching "
+                    "the set once (the machine's fault, not the set's)")
+            ctx.strict_port = True
             for port in {ctx.cfg.server.port, fault.port or ctx.cfg.server.port}:
                 wait_port_bindable(ctx.cfg.server.host, port)
     record.wall_s = time.monotonic() - t0
@@ -94,7 +97,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     start-up) for the caller to retry, PortBusy, Interrupted (after the teardown)."""
     server_cfg = ctx.cfg.server
     on_phase("launching", "")
-    wait_port_bindable(server_cfg.host, server_cfg.port)
+    wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
     server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg)}, Path(record.log),
                            flags=tuple(record.flags), varied=ctx.varied)
     record.removed_inherited = server.removed
