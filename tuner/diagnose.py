@@ -54,7 +54,6 @@ from tuner.launcher import ServerProcess, build_env, port_holder, port_in_use
 from tuner.model import decode_allreduce_bytes, load_model_shape
 from tuner.nccl_decode import DecodeChoice, launch
 from tuner.nccl_env import NcclVersion, Topology
-from tuner.sweep.trial import ready_check
 
 if TYPE_CHECKING:  # tuner.sweep imports the runner, which may import this module: import it late
     from tuner.sweep.signals import SignalGuard
@@ -596,6 +595,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     Does not write the report (:func:`write_diagnosis`).
     """
     from tuner.sweep.signals import SignalGuard
+    from tuner.sweep.trial import ready_check  # the sweep's readiness rule (imported late: the sweep imports us)
 
     server_cfg = cfg.server
     if port_in_use(server_cfg.host, server_cfg.port):

@@ -99,10 +99,17 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("trial").reset_index(drop=True)
 
 
+#: Notes about the whole study that the verdict paragraph says once, not on every row.
+_STUDY_NOTES = ("one baseline launch",)
+
+
 def _cols(c: stats.Comparison | None, verdict: Verdict, note: str = "") -> dict[str, Any]:
     nan = math.nan
+    note = note or (c.note if c else "")
+    if note.startswith(_STUDY_NOTES):
+        note = ""
     return {"vs_baseline": c.ratio if c else nan, "vs_baseline_ci_low": c.ci_low if c else nan,
-            "vs_baseline_ci_high": c.ci_high if c else nan, "verdict": verdict, "verdict_note": note or (c.note if c else "")}
+            "vs_baseline_ci_high": c.ci_high if c else nan, "verdict": verdict, "verdict_note": note}
 
 
 def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:

@@ -101,6 +101,8 @@ class Planner:
         self._problems = problems
         self.key_of = key_of
         self.extra: list[Planned] = []
+        self.on_skip: Callable[[Planned, str], None] = lambda planned, why: None
+        self._said: set[str] = set()
 
     def _measured(self, records: list[TrialRecord]) -> dict[str, TrialRecord]:
         """First measurement of each set, by :attr:`key_of` (sets NCCL treats as equal share one)."""
@@ -114,7 +116,8 @@ class Planner:
     def next_planned(self) -> Planned | None:
         """The next set that must run before the sampler proposes, or None."""
         records = self._records()
-        measured = set(self._measured(records))
+        measured_by_key = self._measured(records)
+        measured = set(measured_by_key)
         busy = self._busy()
         retried = {r.retry_of_trial for r in records if r.retry_of_trial is not None}
         gave_up: set[str] = set()
@@ -126,11 +129,16 @@ class Planner:
                 gave_up.add(key)
             elif r.trial not in retried and key not in measured | busy:
                 return Planned(dict(r.env), list(r.flags), r.kind, r.preset, retry_of=r.trial)
-        invalid = {self.key_of(r.env, r.flags) for r in records if r.kind is Kind.INVALID}
+        decided = {self.key_of(r.env, r.flags): r for r in records if r.kind in (Kind.INVALID, Kind.DUPLICATE)}
+        decided.update(measured_by_key)
         for planned in [*self.extra, *(Planned(dict(p.env), [], Kind.PRESET, p.name) for p in self.space.presets)]:
             key = self.key_of(planned.env, planned.flags)
-            if key not in measured | busy | gave_up | invalid:
+            if key not in measured | busy | gave_up | set(decided):
                 return planned
+            earlier = decided.get(key)
+            if earlier is not None and planned.preset not in self._said and earlier.preset != planned.preset:
+                self._said.add(planned.preset)
+                self.on_skip(planned, f"to NCCL the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
         return None
 
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:

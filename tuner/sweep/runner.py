@@ -24,9 +24,11 @@ import optuna
 
 from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
+from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, InputError, MachineNotClean, StoppedByCheck
 from tuner.judge import Judgement, judge
 from tuner.launcher import kill_leftover, port_holder, port_in_use, split_inherited
+from tuner.nccl_decode import DecodeChoice, decode_effect
 from tuner.nccl_types import NcclVersion, Topology
 from tuner.progress import Progress
 from tuner.record import Kind, Status, TrialRecord, set_key
@@ -117,9 +119,13 @@ class Sweep:
         self.progress = options.progress or Progress(self.budget)
         self.planner = Planner(space, self.mode, records=lambda: self.store.records(relaunched_only=False),
                                busy_keys=self._busy_keys, problems=self._problems, key_of=self._key_of)
+        self.planner.on_skip = lambda planned, why: self.progress.log(
+            f"preset {planned.preset} {json.dumps(nccl_env.redact(planned.env))} not launched: {why}")
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self._strict_port = False
+        self._decode: tuple[Diagnosis, int, DecodeChoice] | None = None
+        self._decode_read = False
         self.started = time.monotonic()
         self.outcome = SweepOutcome()
 
@@ -136,9 +142,34 @@ class Sweep:
 
     def _key_of(self, env: dict[str, str], flags: list[str]) -> str:
         """A set's identity in its canonical form for this NCCL and topology (``ring`` is
-        ``Ring``, ``0x400000`` is ``4194304``, a value equal to the default is unset)."""
+        ``Ring``, ``0x400000`` is ``4194304``, a value equal to the default is unset); with a
+        ``nccl-tune diagnose`` of this study (results/<study>/diagnose.json), also without the
+        variables that cannot act on the decode allreduce under NCCL's pick there
+        (:func:`tuner.nccl_decode.decode_effect`): sets differing only by those are one set."""
         version, topo = self._nccl()
-        return set_key(nccl_env.canonical_set(env, version, topo), flags)
+        canon = nccl_env.canonical_set(env, version, topo)
+        decode = self._decode_context()
+        if decode is not None:
+            diag, nbytes, choice = decode
+            canon = decode_effect(canon, nbytes, (diag.topology_info() or topo or Topology(8)).nranks, choice,
+                                  version=version or diag.version(), topology=topo or diag.topology_info(),
+                                  search_channels=diag.topology.get("coll_channels"),
+                                  transports=diag.topology.get("transports", ())).effective
+        return set_key(canon, flags)
+
+    def _decode_context(self) -> tuple[Diagnosis, int, DecodeChoice] | None:
+        """The study's diagnosis, the decode size and NCCL's pick there, when known (cached)."""
+        if not self._decode_read:
+            self._decode_read = True
+            diag = load_diagnosis(self.dir)
+            pick = decode_pick(diag) if diag is not None else None
+            choice = diag.decode_choice() if diag is not None else None
+            if diag is not None and pick is not None and choice is not None:
+                self._decode = (diag, pick[0], choice)
+                self.progress.log(f"{self.dir / 'diagnose.json'}: the decode allreduce ({pick[0]} B) runs "
+                                  f"{choice.algorithm}/{choice.protocol}; sets that differ only by variables that "
+                                  "cannot act there are relaunched once")
+        return self._decode
 
     def _problems(self, env: dict[str, str]) -> list[str]:
         """Why the set must not be launched here: NCCL rejects it with ``server.env``, it
@@ -383,6 +414,11 @@ class Sweep:
                 return True
             skipped += 1
             rec.status = Status.SKIPPED
+            if planned is not None:  # say why a planned set is not launched (a sampler's repeat is not news)
+                why = (f"to NCCL at this size the same set as trial {decision.duplicate_of.trial}"
+                       if decision.duplicate_of is not None else decision.invalid_reason)
+                self.progress.log(f"trial {trial.number} [{planned.preset or planned.kind}] "
+                                  f"{json.dumps(rec.env)} not launched: {why}")
             if decision.duplicate_of is not None:
                 rec.kind, rec.duplicate_of = Kind.DUPLICATE, decision.duplicate_of.trial
                 value, constraint = self.store.trial_value(decision.duplicate_of.trial)
