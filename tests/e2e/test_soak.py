@@ -211,3 +211,4 @@ def test_soak_30_trials_random_faults_killed_and_resumed(tmp_path):
           f"statuses={by_status}")
     assert not leftovers, f"processes left: {sorted(leftovers)}"
     assert lost == 0
+    assert survived == injected, f"{injected - survived} of {injected} faults were not survived"
