@@ -290,6 +290,9 @@ class StudyInfo:
     without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
     sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
     made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
+    ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
+    the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
+    values, the tuner-plugin export), empty without a ``[screen]``.
     """
 
     server_command: list[str] = field(default_factory=list)
@@ -303,6 +306,7 @@ class StudyInfo:
     stop_reason: str = ""
     final_baseline_skipped: str = ""
     min_effect: float | None = None
+    screen: dict[str, Any] = field(default_factory=dict)
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -84,6 +84,8 @@ class Planner:
     ``records`` (every relaunch) are read fresh from the storage by the caller's callables, so
     several workers on one study see each other's work. ``problems(env)`` says why NCCL would
     reject a set (with ``server.env`` applied), empty when it would not.
+    ``extra``: sets planned before the presets (the screen's best, :mod:`tuner.screen`);
+    ``screen_check(env)``: why the screen forbids a set (wrong values), else None.
     """
 
     def __init__(self, space: SearchSpace, mode: str, *,
@@ -95,6 +97,8 @@ class Planner:
         self._records = records
         self._busy = busy_keys
         self._problems = problems
+        self.extra: list[Planned] = []
+        self.screen_check: Callable[[dict[str, str]], str | None] | None = None
 
     def _measured(self, records: list[TrialRecord]) -> dict[str, TrialRecord]:
         out: dict[str, TrialRecord] = {}
@@ -118,18 +122,18 @@ class Planner:
                 gave_up.add(r.set_key)
             elif r.trial not in retried and r.set_key not in measured | busy:
                 return Planned(dict(r.env), list(r.flags), r.kind, r.preset, retry_of=r.trial)
-        for preset in self.space.presets:
-            key = set_key(preset.env)
-            if key not in measured | busy | gave_up:
-                return Planned(dict(preset.env), [], Kind.PRESET, preset.name)
+        for planned in [*self.extra, *(Planned(dict(p.env), [], Kind.PRESET, p.name) for p in self.space.presets)]:
+            if planned.key not in measured | busy | gave_up:
+                return planned
         return None
 
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
         """Whether a proposed set must be relaunched: not when NCCL would reject it (invalid),
         nor when it was measured before (the untuned set: the baseline)."""
         problems = self._problems(env)
-        if problems:
-            return Decision(False, invalid_reason=problems[0])
+        bad = self.screen_check(env) if self.screen_check is not None else None
+        if problems or bad:
+            return Decision(False, invalid_reason=problems[0] if problems else str(bad))
         key = set_key(env, flags)
         earlier = self._measured(self._records()).get(key)
         if earlier is None and not env and not flags:
