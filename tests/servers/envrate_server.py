@@ -10,7 +10,10 @@ NCCL_ALGO=Tree, x 0.95 for NCCL_MAX_NCHANNELS=1, x 1.02 for NCCL_MAX_NCHANNELS=8
 CUDA_DEVICE_MAX_CONNECTIONS=1, x ENVRATE_SCALE (1.0); with ENVRATE_DRIFT_FILE, launches number
 ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine). ENVRATE_EFFECTS (JSON
 ``{"NAME=value": factor}``) replaces those built-in factors by the given ones (``{}``: no variable
-changes anything). ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
+changes anything). With ENVRATE_AR_US set, the rate comes from the allreduce landscape of
+tests/servers/landscape.py (shared with the all_reduce_perf stand-in, allreduce_standin.py),
+times ENVRATE_SCALE and the ENVRATE_EFFECTS factors (for what a benchmark cannot see, such as
+CUDA_DEVICE_MAX_CONNECTIONS), and ENVRATE_BASE is not used. ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
 from the system's entropy: the launch-to-launch noise of a real relaunch.
 
 Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
@@ -36,7 +39,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import refserver  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+import landscape
+import refserver
 
 FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "hang-mid",
           "192": "http-500", "224": "orphans", "256": "slow-exit", "288": "wrong-answer"}
@@ -44,7 +49,12 @@ FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "h
 
 def rate_for(env) -> float:
     rate = float(env.get("ENVRATE_BASE", "400")) * float(env.get("ENVRATE_SCALE", "1"))
-    if "ENVRATE_EFFECTS" in env:
+    if landscape.active(env):  # the allreduce landscape the all_reduce_perf stand-in shares
+        rate = landscape.decode_rate(env) * float(env.get("ENVRATE_SCALE", "1"))
+        for setting, factor in json.loads(env.get("ENVRATE_EFFECTS", "{}")).items():
+            name, _, value = setting.partition("=")
+            rate *= float(factor) if env.get(name) == value else 1.0
+    elif "ENVRATE_EFFECTS" in env:
         for setting, factor in json.loads(env["ENVRATE_EFFECTS"]).items():
             name, _, value = setting.partition("=")
             rate *= float(factor) if env.get(name) == value else 1.0
@@ -58,7 +68,10 @@ def rate_for(env) -> float:
         rate *= math.exp(random.Random().gauss(0.0, noise))
     drift_file = env.get("ENVRATE_DRIFT_FILE")
     if drift_file:  # the machine drifts: launches from ENVRATE_DRIFT_AT on run 5 % faster
-        n = int(open(drift_file).read() or 0) if os.path.exists(drift_file) else 0
+        n = 0
+        if os.path.exists(drift_file):
+            with open(drift_file) as f:
+                n = int(f.read() or 0)
         with open(drift_file, "w") as f:
             f.write(str(n + 1))
         rate *= 1.05 if n >= int(env.get("ENVRATE_DRIFT_AT", "2")) else 1.0

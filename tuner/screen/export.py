@@ -11,6 +11,7 @@ not expect (one channel where no line matches) comes back in ``notes``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,36 @@ def measurements(records: Sequence[ScreenRecord]) -> list[TunerMeasurement]:
     return out
 
 
+_OWN = re.compile(r"^(\d+)-(\d+) B: NCCL's own choice was fastest at (\d+) B; no line written$")
+
+
+def _merged(notes: list[str]) -> list[str]:
+    """Consecutive "NCCL's own choice was fastest" notes of adjacent ranges as one note."""
+    out: list[str] = []
+    run: list[re.Match[str]] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0].string)
+        elif run:
+            out.append(f"{run[0].group(1)}-{run[-1].group(2)} B: NCCL's own choice was fastest at every screened "
+                       f"size from {run[0].group(3)} to {run[-1].group(3)} B; no line written")
+        run.clear()
+
+    for note in notes:
+        m = _OWN.match(note)
+        if m and (not run or int(run[-1].group(2)) + 1 == int(m.group(1))):
+            run.append(m)
+            continue
+        flush()
+        if m:
+            run.append(m)
+        else:
+            out.append(note)
+    flush()
+    return out
+
+
 def write_exports(records: Sequence[ScreenRecord], out_dir: Path, nccl_version: str = "") -> Export:
     """Write ``out_dir/tuner_perf.csv`` and ``out_dir/nccl_tuner.conf`` from the screen's runs.
 
@@ -90,7 +121,7 @@ def write_exports(records: Sequence[ScreenRecord], out_dir: Path, nccl_version: 
         result.notes.append("the untuned runs (NCCL's own choice) have no algorithm/protocol to write: "
                             "left out of the CSV, but they compete in the config below")
     choices, notes = choices_by_size(found)
-    result.notes += notes
+    result.notes += _merged(notes)
     if choices:
         result.conf = out_dir / CONF_NAME
         result.notes += write_tuner_config(choices, result.conf, header=_HEADER)

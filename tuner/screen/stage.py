@@ -57,6 +57,8 @@ MAX_SKIPS = 30
 MAX_ENUMERATED = 200_000
 #: A screen run is estimated at this factor times the longest one so far (s).
 ESTIMATE_MARGIN = 1.2
+#: Ranked sets kept in the study's summary (the report lists them).
+RANKING_KEPT = 50
 
 
 @dataclass
@@ -98,6 +100,8 @@ class Stage:
             "best_us": self.ranked[0].decode_us if self.ranked else None,
             "best_set": self.ranked[0].env if self.ranked else None,
             "top_sets": [{"env": p.env, "name": p.preset} for p in self.top_sets],
+            "ranking": [{"key": r.key, "env": r.env, "decode_us": r.decode_us, "prefill_us": r.prefill_us}
+                        for r in self.ranked[:RANKING_KEPT]],
             "bad_sets": dict(self.bad), "noise_pct": None if math.isnan(self.noise_pct) else self.noise_pct,
             "bound": None if b is None else {
                 "share": b.allreduce_share, "max_gain_pct": b.max_gain_pct, "best_gain_pct": b.best_gain_pct,
