@@ -173,7 +173,9 @@ class _Loop:
                 return why
             self.one({}, FIRST)
         ended = self._search()
-        if not any(r.role == LAST for r in self.store.runs()):
+        runs = self.store.runs()
+        last = max((r.number for r in runs if r.role == LAST), default=-1)
+        if last < max((r.number for r in runs), default=-1):  # none yet, or a resume screened more after it
             fits, why = self.fits()
             if fits:
                 self.one({}, LAST)
