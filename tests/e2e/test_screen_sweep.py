@@ -68,8 +68,11 @@ allreduces_per_token = 100
 
 
 def true_rate(env: dict[str, str]) -> float:
-    """What the hidden landscape gives a set (tok/s), the effects of unscreened variables included."""
+    """What the hidden landscape gives a set (tok/s), the effects of unscreened variables included;
+    0 for a set that corrupts results (worth nothing however fast)."""
     full = {**LANDSCAPE, **env}
+    if landscape.holds(full, "ENVRATE_AR_WRONG"):
+        return 0.0
     rate = landscape.decode_rate(full)
     for setting, factor in json.loads(LANDSCAPE["ENVRATE_EFFECTS"]).items():
         name, _, value = setting.partition("=")

@@ -24,7 +24,8 @@ Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
   192 http-500      /health 200, every completion HTTP 500 "EngineCore encountered an issue"
   224 orphans       workers start their own session, ignore SIGTERM; the parent exits at once
   256 slow-exit     on SIGTERM, takes 2 s to exit
-  288 wrong-answer  answers the smoke question without "Paris"
+  288 wrong-answer  answers the smoke question without "Paris" (also every set the allreduce
+                    landscape lists in ENVRATE_AR_WRONG)
 NCCL_PROTO=LL128 always fails at start with an NCCL WARN, as on a PCIe box.
 """
 
@@ -92,6 +93,8 @@ def main() -> int:
     seen = {k: v for k, v in env.items() if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
     print("SAW_ENV " + json.dumps(seen, sort_keys=True), flush=True)
     fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
+    if landscape.active(env) and landscape.holds(env, "ENVRATE_AR_WRONG"):
+        fault = "wrong-answer"  # a set whose allreduce corrupts data answers wrongly too
     port = int(sys.argv[sys.argv.index("--port") + 1])
     time.sleep(float(env.get("ENVRATE_LOAD_S", "0.3")))
     if fault == "crash-start" or env.get("NCCL_PROTO") == "LL128":

@@ -50,6 +50,7 @@ from tuner.screen.store import DUPLICATE, FIRST, INVALID, LAST, SEARCH, UNSET, S
 from tuner.screen.table import SCREEN_CSV, write_screen_csv
 from tuner.space import SearchSpace
 from tuner.sweep.plan import Planned
+from tuner.sweep.storage import StudyStore
 
 #: Proposals of screened or rejected sets in a row before a random unscreened set is run.
 MAX_SKIPS = 30
@@ -261,7 +262,7 @@ class _Loop:
         return rec
 
 
-def run_stage(cfg: ExperimentConfig, space: SearchSpace, store: Any, *, baseline: TrialRecord, study_dir: Path,
+def run_stage(cfg: ExperimentConfig, space: SearchSpace, store: StudyStore, *, baseline: TrialRecord, study_dir: Path,
               log: Callable[[str], None], judgement: Judgement | None = None, force: bool = False,
               deadline: float | None = None,
               seed: int | None = None, problems: Callable[[dict[str, str]], list[str]] = lambda env: [],
