@@ -25,7 +25,7 @@ from tuner.plugin_export import (
     write_tuner_perf_csv,
 )
 from tuner.record import Status
-from tuner.screen.store import FIRST, LAST, SEARCH, ScreenRecord
+from tuner.screen.store import ScreenRecord
 
 CSV_NAME = "tuner_perf.csv"
 CONF_NAME = "nccl_tuner.conf"
@@ -53,7 +53,7 @@ def measurements(records: Sequence[ScreenRecord]) -> list[TunerMeasurement]:
     untuned set's with no algorithm: NCCL's own choice)."""
     out = []
     for r in records:
-        if r.status is not Status.OK or r.role not in (FIRST, LAST, SEARCH):
+        if r.status is not Status.OK or not r.ran:
             continue
         names = plugin_names_from_env(r.env)
         if r.env and names is None:

@@ -24,7 +24,7 @@ from scipy import stats as sps
 from tuner.bound import allreduce_bound
 from tuner.record import Status, set_key
 from tuner.screen.run import screenable
-from tuner.screen.store import FIRST, LAST, SEARCH, ScreenRecord
+from tuner.screen.store import FIRST, LAST, SCREENED, ScreenRecord
 
 
 def screen_key(env: Mapping[str, str]) -> str:
@@ -67,7 +67,7 @@ def rank_sets(records: Sequence[ScreenRecord], decode: int, prefill: int | None,
     """Every set screened ok at ``decode`` bytes, best first (see the module docstring)."""
     by_key: dict[str, list[ScreenRecord]] = {}
     for r in records:
-        if r.role == SEARCH and r.status is Status.OK and r.env and r.time_at(decode) is not None:
+        if r.role in SCREENED and r.status is Status.OK and r.env and r.time_at(decode) is not None:
             by_key.setdefault(r.key, []).append(r)
     ranked = []
     for key, runs in by_key.items():

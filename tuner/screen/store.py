@@ -26,8 +26,12 @@ from tuner.sweep.storage import CONSTRAINT, StudyStore
 
 #: Suffix of the screen study's name.
 SUFFIX = "-screen"
-#: Roles of a screen trial.
-FIRST, LAST, SEARCH, DUPLICATE, INVALID = "untuned-first", "untuned-last", "search", "duplicate", "invalid"
+#: Roles of a screen trial: the untuned set first and last, the sampler's sets, a set screened
+#: just before its relaunch (``check``), and bookkeeping that ran nothing (duplicate, invalid).
+FIRST, LAST, SEARCH, CHECK = "untuned-first", "untuned-last", "search", "check"
+DUPLICATE, INVALID = "duplicate", "invalid"
+#: Roles of runs that screened a tuned set.
+SCREENED = (SEARCH, CHECK)
 #: A row counts as "at" a wanted size when its size is within this factor of it (nccl-tests
 #: rounds sizes to whole elements and ``-f`` steps may miss a size).
 NEAREST_FACTOR = 2.0
@@ -37,7 +41,7 @@ UNSET = "unset"
 @dataclass
 class ScreenRecord:
     """One screen run: ``number`` (screen trial), ``role`` (:data:`FIRST`, :data:`LAST`,
-    :data:`SEARCH`; :data:`DUPLICATE`/:data:`INVALID` are bookkeeping, never run), ``env`` (the
+    :data:`SEARCH`, :data:`CHECK`; :data:`DUPLICATE`/:data:`INVALID` are bookkeeping, never run), ``env`` (the
     set, secrets as ``***``), ``status`` and ``cause`` (:func:`tuner.nccltests.screen_status`),
     ``rows`` (per measured size: ``size``, ``time_us_oop``, ``time_us_ip`` (us), ``algbw_GBps``,
     ``busbw_GBps`` (out-of-place, GB/s), ``wrong_oop``, ``wrong_ip``), ``log``, ``wall_s`` (s),
@@ -66,7 +70,7 @@ class ScreenRecord:
     @property
     def ran(self) -> bool:
         """True for a run that was made (not duplicate or invalid bookkeeping)."""
-        return self.role in (FIRST, LAST, SEARCH)
+        return self.role in (FIRST, LAST, SEARCH, CHECK)
 
     def row_at(self, size: int) -> dict[str, Any] | None:
         """The measured row nearest ``size`` (bytes, on a log scale, within :data:`NEAREST_FACTOR`)."""

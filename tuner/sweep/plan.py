@@ -131,7 +131,7 @@ class Planner:
         """Whether a proposed set must be relaunched: not when NCCL would reject it (invalid),
         nor when it was measured before (the untuned set: the baseline)."""
         problems = self._problems(env)
-        bad = self.screen_check(env) if self.screen_check is not None else None
+        bad = self.screen_check(env) if self.screen_check is not None and not problems else None
         if problems or bad:
             return Decision(False, invalid_reason=problems[0] if problems else str(bad))
         key = set_key(env, flags)

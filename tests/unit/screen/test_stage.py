@@ -14,12 +14,12 @@ import optuna
 import pandas as pd
 import pytest
 
-from tests.helpers import ROOT, SERVERS, standin_command
+from tests.helpers import ROOT, standin_command
 from tuner.config import load_config
 from tuner.errors import StoppedByCheck
 from tuner.record import Kind, Status, TrialRecord
-from tuner.screen import known_bad, run_stage
-from tuner.screen.store import FIRST, INVALID, LAST, SEARCH, ScreenStore
+from tuner.screen import known_bad, run_stage, screen_key
+from tuner.screen.store import CHECK, FIRST, INVALID, LAST, SEARCH, ScreenStore
 from tuner.space import load_space
 from tuner.sweep.storage import CONSTRAINT, StudyStore, default_storage, open_study
 
@@ -217,3 +217,20 @@ def test_the_tuner_plugin_export_picks_the_fastest_per_size(tmp_path):
     assert set(perf["protocol"]) == {"ll", "simple"} and (perf["ranks"] == 8).all()
     assert any("one channel" in n for n in stage.export.notes)
 
+
+
+def test_a_set_never_screened_is_screened_once_before_its_relaunch(tmp_path):
+    cfg, sp, store, study_dir = setup(tmp_path, trials=3)
+    stage = stage_of(cfg, sp, store, study_dir)
+    screened = {r.key for r in stage.records if r.ran}
+    bad_env = {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    good_env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    assert screen_key(bad_env) not in screened and screen_key(good_env) not in screened
+    assert "wrong values" in stage.check(bad_env)
+    assert stage.check(good_env) is None
+    checks = [r for r in ScreenStore(store, {}).records() if r.role == CHECK]
+    assert [r.env for r in checks] == [{"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"}, good_env]
+    assert stage.check(bad_env) is not None and stage.check(good_env) is None  # not screened twice
+    assert len([r for r in ScreenStore(store, {}).records() if r.role == CHECK]) == 2
+    assert set(pd.read_csv(study_dir / "screen.csv")["role"]) >= {CHECK}
+    assert screen_key(bad_env) in known_bad(store) and screen_key(bad_env) in store.info().screen["bad_sets"]
