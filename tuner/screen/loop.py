@@ -2,7 +2,8 @@
 
 A proposal NCCL would reject (the sweep's ``problems``) is told infeasible without running; a
 set already screened is told its known result; after :data:`MAX_SKIPS` such proposals in a row
-a random unscreened set is run instead, and the runs end when none is left. No run starts that
+a random unscreened set is run instead, and the runs end when none is left, when the untuned
+run fails, or after :data:`MAX_FAILED` failed runs in a row. No run starts that
 would end past the deadline (its estimate: :data:`ESTIMATE_MARGIN` x the longest run so far,
 or ``timeout_s`` before the first).
 """
@@ -28,6 +29,9 @@ MAX_SKIPS = 30
 MAX_ENUMERATED = 200_000
 #: A screen run is estimated at this factor times the longest one so far (s).
 ESTIMATE_MARGIN = 1.2
+#: Runs in a row that crashed, hung or timed out after which the screen stops (a broken benchmark
+#: would otherwise spend ``trials x timeout_s`` of the night).
+MAX_FAILED = 5
 
 
 class ScreenLoop:
@@ -52,13 +56,20 @@ class ScreenLoop:
         return True, ""
 
     def run(self) -> str:
-        """Make the runs still owed (all of them, or the rest on a resume); returns why they ended."""
-        runs = self.store.runs()
-        if not any(r.role == FIRST for r in runs):
+        """Make the runs still owed (all of them, or the rest on a resume); returns why they ended.
+
+        The untuned run comes first (again on a resume when it failed before); when it fails,
+        nothing else is screened: without the reference no set can be ranked.
+        """
+        firsts = [r for r in self.store.runs() if r.role == FIRST]
+        if not firsts or firsts[-1].status is not Status.OK:
             fits, why = self.fits()
             if not fits:
                 return why
-            self.one({}, FIRST)
+            first = self.one({}, FIRST)
+            if first.status is not Status.OK:
+                return (f"the untuned screen run failed ({first.status}: {first.cause}); nothing else was screened "
+                        f"(see {first.log})")
         ended = self._search()
         runs = self.store.runs()
         last = max((r.number for r in runs if r.role == LAST), default=-1)
@@ -71,16 +82,19 @@ class ScreenLoop:
         return ended
 
     def _search(self) -> str:
-        skips = 0
+        skips = failed = 0
         while sum(1 for r in self.store.runs() if r.role != LAST) < self.trials - 1:
             fits, why = self.fits()
             if not fits:
                 return why
+            if failed >= MAX_FAILED:
+                return (f"{failed} screen runs in a row failed (crashed, hung or timed out): the benchmark itself "
+                        "looks broken here; see the logs in the screen folder")
             if skips >= MAX_SKIPS:
                 env = self._unscreened()
                 if env is None:
                     return "every screened set was measured (or is rejected by NCCL)"
-                self.one(env, SEARCH)
+                failed = self._count(self.one(env, SEARCH), failed)
                 skips = 0
                 continue
             trial, params = self.store.ask()
@@ -98,9 +112,14 @@ class ScreenLoop:
                 self.store.tell_known(trial, rec, *self.store.value_of(earlier.number))
                 skips += 1
                 continue
-            self.one(env, SEARCH, trial)
+            failed = self._count(self.one(env, SEARCH, trial), failed)
             skips = 0
         return f"[screen] trials = {self.trials} reached"
+
+    @staticmethod
+    def _count(rec: ScreenRecord, failed: int) -> int:
+        """Failed runs in a row: wrong values are a result about the set, not a failure."""
+        return 0 if rec.status in (Status.OK, Status.INVALID_OUTPUT) else failed + 1
 
     def _screened(self) -> dict[str, ScreenRecord]:
         out: dict[str, ScreenRecord] = {}

@@ -40,6 +40,7 @@ LANDSCAPE = {"ENVRATE_AR_US": "40", "ENVRATE_AR_PER_TOKEN": "100", "ENVRATE_COMP
 
 def setup(tmp_path: Path, *, trials: int = 8, top_k: int = 2, landscape: dict[str, str] | None = None,
           space: str = SPACE, timeout_s: float = 20):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "space.toml").write_text(space)
     env = ", ".join(f"{k} = '{v}'" for k, v in (landscape or LANDSCAPE).items())
     cmd = ", ".join(f'"{a}"' for a in standin_command())
@@ -234,3 +235,17 @@ def test_a_set_never_screened_is_screened_once_before_its_relaunch(tmp_path):
     assert len([r for r in ScreenStore(store, {}).records() if r.role == CHECK]) == 2
     assert set(pd.read_csv(study_dir / "screen.csv")["role"]) >= {CHECK}
     assert screen_key(bad_env) in known_bad(store) and screen_key(bad_env) in store.info().screen["bad_sets"]
+
+
+def test_a_failed_untuned_run_stops_the_screen_and_a_broken_benchmark_stops_it_soon(tmp_path):
+    everything = {**LANDSCAPE, "ENVRATE_AR_HANG": json.dumps(["ENVRATE_AR_US=40"])}
+    cfg, sp, store, study_dir = setup(tmp_path, trials=10, landscape=everything, timeout_s=0.5)
+    stage = stage_of(cfg, sp, store, study_dir)
+    assert [r.role for r in stage.records if r.ran] == [FIRST]
+    assert stage.ended.startswith("the untuned screen run failed (timeout") and stage.bound is None
+    sets = {**LANDSCAPE, "ENVRATE_AR_HANG": json.dumps(["NCCL_PROTO=LL", "NCCL_PROTO=Simple", "NCCL_ALGO=Ring",
+                                                         "NCCL_ALGO=Tree"])}
+    cfg, sp, store, study_dir = setup(tmp_path / "b", trials=20, landscape=sets, timeout_s=0.5)
+    stage = stage_of(cfg, sp, store, study_dir)
+    assert [r.role for r in stage.records if r.ran] == [FIRST, *[SEARCH] * 5, LAST]
+    assert stage.ended.startswith("5 screen runs in a row failed")
