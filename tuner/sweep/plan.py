@@ -1,8 +1,9 @@
 """What to relaunch next: a retry, a preset, or the sampler's proposal, never a set twice.
 
 Order: the retry of a trial whose runner died (once: a retry interrupted again is given up),
-then the space's presets in order, then (search mode) the sampler. A set already measured, in
-flight on any worker, or given up is skipped; a proposal of a measured set is told the known
+then the screen's best sets (``Planner.extra``, with a ``[screen]``), then the space's presets in
+order, then (search mode) the sampler. A set already measured, in flight on any worker, or given
+up is skipped; a proposal of a measured set is told the known
 result, and a set NCCL would reject together with ``server.env`` is told infeasible, neither
 spending a relaunch.
 
@@ -85,7 +86,8 @@ class Planner:
     several workers on one study see each other's work. ``problems(env)`` says why NCCL would
     reject a set (with ``server.env`` applied), empty when it would not.
     ``extra``: sets planned before the presets (the screen's best, :mod:`tuner.screen`);
-    ``screen_check(env)``: why the screen forbids a set (wrong values), else None.
+    ``screen_check(env)``: why the screen forbids a set (wrong values; a set never screened is
+    screened first, seconds), else None; asked only for sets NCCL would accept.
     """
 
     def __init__(self, space: SearchSpace, mode: str, *,
