@@ -97,18 +97,34 @@ def _pump(pipe: IO[bytes], log: IO[bytes], secrets: list[str], sink: list[str],
                 on_line(text.rstrip("\n"))
 
 
+def _exited_unreaped(proc: subprocess.Popen[bytes], timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Wait up to ``timeout_s`` for the command to exit without reaping it (``waitid`` with
+    ``WNOWAIT``): while it is a zombie its pid, and so its process group id, cannot be reused,
+    so the group can still be signalled safely. True when it exited."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # already reaped (by Popen): nothing left to wait for
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
 def _teardown(proc: subprocess.Popen[bytes], marker: str, create_time: float) -> tuple[int, ...]:
-    """Kill what is left of the run: the group (its leader may be gone, members not), then
-    every process with the marker. Returns the pids that survived SIGKILL."""
+    """Kill what is left of the run: the group (its leader not yet reaped, so the group id is
+    still this run's; members may outlive the leader), then every process with the marker.
+    Returns the pids that survived SIGKILL."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_S)
+    _exited_unreaped(proc, KILL_GRACE_S)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    kill_leftover({"pgid": proc.pid, "create_time": create_time, "marker": marker}, grace_s=KILL_GRACE_S)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5.0)
+        proc.wait(timeout=5.0)  # reaped only now
+    kill_leftover({"pgid": proc.pid, "create_time": create_time, "marker": marker}, grace_s=KILL_GRACE_S)
     left = []
     for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
@@ -155,10 +171,7 @@ def run_command(argv: list[str], env: Mapping[str, str], log_path: Path, timeout
         killed = False
         survivors: tuple[int, ...] = ()
         try:
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                killed = True
+            killed = not _exited_unreaped(proc, timeout_s)
         finally:
             with held() if held is not None else contextlib.nullcontext():
                 survivors = _teardown(proc, marker, create_time)
