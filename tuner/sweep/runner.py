@@ -229,7 +229,8 @@ class Sweep:
 
             stage = screen.run_stage(
                 self.cfg, self.space, self.store, baseline=self.store.ok_baselines()[0], study_dir=self.dir,
-                log=self.progress.log, judgement=self._judgement(), force=self.opt.force, deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
+                log=self.progress.log, judgement=self._judgement(), force=self.opt.force,
+                deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
                 seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
                 problems=self._problems, held=self.signals.held)
             self.planner.extra, self.planner.screen_check = stage.top_sets, stage.check
