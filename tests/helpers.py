@@ -55,6 +55,13 @@ def envrate_command() -> list[str]:
     return [sys.executable, str(SERVERS / "envrate_server.py"), "--port", "{port}"]
 
 
+def standin_command(*extra: str) -> list[str]:
+    """argv of the independent all_reduce_perf stand-in (tests/servers/allreduce_standin.py) for a
+    ``[screen] command``: every size from ``{min_size}`` to ``{max_size}`` by factors of 2."""
+    return [sys.executable, str(SERVERS / "allreduce_standin.py"), "-b", "{min_size}", "-e", "{max_size}", "-f", "2",
+            "-g", "8", "-d", "bfloat16", *extra]
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m tuner.cli ARGS`` as a real process; returns the completed process."""
     full_env = dict(os.environ if env is None else env)

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-confirm", action="store_true",
                    help="do not relaunch the winner to confirm its gain (then no set is recommended)")
     s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
+    s.add_argument("--force", action="store_true",
+                   help="relaunch tuned sets even when a check says it is pointless (the screen's bound below "
+                        "the noise)")
     s.add_argument("--target", type=_positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
     s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
     s.add_argument("--timeout", type=_duration, help="start no trial that would end past this duration (8h, 90m, 3600s)")

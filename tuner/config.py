@@ -239,11 +239,134 @@ class NcclConfig(FileModel):
         return NcclVersion.parse(self.version) if self.version else None
 
 
+#: Placeholders of ``[screen] command``: one size, or the smallest and largest of several.
+SIZE_PLACEHOLDERS = ("{size}", "{min_size}", "{max_size}")
+
+
+class ModelConfig(FileModel):
+    """``[model]``: where the allreduce sizes come from (:mod:`tuner.model`).
+
+    ``config``: a Hugging Face ``config.json`` (or its folder), relative to the current
+    directory, then to the experiment file; read on load. ``tokens_per_step``: tokens in one
+    decode forward pass (1 for one stream; the batch, or 1 + draft length with speculative
+    decoding). ``prompt_tokens``: the prompt length whose prefill allreduce is screened too
+    (None: decode only). ``dtype``: the server's ``--dtype`` when not ``auto``.
+    ``expert_parallel``: the server runs MoE layers expert-parallel (their allreduces become
+    all-to-all). ``allreduces_per_token``: overrides the 2 x num_hidden_layers rule.
+    """
+
+    config: Annotated[Path, Field(description=(
+        "the path of a Hugging Face config.json (or its folder), relative to the current directory "
+        "or to the config file"))]
+    tokens_per_step: Annotated[int, _int(1, 1_000_000)] = 1
+    prompt_tokens: Annotated[int | None, _int(1, 10_000_000)] = None
+    dtype: Annotated[str | None, Field(description='"auto", "bfloat16", "float16" or "float32"')] = None
+    expert_parallel: Annotated[bool, Field(description="true or false")] = False
+    allreduces_per_token: Annotated[int | None, _int(1, 1_000_000)] = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _find_config(cls, raw: Any, info: ValidationInfo) -> Path:
+        accepted = cls.model_fields["config"].description or ""
+        if not (isinstance(raw, str) and raw) and not isinstance(raw, Path):
+            raise problem(accepted)
+        ctx = load_context(info)
+        candidate = Path(os.path.expanduser(raw))
+        if not ctx.resolve_space:
+            return candidate
+        for path in [candidate] if candidate.is_absolute() else [candidate, ctx.file.parent / candidate]:
+            if path.exists():
+                return path
+        raise problem(accepted, "file not found")
+
+    @model_validator(mode="after")
+    def _readable(self, info: ValidationInfo) -> ModelConfig:
+        if not load_context(info).resolve_space:
+            return self
+        from tuner.errors import InputError
+        from tuner.model import load_model_shape
+
+        try:
+            load_model_shape(self.config, served_dtype=self.dtype)
+        except InputError as exc:
+            raise problem("a Hugging Face config.json with hidden_size and num_hidden_layers",
+                          f"{exc.file}: {exc.key} = {exc.value!r}" + (f" ({exc.why})" if exc.why else "")) from None
+        return self
+
+
+class ScreenConfig(FileModel):
+    """``[screen]``: nccl-tests runs under candidate sets before any tuned relaunch (:mod:`tuner.screen`).
+
+    ``command``: argv of an nccl-tests ``*_perf`` program with ``{size}`` (one size) or
+    ``{min_size}``/``{max_size}`` (several, measured in one run, read row by row), and
+    ``{python}``; a string is split with shlex. ``sizes`` (bytes): the first is the decode size,
+    the largest the prefill size; empty: both from ``[model]``. ``trials``: screen runs, the
+    untuned set's two included (not counted by ``--trials``). ``top_k``: sets relaunched right
+    after the screen, best first. ``timeout_s`` (s): a run still going then is killed, tree and
+    all, and recorded as ``timeout``. ``json_output``: use ``-J`` (``"auto"``: when ``-h`` lists it).
+    ``tie_pct`` (%): decode times this close rank as tied, then the prefill size decides.
+    """
+
+    command: Annotated[tuple[str, ...], Field(
+        description="a non-empty list of strings (argv) with {size} or {min_size}/{max_size}, or a string")]
+    sizes: Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeTuple, Field(
+        description="a list of message sizes in bytes (integers >= 1), the decode size first")] = ()
+    trials: Annotated[int, _int(3, 100_000)] = 100
+    top_k: Annotated[int, _int(0, 1000)] = 4
+    timeout_s: Annotated[float, _above(0)] = 120.0
+    json_output: Annotated[bool | Literal["auto"], Field(description='true, false or "auto"')] = "auto"
+    tie_pct: Annotated[float, Field(ge=0, lt=50, description="a percentage in [0, 50)")] = 1.0
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+        accepted = cls.model_fields["command"].description or ""
+        try:
+            argv = shlex.split(raw) if isinstance(raw, str) else raw
+        except ValueError as exc:
+            raise problem(accepted, f"shlex: {exc}") from None
+        if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise problem(accepted)
+        if load_context(info).check_program:
+            why = _program_problem(argv[0].replace("{python}", sys.executable))
+            raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])
+        return tuple(argv)
+
+    def argv(self, sizes: list[int]) -> list[str]:
+        """The command for ``sizes`` (bytes): ``{size}`` the only one, ``{min_size}``/``{max_size}``
+        the smallest and largest, ``{python}`` this interpreter, a leading ``~`` expanded."""
+        lo, hi = min(sizes), max(sizes)
+        out = []
+        for a in self.command:
+            a = (a.replace("{size}", str(lo)).replace("{min_size}", str(lo)).replace("{max_size}", str(hi))
+                 .replace("{python}", sys.executable))
+            out.append(os.path.expanduser(a) if a.startswith("~") else a)
+        return out
+
+
 class _ExperimentFile(FileModel):
     server: Annotated[ServerConfig, Field(description="a [server] table with at least 'command'")]
     probe: Annotated[ProbeConfig, Field(description="a [probe] table")]
     sweep: Annotated[SweepConfig, Field(description="a [sweep] table")]
     nccl: Annotated[NcclConfig, Field(description="an [nccl] table")]
+    screen: Annotated[ScreenConfig | None, Field(description="a [screen] table with at least 'command'")] = None
+    model: Annotated[ModelConfig | None, Field(description="a [model] table with 'config'")] = None
+
+    @model_validator(mode="after")
+    def _screen_sizes(self) -> _ExperimentFile:
+        sc = self.screen
+        if sc is None:
+            return self
+        if not sc.sizes and self.model is None:
+            raise_all("screen", [detail(("screen", "sizes"), [], "a list of message sizes in bytes, or a [model] "
+                                        "table to derive them from", "the screen needs the decode size")])
+        several = len(set(sc.sizes)) > 1 or (not sc.sizes and self.model is not None
+                                               and self.model.prompt_tokens is not None)
+        if several and any("{size}" in a for a in sc.command):
+            raise_all("screen", [detail(("screen", "command"), list(sc.command),
+                                        "-b {min_size} -e {max_size} (and -f 2) when several sizes are screened",
+                                        "{size} names one size; several are measured in one run")])
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -255,7 +378,8 @@ class _ExperimentFile(FileModel):
 @dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment file: ``server``, ``probe``, ``sweep``, ``nccl``, where it came from,
-    and ``notices``: what NCCL would adjust or not read, said before any launch."""
+    ``notices``: what NCCL would adjust or not read, said before any launch, and the optional
+    ``screen`` and ``model`` tables."""
 
     path: Path
     server: ServerConfig
@@ -263,6 +387,8 @@ class ExperimentConfig:
     sweep: SweepConfig
     nccl: NcclConfig = field(default_factory=NcclConfig)
     notices: list[str] = field(default_factory=list)
+    screen: ScreenConfig | None = None
+    model: ModelConfig | None = None
 
 
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
@@ -284,7 +410,7 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     except ValidationError as exc:
         raise input_error(str(file), exc, _ExperimentFile) from None
     return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep,
-                            nccl=parsed.nccl, notices=context.notices)
+                            nccl=parsed.nccl, notices=context.notices, screen=parsed.screen, model=parsed.model)
 
 
 def _declared_version(data: dict[str, Any]) -> NcclVersion | None:

@@ -294,6 +294,9 @@ class StudyInfo:
     study keeps one distribution per name, so a resume must not change them).
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
     (:class:`tuner.nccl_types.Topology` fields), ``allreduce_backend`` and the evidence for it.
+    ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
+    the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
+    values, the tuner-plugin export), empty without a ``[screen]``.
     """
 
     server_command: list[str] = field(default_factory=list)
@@ -313,6 +316,7 @@ class StudyInfo:
     topology: dict[str, Any] = field(default_factory=dict)
     allreduce_backend: str = ""
     allreduce_backend_reason: str = ""
+    screen: dict[str, Any] = field(default_factory=dict)
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -10,7 +10,10 @@ NCCL_ALGO=Tree, x 0.95 for NCCL_MAX_NCHANNELS=1, x 1.02 for NCCL_MAX_NCHANNELS=8
 CUDA_DEVICE_MAX_CONNECTIONS=1, x ENVRATE_SCALE (1.0); with ENVRATE_DRIFT_FILE, launches number
 ENVRATE_DRIFT_AT (2) and later run 5 % faster (a drifting machine). ENVRATE_EFFECTS (JSON
 ``{"NAME=value": factor}``) replaces those built-in factors by the given ones (``{}``: no variable
-changes anything). ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
+changes anything). With ENVRATE_AR_US set, the rate comes from the allreduce landscape of
+tests/servers/landscape.py (shared with the all_reduce_perf stand-in, allreduce_standin.py),
+times ENVRATE_SCALE and the ENVRATE_EFFECTS factors (for what a benchmark cannot see, such as
+CUDA_DEVICE_MAX_CONNECTIONS), and ENVRATE_BASE is not used. ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
 from the system's entropy, or with ENVRATE_SEED and ENVRATE_COUNT_FILE (a launch counter) from
 the seed and the launch's number: the launch-to-launch noise of a real relaunch, reproducible.
 
@@ -27,7 +30,8 @@ Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
   192 http-500      /health 200, every completion HTTP 500 "EngineCore encountered an issue"
   224 orphans       workers start their own session, ignore SIGTERM; the parent exits at once
   256 slow-exit     on SIGTERM, takes 2 s to exit
-  288 wrong-answer  answers the smoke question without "Paris"
+  288 wrong-answer  answers the smoke question without "Paris" (also every set the allreduce
+                    landscape lists in ENVRATE_AR_WRONG)
 NCCL_PROTO=LL128 always fails at start with an NCCL WARN, as on a PCIe box.
 """
 
@@ -42,6 +46,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+import landscape
 import refserver
 
 FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "hang-mid",
@@ -50,7 +56,12 @@ FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "h
 
 def rate_for(env) -> float:
     rate = float(env.get("ENVRATE_BASE", "400")) * float(env.get("ENVRATE_SCALE", "1"))
-    if "ENVRATE_EFFECTS" in env:
+    if landscape.active(env):  # the allreduce landscape the all_reduce_perf stand-in shares
+        rate = landscape.decode_rate(env) * float(env.get("ENVRATE_SCALE", "1"))
+        for setting, factor in json.loads(env.get("ENVRATE_EFFECTS", "{}")).items():
+            name, _, value = setting.partition("=")
+            rate *= float(factor) if env.get(name) == value else 1.0
+    elif "ENVRATE_EFFECTS" in env:
         for setting, factor in json.loads(env["ENVRATE_EFFECTS"]).items():
             name, _, value = setting.partition("=")
             rate *= float(factor) if env.get(name) == value else 1.0
@@ -117,6 +128,8 @@ def main() -> int:
     if env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
         _nccl_log(env)
     fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
+    if landscape.active(env) and landscape.holds(env, "ENVRATE_AR_WRONG"):
+        fault = "wrong-answer"  # a set whose allreduce corrupts data answers wrongly too
     port = int(sys.argv[sys.argv.index("--port") + 1])
     time.sleep(float(env.get("ENVRATE_LOAD_S", "0.3")))
     if fault == "crash-start" or env.get("NCCL_PROTO") == "LL128":

@@ -4,7 +4,8 @@ Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from 
 storage), so ``nccl-tune report --study NAME`` works after the sweep, on another machine, or
 mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
 :mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
-:mod:`tuner.report.plots` draws it.
+:mod:`tuner.report.plots` draws it, :mod:`tuner.report.screen` adds the screen's section
+(the bound, its ranking against the relaunches, the tuner-plugin export) when the study had one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from tuner.judge import judge
 from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import baseline_runs, best_row, read_trials_csv, trials_frame, write_trials_csv
 from tuner.report.plots import save_figures
-from tuner.report.text import console_table, export_lines, print_results, report_markdown, verdict_paragraph
+from tuner.report.screen import save_screen_figure, screen_markdown
+from tuner.report.text import (
+    confirmed_row,
+    console_table,
+    export_lines,
+    print_results,
+    report_markdown,
+    verdict_paragraph,
+)
 
 __all__ = [
     "baseline_runs",
@@ -53,5 +62,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
     df.attrs["metric"] = metric
     figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
-    (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures))
+    screen_png = save_screen_figure(info, out_dir, judgement) if not df.empty else None
+    sections = screen_markdown(info, out_dir, judgement, use=confirmed_row(df) if not df.empty else None,
+                               figure=screen_png)
+    (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures, sections))
     return df, verdict

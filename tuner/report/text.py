@@ -323,12 +323,13 @@ FIGURE_SECTIONS: dict[str, tuple[str, str]] = {
 
 
 def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name: str,
-                    figures: Sequence[str] = ()) -> str:
+                    figures: Sequence[str] = (), sections: Sequence[str] = ()) -> str:
     """The text of report.md: the verdict, the best set's export lines when it is significantly
     faster, a section per figure (``figures``: PNG file names written next to report.md, in
     :data:`FIGURE_SECTIONS` order, each linking to the SVG beside it) with the trials table under
     the first, failed relaunches,
-    why the sweep stopped and how to open the study in optuna-dashboard."""
+    why the sweep stopped and how to open the study in optuna-dashboard. ``sections``: more
+    lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`)."""
     lines = [f"# nccl-tune report: {study_name}", ""]
     if df.empty:
         return "\n".join([*lines, "No trial recorded yet.", ""])
@@ -336,6 +337,7 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     use = confirmed_row(df)
     if use is not None:
         lines += ["## Use the best set", "", "```sh", *export_lines(use["env"], info.server_command), "```", ""]
+    lines += list(sections)
     names = {name.rsplit(".", 1)[0]: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         if stem in names:

@@ -1,8 +1,9 @@
 """What to relaunch next: a retry, a preset, or the sampler's proposal, never a set twice.
 
 Order: the retry of a trial whose runner died (once: a retry interrupted again is given up),
-then the space's presets in order, then (search mode) the sampler. A set already measured, in
-flight on any worker, or given up is skipped; a proposal of a measured set is told the known
+then the screen's best sets (``Planner.extra``, with a ``[screen]``), then the space's presets in
+order, then (search mode) the sampler. A set already measured, in flight on any worker, or given
+up is skipped; a proposal of a measured set is told the known
 result, and a set NCCL would reject together with ``server.env`` is told infeasible, neither
 spending a relaunch.
 
@@ -87,6 +88,8 @@ class Planner:
     is unsafe on this topology), empty when it may. ``key_of(env, flags)``: a set's identity
     (:func:`tuner.record.set_key` of its canonical form: sets NCCL treats as equal share one).
     ``extra``: sets planned before the presets (the screen's best).
+    ``screen_check(env)``: why the screen forbids a set (wrong values; a set never screened is
+    screened first, seconds), else None; asked only for sets NCCL would accept.
     """
 
     def __init__(self, space: SearchSpace, mode: str, *,
@@ -103,6 +106,7 @@ class Planner:
         self.extra: list[Planned] = []
         self.on_skip: Callable[[Planned, str], None] = lambda planned, why: None
         self._said: set[str] = set()
+        self.screen_check: Callable[[dict[str, str]], str | None] | None = None
 
     def _measured(self, records: list[TrialRecord]) -> dict[str, TrialRecord]:
         """First measurement of each set, by :attr:`key_of` (sets NCCL treats as equal share one)."""
@@ -139,14 +143,16 @@ class Planner:
             if earlier is not None and planned.preset not in self._said and earlier.preset != planned.preset:
                 self._said.add(planned.preset)
                 self.on_skip(planned, f"to NCCL the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
+        self.screen_check: Callable[[dict[str, str]], str | None] | None = None
         return None
 
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
         """Whether a proposed set must be relaunched: not when NCCL would reject it (invalid),
         nor when it was measured before (the untuned set: the baseline)."""
         problems = self._problems(env)
-        if problems:
-            return Decision(False, invalid_reason=problems[0])
+        bad = self.screen_check(env) if self.screen_check is not None and not problems else None
+        if problems or bad:
+            return Decision(False, invalid_reason=problems[0] if problems else str(bad))
         key = self.key_of(env, flags)
         earlier = self._measured(self._records()).get(key)
         if earlier is None and key == self.key_of({}, []):

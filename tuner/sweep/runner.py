@@ -300,6 +300,18 @@ class Sweep:
                 f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}); "
                 "no tuned set was launched, since nothing could be compared. Fix the server command or "
                 "environment and run the same command again")
+        # -- screen stage (issue 9): nccl-tests under many sets, the bound, the best sets first --
+        if self.cfg.screen:
+            from tuner import screen  # here: tuner.screen imports tuner.sweep
+
+            stage = screen.run_stage(
+                self.cfg, self.space, self.store, baseline=self.store.ok_baselines()[0], study_dir=self.dir,
+                log=self.progress.log, judgement=self._judgement(), force=self.opt.force,
+                deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
+                seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
+                problems=self._problems, held=self.signals.held)
+            self.planner.extra, self.planner.screen_check = stage.top_sets, stage.check
+        # -- end of the screen stage --------------------------------------------------------------
         since_baseline = 0
         while True:
             fits, why = self._fits()

@@ -113,3 +113,25 @@ def test_flags_round_trip():
     assert env == {"NCCL_PROTO": "LL"}
     assert flags == ["--disable-custom-all-reduce", "--max-num-seqs", "4"]
     assert flag_params(flags) == {"--disable-custom-all-reduce": "on", "--max-num-seqs": "4"}
+
+
+def test_the_screens_best_come_before_the_presets(store):
+    from tuner.sweep.plan import Planned
+
+    p = planner(store)
+    p.extra = [Planned({"NCCL_MAX_NCHANNELS": "8"}, [], Kind.PRESET, "screen-1"),
+               Planned({"NCCL_PROTO": "LL"}, [], Kind.PRESET, "screen-2")]
+    assert p.next_planned().preset == "screen-1"
+    run(store, {"NCCL_MAX_NCHANNELS": "8"}, Kind.PRESET)
+    assert p.next_planned().preset == "screen-2"
+    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET)
+    assert p.next_planned().preset == "simple"  # the preset "ll" is the same set as screen-2: not twice
+
+
+def test_a_set_the_screen_forbids_is_never_launched(store):
+    base = run(store, {}, Kind.BASELINE)
+    p = planner(store)
+    p.screen_check = lambda env: "wrong values" if env.get("NCCL_PROTO") == "Simple" else None
+    decision = p.judge({"NCCL_PROTO": "Simple", "NCCL_MAX_NCHANNELS": "8"}, [], baseline=base)
+    assert not decision.launch and decision.invalid_reason == "wrong values"
+    assert p.judge({"NCCL_PROTO": "LL"}, [], baseline=base).launch

@@ -1,0 +1,247 @@
+"""The screen's part of the report: the bound, the screen's ranking against the relaunches', the
+predicted-vs-measured plot, and the two export paths side by side.
+
+Read from :attr:`tuner.record.StudyInfo.screen` (what the stage concluded) and
+``results/<study>/screen.csv`` (every screen run, :mod:`tuner.screen.table`); the measured
+gains come from the :class:`tuner.judge.Judgement` the report already made. A set's predicted
+gain is what its decode-size screen time would give if every allreduce of a token took that
+long instead of the untuned time (:func:`tuner.screen.rank.predicted_gain_pct`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from tuner.judge import Judgement
+from tuner.record import StudyInfo
+from tuner.report.frame import env_text
+from tuner.report.text import export_lines
+from tuner.screen.rank import predicted_gain_pct, screen_key, spearman
+from tuner.screen.table import SCREEN_CSV, read_screen_csv
+
+#: File stem of the predicted-vs-measured figure.
+FIGURE = "screen_gain"
+#: Screened sets listed in report.md.
+LISTED = 12
+_DPI = 110
+
+
+@dataclass(frozen=True)
+class GainPoint:
+    """One relaunched set: ``label``, ``key`` (its screened variables,
+    :func:`tuner.screen.rank.screen_key`), ``predicted`` and ``measured`` gain (%, measured with
+    its 95 % CI ``low``..``high``), ``trial`` (its first relaunch; -1 for the baseline)."""
+
+    label: str
+    key: str
+    predicted: float
+    measured: float
+    low: float
+    high: float
+    trial: int
+
+
+def _decode_times(screen: pd.DataFrame, decode: int) -> dict[str, float]:
+    """Median out-of-place time (us) per screened set at the decode size, untuned included."""
+    ok = screen[(screen["status"] == "ok") & screen["size"].notna()]
+    if ok.empty:
+        return {}
+    sizes = sorted(set(ok["size"].astype(int)))
+    nearest = min(sizes, key=lambda s: abs(math.log(s / decode)))
+    at = ok[ok["size"].astype(int) == nearest]
+    return {str(k): float(v) for k, v in at.groupby("set")["time_us_oop"].median().items()}
+
+
+def gain_points(summary: dict[str, Any], screen: pd.DataFrame, judgement: Judgement | None) -> list[GainPoint]:
+    """Predicted and measured gain of every relaunched set with a screen time at the decode size
+    (the baseline as the untuned set, 0 and 0), or [] without a bound to predict from."""
+    bound = summary.get("bound") or {}
+    untuned, per_token = summary.get("untuned_us"), summary.get("allreduces_per_token")
+    tpot = bound.get("baseline_tpot_s")
+    if judgement is None or not untuned or not per_token or not tpot or not bound.get("reliable"):
+        return []
+    times = _decode_times(screen, int(summary["decode_bytes"]))
+    points = [GainPoint("baseline", "{}", 0.0, 0.0, math.nan, math.nan, -1)] if judgement.baseline_launches else []
+    for s in judgement.sets.values():
+        t = times.get(screen_key(s.env))
+        c = s.comparison
+        if t is None or c is None or s.not_applied:
+            continue
+        predicted = predicted_gain_pct(t, untuned, per_token, tpot)
+        if predicted is None:
+            continue
+        points.append(GainPoint(env_text(s.env) + (" " + " ".join(s.flags) if s.flags else ""), screen_key(s.env),
+                                predicted,
+                                c.gain_pct, (c.ci_low - 1) * 100, (c.ci_high - 1) * 100, s.first_trial))
+    return points
+
+
+def plot_predicted_vs_measured(ax: Axes, points: Sequence[GainPoint]) -> None:
+    """Draw measured gain (%, with its 95 % CI) against the screen's predicted gain (%), one
+    point per relaunched set labelled with its trial, and the line where they agree."""
+    if not points:
+        ax.text(0.5, 0.5, "no relaunched set with a screen time", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    xs = [p.predicted for p in points]
+    ys = [p.measured for p in points]
+    lo = [p.measured - p.low if not math.isnan(p.low) else 0.0 for p in points]
+    hi = [p.high - p.measured if not math.isnan(p.high) else 0.0 for p in points]
+    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color="#0072B2", ecolor="#56B4E9", capsize=3,
+                label="relaunched set (95 % CI)")
+    span = [min([*xs, *ys, 0.0]) - 1.0, max([*xs, *ys, 0.0]) + 1.0]
+    ax.plot(span, span, ls="--", color="#999999", lw=1, label="measured = predicted")
+    ax.axhline(0, color="#666666", lw=0.6)
+    ax.axvline(0, color="#666666", lw=0.6)
+    for p in points:
+        ax.annotate("base" if p.trial < 0 else f"t{p.trial}", (p.predicted, p.measured), textcoords="offset points",
+                    xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("gain the screen predicts (%)")
+    ax.set_ylabel("gain the relaunches measured (%)")
+    ax.set_title("Screen prediction vs relaunch measurement")
+    ax.legend(loc="upper left", fontsize=8)
+
+
+def screen_figure(points: Sequence[GainPoint]) -> Figure:
+    """The predicted-vs-measured figure (not registered with pyplot)."""
+    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    plot_predicted_vs_measured(fig.add_subplot(), points)
+    return fig
+
+
+def _ranking_table(summary: dict[str, Any], points: Sequence[GainPoint]) -> list[str]:
+    """The stage's ranking (best first, ties by the prefill size) with predictions and what
+    the relaunches measured."""
+    decode, prefill = int(summary["decode_bytes"]), summary.get("prefill_bytes")
+    untuned, per_token = summary.get("untuned_us"), summary.get("allreduces_per_token")
+    bound = summary.get("bound") or {}
+    measured: dict[str, GainPoint] = {}
+    for p in points:
+        if p.trial >= 0:
+            measured.setdefault(p.key, p)
+    head = (f"| rank | set | {decode} B (us) | vs untuned | "
+            + (f"{prefill} B (us) | " if prefill else "") + "predicts | relaunch measured |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for i, entry in enumerate(summary.get("ranking", [])[:LISTED], 1):
+        t = float(entry["decode_us"])
+        vs = f"{(t / untuned - 1) * 100:+.1f} %" if untuned else ""
+        pred = ""
+        if untuned and per_token and bound.get("reliable"):
+            g = predicted_gain_pct(t, untuned, per_token, bound["baseline_tpot_s"])
+            pred = f"{g:+.1f} %" if g is not None else ""
+        m = measured.get(entry["key"])
+        meas = f"{m.measured:+.1f} % (trial {m.trial}, CI {m.low:+.1f}..{m.high:+.1f} %)" if m is not None else ""
+        cells = [str(i), env_text(entry["env"]), f"{t:.2f}", vs]
+        if prefill:
+            cells.append(f"{entry['prefill_us']:.1f}" if entry.get("prefill_us") is not None else "")
+        lines.append("| " + " | ".join([*cells, pred, meas]) + " |")
+    return lines
+
+
+def _json_env(key: str) -> dict[str, str]:
+    value = json.loads(key)
+    return value.get("env", value) if isinstance(value, dict) else {}
+
+
+def _exports(summary: dict[str, Any], global_lines: Sequence[str], global_title: str) -> list[str]:
+    exp = summary.get("export") or {}
+    conf = exp.get("conf") or ""
+    plugin = ([f"NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so NCCL_TUNER_CONFIG_FILE={conf}",
+               "# unset NCCL_ALGO and NCCL_PROTO", "# " + conf, *exp.get("lines", [])] if conf
+              else ["# no tuner config: " + "; ".join(exp.get("notes", []) or ["nothing screened"])])
+    cell = "<td><pre>{}</pre></td>"
+    out = ["### Export: global variables and the per-size tuner plugin, side by side", "",
+           "<table><tr><th>" + html.escape(global_title) + "</th><th>Tuner plugin: per message size (from the screen)"
+           "</th></tr><tr>" + cell.format(html.escape("\n".join(global_lines)))
+           + cell.format(html.escape("\n".join(plugin))) + "</tr></table>", ""]
+    out += ["Global variables apply to every message size: what wins at the decode size is forced on prefill's "
+            "large allreduces too. The tuner plugin chooses per size. It must be built from the NCCL sources "
+            "(`make` in `plugins/tuner/example`, giving `libnccl-tuner-example.so`) and loaded with "
+            "`NCCL_TUNER_PLUGIN` (its path) and `NCCL_TUNER_CONFIG_FILE` (the file above)."
+            + (f" {exp['compatibility']}" if exp.get("compatibility") else
+               " Which tuner API versions your NCCL accepts is unknown (no NCCL version was logged)."), ""]
+    if exp.get("csv"):
+        out += [f"Measurements for NCCL's `scripts/optimize_config.py`: `{exp['csv']}`.", ""]
+    notes = exp.get("notes") or []
+    if notes:
+        out += ["What the example plugin will do that you may not expect:", "", *[f"- {n}" for n in notes], ""]
+    return out
+
+
+def global_export(info: StudyInfo, use: pd.Series | None) -> tuple[str, list[str]]:
+    """(title, lines) of the global-variable export shown beside the plugin's: the set the
+    relaunches confirmed (``use``, a trials-frame row), else the best screened set, said to be
+    unconfirmed."""
+    if use is not None:
+        return (f"Global variables: the set relaunches confirmed (trial {int(use['trial'])})",
+                export_lines(dict(use["env"]), info.server_command))
+    best = (info.screen or {}).get("best_set")
+    if best:
+        return ("Global variables: the best screened set (no relaunch confirmed it)",
+                export_lines(dict(best), info.server_command))
+    return "Global variables", ["# no set to export: keep the defaults"]
+
+
+def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None, *,
+                    use: pd.Series | None = None, figure: str | None = None) -> list[str]:
+    """The ``## Screen`` section of report.md (lines), empty when the study had no screen.
+    ``use``: the trials-frame row of the set the report recommends (None: the best screened
+    set is exported, said to be unconfirmed); ``figure``: the PNG name of the
+    predicted-vs-measured figure when one was written."""
+    s = info.screen
+    if not s:
+        return []
+    screen = read_screen_csv(out_dir / SCREEN_CSV)
+    points = gain_points(s, screen, judgement)
+    lines = ["## Screen", "",
+             f"{s.get('runs', 0)} nccl-tests runs before the tuned relaunches ({s.get('ended', '')}); every run is in "
+             f"`{SCREEN_CSV}` and its output in `screen/`.", ""]
+    lines += [f"- {r}" for r in s.get("size_reasons", [])] + [""]
+    bound = s.get("bound")
+    if bound:
+        lines += [f"**Bound.** {bound['sentence']}" + (f" A relaunch tells about {s['noise_pct']:.1f} % from noise."
+                                                        if s.get("noise_pct") else ""), ""]
+        lines += [f"- {n}" for n in bound.get("notes", [])]
+    elif s.get("bound_note"):
+        lines += [f"**Bound.** Not given: {s['bound_note']}.", ""]
+    if s.get("untuned_drift") is not None:
+        lines += [f"The untuned set's screen time moved {s['untuned_drift'] * 100:+.1f} % from the first run to the "
+                  "last.", ""]
+    lines += ["### The screen's ranking against the relaunches", "", *_ranking_table(s, points), ""]
+    x, y = [p.predicted for p in points], [p.measured for p in points]
+    rho = spearman(x, y)
+    lines += [f"Agreement over the relaunched sets (the baseline counted as the untuned set): {rho.describe()}.", ""]
+    if figure:
+        lines += [f"[![predicted vs measured gain]({figure})]({figure.rsplit('.', 1)[0]}.svg)", ""]
+    bad = s.get("bad_sets") or {}
+    if bad:
+        lines += ["Sets whose screen reported wrong values (never relaunched, never recommended):", "",
+                  *[f"- {env_text(_json_env(k))}: {v}" for k, v in bad.items()], ""]
+    title, global_lines = global_export(info, use)
+    lines += _exports(s, global_lines, title)
+    return lines
+
+
+def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | None) -> str | None:
+    """Write ``screen_gain.png``/``.svg`` when the study has a screen and a bound; returns the
+    PNG's name, or None."""
+    if not info.screen:
+        return None
+    points = gain_points(info.screen, read_screen_csv(out_dir / SCREEN_CSV), judgement)
+    if not points:
+        return None
+    fig = screen_figure(points)
+    png = out_dir / f"{FIGURE}.png"
+    fig.savefig(png, dpi=_DPI)
+    fig.savefig(png.with_suffix(".svg"), metadata={"Date": None})
+    return png.name
