@@ -121,9 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-confirm", action="store_true",
                    help="do not relaunch the winner to confirm its gain (then no set is recommended)")
     s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
-    s.add_argument("--force", action="store_true",
-                   help="relaunch tuned sets even when a check says it is pointless (the screen's bound below "
-                        "the noise)")
     s.add_argument("--target", type=_positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
     s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
     s.add_argument("--timeout", type=_duration, help="start no trial that would end past this duration (8h, 90m, 3600s)")
@@ -134,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check the config and the space, print the plan (values as NCCL reads them, presets in "
                         "order, the sampler's sets) and launch nothing")
     s.add_argument("--force", action="store_true",
-                   help="sweep even when a check says relaunching cannot help (NCCL not on the decode path)")
+                   help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
+                        "the screen's bound below the noise)")
 
     pr = sub.add_parser("probe", help="measure single-stream decode of a running server", formatter_class=fmt)
     pr.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")

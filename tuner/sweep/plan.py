@@ -143,7 +143,6 @@ class Planner:
             if earlier is not None and planned.preset not in self._said and earlier.preset != planned.preset:
                 self._said.add(planned.preset)
                 self.on_skip(planned, f"to NCCL the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
-        self.screen_check: Callable[[dict[str, str]], str | None] | None = None
         return None
 
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:

@@ -54,6 +54,15 @@ class SignalGuard:
         ``__exit__`` (its teardown) runs."""
         return TeardownWindow(self)
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold signals while the block runs (a teardown); one that arrived is raised after it."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._release()
+
     def _release(self) -> None:
         self._holding -= 1
         if not self._holding and self._pending:
