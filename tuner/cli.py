@@ -94,12 +94,24 @@ def _study_name(text: str) -> str:
     return text
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows an option's default when it has a real one and its text does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            value = ",".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+            text += f" (default: {value})"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
-    p = argparse.ArgumentParser(prog="nccl-tune", description=(__doc__ or "").splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="nccl-tune", description="Relaunch an inference server under NCCL environment "
+                                "sets and judge each against the untuned baseline.",
+                                formatter_class=_Help)
     sub = p.add_subparsers(dest="command", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _Help
 
     s = sub.add_parser("sweep", help="relaunch the server under each NCCL set and compare with the baseline",
                        formatter_class=fmt)
@@ -134,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
 
-    pr = sub.add_parser("probe", help="measure single-stream decode of a running server", formatter_class=fmt)
+    pr = sub.add_parser("probe", help="measure single-stream decode of a running server (API key: OPENAI_API_KEY)",
+                        formatter_class=fmt)
     pr.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
     pr.add_argument("--model", help="model id (default: first of /v1/models)")
     pr.add_argument("--max-tokens", type=_positive(int), default=512, help="tokens per run")
@@ -142,9 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--warmup", type=_nonneg_int, default=1, help="unrecorded runs first")
     pr.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")
     pr.add_argument("--stall-timeout", type=_positive(float), default=120.0, help="s without a token before giving up")
+    pr.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
+                    help="chat completions, or completions for a base model without a chat template")
     pr.add_argument("--json", action="store_true", help="print JSON")
 
-    b = sub.add_parser("bench", help="concurrency table of a running server", formatter_class=fmt)
+    b = sub.add_parser("bench", help="concurrency table of a running server (API key: OPENAI_API_KEY)",
+                       formatter_class=fmt)
     b.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
     b.add_argument("--model", help="model id (default: first of /v1/models)")
     b.add_argument("--concurrency", type=_csv_ints, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8")
@@ -152,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests per concurrent stream at each level (C x REQUESTS in all)")
     b.add_argument("--max-tokens", type=_positive(int), default=256, help="tokens per request")
     b.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")
+    b.add_argument("--stall-timeout", type=_positive(float), default=120.0, help="s without a token before a request fails")
+    b.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
+                   help="chat completions, or completions for a base model without a chat template")
     b.add_argument("--json", action="store_true", help="print JSON")
 
     r = sub.add_parser("report", help="rebuild trials.csv, plots and report.md from the storage", formatter_class=fmt)
@@ -317,27 +336,22 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
     from tuner import probe
 
+    key = probe.find_api_key(None, os.environ)  # OPENAI_API_KEY: never a flag (ps, shell history)
     result = probe.run_probe(args.url, model=args.model, prompt=args.prompt, max_tokens=args.max_tokens,
-                             warmup=args.warmup, repeats=args.repeats, stall_timeout_s=args.stall_timeout)
-    if args.json:
-        print(json.dumps(result.to_json()))
-        return ExitCode.OK
-    print(f"{'run':>4} {'tok/s':>9} {'TTFT s':>8} {'TPOT ms':>8} {'E2E s':>7} {'tokens':>7}")
-    for i, r in enumerate(result.runs, 1):
-        tpot = f"{r.tpot_s * 1000:.2f}" if r.tpot_s is not None else "-"
-        print(f"{i:>4} {r.output_tok_s:>9.2f} {r.ttft_s:>8.3f} {tpot:>8} {r.e2e_s:>7.2f} {r.completion_tokens:>7}"
-              + ("  (counted: no usage chunk)" if r.tokens_counted else ""))
-    print(f"median output tok/s: {result.output_tok_s:.2f}")
+                             warmup=args.warmup, repeats=args.repeats, stall_timeout_s=args.stall_timeout,
+                             endpoint=args.endpoint, api_key=key)
+    print(json.dumps(result.to_json()) if args.json else probe.format_result(result))
     return ExitCode.OK
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from tuner import bench
+    from tuner import bench, probe
 
     levels = bench.run_bench(args.url, model=args.model, concurrency=args.concurrency, requests=args.requests,
-                             max_tokens=args.max_tokens, prompt=args.prompt)
+                             max_tokens=args.max_tokens, prompt=args.prompt, stall_timeout_s=args.stall_timeout,
+                             endpoint=args.endpoint, api_key=probe.find_api_key(None, os.environ))
     print(json.dumps(bench.levels_to_json(levels)) if args.json else bench.format_table(levels))
     return ExitCode.OK if all(lv.ok for lv in levels) else ExitCode.PROBE_FAILED
 
