@@ -329,7 +329,7 @@ class ServerProcess:
         self._gpu_before = gpu_before
         argv = self.argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "w") as f:
+        with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
             f.write(f"[nccl-tune] argv: {nccl_env.scrub(' '.join(argv), self._secrets)}\n"
                     f"[nccl-tune] trial env: {nccl_env.redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"

@@ -7,6 +7,7 @@ server's command line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -67,4 +68,4 @@ def test_a_space_that_varies_the_backend_is_swept(tmp_path):
     assert len(flagged) >= 1, df[["trial", "kind", "env", "flags"]]
     row = flagged.iloc[0]
     assert row["allreduce_backend"] == "nccl"  # with the flag, NCCL carries decode
-    assert "--disable-custom-all-reduce" in open(row["log"]).readline()  # the launched argv
+    assert "--disable-custom-all-reduce" in Path(row["log"]).read_text().splitlines()[0]  # the launched argv

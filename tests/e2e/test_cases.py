@@ -64,7 +64,10 @@ def test_08_every_relaunch_binds_its_fixed_port(tmp_path):
     res, df = sweep(tmp_path, case_config(tmp_path, "08-port-time-wait"), "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     assert list(df["status"]) == ["ok", "ok"], df[["status", "cause"]]  # never blamed on the set
-    assert "address in use" in res.stderr and "relaunching the set once" in res.stderr
+    # the wait for the port (its TIME_WAIT blocks this server) came before each launch: no launch
+    # ever failed to bind
+    for log in (tmp_path / "r" / "case" / "logs").glob("*.log"):
+        assert "Address already in use" not in log.read_text()
 
 
 def test_09_a_space_edited_on_resume_is_refused_without_a_trace(tmp_path):

@@ -111,8 +111,11 @@ def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space
     assert len(budgeted) <= 6
     ok = df[df["status"] == "ok"]
     assert max(true_rate(e) for e in ok["env_d"]) >= 0.98 * best_rate()
-    # the screen's best went first, right after the baseline
-    assert list(df["preset"].iloc[1:5]) == ["screen-1", "screen-2", "screen-3", "screen-4"]
+    # the screen's best went first, right after the baseline, in their order (a set NCCL treats
+    # as equal to one measured before is not relaunched, so one may be missing)
+    first = [p for p in df["preset"].iloc[1:5] if isinstance(p, str)]
+    assert first and first[0] == "screen-1" and all(p.startswith("screen-") for p in first), first
+    assert first == sorted(first, key=lambda p: int(p.split("-")[1]))
     # corruption guard: the screen saw wrong values, and no such set was ever relaunched
     screen = pd.read_csv(study / "screen.csv")
     assert (screen["status"] == "invalid_output").any()

@@ -7,8 +7,12 @@ benchmarks/verdict_calibration.py; this checks the whole sweep does what they pr
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.helpers import cli, envrate_command, write_config
+
+# A busy machine slows whole launches: exactly the launch-to-launch noise these tests control.
+pytestmark = pytest.mark.alone
 
 SETS = {"ll": 'NCCL_PROTO = "LL"', "simple": 'NCCL_PROTO = "Simple"', "ring": 'NCCL_ALGO = "Ring"',
         "cdmc": 'CUDA_DEVICE_MAX_CONNECTIONS = "1"', "p2p": 'NCCL_P2P_DISABLE = "1"'}

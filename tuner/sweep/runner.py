@@ -346,6 +346,9 @@ class Sweep:
         """Relaunch the headline's winner once more (kind confirm); the final baseline that
         follows completes the alternating pair its gain must hold on. Outside the budget,
         bounded by --timeout/--until; made once per winner (also on a resume)."""
+        if self.outcome.target_reached_by is not None:
+            self.outcome.confirm_skipped = "the sweep stopped at --target"
+            return  # the user asked to stop there
         j = self._judgement()
         if j.winner is None or j.sets[j.winner].confirm_trials:
             return
