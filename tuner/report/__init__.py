@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tuner import stats
 from tuner.judge import judge
 from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import baseline_runs, best_row, read_trials_csv, trials_frame, write_trials_csv
@@ -61,6 +62,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
         df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
     df.attrs["metric"] = metric
+    if judgement.baseline_launches:
+        df.attrs["baseline_level"] = stats.level(judgement.baseline_launches)
     figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
     screen_png = save_screen_figure(info, out_dir, judgement) if not df.empty else None
     sections = screen_markdown(info, out_dir, judgement, use=confirmed_row(df) if not df.empty else None,

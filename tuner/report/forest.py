@@ -8,8 +8,9 @@ interrupted and not yet retried; failed relaunches last, their status written wh
 would be. An interrupted relaunch that a later trial retried has no row of its own: the retry's
 row says ``retry of N`` and a note under the plot says so.
 
-Each row's point is the frame's ``vs_baseline`` (ratio of median output tok/s to the baseline
-launch measured last before it) and its bar the interval its verdict was judged on
+Each row's point is the frame's ``vs_baseline`` (ratio of the set's level to the level of every
+baseline launch; a baseline launch's row: against the other baseline launches, so drift shows)
+and its bar the interval its verdict was judged on
 (``vs_baseline_ci_low``/``_high``), both coloured by the verdict
 (:data:`tuner.report.style.VERDICT_STYLE`). The shaded band is the baseline's own
 launch-to-launch spread (:func:`baseline_band`). Beyond :data:`MAX_ROWS` rows only the first and
@@ -117,14 +118,14 @@ def _row_label(r: pd.Series, base_order: dict[int, int]) -> str:
     return f"{set_label(r['env'], r['flags'] or ())} ({', '.join(extra)})"
 
 
-def _measured_detail(r: pd.Series, reference: bool, min_effect: float | None) -> str:
+def _measured_detail(r: pd.Series, min_effect: float | None) -> str:
     tok = f"{r['output_tok_s']:.1f} tok/s"
     lo, hi = r["vs_baseline_ci_low"], r["vs_baseline_ci_high"]
     ci = f"[{_pct(lo)} .. {_pct(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "[no CI]"
-    if reference:
-        return f"{tok}  reference (CI of its own runs {ci})"
+    if r["kind"] == Kind.BASELINE and not math.isfinite(lo):
+        return f"{tok}  the only baseline launch"
     if r["kind"] == Kind.BASELINE:
-        return f"{tok}  {_pct(r['vs_baseline'])} {ci}  vs the reference: drift"
+        return f"{tok}  {_pct(r['vs_baseline'])} {ci}  vs the other baseline launches"
     return f"{tok}  {_pct(r['vs_baseline'])} {ci}  {verdict_words(r['verdict'], min_effect)}"
 
 
@@ -135,10 +136,9 @@ def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[l
     notes: list[str] = []
     base = ok_baselines(df)
     base_order = {int(t): i for i, t in enumerate(base["trial"])}
-    reference = int(base["trial"].iloc[0]) if not base.empty else None
     retried = _retried(df)
     if len(base) > 1:
-        notes.append("Each set is compared with the baseline launch measured last before it.")
+        notes.append(f"Each set is compared with all {len(base)} baseline launches; each baseline row, with the others.")
     for lost, by in sorted(retried.items()):
         notes.append(f"Trial {lost} was interrupted and retried as trial {by}.")
     by_section: dict[str, list[tuple[Any, ForestRow]]] = {s: [] for s in ("baseline", "tuned", "unmeasured", "failed")}
@@ -155,7 +155,7 @@ def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[l
             section = "baseline" if r["kind"] == Kind.BASELINE else "tuned"
             row = ForestRow(label, section, verdict, trial, float(r["vs_baseline"]), float(r["vs_baseline_ci_low"]),
                             float(r["vs_baseline_ci_high"]),
-                            detail=_measured_detail(r, trial == reference, min_effect))
+                            detail=_measured_detail(r, min_effect))
             key = base_order.get(trial, trial) if section == "baseline" else set_key(r["env"], r["flags"] or ())
             by_section[section].append((key, row))
         else:
@@ -300,7 +300,8 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     ax.text(1.01, -0.5, "tok/s   gain [95 % CI]   verdict", transform=right, ha="left", va="bottom",
             fontsize=8, fontweight="bold")
     base = ok_baselines(df)
-    ref = f" ({base['output_tok_s'].iloc[0]:.1f} tok/s)" if not base.empty else ""
+    level = df.attrs.get("baseline_level")
+    ref = f" ({level:.1f} tok/s)" if level else (f" ({base['output_tok_s'].iloc[0]:.1f} tok/s)" if not base.empty else "")
     metric = METRIC_TEXT.get(df.attrs.get("metric", "output_tok_s"), METRIC_TEXT["output_tok_s"])
     ax.set_title(f"Every measured set vs the untuned baseline{ref}\n{metric}, ratio of launch levels; "
                  "bars: 95 % CI with launch noise; fastest first",

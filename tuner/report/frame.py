@@ -126,7 +126,7 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
         if not launch:
             return _cols(None, Verdict.BASELINE)
         c = stats.compare([launch], others or j.baseline_launches, noise=j.noise)
-        return _cols(c, Verdict.BASELINE, "this launch against the other baseline launches" if others else "")
+        return _cols(c, Verdict.BASELINE)  # its interval: this launch against the other baseline launches
     s = j.sets.get(record.set_key)
     if s is None or s.comparison is None:
         return _cols(None, Verdict.NOT_ENOUGH_RUNS)

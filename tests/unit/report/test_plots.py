@@ -105,7 +105,7 @@ def test_forest_rows_order_and_sections(df):
         (9, "unmeasured"), (2, "failed"), (7, "failed")]  # interrupted 5 was retried by 6: no row
     assert rows[3].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
     assert re.fullmatch(r"80\.7 tok/s  \+1\d\.\d % \[\+\d+\.\d % \.\. \+\d+\.\d %\]  faster", rows[2].detail)
-    assert rows[0].detail.startswith("70.3 tok/s  reference")
+    assert rows[0].detail.startswith("70.3 tok/s  -") and rows[0].detail.endswith("vs the other baseline launches")
     assert [(r.text, r.detail) for r in rows[-2:]] == [
         ("crashed", "exited with code 1: NCCL WARN [LL128] protocol …"), ("hung", "no token for 120 s")]
     assert rows[6].text == "running" and rows[6].verdict is Verdict.PENDING
