@@ -257,7 +257,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         error = exc
         store.update_info(stop_reason=str(exc))
         progress.log(_stopped_message(exc))
-    df, verdict = report.write_outputs(store.records(), store.info(), study_name, opts.study_dir,
+    df, verdict = report.write_outputs(store.records(relaunched_only=False), store.info(), study_name, opts.study_dir,
                                        min_effect=min_effect, metric=cfg.probe.metric)
     report.print_results(df, verdict, store.info(), metric=cfg.probe.metric)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
@@ -376,7 +376,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     info = store.info()
     min_effect = args.min_effect if args.min_effect is not None else (
         info.min_effect if info.min_effect is not None else DEFAULT_MIN_EFFECT)
-    df, verdict = report.write_outputs(store.records(), info, args.study, study_dir, min_effect=min_effect)
+    df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir, min_effect=min_effect)
     report.print_results(df, verdict, info)
     print(f"\nwrote {study_dir}/trials.csv, report.md and plots")
     return ExitCode.OK

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tuner import stats
 from tuner.judge import judge
-from tuner.record import StudyInfo, TrialRecord
+from tuner.record import Kind, StudyInfo, TrialRecord
 from tuner.report.frame import baseline_runs, best_row, read_trials_csv, trials_frame, write_trials_csv
 from tuner.report.plots import save_figures
 from tuner.report.screen import save_screen_figure, screen_markdown
@@ -25,6 +25,7 @@ from tuner.report.text import (
     confirmed_row,
     console_table,
     export_lines,
+    not_launched_markdown,
     print_results,
     report_markdown,
     verdict_paragraph,
@@ -47,7 +48,8 @@ __all__ = [
 def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
                   min_effect: float, metric: str = "output_tok_s") -> tuple[pd.DataFrame, str]:
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
-    and ``report.md`` into ``out_dir`` (created if needed), judging with ``min_effect``
+    and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
+    record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
     (fraction) on ``metric`` (``output_tok_s`` or ``decode_tok_s``, :func:`tuner.judge.judge`).
     Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
     relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
@@ -68,5 +70,6 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     screen_png = save_screen_figure(info, out_dir, judgement) if not df.empty else None
     sections = screen_markdown(info, out_dir, judgement, use=confirmed_row(df) if not df.empty else None,
                                figure=screen_png)
+    sections = [*sections, *not_launched_markdown([r for r in records if r.kind is Kind.INVALID])]
     (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures, sections))
     return df, verdict

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from tuner import stats
 from tuner.judge import Judgement, SetJudgement
-from tuner.record import Kind, Status, StudyInfo, Verdict
+from tuner.record import Kind, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, verdict_text
 
 #: Columns of the console table, in order.
@@ -355,3 +355,13 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     lines += ["Open the study in optuna-dashboard: `optuna-dashboard "
               + (info.storage_hint or "sqlite:///results/<study>/study.db") + "`", ""]
     return "\n".join(lines)
+
+
+def not_launched_markdown(records: Sequence[TrialRecord]) -> list[str]:
+    """report.md lines listing the sets never launched because NCCL would reject them, they
+    cannot run on this machine, or they are unsafe there (kind ``invalid``), with why."""
+    if not records:
+        return []
+    table = pd.DataFrame({"trial": [r.trial for r in records], "set": [env_text(r.env) for r in records],
+                          "why not launched": [r.cause for r in records]})
+    return ["## Sets not launched", "", markdown_table(table), ""]
