@@ -84,6 +84,7 @@ class Judgement:
     sets: dict[str, SetJudgement]
     headline: stats.Headline | None = None
     winner: str | None = None
+    winner_comparison: stats.Comparison | None = None
 
     @property
     def confirmed(self) -> bool | None:
@@ -158,6 +159,17 @@ def judge(records: Sequence[TrialRecord], *, metric: str = "output_tok_s",
                                      min_effect=min_effect, drift=drift)
         if out.headline.winner is not None:
             out.winner = judged[out.headline.winner].key
+        # A set that passed its confirmation (fresh launches of it and of the baseline, the gain
+        # holding on them alone) and is still faster on all its launches stays the winner, even
+        # if another set's point estimate has since crept above it: the claim made is about it.
+        held = [s for s in judged if s.confirmation is not None and s.confirmation.verdict is Verdict.FASTER
+                and s.comparison is not None and s.comparison.verdict is Verdict.FASTER]
+        if held:
+            out.winner = max(held, key=lambda s: s.comparison.ratio if s.comparison else 0.0).key
+        if out.winner is not None:
+            out.winner_comparison = stats.compare(out.sets[out.winner].launches, baseline_launches, noise=out.noise,
+                                                  min_effect=min_effect, drift=drift,
+                                                  confidence=out.headline.confidence)
     return out
 
 

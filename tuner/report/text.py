@@ -173,11 +173,11 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
     h = j.headline
     parts: list[str] = []
     by = {v: [s for s in judged if s.verdict is v] for v in Verdict}
-    if j.winner is not None and h is not None and h.comparison is not None:
+    if j.winner is not None and h is not None and j.winner_comparison is not None:
         s = j.sets[j.winner]
         level = f"{h.confidence * 100:.2f}".rstrip("0").rstrip(".") + " %"
-        claim = (f"Best set: {env_text(s.env)} (trial {s.first_trial}), {_pct(h.comparison)} "
-                 f"({_ci(h.comparison, level)}, corrected for the {_n(k, 'set')} tried)")
+        claim = (f"Best set: {env_text(s.env)} (trial {s.first_trial}), {_pct(j.winner_comparison)} "
+                 f"({_ci(j.winner_comparison, level)}, corrected for the {_n(k, 'set')} tried)")
         if j.confirmed is True:
             parts.append(f"{claim}: faster than the baseline, and the gain held on a fresh relaunch of the set "
                          f"and of the baseline ({_pct(s.confirmation)} on those alone). Use it.")
@@ -189,8 +189,12 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
                          "of the baseline; do not adopt it before it is (run the same command again).")
     faster = [s for s in by[Verdict.FASTER] if s.key != j.winner]
     if faster:
-        parts.append(("Also faster" if j.winner else "Faster") + " at 95 % on its own, but not once the "
-                     f"{_n(k, 'set')} tried are accounted for: {_named(faster, j)}.")
+        if j.winner:
+            parts.append(f"Also faster than the baseline (95 % interval, each on its own), not confirmed: "
+                         f"{_named(faster, j)}.")
+        else:
+            parts.append(f"Faster at 95 % on its own, but not once the {_n(k, 'set')} tried are accounted for: "
+                         f"{_named(faster, j)}.")
     below = by[Verdict.FASTER_BELOW_MIN] + by[Verdict.SLOWER_BELOW_MIN]
     if below:
         parts.append(f"Different from the baseline, but by less than the {min_effect * 100:g} % that matters: "
