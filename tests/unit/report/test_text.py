@@ -198,3 +198,18 @@ def test_a_narrow_terminal_folds_the_set_but_never_cuts_it(df):
     text = out.getvalue()
     assert "…" not in text and max(len(line) for line in text.splitlines()[:20]) <= 100
     assert "NCCL_BUFFSIZE=167772" in text  # folded over two lines, every character kept
+
+
+def test_the_confirmed_set_is_the_one_recommended_even_if_another_creeps_above_it():
+    a, b = {"NCCL_PROTO": "LL"}, {"NCCL_ALGO": "Ring"}
+    records = [trial_record(0, "baseline", [70.0, 70.2, 69.8, 70.1]),
+               trial_record(1, "preset", [76.0, 76.3, 75.8, 76.1], env=a),
+               trial_record(2, "preset", [76.2, 76.4, 76.0, 76.3], env=b),
+               trial_record(3, "confirm", [75.4, 75.6, 75.2, 75.5], env=b),
+               trial_record(4, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
+    df, text = report(records)
+    assert "Best set: NCCL_ALGO=Ring (trial 2)" in text and "Use it." in text
+    assert "not confirmed: NCCL_PROTO=LL (trial 1" in text
+    out = io.StringIO()
+    print_results(df, text, INFO, Console(file=out, width=40))
+    assert "  export NCCL_ALGO=Ring" in out.getvalue()
