@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -330,7 +331,7 @@ class ServerProcess:
         argv = self.argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
-            f.write(f"[nccl-tune] argv: {nccl_env.scrub(' '.join(argv), self._secrets)}\n"
+            f.write(f"[nccl-tune] argv: {nccl_env.scrub(shlex.join(argv), self._secrets)}\n"
                     f"[nccl-tune] trial env: {nccl_env.redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"
                     f"[nccl-tune] removed inherited: {self.removed}\n")
