@@ -207,6 +207,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
+    if args.until is not None:  # said before anything else: a wrong deadline is seen at once
+        print(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
+              + (" (tomorrow: that time has passed today)" if args.until.date() > datetime.now().date() else ""),
+              file=sys.stderr)
     if args.dry_run:
         from tuner.sweep.dryrun import plan_lines
 
@@ -215,9 +219,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials
     progress = Progress(trials + (0 if args.no_final_baseline else 1))
-    if args.until is not None:
-        progress.log(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
-                     + (" (tomorrow)" if args.until.date() > datetime.now().date() else ""))
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,

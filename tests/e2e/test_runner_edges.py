@@ -108,3 +108,15 @@ def test_time_budgets_say_what_they_mean(tmp_path, space_file):
     assert res.returncode == 2
     res = run_cli("report", "--study", "x", "--min-effect", "-1", "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "fraction" in res.stderr
+
+
+def test_until_echoes_its_deadline_and_a_past_time_means_tomorrow(tmp_path, space_file):
+    from datetime import datetime, timedelta
+
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS))
+    now = datetime.now()
+    past = now.replace(hour=0, minute=0) if now.hour or now.minute > 1 else now - timedelta(minutes=2)
+    res = run_cli("sweep", str(cfg), "--until", f"{past:%H:%M}", "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    tomorrow = past + timedelta(days=1)
+    assert f"after {tomorrow:%Y-%m-%d %H:%M} (tomorrow" in res.stderr
