@@ -230,6 +230,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(CLI, "--results", str(args.results), "a folder nccl-tune can create and write",
                          exc.strerror or str(exc)) from None
+    except NcclTuneError:  # said by nccl-tune itself (a bad NCCL_TUNE_HEARTBEAT_S, say)
+        raise
     except Exception as exc:  # storage URLs fail in many ways (driver, host, scheme)
         raise _storage_error(args.storage, exc) from None
     store = sweep.store

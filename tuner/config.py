@@ -11,9 +11,11 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BeforeValidator,
@@ -25,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from tuner import envexpand
 from tuner.nccl_types import NcclVersion
 from tuner.schema import FileModel, LoadContext, ServerEnv, detail, input_error, load_context, problem, raise_all
 from tuner.schema import read_toml as read_toml
@@ -379,7 +382,11 @@ class _ExperimentFile(FileModel):
 class ExperimentConfig:
     """A whole experiment file: ``server``, ``probe``, ``sweep``, ``nccl``, where it came from,
     ``notices``: what NCCL would adjust or not read, said before any launch, and the optional
-    ``screen`` and ``model`` tables."""
+    ``screen`` and ``model`` tables.
+
+    ``written``: the file as parsed, before its ``${NAME}`` references were expanded
+    (:mod:`tuner.envexpand`); empty for a config built in code.
+    """
 
     path: Path
     server: ServerConfig
@@ -389,20 +396,48 @@ class ExperimentConfig:
     notices: list[str] = field(default_factory=list)
     screen: ScreenConfig | None = None
     model: ModelConfig | None = None
+    written: Mapping[str, Any] = field(default_factory=dict)
+
+    def written_command(self) -> list[str]:
+        """``server.command`` as the file wrote it (``${NAME}`` and ``{port}`` unexpanded),
+        split like the command itself; the expanded command when the file is not known."""
+        server = self.written.get("server")
+        raw = server.get("command") if isinstance(server, dict) else None
+        if isinstance(raw, str):
+            try:
+                return shlex.split(raw)
+            except ValueError:
+                return [raw]
+        if isinstance(raw, list) and all(isinstance(a, str) for a in raw):
+            return list(raw)
+        return list(self.server.command)
+
+    def written_env(self) -> dict[str, str]:
+        """``server.env`` as the file wrote it (``${NAME}`` unexpanded); the expanded one
+        when the file is not known."""
+        server = self.written.get("server")
+        raw = server.get("env") if isinstance(server, dict) else None
+        if isinstance(raw, dict):
+            return {str(k): str(v) for k, v in raw.items()}
+        return dict(self.server.env)
 
 
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
-                check_program: bool = True, resolve_space: bool = True) -> ExperimentConfig:
+                check_program: bool = True, resolve_space: bool = True,
+                environ: Mapping[str, str] | None = None) -> ExperimentConfig:
     """Read and validate an experiment file.
 
     ``check_program``: the command's program must exist (a path) or be on PATH;
-    ``resolve_space``: ``sweep.space`` must exist. Raises :class:`InputError` listing every
-    problem: a missing or unparsable file, unknown keys, wrong types or ranges, a program that
+    ``resolve_space``: ``sweep.space`` must exist. ``${NAME}`` references are replaced by the
+    runner's environment variables first (:mod:`tuner.envexpand`; ``environ``: default
+    ``os.environ``). Raises :class:`InputError` listing every problem: a missing or unparsable
+    file, a variable that is not set, unknown keys, wrong types or ranges, a program that
     does not exist, NCCL values NCCL would misread, unsafe NCCL settings in ``server.env``
     without ``allow_unsafe``, a space file not found.
     """
     file = Path(path)
-    data = read_toml(file, "experiment")
+    written = read_toml(file, "experiment")
+    data = envexpand.expand(written, os.environ if environ is None else environ, str(file), _numeric_key)
     context = LoadContext(file=file, allow_unsafe=allow_unsafe, check_program=check_program,
                           resolve_space=resolve_space, version=_declared_version(data))
     try:
@@ -410,7 +445,25 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     except ValidationError as exc:
         raise input_error(str(file), exc, _ExperimentFile) from None
     return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep,
-                            nccl=parsed.nccl, notices=context.notices, screen=parsed.screen, model=parsed.model)
+                            nccl=parsed.nccl, notices=context.notices, screen=parsed.screen, model=parsed.model,
+                            written=written)
+
+
+def _numeric_key(key: str) -> type | None:
+    """int or float for a numeric key of the file (``server.port``), else None: a ``${NAME}``
+    that is the whole value of such a key becomes a number."""
+    section, _, name = key.partition(".")
+    models: dict[str, type[FileModel]] = {"server": ServerConfig, "probe": ProbeConfig, "sweep": SweepConfig}
+    model = models.get(section)
+    if model is None or name not in model.model_fields:
+        return None
+    hint = model.model_fields[name].annotation
+    kinds = set(get_args(hint)) - {NoneType} if get_origin(hint) in (Union, UnionType) else {hint}
+    if kinds == {int}:
+        return int
+    if kinds in ({float}, {int, float}):
+        return float
+    return None
 
 
 def _declared_version(data: dict[str, Any]) -> NcclVersion | None:

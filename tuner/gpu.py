@@ -1,4 +1,5 @@
-"""GPU memory via NVML (nvidia-ml-py), to prove a torn-down server freed its GPUs.
+"""GPUs via NVML (nvidia-ml-py): memory, to prove a torn-down server freed its GPUs, and the
+host's GPU model, count and driver for the trial records (:func:`describe`).
 
 On a machine without NVIDIA GPUs every function degrades to "nothing to check".
 """
@@ -6,6 +7,11 @@ On a machine without NVIDIA GPUs every function degrades to "nothing to check".
 from __future__ import annotations
 
 import time
+from collections import Counter
+from typing import Any
+
+#: ``describe()["gpu"]`` on a machine where NVML (the driver) is absent.
+NO_GPU = "no NVIDIA GPU (NVML not available)"
 
 
 def used_bytes() -> list[int] | None:
@@ -50,3 +56,49 @@ def count() -> int | None:
     """Number of GPUs NVML sees, or None when NVML or its driver is absent."""
     used = used_bytes()
     return None if used is None else len(used)
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _selected(total: int, uuids: list[str], visible: str | None) -> list[int]:
+    """Indices of the GPUs ``visible`` (``CUDA_VISIBLE_DEVICES``: indices or UUID prefixes,
+    comma-separated) names; every GPU when it is None or names one that does not exist (then
+    the count says what the machine has rather than a guess)."""
+    if visible is None:
+        return list(range(total))
+    chosen: list[int] = []
+    for item in (v.strip() for v in visible.split(",") if v.strip()):
+        if item.isdigit() and int(item) < total:
+            chosen.append(int(item))
+            continue
+        match = [i for i, u in enumerate(uuids) if u.startswith(item) or u.startswith(f"GPU-{item}")]
+        if len(match) != 1:
+            return list(range(total))
+        chosen.append(match[0])
+    return chosen
+
+
+def describe(visible: str | None = None) -> dict[str, Any]:
+    """The GPUs a server on this host gets, from NVML: ``{"gpu": model, "gpu_count": n,
+    "driver": version}``; ``visible`` (a ``CUDA_VISIBLE_DEVICES`` value) narrows them to those it
+    names (NVML itself sees every GPU). Models of mixed boxes are joined with `` + `` in count
+    order. Without NVML: ``gpu`` is :data:`NO_GPU`, ``gpu_count`` 0, ``driver`` empty."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no library: say so rather than guess
+        return {"gpu": NO_GPU, "gpu_count": 0, "driver": ""}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+        names = [_text(pynvml.nvmlDeviceGetName(handles[i])) for i in _selected(len(handles), uuids, visible)]
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    except Exception as exc:  # a driver that answers init but not the queries
+        return {"gpu": f"unknown (NVML: {exc})", "gpu_count": 0, "driver": ""}
+    finally:
+        pynvml.nvmlShutdown()
+    models = " + ".join(name for name, _ in Counter(names).most_common()) or "no GPU selected"
+    return {"gpu": models, "gpu_count": len(names), "driver": driver}

@@ -12,6 +12,10 @@ The headline (:func:`tuner.stats.best_of`) corrects for the K sets judged (Bonfe
 baseline launch after it, the gain holding on those new launches alone
 (:func:`tuner.stats.confirmed`).
 
+Trials are judged within their host type (``TrialRecord.host_type``: GPU model and count and
+the server command, tuner.sweep.host): :func:`judge_by_host_type` judges each type's sets against
+that type's own baseline launches, never against another type's.
+
 Sets with a variable NCCL did not apply (``nccl_not_applied``) get no speed verdict and are
 left out of the headline: what was measured is not the set that was asked for.
 """
@@ -171,6 +175,33 @@ def judge(records: Sequence[TrialRecord], *, metric: str = "output_tok_s",
                                                   min_effect=min_effect, drift=drift,
                                                   confidence=out.headline.confidence)
     return out
+
+
+#: The host type of records written before host types were recorded (one host, one type).
+UNKNOWN_TYPE = ""
+
+
+def host_type_groups(records: Sequence[TrialRecord]) -> dict[str, list[TrialRecord]]:
+    """``records`` by host type, in order of each type's first record. Records without a host
+    type (written before host types) join the one type when the study has exactly one, else
+    form a group of their own under :data:`UNKNOWN_TYPE`."""
+    groups: dict[str, list[TrialRecord]] = {}
+    for r in records:
+        groups.setdefault(r.host_type, []).append(r)
+    typed = [t for t in groups if t != UNKNOWN_TYPE]
+    if UNKNOWN_TYPE in groups and len(typed) == 1:
+        merged = groups.pop(UNKNOWN_TYPE) + groups[typed[0]]
+        groups[typed[0]] = sorted(merged, key=lambda r: r.trial)
+    return groups
+
+
+def judge_by_host_type(records: Sequence[TrialRecord], *, metric: str = "output_tok_s",
+                       min_effect: float = stats.DEFAULT_MIN_EFFECT) -> dict[str, Judgement]:
+    """:func:`judge` of each host type's records (:func:`host_type_groups`) on their own: each
+    type's sets against its own baseline launches. With no record, ``{"": judge([])}``.
+    Raises ValueError for an unknown metric."""
+    groups = host_type_groups(records) or {UNKNOWN_TYPE: []}
+    return {t: judge(group, metric=metric, min_effect=min_effect) for t, group in groups.items()}
 
 
 def _confirmation(s: SetJudgement, ordered: list[TrialRecord], metric: str,

@@ -293,7 +293,9 @@ class StudyInfo:
     ``space_choices``: every searched name and its candidates when the study began (an Optuna
     study keeps one distribution per name, so a resume must not change them).
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
-    (:class:`tuner.nccl_types.Topology` fields), ``allreduce_backend`` and the evidence for it.
+    (:class:`tuner.nccl_types.Topology` fields), ``allreduce_backend`` and the evidence for it,
+    ``allreduce_nccl_on_decode_path`` (False: NCCL variables cannot change decode speed; None:
+    unknown).
     ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
     the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
     values, the tuner-plugin export), empty without a ``[screen]``.
@@ -316,6 +318,7 @@ class StudyInfo:
     topology: dict[str, Any] = field(default_factory=dict)
     allreduce_backend: str = ""
     allreduce_backend_reason: str = ""
+    allreduce_nccl_on_decode_path: bool | None = None
     screen: dict[str, Any] = field(default_factory=dict)
 
 

@@ -182,6 +182,23 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: s
     return _typed(pd.DataFrame.from_records(rows))
 
 
+def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """One frame of several :func:`trials_frame` frames (one per host type), rows by trial
+    number, columns and types as :func:`trials_frame` makes them."""
+    return _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
+
+
+def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(host type, rows)`` of ``df`` per host type, in order of first trial; rows without
+    a host type (written before host types) join the only type when there is one
+    (:func:`tuner.judge.host_type_groups`)."""
+    types = [t for t in dict.fromkeys(df["host_type"]) if t]
+    if len(types) <= 1:
+        return [(types[0] if types else "", df)]
+    return [(t, df[df["host_type"] == t]) for t in types] + (
+        [("", df[df["host_type"] == ""])] if (df["host_type"] == "").any() else [])
+
+
 def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
     """Write ``df`` (a :func:`trials_frame`) to ``path``: list and mapping cells
     (:data:`tuner.record.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as empty."""

@@ -12,6 +12,8 @@ import io
 import math
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -21,7 +23,7 @@ from rich.text import Text
 from tuner import stats
 from tuner.judge import Judgement, SetJudgement
 from tuner.record import Kind, Status, StudyInfo, TrialRecord, Verdict
-from tuner.report.frame import env_text, verdict_text
+from tuner.report.frame import env_text, host_type_frames, verdict_text
 
 #: Columns of the console table, in order.
 CONSOLE_COLUMNS: tuple[str, ...] = ("trial", "kind", "status", "tok/s", "vs base", "95% CI", "verdict", "env")
@@ -265,19 +267,23 @@ def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Cons
     """
     console = console or Console()
     min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
-    if not df.empty:
-        table = console_table(df, min_effect=min_effect, metric=metric)
+    groups = host_type_frames(df) if not df.empty else []
+    for k, (host_type, rows) in enumerate(groups, 1):
+        if len(groups) > 1:
+            console.out(f"{chr(10) if k > 1 else ''}Host type {k}: {host_type or '(not recorded)'}", highlight=False)
+        table = console_table(rows, min_effect=min_effect, metric=metric)
         if console.is_terminal:
             console.print(table)
         else:
             console.out(plain_table(table), highlight=False)
     console.out("")
     console.out(verdict, highlight=False)
-    use = confirmed_row(df)
-    if use is not None:
-        console.out("\nUse it:", highlight=False)
-        for line in export_lines(use["env"], info.server_command):
-            console.out(f"  {line}", highlight=False)
+    for k, (_, rows) in enumerate(groups or [("", df)], 1):
+        use = confirmed_row(rows)
+        if use is not None:
+            console.out(f"\nUse it{f' on host type {k}' if len(groups) > 1 else ''}:", highlight=False)
+            for line in export_lines(use["env"], info.server_command):
+                console.out(f"  {line}", highlight=False)
 
 
 # -- markdown ------------------------------------------------------------------------------
@@ -338,27 +344,78 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     if df.empty:
         return "\n".join([*lines, "No trial recorded yet.", ""])
     lines += ["## Verdict", "", verdict, ""]
+    lines += _markdown_body(df, info, figures, "##", sections)
+    return "\n".join(lines + _markdown_end(df, info))
+
+
+@dataclass
+class HostTypeSection:
+    """One host type of a study for the report: its rows (a trials frame), its verdict
+    paragraph, and its figures (PNG names) in ``folder`` next to report.md."""
+
+    host_type: str
+    df: pd.DataFrame
+    verdict: str
+    figures: list[str] = field(default_factory=list)
+    folder: str = ""
+
+    def titled_verdict(self, k: int) -> str:
+        """The verdict paragraph led by the host type it is about."""
+        return f"Host type {k} ({self.host_type or 'not recorded'}): {self.verdict}"
+
+
+def report_markdown_by_host_type(sections: Sequence[HostTypeSection], info: StudyInfo, study_name: str,
+                                 extra: Sequence[str] = ()) -> str:
+    """report.md of a study measured on several host types: one verdict paragraph per type,
+    then per type a section with what :func:`report_markdown` shows for one (export lines,
+    figures, the trials table), ``extra`` lines (the sets not launched), then the failed
+    relaunches of every type, why the sweep stopped and the optuna-dashboard line."""
+    lines = [f"# nccl-tune report: {study_name}", "", "## Verdict", "",
+             f"This study was measured on {len(sections)} host types (GPU model and count, server command). "
+             "Each is judged against its own baseline launches only; no verdict compares across types.", ""]
+    lines += [f"- {s.titled_verdict(k)}" for k, s in enumerate(sections, 1)] + [""]
+    for k, s in enumerate(sections, 1):
+        lines += [f"## Host type {k}: `{s.host_type or 'not recorded'}`", ""]
+        lines += _markdown_body(s.df, info, [f"{s.folder}/{name}" for name in s.figures], "###")
+    everything = pd.concat([s.df for s in sections], ignore_index=True).sort_values("trial")
+    return "\n".join(lines + list(extra) + _markdown_end(everything, info, host_type=True))
+
+
+def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], level: str,
+                   sections: Sequence[str] = ()) -> list[str]:
+    """The best set's export lines when confirmed, ``sections`` (the screen's lines), then a
+    section per figure (``figures``: PNG paths relative to report.md) with the trials table
+    under the first."""
+    lines: list[str] = []
     use = confirmed_row(df)
     if use is not None:
-        lines += ["## Use the best set", "", "```sh", *export_lines(use["env"], info.server_command), "```", ""]
+        lines += [f"{level} Use the best set", "", "```sh", *export_lines(use["env"], info.server_command), "```", ""]
     lines += list(sections)
-    names = {name.rsplit(".", 1)[0]: name for name in figures}
+    names = {Path(name).stem: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         if stem in names:
             svg = names[stem].rsplit(".", 1)[0] + ".svg"  # the image links to its SVG, for zooming
-            lines += [f"## {heading}", "", f"[![{alt}]({names[stem]})]({svg})", ""]
+            lines += [f"{level} {heading}", "", f"[![{alt}]({names[stem]})]({svg})", ""]
         if stem == "trials_vs_baseline":
             if stem not in names:
-                lines += [f"## {heading}", ""]
+                lines += [f"{level} {heading}", ""]
             lines += [markdown_table(summary_table(df)), ""]
+    return lines
+
+
+def _markdown_end(df: pd.DataFrame, info: StudyInfo, *, host_type: bool = False) -> list[str]:
+    """Failed relaunches (with their host type when ``host_type``), why the sweep stopped,
+    and how to open the study in optuna-dashboard."""
+    lines: list[str] = []
     failed = df[df["status"].map(lambda s: Status(s).failed)]
     if not failed.empty:
-        lines += ["## Failed trials", "", markdown_table(failed[["trial", "status", "cause", "env", "log"]]), ""]
+        cols = ["trial", "status", "cause", "env", "log"] + (["host_type"] if host_type else [])
+        lines += ["## Failed trials", "", markdown_table(failed[cols]), ""]
     if info.stop_reason:
         lines += [f"Sweep stopped: {info.stop_reason}.", ""]
     lines += ["Open the study in optuna-dashboard: `optuna-dashboard "
               + (info.storage_hint or "sqlite:///results/<study>/study.db") + "`", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def not_launched_markdown(records: Sequence[TrialRecord]) -> list[str]:

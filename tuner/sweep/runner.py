@@ -3,9 +3,16 @@
 Order of relaunches: the untuned baseline (first), the retry of a trial whose runner died, the
 space's presets in order, then the sampler's proposals (search mode); a baseline re-measure
 every ``--baseline-every`` trials, and once more at the end (the drift check). The budget
-(``--trials``) counts the baseline and the tuned relaunches of the whole study; re-measures are
-outside it, bounded only by ``--timeout``/``--until``. A trial is started only when the measured
-trial time says it fits.
+(``--trials``) counts the baseline and the tuned relaunches of the whole study, those in flight
+on other runners included; re-measures are outside it, bounded only by ``--timeout``/``--until``.
+A trial is started only when the measured trial time says it fits.
+
+Several runners (one per host, or per server of a host) may share one study through a
+PostgreSQL storage (tuner.sweep.storage): each measures the baseline of its host type
+(tuner.sweep.host) first unless the study has one, checks before each launch that no earlier
+trial of any runner holds the same set, fails the trials of runners whose heartbeat stopped and
+retries them once, and at the end waits for the trials of runners that fell silent rather than
+leave them unretried.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
 from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, InputError, MachineNotClean, StoppedByCheck
-from tuner.judge import Judgement, judge
+from tuner.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
 from tuner.launcher import kill_leftover, port_holder, port_in_use, split_inherited
 from tuner.nccl_decode import DecodeChoice, decode_effect
 from tuner.nccl_types import NcclVersion, Topology
@@ -34,16 +41,19 @@ from tuner.progress import Progress
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.space import SearchSpace
 from tuner.sweep import evidence, preflight
+from tuner.sweep.host import this_host
 from tuner.sweep.inflight import RunnerFile, host_name, runner_alive, runner_id
 from tuner.sweep.plan import Planned, Planner, flag_params, split_params
 from tuner.sweep.signals import SignalGuard
-from tuner.sweep.storage import StudyStore, default_storage, open_study
+from tuner.sweep.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
 from tuner.sweep.trial import TrialContext, log_path, relaunch
 
 #: The next relaunch is estimated at this factor times the longest measured one (loads vary).
 ESTIMATE_MARGIN = 1.2
 #: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
 MAX_SKIPPED_PROPOSALS = 50
+#: Kinds of relaunch the budget (``--trials``) counts (re-measures of the baseline excepted).
+BUDGETED = (Kind.BASELINE, Kind.PRESET, Kind.SEARCH)
 #: Spaces up to this many points are enumerated to tell, without asking the sampler, that
 #: every set is measured, in flight or cannot run (so nothing is added to the study).
 ENUMERABLE_POINTS = 20_000
@@ -110,7 +120,10 @@ class Sweep:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.storage_url = options.storage or default_storage(self.dir)
         seed = options.seed if options.seed is not None else config.sweep.seed
-        self.store = StudyStore(open_study(options.study, self.storage_url, seed), space.choices())
+        self.heartbeat_s, self.grace_s = heartbeat_settings(os.environ)
+        self.store = StudyStore(open_study(options.study, self.storage_url, seed, heartbeat_interval_s=self.heartbeat_s,
+                                           grace_period_s=self.grace_s), space.choices())
+        self.host = this_host(config)
         self.budget = options.trials or config.sweep.trials
         self.mode = options.mode or config.sweep.mode
         self.target = options.target if options.target is not None else config.sweep.target
@@ -128,16 +141,33 @@ class Sweep:
         self._decode_read = False
         self.started = time.monotonic()
         self.outcome = SweepOutcome()
+        self._backend_said = False
+        self._learned: tuple[NcclVersion | None, Topology | None] | None = None
 
     # -- helpers -------------------------------------------------------------------------
     def _busy_keys(self) -> set[str]:
         return {self._key_of(*split_params(params)) for params in self.store.pending_params()}
 
+    def _taken(self, trial: optuna.Trial, key: str) -> bool:
+        """True when a trial asked before ``trial`` (any runner's, queued or running) holds the
+        set ``key``: the earlier one measures it, ``trial`` is dropped."""
+        return any(self._key_of(*split_params(p)) == key for p in self.store.pending_params(before=trial.number))
+
+    def _baselines(self) -> list[TrialRecord]:
+        """Ok baseline launches of this runner's host type, oldest first."""
+        return self.store.ok_baselines(self.host.host_type)
+
     def _nccl(self) -> tuple[NcclVersion | None, Topology | None]:
-        """The NCCL version and topology the baseline's log showed (else ``[nccl] version``)."""
+        """The NCCL version and topology the baseline's log showed (else ``[nccl] version``).
+        Kept once learned (the study records them once): every set key and check reads them,
+        thousands of times per proposal, and each read would be a storage query."""
+        if self._learned is not None:
+            return self._learned
         info = self.store.info()
         version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
         topo = Topology(**info.topology) if info.topology else None
+        if info.nccl_learned:
+            self._learned = (version, topo)
         return version, topo
 
     def _key_of(self, env: dict[str, str], flags: list[str]) -> str:
@@ -184,10 +214,26 @@ class Sweep:
         return [f for f in found if f]
 
     def _spent(self) -> int:
-        """Relaunches the budget counts: finished baseline, preset and search trials of the
-        whole study (a resumed sweep continues the count); re-measures and confirmations not."""
-        return sum(1 for r in self.store.finished()
-                   if r.kind in (Kind.BASELINE, Kind.PRESET, Kind.SEARCH) and not r.recheck)
+        """Relaunches the budget counts: baseline, preset and search trials of the whole study,
+        finished or in flight on any runner (a resumed sweep continues the count); re-measures,
+        confirmations and interrupted trials (their retry counts instead) not."""
+        return sum(1 for r in self.store.records()
+                   if r.kind in BUDGETED and not r.recheck and r.status is not Status.INTERRUPTED)
+
+    def _over_budget(self, trial: optuna.Trial) -> bool:
+        """True when trials asked before ``trial`` (any runner's) already spend the budget:
+        the earlier trial wins, so runners that check at the same moment never launch one
+        relaunch too many. Trials still being decided by their runner are waited for
+        (milliseconds; at most :data:`tuner.sweep.storage.SETTLE_S`)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            before = sum(1 for r in self.store.records() if r.trial < trial.number and r.kind in BUDGETED
+                         and not r.recheck and r.status is not Status.INTERRUPTED)
+            if before >= self.budget:
+                return True
+            if before + self.store.undecided(trial.number) < self.budget or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
 
     def _fits(self, *, extra: bool = False) -> tuple[bool, str]:
         if not extra and self._spent() >= self.budget:
@@ -223,7 +269,7 @@ class Sweep:
         self.store.fail_stale()
 
     def _interrupted(self, trial_id: int, rec: TrialRecord) -> None:
-        self.store.mark_interrupted(trial_id, rec, "runner died mid-trial")
+        self.store.mark_interrupted(trial_id, rec, f"its runner ({rec.runner or '?'}) died mid-trial")
         self.progress.log(f"resume: trial {rec.trial} was interrupted; "
                           + ("it is retried first" if rec.retry_of_trial is None
                              else "it was already a retry and is not tried a third time"))
@@ -275,9 +321,9 @@ class Sweep:
         return self.outcome
 
     def _loop(self) -> None:
-        baselines = self.store.ok_baselines()
+        baselines = self._baselines()
         if not baselines or self.opt.rebaseline:
-            rec = self._baseline(recheck=bool(baselines))
+            rec = self._baseline(recheck=bool(baselines) or self._baseline_in_flight())
             if rec.ok and self._target_met(rec) and not self.opt.always:
                 self.outcome.target_met_untuned = True
                 self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
@@ -293,19 +339,20 @@ class Sweep:
                 self.outcome.stop_reason = (f"target {self.target:g} tok/s already reached by trial {reached[0].trial}; "
                                             "no further set launched (--always to tune on)")
                 return
-        if not self.store.ok_baselines():
-            failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE]
+        if not self._baselines():
+            failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE and r.host_type in ("", self.host.host_type)]
             last = failed[-1] if failed else None
             raise BaselineFailed(
                 f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}); "
                 "no tuned set was launched, since nothing could be compared. Fix the server command or "
                 "environment and run the same command again")
+        self._check_backend()
         # -- screen stage (issue 9): nccl-tests under many sets, the bound, the best sets first --
         if self.cfg.screen:
             from tuner import screen  # here: tuner.screen imports tuner.sweep
 
             stage = screen.run_stage(
-                self.cfg, self.space, self.store, baseline=self.store.ok_baselines()[0], study_dir=self.dir,
+                self.cfg, self.space, self.store, baseline=self._baselines()[0], study_dir=self.dir,
                 log=self.progress.log, judgement=self._judgement(), force=self.opt.force,
                 deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
                 seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
@@ -314,8 +361,11 @@ class Sweep:
         # -- end of the screen stage --------------------------------------------------------------
         since_baseline = 0
         while True:
+            self.store.fail_stale()  # a runner that died elsewhere: its trial is retried below
             fits, why = self._fits()
             if not fits:
+                if self._await_silent_runners():
+                    continue
                 self.outcome.stop_reason = why
                 break
             if self.baseline_every and since_baseline >= self.baseline_every:
@@ -325,6 +375,8 @@ class Sweep:
             if self.outcome.target_reached_by is not None:
                 break
             if not self._next_trial():
+                if self._await_silent_runners():
+                    continue
                 break
             since_baseline += 1
         if self.opt.confirm:
@@ -337,10 +389,56 @@ class Sweep:
                 self.outcome.final_baseline_skipped = why
                 self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
 
+    def _earlier_baseline(self, number: int) -> bool:
+        """True when a first (not re-measure) baseline of this host type, ok or still running,
+        was asked before trial ``number``: runners that started together each measured one, and
+        only the earliest is the study's baseline in the budget."""
+        return any(r.kind is Kind.BASELINE and not r.recheck and r.trial < number and r.status in (Status.OK, Status.RUNNING)
+                   and r.host_type in ("", self.host.host_type) for r in self.store.records())
+
+    def _baseline_in_flight(self) -> bool:
+        """True when another runner is measuring a baseline of this host type right now."""
+        return any(r.kind is Kind.BASELINE and r.status is Status.RUNNING and r.host_type == self.host.host_type
+                   for r in self.store.records())
+
+    def _retry_owed(self) -> bool:
+        """True when the planner's next relaunch is the retry of an interrupted trial."""
+        planned = self.planner.next_planned()
+        return planned is not None and planned.retry_of is not None
+
+    def _await_silent_runners(self) -> bool:
+        """Before this runner ends while other runners' trials are in flight: watch their
+        heartbeats for two intervals (a live runner beats every interval), and while one stays
+        silent (its runner may have died) wait for Optuna's heartbeat check to fail it, up to
+        the grace period. True when a trial then awaits its retry (the loop goes on to make
+        it, within the time budget)."""
+        if not self.store.running() or not self._fits(extra=True)[0]:
+            return False
+        now = time.monotonic()
+        watch_until, deadline = now + 2 * self.heartbeat_s + 1, now + self.grace_s + 2 * self.heartbeat_s + 1
+        said: set[int] = set()
+        while True:
+            self.store.fail_stale()
+            if self._retry_owed():
+                return True
+            silent = self.store.silent_running(2 * self.heartbeat_s)
+            now = time.monotonic()
+            if (not silent and now > watch_until) or now > deadline or not self.store.running():
+                return False
+            if set(silent) - said:
+                said |= set(silent)
+                self.progress.log(f"trial{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))}: no heartbeat "
+                                  f"for over {2 * self.heartbeat_s} s; waiting up to the {self.grace_s} s grace period "
+                                  "to retry it here if its runner died")
+            time.sleep(min(self.heartbeat_s, 5))
+
     def _judgement(self) -> Judgement:
+        """This host type's sets judged against its own baseline launches."""
         info = self.store.info()
-        return judge(self.store.finished(), metric=self.cfg.probe.metric,
-                     min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT)
+        groups = judge_by_host_type(self.store.finished(), metric=self.cfg.probe.metric,
+                                    min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT)
+        mine = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE))
+        return mine if mine is not None else judge([], metric=self.cfg.probe.metric)
 
     def _confirm(self) -> None:
         """Relaunch the headline's winner once more (kind confirm); the final baseline that
@@ -358,22 +456,25 @@ class Sweep:
             self.outcome.confirm_skipped = why
             self.progress.log(f"the confirmation of trial {winner.first_trial}'s set was skipped: {why}")
             return
+        rec = TrialRecord(trial=-1, kind=Kind.CONFIRM, preset="confirm")
+        trial, params, rec = self.store.ask_fixed(self.store.params_of(winner.env, flag_params(winner.flags)), rec)
+        if self._taken(trial, winner.key):
+            self.store.drop(trial, "the confirmation of this set is in flight on an earlier trial")
+            return
         gain = winner.comparison.gain_pct if winner.comparison else float("nan")
         self.progress.log(f"confirming trial {winner.first_trial}'s set ({gain:+.1f} %): relaunched once more, "
                           "then the baseline; the gain must hold on those launches alone")
-        rec = TrialRecord(trial=-1, kind=Kind.CONFIRM, preset="confirm")
-        self.store.enqueue(self.store.params_of(winner.env, flag_params(winner.flags)), rec)
-        trial, params, rec = self.store.ask()
         self._relaunch(trial, params, rec)
 
     def _final_owed(self) -> bool:
         """A final re-measure is owed when a tuned relaunch finished after the last ok baseline
         (also on a resume whose budget was already spent: a killed runner still gets it)."""
-        bases = self.store.ok_baselines()
+        bases = self._baselines()
         if not bases:
             return False
         last = bases[-1].started_at or 0.0
-        return any(r.kind is not Kind.BASELINE and (r.started_at or 0.0) > last for r in self.store.finished())
+        return any(r.kind is not Kind.BASELINE and r.host_type in ("", self.host.host_type)
+                   and (r.started_at or 0.0) > last for r in self.store.finished())
 
     def _target_met(self, rec: TrialRecord) -> bool:
         """True when ``rec``'s CI lower bound of tok/s meets ``--target``."""
@@ -410,21 +511,30 @@ class Sweep:
                 break
             planned = self.planner.next_planned()
             if planned is not None:
-                if planned.retry_of is not None:
-                    self.progress.log(f"resume: retrying trial {planned.retry_of} (interrupted), once")
-                self._enqueue(planned)
+                trial, params, rec = self._ask_planned(planned)
             elif self.mode == "presets":
                 self.outcome.stop_reason = "all presets measured"
                 return False
-            trial, params, rec = self.store.ask()
+            else:
+                trial, params, rec = self.store.ask()
             env, flags = split_params(params)
-            if rec.kind is Kind.BASELINE:  # a baseline queued earlier (another worker's)
+            if rec.kind is Kind.BASELINE:  # a baseline queued by an older nccl-tune
                 self._relaunch(trial, params, rec)
                 return True
-            bases = self.store.ok_baselines()
+            bases = self._baselines()
             decision = self.planner.judge(env, flags, baseline=bases[0] if bases else None)
             rec.env, rec.flags, rec.runner = nccl_env.redact(env), flags, runner_id()
+            if decision.launch and self._taken(trial, self._key_of(env, flags)):
+                self.store.drop(trial, "its set is in flight on an earlier trial (another runner's)")
+                skipped += 1
+                continue
+            if decision.launch and self._over_budget(trial):
+                self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
+                self.outcome.stop_reason = f"relaunch budget of {self.budget} spent"
+                return False
             if decision.launch:
+                if planned is not None and planned.retry_of is not None:
+                    self.progress.log(f"resume: retrying trial {planned.retry_of} (interrupted), once")
                 self._relaunch(trial, params, rec)
                 return True
             skipped += 1
@@ -444,15 +554,14 @@ class Sweep:
         self.outcome.stop_reason = "search space exhausted (only measured or invalid sets proposed)"
         return False
 
-    def _enqueue(self, planned: Planned) -> None:
+    def _ask_planned(self, planned: Planned) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
         rec = TrialRecord(trial=-1, kind=planned.kind, preset=planned.preset, retry_of_trial=planned.retry_of)
-        self.store.enqueue(self.store.params_of(planned.env, flag_params(planned.flags)), rec)
+        return self.store.ask_fixed(self.store.params_of(planned.env, flag_params(planned.flags)), rec)
 
     def _baseline(self, *, recheck: bool) -> TrialRecord:
-        """Measure the untuned baseline (through the queue, so it is a trial like the others)."""
+        """Measure the untuned baseline (a trial like the others, so the sampler learns from it)."""
         rec = TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=recheck)
-        self.store.enqueue(self.store.params_of({}), rec)
-        trial, params, rec = self.store.ask()
+        trial, params, rec = self.store.ask_fixed(self.store.params_of({}), rec)
         return self._relaunch(trial, params, rec)
 
     def _relaunch(self, trial: optuna.Trial, params: dict[str, str], rec: TrialRecord) -> TrialRecord:
@@ -464,6 +573,7 @@ class Sweep:
         rec.env = nccl_env.redact(full_env)
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
         rec.log = str(log_path(self.dir, trial.number))
+        rec.host, rec.host_type = self.host.record(), self.host.host_type
         self.store.start(trial, rec)
         ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0],
                            frozenset(self.space.choices()), self._strict_port)
@@ -481,6 +591,9 @@ class Sweep:
             self.store.abandon(trial, rec)
             raise
         self._strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT
+        rec.host = self.host.record(rec.nccl_version, rec.log)
+        if rec.kind is Kind.BASELINE and not rec.recheck and self._earlier_baseline(trial.number):
+            rec.recheck = True  # another runner's baseline of this host type came first: a re-measure
         self.store.finish(trial, rec, getattr(rec, self.cfg.probe.metric) or 0.0)
         self._report(rec, label)
         if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:
@@ -500,14 +613,24 @@ class Sweep:
         backend = found.backend
         self.store.update_info(nccl_learned=True, nccl_version=str(version or ""),
                                topology=dataclasses.asdict(topo) if topo else {},
-                               allreduce_backend=backend.name, allreduce_backend_reason=backend.reason)
+                               allreduce_backend=backend.name, allreduce_backend_reason=backend.reason,
+                               allreduce_nccl_on_decode_path=backend.nccl_on_decode_path)
         where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
                  if topo else "topology not logged")
         self.progress.log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
                           f"{backend.name} ({backend.reason})")
-        if backend.nccl_on_decode_path is False:
+        self._check_backend()
+
+    def _check_backend(self) -> None:
+        """Stop before the budget is spent when the study's first baseline showed that NCCL does
+        not carry the decode allreduce (every runner of the study checks, not only the one
+        that measured it): StoppedByCheck, unless --force or the space varies a server flag."""
+        info = self.store.info()
+        if info.allreduce_nccl_on_decode_path is False and not self._backend_said:
+            self._backend_said = True
             varies = [n for n in self.space.choices() if n.startswith("-")]
-            message = (f"NCCL does not carry the decode allreduce on this server: {backend.name} ({backend.reason}). "
+            message = (f"NCCL does not carry the decode allreduce on this server: {info.allreduce_backend} "
+                       f"({info.allreduce_backend_reason}). "
                        "NCCL variables cannot change decode speed here, so no tuned relaunch was spent")
             if varies:
                 self.progress.log(f"note: {message}; the space varies {', '.join(varies)}, which can move it to NCCL")
@@ -524,7 +647,7 @@ class Sweep:
         pc = self.cfg.probe
         if isinstance(pc.repeats, int):
             return pc.repeats
-        bases = [r.output_tok_s_runs for r in self.store.ok_baselines() if len(r.output_tok_s_runs) >= 2]
+        bases = [r.output_tok_s_runs for r in self._baselines() if len(r.output_tok_s_runs) >= 2]
         if not bases:
             return pc.max_repeats
         return stats.runs_for_precision(bases, pc.ci_target, pc.max_repeats)

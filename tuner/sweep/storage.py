@@ -24,11 +24,22 @@ Storages (the ``--storage`` value; :func:`open_study`):
   ``JournalStorage(JournalFileBackend(path))``, an append-only log for hosts that share only a
   filesystem (NFS included: it locks with a symlink, not ``fcntl``). Its folder must exist.
 
-Heartbeats: RDB storages (SQLite, PostgreSQL) record one per running trial; a trial whose
-runner died is failed by ``optuna.storages.fail_stale_trials`` after the grace period. Optuna
-records heartbeats only inside ``Study.optimize``; with ask/tell the storage's own
-``record_heartbeat`` is called from :meth:`StudyStore.heartbeat` (Optuna:
-optuna/storages/_heartbeat.py). The journal storage has no heartbeat: a trial whose runner
+Heartbeats: RDB storages (SQLite, PostgreSQL) record one per running trial, from the moment it
+is asked; a trial whose runner died is failed by ``optuna.storages.fail_stale_trials`` after
+the grace period (every runner of the study calls it before each trial), and reads as
+interrupted, retried once by any runner. Optuna records heartbeats only inside
+``Study.optimize``; with ask/tell the storage's own ``record_heartbeat`` is called from
+:meth:`StudyStore.heartbeat` (Optuna: optuna/storages/_heartbeat.py). Every runner of a study
+should use the same interval and grace period: the grace is applied by whichever runner checks.
+For tests only, ``NCCL_TUNE_HEARTBEAT_S`` and ``NCCL_TUNE_GRACE_S`` override the defaults of
+30 s and 120 s (:func:`heartbeat_settings`).
+
+Several runners (workers) share one study without a scheduler of their own: the sampler's
+proposals come from ``Study.ask`` (TPE's constant liar counts the other runners' RUNNING trials
+as bad, so it rarely proposes them), planned sets (baseline, retry, preset, confirmation) are
+created as RUNNING trials with their parameters in one write (:meth:`StudyStore.ask_fixed`,
+so no other runner's ``ask`` can take them), and before a launch the runner checks the
+parameters of every earlier RUNNING trial (:meth:`StudyStore.pending_params`). The journal storage has no heartbeat: a trial whose runner
 died (SIGKILL, power loss) stays RUNNING until a runner of the same study on the same host
 starts, finds the dead runner's file or the trial's ``host:pid`` and marks it interrupted
 (then it is retried once). Runners on other hosts cannot tell a dead runner from a slow one and
@@ -40,20 +51,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import re
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.distributions import CategoricalDistribution
 from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tuner.config import ExperimentConfig
 from tuner.errors import InputError
@@ -74,6 +91,11 @@ from tuner.schema import as_written
 CONSTRAINT = "server_failed"
 HEARTBEAT_INTERVAL_S = 30
 GRACE_PERIOD_S = 120
+#: For tests: environment variables that override the heartbeat interval and grace period (s).
+HEARTBEAT_VAR, GRACE_VAR = "NCCL_TUNE_HEARTBEAT_S", "NCCL_TUNE_GRACE_S"
+#: How long :meth:`StudyStore.pending_params` waits for another runner's just-asked trial to get
+#: all its parameters (one storage write per parameter) before it reads it (s).
+SETTLE_S = 2.0
 #: Prefix of a journal-file storage: ``journal://`` + the file's path.
 JOURNAL = "journal://"
 
@@ -81,6 +103,27 @@ JOURNAL = "journal://"
 def default_storage(study_dir: Path) -> str:
     """SQLite storage URL under the study directory (``results/<study>/study.db``)."""
     return f"sqlite:///{(study_dir / 'study.db').resolve()}"
+
+
+def heartbeat_settings(environ: Mapping[str, str]) -> tuple[int, int]:
+    """``(heartbeat interval, grace period)`` in whole seconds: the defaults, or for tests
+    :data:`HEARTBEAT_VAR` / :data:`GRACE_VAR` from ``environ``. Raises InputError for a value
+    that is not a whole number above 0, or a grace period not above the interval."""
+    values = {}
+    for var, default in ((HEARTBEAT_VAR, HEARTBEAT_INTERVAL_S), (GRACE_VAR, GRACE_PERIOD_S)):
+        text = environ.get(var)
+        if text is None:
+            values[var] = default
+        elif text.strip().isdigit() and int(text) > 0:
+            values[var] = int(text)
+        else:
+            raise InputError("(environment)", var, text, "a whole number of seconds above 0",
+                             "it sets the heartbeat for tests; unset it for the defaults")
+    interval, grace = values[HEARTBEAT_VAR], values[GRACE_VAR]
+    if grace <= interval:
+        raise InputError("(environment)", GRACE_VAR, str(grace), f"more seconds than {HEARTBEAT_VAR} ({interval})",
+                         "a live runner's trial would be failed between two of its heartbeats")
+    return interval, grace
 
 
 def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
@@ -112,13 +155,31 @@ def open_study(name: str, storage: str, seed: int | None = None, *, create: bool
         # SQLite: wait for a writer's lock. A server: test pooled connections before use, since
         # one idle through a 36-minute relaunch may have been dropped (server restart, idle timeout).
         engine = {"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else {"pool_pre_ping": True}
-        store = optuna.storages.RDBStorage(
-            storage, heartbeat_interval=heartbeat_interval_s, grace_period=grace_period_s, engine_kwargs=engine)
+        store = _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
     if not create:
         return optuna.load_study(study_name=name, storage=store, sampler=sampler)
     return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
                                load_if_exists=True)
+
+
+#: Attempts at opening an RDB storage whose tables another runner is creating at that moment.
+SCHEMA_ATTEMPTS = 6
+
+
+def _rdb_storage(url: str, interval_s: int, grace_s: int, engine: dict[str, Any]) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage of ``url``. Runners started together on an empty database all create
+    Optuna's tables at once, and all but one fail (a duplicate type or table: optuna/optuna#1092);
+    the tables exist once the winner committed, so a loser opens again after a short random wait."""
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=interval_s, grace_period=grace_s,
+                                              engine_kwargs=engine)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError, sqlalchemy.exc.OperationalError) as exc:
+            if attempt == SCHEMA_ATTEMPTS or ("already exists" not in str(exc) and "duplicate key" not in str(exc)):
+                raise
+            time.sleep(random.uniform(0.2, 1.0) * attempt)
+    raise AssertionError("unreachable")
 
 
 def _status_of(frozen: FrozenTrial) -> Status:
@@ -171,9 +232,11 @@ class StudyStore:
         """Relaunches that ended (any status but running and interrupted)."""
         return [r for r in self.records() if r.status not in (Status.RUNNING, Status.INTERRUPTED)]
 
-    def ok_baselines(self) -> list[TrialRecord]:
-        """Successful baseline measurements, oldest first."""
-        return sorted((r for r in self.finished() if r.kind is Kind.BASELINE and r.ok),
+    def ok_baselines(self, host_type: str | None = None) -> list[TrialRecord]:
+        """Successful baseline measurements, oldest first; with ``host_type``, those of that
+        host type only (a record without one, written before host types, counts for any)."""
+        return sorted((r for r in self.finished() if r.kind is Kind.BASELINE and r.ok
+                       and (host_type is None or r.host_type in ("", host_type))),
                       key=lambda r: (r.started_at or 0.0, r.trial))
 
     def measured(self) -> dict[str, TrialRecord]:
@@ -189,15 +252,53 @@ class StudyStore:
         t = self.study.get_trials(deepcopy=False)[number]
         return t.value, t.constraints.get(CONSTRAINT, 0.0) if t.constraints else 0.0
 
-    def pending_params(self) -> list[dict[str, Any]]:
-        """Params of trials waiting in the queue or running (on any worker)."""
-        out = []
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
-            if t.params:
-                out.append(dict(t.params))
-            elif "fixed_params" in t.system_attrs:  # enqueued, not yet asked (Optuna's queue)
-                out.append(dict(t.system_attrs["fixed_params"]))
-        return out
+    def pending_params(self, *, before: int | None = None, settle_s: float = SETTLE_S) -> list[dict[str, Any]]:
+        """Params of trials waiting in the queue or running (on any worker).
+
+        ``before``: only trials numbered below it (asked earlier than the caller's own trial
+        ``before``); then a RUNNING trial whose params are still being written (another
+        runner's ``ask``, one write per name) is read again until complete, for up to
+        ``settle_s`` s (a runner that died there leaves it incomplete: it is then skipped).
+        """
+        deadline = time.monotonic() + settle_s
+        while True:
+            out, incomplete = [], False
+            for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+                if before is not None and t.number >= before:
+                    continue
+                if "fixed_params" in t.system_attrs and not t.params:  # queued (Optuna's queue)
+                    out.append(dict(t.system_attrs["fixed_params"]))
+                elif before is not None and self.choices and len(t.params) < len(self.choices):
+                    incomplete = True
+                elif t.params:
+                    out.append(dict(t.params))
+            if not incomplete or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
+
+    def undecided(self, before: int) -> int:
+        """RUNNING trials numbered below ``before`` that hold no record yet: asked by a runner
+        that has not yet written what it launches (or dropped it; milliseconds)."""
+        return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                   if t.number < before and "kind" not in t.user_attrs)
+
+    def silent_running(self, quiet_s: float) -> list[int]:
+        """Numbers of RUNNING trials whose last heartbeat is more than ``quiet_s`` s old (their
+        runner may have died: they are failed once the grace period passes); empty without
+        heartbeats (the journal file). Reads Optuna's heartbeat table
+        (optuna/storages/_rdb/models.py, TrialHeartbeatModel), the clock being the database's."""
+        storage = getattr(self.study._storage, "_backend", self.study._storage)  # under Optuna's cache
+        if not (isinstance(storage, optuna.storages.RDBStorage) and is_heartbeat_enabled(storage)):
+            return []
+        with _create_scoped_session(storage.scoped_session) as session:
+            now = session.execute(sqlalchemy.func.now()).scalar()
+            assert now is not None
+            now = now.replace(tzinfo=None)  # as Optuna compares them (RDBStorage._get_stale_trial_ids)
+            rows = (session.query(models.TrialModel.number, models.TrialHeartbeatModel.heartbeat)
+                    .join(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
+                    .filter(models.TrialModel.state == TrialState.RUNNING)
+                    .filter(models.TrialModel.study_id == self.study._study_id).all())
+        return sorted(number for number, beat in rows if now - beat > timedelta(seconds=quiet_s))
 
     def running(self) -> list[tuple[int, TrialRecord]]:
         """``(storage trial id, record)`` of every RUNNING trial (any worker)."""
@@ -234,12 +335,34 @@ class StudyStore:
 
     def ask(self) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
         """The next trial (queued first, else the sampler's proposal), its params and the record
-        its queue entry carried (kind search when the sampler proposed it)."""
+        its queue entry carried (kind search when the sampler proposed it). Its first heartbeat
+        is recorded at once, so a runner that dies before launching it leaves no trial that
+        stays RUNNING for ever."""
         trial = self.study.ask()
+        self._beat(trial._trial_id)
         params = {name: str(trial.suggest_categorical(name, list(values))) for name, values in self.choices.items()}
         attrs = dict(trial.user_attrs)
         attrs.setdefault("kind", Kind.SEARCH.value)
         return trial, params, from_user_attrs(trial.number, attrs)
+
+    def ask_fixed(self, params: dict[str, str], record: TrialRecord) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
+        """A RUNNING trial of the planned set ``params`` (:meth:`params_of`) created with its
+        params in one storage write: no other runner's ``ask`` can take it, and none sees it
+        half-written. Returns what :meth:`ask` returns, the record being a copy of ``record``
+        (kind, preset, retry, recheck) numbered; nothing of it is stored before
+        :meth:`start`, so a trial dropped (:meth:`drop`) or left by a runner that died before
+        launching holds no record. Its first heartbeat is recorded at once."""
+        template = create_trial(state=TrialState.RUNNING, params=params,
+                                distributions={name: self._dists[name] for name in params})
+        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
+        self._beat(trial_id)
+        trial = optuna.Trial(self.study, trial_id)
+        return trial, dict(params), replace(record, trial=trial.number)
+
+    def _beat(self, trial_id: int) -> None:
+        storage = self.study._storage
+        if isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage):
+            storage.record_heartbeat(trial_id)
 
     def start(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """Write what is known when a relaunch starts (so a resume can find and retry it)."""
@@ -261,6 +384,12 @@ class StudyStore:
             trial.set_user_attr(key, v)
         trial.set_constraint(CONSTRAINT, constraint)
         self.study.tell(trial, value if value is not None else self.penalty())
+
+    def drop(self, trial: optuna.Trial, note: str) -> None:
+        """Close a trial that was asked but is not a relaunch nor sampler bookkeeping (its set
+        is in flight on an earlier trial): state FAIL, no record (``note`` for the dashboard)."""
+        trial.set_user_attr("not_launched", note)
+        self.study.tell(trial, state=TrialState.FAIL)
 
     def abandon(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """A relaunch cut short by a signal: recorded as interrupted, state FAIL."""
@@ -321,13 +450,15 @@ def hide_password(url: str) -> str:
 def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[str], config_path: str,
                       study_name: str) -> None:
     """Refuse to resume a study whose server or probe changed: old trials would be judged
-    against a baseline measured under other conditions (InputError, exit 2).
+    against a baseline measured under other conditions (InputError, exit 2). The command and
+    environment are compared as written, before ``${NAME}`` expansion, so every host of a
+    study may fill in its own port and GPUs.
 
     While the study has no successful baseline nothing was judged yet, so a changed command
     or environment (the fix after a failed baseline) is allowed and the new one recorded.
     """
-    now = {"server.command": [scrub(a, secrets) for a in cfg.server.command],
-           "server.env": redact(cfg.server.env),
+    now = {"server.command": [scrub(a, secrets) for a in cfg.written_command()],
+           "server.env": redact(cfg.written_env()),
            "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
     before = store.info().fingerprint
     changed = [k for k in now if before and json.dumps(now[k]) != json.dumps(before.get(k))]

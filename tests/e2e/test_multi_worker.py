@@ -1,0 +1,195 @@
+"""Several runners on one study in a real PostgreSQL server (tests/pg.py), each a real
+``nccl-tune sweep`` process with its own independent test server (tests/servers/envrate_server.py)
+on its own port, from one experiment file whose port is ``${PORT}``: one runner SIGKILLed in
+the middle of a trial, and two runners of different studies side by side on one host.
+
+Heartbeats every second and a 3 s grace period (``NCCL_TUNE_HEARTBEAT_S``/``NCCL_TUNE_GRACE_S``),
+short loads and few tokens, so the whole study takes seconds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import envrate_command, free_port, processes_with, run_cli, start_cli, write_config
+from tuner.gpu import NO_GPU
+from tuner.record import Kind, Status, TrialRecord
+from tuner.sweep.storage import StudyStore, open_study
+
+SPACE = """
+[variables.NCCL_PROTO]
+values = ["LL", "Simple"]
+[variables.NCCL_MAX_NCHANNELS]
+values = ["1", "2", "4", "8"]
+[variables.CUDA_DEVICE_MAX_CONNECTIONS]
+values = ["1", "32"]
+"""
+BUDGETED = (Kind.BASELINE, Kind.PRESET, Kind.SEARCH)
+
+
+def _config(tmp_path: Path, trials: int, load_s: float) -> Path:
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=trials, max_tokens=20,
+                       repeats=2, port=1, extra_server=f'env = {{ ENVRATE_LOAD_S = "{load_s}" }}')
+    cfg.write_text(cfg.read_text().replace("port = 1\n", 'port = "${PORT}"\n'))  # one file for every runner
+    return cfg
+
+
+def _worker_env(port: int) -> dict[str, str]:
+    return {**os.environ, "PORT": str(port), "NCCL_TUNE_HEARTBEAT_S": "1", "NCCL_TUNE_GRACE_S": "3"}
+
+
+def _servers(port: int) -> list:
+    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _mid_trial(results: Path, study: str, port: int, after: int) -> bool:
+    """True when the runner of ``port`` is in a relaunch other than its first ``after`` ones,
+    with its server up (its runner file names the server's pid)."""
+    logs = sorted((results / study / "logs").glob("trial-*.log"))
+    if len(logs) <= after or "SAW_ENV" not in logs[-1].read_text():
+        return False
+    files = list((results / study / "runners").glob(f"*-port{port}.json"))
+    return bool(files) and '"pid"' in files[0].read_text() and '"server"' in files[0].read_text()
+
+
+def _records(url: str, study: str) -> list[TrialRecord]:
+    return StudyStore(open_study(study, url, create=False), {}).records()
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 120) -> str:
+    _, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return err
+
+
+@pytest.mark.postgres
+def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
+    """Three runners on one study of 9 budgeted relaunches; one SIGKILLed while its server
+    measures a tuned set. The others fail its trial through the heartbeat and retry it; every
+    budgeted relaunch ends complete exactly once, no set is measured twice, and once the killed
+    runner's command is run again (its next start on that host) no server is left."""
+    cfg = _config(tmp_path, trials=9, load_s=1.0)
+    ports = [free_port() for _ in range(3)]
+    results = [tmp_path / f"host{i}" for i in range(3)]
+
+    def start(i: int) -> subprocess.Popen:
+        return start_cli("sweep", str(cfg), "--results", str(results[i]), "--study", "multi", "--storage", pg_url,
+                         "--no-confirm", env=_worker_env(ports[i]))
+
+    procs = [start(i) for i in range(3)]
+    _wait_for(lambda: _mid_trial(results[0], "multi", ports[0], after=1), 90, "runner 0's second relaunch")
+    killed_pid = procs[0].pid
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].communicate(timeout=30)
+    assert _servers(ports[0]), "the killed runner's server outlives it (it runs in its own session)"
+    errs = [_finish(p) for p in procs[1:]]
+    again = _finish(start(0))  # the killed runner's next start tears down what it left
+    assert "tore down its server" in again
+
+    records = _records(pg_url, "multi")
+    relaunched = [r for r in records if r.kind.relaunched]
+    assert not [r.trial for r in relaunched if r.status is Status.RUNNING]
+    budgeted = [r for r in relaunched if r.kind in BUDGETED and not r.recheck and r.status is not Status.INTERRUPTED]
+    assert len(budgeted) == 9 and all(r.status is Status.OK for r in budgeted), [(r.trial, r.status) for r in budgeted]
+    interrupted = [r for r in relaunched if r.status is Status.INTERRUPTED]
+    assert len(interrupted) == 1, [(r.trial, r.kind, r.cause) for r in interrupted]
+    lost = interrupted[0]
+    assert lost.runner.endswith(f":{killed_pid}") and f":{killed_pid}" in lost.cause
+    retry = next(r for r in relaunched if r.retry_of_trial == lost.trial)
+    assert lost.retried_by_trial == retry.trial and retry.status is Status.OK and retry.set_key == lost.set_key
+    assert not retry.runner.endswith(f":{killed_pid}")
+    firsts = [r.set_key for r in relaunched if r.kind in (Kind.PRESET, Kind.SEARCH) and r.status is not Status.INTERRUPTED]
+    assert len(firsts) == len(set(firsts)), "a set was measured twice"
+    assert any("retrying trial" in e for e in errs)
+    assert len({r.runner for r in relaunched}) >= 3  # every runner measured
+    assert {r.host_type for r in relaunched} == {relaunched[0].host_type}  # one file, one host type
+    assert relaunched[0].host_type.startswith(NO_GPU) and "{port}" not in relaunched[0].host_type
+    assert all(r.host["gpu"] == NO_GPU and r.host["gpu_count"] == 0 and r.host["name"] for r in relaunched)
+    for port in ports:
+        assert not _servers(port)
+
+
+@pytest.mark.postgres
+def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url: str):
+    """Runners of two studies on one host (one results folder, one database), different ports:
+    one is SIGKILLed mid-trial and started again while the other still runs. Its restart tears
+    down its own leftover server and retries its own trial; the other runner's trials and server
+    are untouched. A second runner of the same study, host and port is refused."""
+    cfg = _config(tmp_path, trials=4, load_s=1.0)
+    results = tmp_path / "r"
+    px, py = free_port(), free_port()
+    x = start_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
+                  "--no-confirm", "--no-final-baseline", env=_worker_env(px))
+
+    def start_y() -> subprocess.Popen:
+        return start_cli("sweep", str(cfg), "--results", str(results), "--study", "sy", "--storage", pg_url,
+                         "--trials", "2", "--no-confirm", "--no-final-baseline", env=_worker_env(py))
+
+    y = start_y()
+    try:
+        _wait_for(lambda: _mid_trial(results, "sy", py, after=1), 60, "runner y's second relaunch")
+    except AssertionError:
+        y.kill()
+        raise AssertionError(y.communicate()[1][-3000:] + str(list((results / "sy").rglob("*")))) from None
+    y.send_signal(signal.SIGKILL)
+    y.communicate(timeout=30)
+    assert x.poll() is None, "runner x should still be sweeping when y restarts"
+    twin = run_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
+                   env=_worker_env(px))  # a second runner of x's study, host and port
+    assert twin.returncode == 3 and f"pid {x.pid}" in twin.stderr, twin.stderr[-2000:]
+    y_again = _finish(start_y())
+    assert "tore down its server" in y_again and "resume: retrying trial 1" in y_again
+    x_err = _finish(x)
+    assert "resume" not in x_err and "tore down" not in x_err
+
+    xs, ys = _records(pg_url, "sx"), _records(pg_url, "sy")
+    assert [r.status for r in xs] == [Status.OK] * 4
+    assert [(r.trial, r.status) for r in ys] == [(0, Status.OK), (1, Status.INTERRUPTED), (2, Status.OK)]
+    assert {r.runner for r in xs} == {f"{xs[0].runner}"}
+    assert not _servers(px) and not _servers(py)
+
+
+@pytest.mark.postgres
+def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path: Path, pg_url: str):
+    """Two runners, a budget of 3: runner A is SIGKILLed in its tuned relaunch, the study's
+    last. Runner B, whose own work is done, does not end: it waits for the heartbeat's grace
+    period to fail A's trial, then retries it."""
+    cfg = _config(tmp_path, trials=3, load_s=1.5)
+    ports = [free_port(), free_port()]
+    results = [tmp_path / "a", tmp_path / "b"]
+    procs = [start_cli("sweep", str(cfg), "--results", str(results[i]), "--study", "last", "--storage", pg_url,
+                       "--no-confirm", "--no-final-baseline", env=_worker_env(ports[i])) for i in range(2)]
+    _wait_for(lambda: _mid_trial(results[0], "last", ports[0], after=1), 60, "runner A's tuned relaunch")
+    killed = procs[0].pid
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].communicate(timeout=30)
+    err = _finish(procs[1])
+    assert "no heartbeat" in err and "retrying trial" in err, err[-3000:]
+    records = [r for r in _records(pg_url, "last") if r.kind.relaunched]
+    [lost] = [r for r in records if r.status is Status.INTERRUPTED]
+    assert lost.runner.endswith(f":{killed}")
+    retry = next(r for r in records if r.retry_of_trial == lost.trial)
+    assert retry.status is Status.OK and retry.runner.endswith(f":{procs[1].pid}")
+    budgeted = [r for r in records if r.kind in BUDGETED and not r.recheck and r.status is not Status.INTERRUPTED]
+    assert len(budgeted) == 3
+    again = _finish(start_cli("sweep", str(cfg), "--results", str(results[0]), "--study", "last", "--storage",
+                              pg_url, "--no-confirm", "--no-final-baseline", env=_worker_env(ports[0])))
+    assert "tore down its server" in again and "relaunch budget of 3 spent" in again
+    assert len([r for r in _records(pg_url, "last") if r.kind.relaunched]) == len(records)
+    assert not _servers(ports[0]) and not _servers(ports[1])
