@@ -39,10 +39,11 @@ proposals come from ``Study.ask`` (TPE's constant liar counts the other runners'
 as bad, so it rarely proposes them), planned sets (baseline, retry, preset, confirmation) are
 created as RUNNING trials with their parameters in one write (:meth:`StudyStore.ask_fixed`,
 so no other runner's ``ask`` can take them), and before a launch the runner checks the
-parameters of every earlier RUNNING trial (:meth:`StudyStore.pending_params`). The journal storage has no heartbeat: a trial whose runner
-died (SIGKILL, power loss) stays RUNNING until a runner of the same study on the same host
-starts, finds the dead runner's file or the trial's ``host:pid`` and marks it interrupted
-(then it is retried once). Runners on other hosts cannot tell a dead runner from a slow one and
+parameters of every earlier RUNNING trial (:meth:`StudyStore.pending_params`).
+
+The journal storage has no heartbeat: a trial whose runner died (SIGKILL, power loss) stays
+RUNNING until a runner of the same study on the same host starts, finds the dead runner's file
+or the trial's ``host:pid`` and marks it interrupted (then it is retried once). Runners on other hosts cannot tell a dead runner from a slow one and
 never fail its trial, so a host that never comes back leaves its trial RUNNING (shown as
 running in the report, not retried).
 """
