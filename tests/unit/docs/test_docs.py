@@ -52,7 +52,7 @@ def test_architecture_names_exist():
 
 def test_readme_exit_status_is_the_error_tree():
     text = (ROOT / "README.md").read_text()
-    section = text.split("### Exit status", 1)[1].split("\n#", 1)[0]
+    section = text.split("## Exit status", 1)[1].split("\n#", 1)[0]
     rows = dict(re.findall(r"^\|\s*`?(\d+)`?\s*\|\s*(.+?)\s*\|\s*$", section, re.M))
     assert {int(k): v for k, v in rows.items()} == {int(k): v for k, v in EXIT_MEANINGS.items()}
 
