@@ -77,6 +77,8 @@ REDACTED = "***"
 #: Variables the baseline strips from the inherited environment.
 TUNING_PREFIXES = ("NCCL_",)
 TUNING_NAMES = ("CUDA_DEVICE_MAX_CONNECTIONS",)
+#: nccl-tune's own settings (NCCL_TUNE_HEARTBEAT_S, ...): NCCL never reads them.
+OWN_PREFIX = "NCCL_TUNE_"
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -180,10 +182,12 @@ def scrub(text: str, secrets: list[str]) -> str:
 def is_tuning_variable(name: str, *, include_hardware_selectors: bool = True) -> bool:
     """True for the variables a baseline must not inherit: ``NCCL_*`` and CUDA_DEVICE_MAX_CONNECTIONS.
 
+    nccl-tune's own ``NCCL_TUNE_*`` settings are not NCCL's and are kept.
+
     With ``include_hardware_selectors=False``, variables that pick hardware
     (:data:`HARDWARE_SELECTORS`, e.g. NCCL_SOCKET_IFNAME) are not counted: a launcher keeps them.
     """
-    if not include_hardware_selectors and is_hardware_selector(name):
+    if name.startswith(OWN_PREFIX) or (not include_hardware_selectors and is_hardware_selector(name)):
         return False
     return name.startswith(TUNING_PREFIXES) or name in TUNING_NAMES
 

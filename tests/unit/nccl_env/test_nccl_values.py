@@ -190,6 +190,7 @@ def test_hardware_selectors_are_kept_apart():
     assert nccl_env.is_tuning_variable("NCCL_SOCKET_IFNAME")
     assert not nccl_env.is_tuning_variable("NCCL_SOCKET_IFNAME", include_hardware_selectors=False)
     assert nccl_env.is_tuning_variable("CUDA_DEVICE_MAX_CONNECTIONS") and not nccl_env.is_tuning_variable("HOME")
+    assert not nccl_env.is_tuning_variable("NCCL_TUNE_HEARTBEAT_S")
 
 
 def test_accepted_names_the_version_rules():
