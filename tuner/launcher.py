@@ -118,9 +118,11 @@ def build_env(inherited: Mapping[str, str], server_env: Mapping[str, str], trial
     """The server's environment and the inherited tuning variables removed from it
     (:func:`split_inherited`), for the baseline and every trial alike; then ``server_env``
     (fixed for all trials) and ``trial_env`` are applied. Returns ``(env, removed_names)``.
+    nccl-tune's own ``NCCL_TUNE_*`` settings (a storage URL may hold a password) are nccl-tune's,
+    not the server's: they are left out and not reported.
     """
     removed, _kept = split_inherited(inherited, varied)
-    env = {k: v for k, v in inherited.items() if k not in removed}
+    env = {k: v for k, v in inherited.items() if k not in removed and not k.startswith(nccl_env.OWN_PREFIX)}
     env.update(server_env)
     env.update(trial_env)
     return env, removed

@@ -86,7 +86,9 @@ def test_sigint_exits_130_and_leaves_nothing(tmp_path, space_file):
 
 def test_build_env_strips_inherited_tuning_and_applies_trial():
     env, removed = build_env({"NCCL_PROTO": "Simple", "CUDA_DEVICE_MAX_CONNECTIONS": "4", "PATH": "/bin",
-                              "NCCL_DEBUG": "INFO"}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"NCCL_ALGO": "Ring"})
+                              "NCCL_DEBUG": "INFO", "NCCL_TUNE_DB": "postgresql://u:pw@db/x"},
+                             {"CUDA_VISIBLE_DEVICES": "0,1"}, {"NCCL_ALGO": "Ring"})
+    # nccl-tune's own settings are not passed on (a storage URL may hold a password), nor reported.
     assert removed == ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_DEBUG", "NCCL_PROTO"]
     assert env == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_ALGO": "Ring"}
 
