@@ -31,3 +31,9 @@ def space_file(tmp_path: Path):
         p.write_text(text)
         return p
     return make
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long tests (marked slow) first, so parallel workers overlap them with the short ones
+    instead of ending the run on them; otherwise collection order is kept."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

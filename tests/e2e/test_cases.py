@@ -12,6 +12,7 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+import pytest
 
 from tests.helpers import ROOT, cli, processes_with
 
@@ -60,6 +61,7 @@ def test_07_loading_is_not_unhealthy(tmp_path):
     assert (df["load_s"] > 5).all()  # it waited through the 6 s of 503s, then measured
 
 
+@pytest.mark.slow  # the port's TIME_WAIT (about 60 s) is waited out for real
 def test_08_every_relaunch_binds_its_fixed_port(tmp_path):
     res, df = sweep(tmp_path, case_config(tmp_path, "08-port-time-wait"), "--no-final-baseline")
     assert res.returncode == 0, res.stderr

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.helpers import ROOT, free_port, run_cli, server_processes, start_cli
+from tests.helpers import ROOT, cli, free_port, server_processes, start_cli
 from tuner.diagnose import decode_pick, load_diagnosis
 
 
@@ -23,7 +23,7 @@ def sim_config(tmp_path: Path, profile: str = "pcie-8x-mla", extra: str = "") ->
 
 def test_pcie_profile_nccl_carries_decode_on_ring_ll_one_channel(tmp_path):
     cfg = sim_config(tmp_path)
-    res = run_cli("diagnose", str(cfg), "--results", str(tmp_path / "r"), timeout=120)
+    res = cli("diagnose", str(cfg), "--results", str(tmp_path / "r"))
     assert res.returncode == 0, res.stderr
     decode_row = next(line for line in res.stdout.splitlines() if line.rstrip().endswith("<- decode"))
     assert decode_row.split()[:5] == ["AllReduce", "14,336", "Ring", "LL", "1"]
@@ -44,8 +44,8 @@ def test_pcie_profile_nccl_carries_decode_on_ring_ll_one_channel(tmp_path):
 
 def test_nvlink_profile_custom_allreduce_is_not_nccl(tmp_path):
     cfg = sim_config(tmp_path, "nvlink-8x")
-    res = run_cli("diagnose", str(cfg), "--results", str(tmp_path / "r"), "--study", "nv", "--json",
-                  "--max-tokens", "16", "--repeats", "1", timeout=120)
+    res = cli("diagnose", str(cfg), "--results", str(tmp_path / "r"), "--study", "nv", "--json",
+                  "--max-tokens", "16", "--repeats", "1")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["backend"]["name"] == "custom_allreduce" and data["backend"]["nccl_on_decode_path"] is False
@@ -58,7 +58,7 @@ def test_nvlink_profile_custom_allreduce_is_not_nccl(tmp_path):
 
 def test_a_server_that_fails_to_start_exits_1_with_its_cause(tmp_path):
     cfg = sim_config(tmp_path, extra=', "--fault", "crash-start"')
-    res = run_cli("diagnose", str(cfg), "--results", str(tmp_path / "r"), timeout=120)
+    res = cli("diagnose", str(cfg), "--results", str(tmp_path / "r"))
     assert res.returncode == 1, res.stderr
     assert "the server launch failed: crashed:" in res.stderr and "out of memory" in res.stderr.lower()
     assert "diagnose.log" in res.stderr and (tmp_path / "r" / "sim" / "logs" / "diagnose.log").exists()
@@ -66,11 +66,11 @@ def test_a_server_that_fails_to_start_exits_1_with_its_cause(tmp_path):
 
 
 def test_bad_input_exits_2(tmp_path):
-    res = run_cli("diagnose", str(tmp_path / "missing.toml"), "--results", str(tmp_path / "r"), timeout=60)
+    res = cli("diagnose", str(tmp_path / "missing.toml"), "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "missing.toml" in res.stderr and "Traceback" not in res.stderr
     cfg = sim_config(tmp_path)
-    res = run_cli("diagnose", str(cfg), "--model-config", str(tmp_path / "nope.json"), "--results",
-                  str(tmp_path / "r"), timeout=60)
+    res = cli("diagnose", str(cfg), "--model-config", str(tmp_path / "nope.json"), "--results",
+                  str(tmp_path / "r"))
     assert res.returncode == 2 and "nope.json" in res.stderr and "Traceback" not in res.stderr
 
 

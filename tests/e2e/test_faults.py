@@ -33,6 +33,8 @@ from tests.helpers import (
     write_config,
 )
 
+# The fault sweep is one test: a module fixture would run again on every xdist worker.
+
 READY_TIMEOUT_S = 4.0
 STALL_TIMEOUT_S = 2.0
 
@@ -79,15 +81,13 @@ def _worker_pids(study_dir: Path) -> list[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
-def fault_sweep(tmp_path_factory):
-    """Run the fault sweep once; every test of this module reads its results."""
-    tmp = tmp_path_factory.mktemp("faults")
+def _fault_sweep(tmp: Path):
+    """Run the fault sweep (about 40 s); returns what the checks below read."""
     space = tmp / "space.toml"
     space.write_text(_space_text())
     port = free_port()
     cfg = write_config(tmp / "exp.toml", command=envrate_command(), space=space, trials=30, port=port,
-                       max_tokens=800, repeats=2, ready_timeout_s=READY_TIMEOUT_S,
+                       max_tokens=400, repeats=2, ready_timeout_s=READY_TIMEOUT_S,
                        stall_timeout_s=STALL_TIMEOUT_S, extra_sweep='mode = "presets"',
                        extra_probe='check = { prompt = "What is the capital of France?", expect = "Paris" }')
     # Every process of this sweep inherits FAULTS_TAG from the runner: leftovers are found by it,
@@ -117,7 +117,7 @@ def _row(df: pd.DataFrame, env: dict) -> pd.Series:
     return rows.iloc[0]
 
 
-def test_every_fault_is_isolated_and_recorded(fault_sweep):
+def _every_fault_is_isolated_and_recorded(fault_sweep):
     res, study_dir, df, _, _ = fault_sweep
     assert res.returncode == 0, res.stderr[-4000:]
     assert df is not None
@@ -155,7 +155,7 @@ def test_every_fault_is_isolated_and_recorded(fault_sweep):
         assert status in report
 
 
-def test_crash_at_start_fails_fast(fault_sweep):
+def _crash_at_start_fails_fast(fault_sweep):
     _, _, df, _, _ = fault_sweep
     for env in ({"NCCL_NTHREADS": "64"}, {"NCCL_PROTO": "LL128"}):
         row = _row(df, env)
@@ -166,7 +166,7 @@ def test_crash_at_start_fails_fast(fault_sweep):
     assert READY_TIMEOUT_S <= hang["wall_s"] < READY_TIMEOUT_S + 10, hang["wall_s"]
 
 
-def test_nothing_of_any_server_survives(fault_sweep):
+def _nothing_of_any_server_survives(fault_sweep):
     _, study_dir, df, port, tag = fault_sweep
     assert not [p.pid for p in processes_with("envrate_server.py") if f"--port {port}" in " ".join(p.info["cmdline"])]
     assert not _tagged(tag), "processes of the sweep's servers are still alive"
@@ -178,7 +178,7 @@ def test_nothing_of_any_server_survives(fault_sweep):
     assert "SIGKILL needed" in orphans and "0 survivors" in orphans
 
 
-def test_failures_are_constraint_violations_for_the_sampler(fault_sweep):
+def _failures_are_constraint_violations_for_the_sampler(fault_sweep):
     _, study_dir, df, _, _ = fault_sweep
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{study_dir / 'study.db'}")
     by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -195,6 +195,16 @@ def test_failures_are_constraint_violations_for_the_sampler(fault_sweep):
             assert violation > 0, (row["trial"], row["status"], t.constraints)
             # The number the sampler needs is not 0 (a minimiser would read 0 as the best).
             assert t.value is not None and t.value > 0, (row["trial"], t.value)
+
+
+
+@pytest.mark.slow
+def test_every_fault_is_isolated_recorded_failed_fast_cleaned_up_and_told_to_the_sampler(tmp_path):
+    fault_sweep = _fault_sweep(tmp_path)
+    _every_fault_is_isolated_and_recorded(fault_sweep)
+    _crash_at_start_fails_fast(fault_sweep)
+    _nothing_of_any_server_survives(fault_sweep)
+    _failures_are_constraint_violations_for_the_sampler(fault_sweep)
 
 
 # -- secrets ------------------------------------------------------------------------------

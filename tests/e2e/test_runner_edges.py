@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 
-from tests.helpers import ROOT, envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
+from tests.helpers import ROOT, cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
 
 PRESETS = """
 [[presets]]
@@ -34,7 +34,7 @@ def test_sighup_tears_down_exits_129_and_resumes(tmp_path, space_file):
     assert proc.returncode == 129, err
     assert not server_processes(cfg)
     assert "Traceback" not in err and "SIGHUP" in err
-    res = run_cli(*args)
+    res = cli(*args)
     assert res.returncode == 0, res.stderr
     assert "resume: retrying trial 1" in res.stderr
     df = pd.read_csv(tmp_path / "r" / "hup" / "trials.csv").set_index("trial")
@@ -63,7 +63,7 @@ def test_second_runner_of_the_same_study_and_port_is_refused(tmp_path, space_fil
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", "--no-final-baseline"]
     first = start_cli(*args)
     wait_for_log(tmp_path / "r" / "two", 0, "SAW_ENV")
-    second = run_cli(*args)
+    second = cli(*args)
     assert second.returncode == 3, second.stderr
     assert f"pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
     _, err = first.communicate(timeout=120)
@@ -80,7 +80,7 @@ def test_kill_during_last_trial_still_gets_the_final_baseline(tmp_path, space_fi
     wait_for_log(tmp_path / "r" / "last", 1, "SAW_ENV")  # the last budgeted trial
     proc.kill()
     proc.communicate(timeout=30)
-    res = run_cli(*args)
+    res = cli(*args)
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "last" / "trials.csv")
     ok = df[df["status"] == "ok"]
@@ -92,7 +92,7 @@ def test_server_listening_elsewhere_is_refused_in_seconds(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=[*envrate_command()[:-1], "9"], space=space_file(PRESETS),
                        ready_timeout_s=600)
     t0 = time.monotonic()
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "elsewhere")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "elsewhere")
     assert res.returncode == 2, res.stderr
     assert time.monotonic() - t0 < 30
     assert "server.command" in res.stderr and "--port 9" in res.stderr
@@ -100,13 +100,13 @@ def test_server_listening_elsewhere_is_refused_in_seconds(tmp_path, space_file):
 
 def test_time_budgets_say_what_they_mean(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS))
-    res = run_cli("sweep", str(cfg), "--timeout", "8", "--results", str(tmp_path / "r"))
+    res = cli("sweep", str(cfg), "--timeout", "8", "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "8h" in res.stderr and "Traceback" not in res.stderr
-    res = run_cli("sweep", str(cfg), "--timeout", "0s", "--results", str(tmp_path / "r"))
+    res = cli("sweep", str(cfg), "--timeout", "0s", "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "above 0" in res.stderr
-    res = run_cli("sweep", str(cfg), "--study", "", "--results", str(tmp_path / "r"))
+    res = cli("sweep", str(cfg), "--study", "", "--results", str(tmp_path / "r"))
     assert res.returncode == 2
-    res = run_cli("report", "--study", "x", "--min-effect", "-1", "--results", str(tmp_path / "r"))
+    res = cli("report", "--study", "x", "--min-effect", "-1", "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "fraction" in res.stderr
 
 
@@ -116,7 +116,7 @@ def test_until_echoes_its_deadline_and_a_past_time_means_tomorrow(tmp_path, spac
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS))
     now = datetime.now()
     past = now.replace(hour=0, minute=0) if now.hour or now.minute > 1 else now - timedelta(minutes=2)
-    res = run_cli("sweep", str(cfg), "--until", f"{past:%H:%M}", "--dry-run", "--results", str(tmp_path / "r"))
+    res = cli("sweep", str(cfg), "--until", f"{past:%H:%M}", "--dry-run", "--results", str(tmp_path / "r"))
     assert res.returncode == 0, res.stderr
     tomorrow = past + timedelta(days=1)
     assert f"after {tomorrow:%Y-%m-%d %H:%M} (tomorrow" in res.stderr

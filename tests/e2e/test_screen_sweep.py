@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.helpers import SERVERS, envrate_command, run_cli, standin_command, write_config
+from tests.helpers import SERVERS, cli, envrate_command, standin_command, write_config
 from tuner.screen import screen_key
 
 sys.path.insert(0, str(SERVERS))
@@ -102,7 +102,7 @@ def _config(tmp_path: Path, space_file, *, trials: int, screen: str, landscape_e
 def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space_file):
     cfg = _config(tmp_path, space_file, trials=6, screen=_screen_toml(trials=60, top_k=4))
     env = dict(os.environ, HF_TOKEN=SECRET)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", env=env)
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", env=env)
     assert res.returncode == 0, res.stderr
     study = tmp_path / "r" / "two"
     df = pd.read_csv(study / "trials.csv")
@@ -144,12 +144,12 @@ def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space
 def test_bound_below_the_noise_stops_after_the_screen_unless_forced(tmp_path, space_file):
     tiny = {**LANDSCAPE, "ENVRATE_AR_US": "0.5", "ENVRATE_AR_PER_TOKEN": "10", "ENVRATE_COMPUTE_MS": "20"}
     cfg = _config(tmp_path, space_file, trials=3, screen=_screen_toml(trials=5, top_k=1), landscape_env=tiny)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "tiny")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "tiny")
     assert res.returncode == 5, res.stderr
     assert "relaunching tuned sets is pointless" in res.stderr and "--force" in res.stderr
     df = pd.read_csv(tmp_path / "r" / "tiny" / "trials.csv")
     assert list(df["kind"]) == ["baseline"]
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "tiny", "--force",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "tiny", "--force",
                   "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
     assert "--force: relaunching anyway" in res.stderr
@@ -170,7 +170,7 @@ def test_simulator_pcie_prints_the_bound_before_the_first_tuned_relaunch(tmp_pat
                        ready_timeout_s=60, stall_timeout_s=30,
                        extra_sweep="seed = 1\n[screen]\ncommand = [" + ", ".join(f'"{a}"' for a in screen) + "]\n"
                                    f'trials = 6\ntop_k = 1\n[model]\nconfig = "{model}"\nprompt_tokens = 1024\n')
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "pcie", "--no-confirm",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "pcie", "--no-confirm",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     err = res.stderr

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from optuna.storages._heartbeat import is_heartbeat_enabled
 
-from tests.helpers import SERVERS, envrate_command, run_cli, server_processes, write_config
+from tests.helpers import SERVERS, cli, envrate_command, server_processes, write_config
 from tuner.sweep.storage import JOURNAL, hide_password, open_study
 
 LL = '[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n'
@@ -46,9 +46,9 @@ def test_sweep_on_postgres_never_writes_the_password(tmp_path: Path, pg_url: str
     cfg = _config(tmp_path, [sys.executable, "-c", code, "--port", "{port}"])
     results = tmp_path / "r"
     env = _without_test_server_vars()
-    sweep = run_cli("sweep", str(cfg), "--results", str(results), "--study", "pg", "--storage", pg_url, env=env)
+    sweep = cli("sweep", str(cfg), "--results", str(results), "--study", "pg", "--storage", pg_url, env=env)
     assert sweep.returncode == 0, sweep.stderr[-4000:]
-    report = run_cli("report", "--results", str(results), "--study", "pg", "--storage", pg_url, env=env)
+    report = cli("report", "--results", str(results), "--study", "pg", "--storage", pg_url, env=env)
     assert report.returncode == 0, report.stderr[-4000:]
 
     study_dir = results / "pg"
@@ -90,11 +90,11 @@ def test_sweep_on_a_journal_file(tmp_path: Path):
     url = f"{JOURNAL}{shared / 'study.log'}"
     cfg = _config(tmp_path, envrate_command())
     results = tmp_path / "r"
-    sweep = run_cli("sweep", str(cfg), "--results", str(results), "--study", "j", "--storage", url)
+    sweep = cli("sweep", str(cfg), "--results", str(results), "--study", "j", "--storage", url)
     assert sweep.returncode == 0, sweep.stderr[-4000:]
     first = (results / "j" / "trials.csv").read_text()
     (results / "j" / "trials.csv").unlink()
-    report = run_cli("report", "--results", str(results), "--study", "j", "--storage", url)
+    report = cli("report", "--results", str(results), "--study", "j", "--storage", url)
     assert report.returncode == 0, report.stderr[-4000:]
     assert (results / "j" / "trials.csv").read_text() == first
     df = pd.read_csv(results / "j" / "trials.csv")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.helpers import alive_pids, envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
+from tests.helpers import alive_pids, cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
 from tuner.sweep.evidence import DEBUG_ENV
 
 PRESETS = """
@@ -48,7 +48,7 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     env = dict(os.environ, NCCL_PROTO="Simple", NCCL_DEBUG="INFO", CUDA_DEVICE_MAX_CONNECTIONS="4")
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "s1" / "trials.csv")
     assert list(df["trial"])[:4] == [0, 1, 2, 3]
@@ -89,7 +89,7 @@ env = { NCCL_PROTO = "LL" }
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3,
                        extra_server=f"env = {{ ENVRATE_EFFECTS = '{effects}' }}",
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "noise" / "trials.csv").set_index("trial")
     assert df.loc[1, "verdict"] == "no significant difference"
@@ -114,7 +114,7 @@ env = { NCCL_PROTO = "LL" }
     # 3 x 2 = 6 points, the baseline among them: a budget of 10 must stop when they are all measured.
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
                        repeats=2)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "dup", "--seed", "1",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "dup", "--seed", "1",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "dup" / "trials.csv")
@@ -125,7 +125,7 @@ env = { NCCL_PROTO = "LL" }
 
 def test_target_met_by_baseline_spends_one_launch(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=5)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
     assert len(df) == 1 and df.iloc[0]["kind"] == "baseline"
@@ -136,7 +136,7 @@ def test_target_met_by_baseline_spends_one_launch(tmp_path, space_file):
 
 def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100000",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100000",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
@@ -147,7 +147,7 @@ def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
 def test_target_reached_stops_early(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6)
     # baseline 400 tok/s misses 410; the first preset (LL, 420) meets it: stop there.
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "410",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "410",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
@@ -163,7 +163,7 @@ env = { NCCL_MAX_NCHANNELS = "8" }
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2,
                        extra_server=f'env = {{ ENVRATE_DRIFT_FILE = "{tmp_path / "drift"}", ENVRATE_DRIFT_AT = "2" }}',
                        extra_sweep='mode = "presets"', max_tokens=200)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "d" / "trials.csv").set_index("trial")
     assert list(df["kind"]) == ["baseline", "preset", "baseline"]
@@ -178,12 +178,12 @@ env = { NCCL_MAX_NCHANNELS = "8" }
 def test_report_rebuilds_from_storage(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
                        max_tokens=20)
-    assert run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rep").returncode == 0
+    assert cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rep").returncode == 0
     out = tmp_path / "r" / "rep"
     before = pd.read_csv(out / "trials.csv")
     for f in ("trials.csv", "trials_vs_baseline.png", "report.md"):
         (out / f).unlink()
-    res = run_cli("report", "--study", "rep", "--results", str(tmp_path / "r"))
+    res = cli("report", "--study", "rep", "--results", str(tmp_path / "r"))
     assert res.returncode == 0, res.stderr
     after = pd.read_csv(out / "trials.csv")
     pd.testing.assert_frame_equal(before[["trial", "status", "env", "output_tok_s"]],
@@ -198,7 +198,7 @@ def test_port_already_answering_is_refused(tmp_path, space_file):
     try:
         port = int(url.rsplit(":", 1)[1])
         cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), port=port)
-        res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "p")
+        res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "p")
         assert res.returncode == 3
         assert f"port {port}" in res.stderr and "already answers" in res.stderr and "pid" in res.stderr
         assert "Traceback" not in res.stderr
@@ -230,7 +230,7 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     proc.kill()
     proc.communicate(timeout=30)
     assert server_processes(cfg), "the dead runner's server should still be running"
-    res = run_cli(*args)
+    res = cli(*args)
     assert res.returncode == 0, res.stderr
     assert "died during trial 2" in res.stderr
     df = pd.read_csv(study_dir / "trials.csv")
@@ -248,7 +248,7 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
 def test_failed_baseline_stops_at_once_and_exits_4(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
                        extra_server='env = { ENVRATE_FAULT = "crash-start" }')
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "bf")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "bf")
     assert res.returncode == 4, res.stderr
     df = pd.read_csv(tmp_path / "r" / "bf" / "trials.csv")
     assert len(df) == 1 and df.iloc[0]["status"] == "crashed" and "NCCL WARN" in df.iloc[0]["cause"]
@@ -259,9 +259,9 @@ def test_resume_with_changed_server_is_refused(tmp_path, space_file):
     space = space_file(PRESETS)
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=1, max_tokens=20)
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "fp"]
-    assert run_cli(*args).returncode == 0
+    assert cli(*args).returncode == 0
     cfg.write_text(cfg.read_text().replace("max_tokens = 20", "max_tokens = 40"))
-    res = run_cli(*args, "--trials", "2")
+    res = cli(*args, "--trials", "2")
     assert res.returncode == 2 and "probe.max_tokens" in res.stderr and "new --study" in res.stderr
     assert len(pd.read_csv(tmp_path / "r" / "fp" / "trials.csv")) == 1
 
@@ -269,7 +269,7 @@ def test_resume_with_changed_server_is_refused(tmp_path, space_file):
 def test_server_env_may_not_fix_what_the_space_varies(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS),
                        extra_server='env = { NCCL_PROTO = "Simple" }')
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"))
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"))
     assert res.returncode == 2 and "server.env.NCCL_PROTO" in res.stderr
 
 
@@ -283,7 +283,7 @@ values = ["0x400000", "4194304"]
     # 3 x 3 points, but to NCCL only two sets: untuned (the buffer size is its default) and Ring.
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
                        repeats=2)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "eq", "--seed", "3",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "eq", "--seed", "3",
                   "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "eq" / "trials.csv")

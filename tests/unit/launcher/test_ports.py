@@ -31,7 +31,6 @@ def test_a_listener_makes_the_port_unbindable_and_is_named(tmp_path):
     assert port_bindable(port) and wait_port_bindable("127.0.0.1", port, timeout_s=1.0) < 0.5
 
 
-@pytest.mark.slow
 def test_case_08_relaunched_back_to_back_on_one_port(tmp_path):
     cfg = config(case_command("08-port-time-wait"), port=free_port())
     with ServerProcess(cfg, {}, tmp_path / "first.log") as server:
@@ -51,10 +50,7 @@ def test_case_08_relaunched_back_to_back_on_one_port(tmp_path):
     assert not Status(info.value.status).blames_set
     assert info.value.port == cfg.port and "Address already in use" in info.value.cause
 
-    # What the sweep does: wait until the port binds (TIME_WAIT lasts about 60 s), relaunch the set.
+    # What the sweep does: wait until the port binds (TIME_WAIT lasts about 60 s), then relaunch
+    # the set: tests/e2e/test_cases.py::test_08 waits it out for real, once.
     with pytest.raises(PortBusy, match="TIME_WAIT"):
         wait_port_bindable(cfg.host, cfg.port, timeout_s=1.0)
-    waited = wait_port_bindable(cfg.host, cfg.port, timeout_s=90)
-    assert 20 < waited < 90
-    with ServerProcess(cfg, {"NCCL_ALGO": "Ring"}, tmp_path / "third.log") as s3:
-        s3.wait_ready(20, ready_check=one_token_request(cfg))
