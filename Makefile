@@ -33,11 +33,11 @@ lint: $(STAMP)
 PGRUN := $(PY) tests/pgserver.py run --
 
 test: lint
-	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) -m "not alone"
+	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone"
 	$(PY) -m pytest -q -rs -m alone
 
 test-fast: $(STAMP)
-	$(PGRUN) $(PY) -m pytest -q -n $(WORKERS) -m "not slow and not alone"
+	$(PGRUN) $(PY) -m pytest -q -n $(WORKERS) --dist worksteal -m "not slow and not alone"
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

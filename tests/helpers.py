@@ -88,7 +88,7 @@ def server_processes(config: Path) -> list[psutil.Process]:
     import tomllib
 
     port = tomllib.loads(config.read_text())["server"]["port"]
-    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]
+    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.info["cmdline"] or [])]
 
 
 def start_cli(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:

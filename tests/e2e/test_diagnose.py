@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -85,7 +86,11 @@ def test_interrupted_while_loading_tears_the_server_down(tmp_path):
         while not server_processes(cfg) and time.monotonic() < deadline:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"diagnose outlived SIGINT by 60 s; its stderr:\n{proc.communicate()[1][-4000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()

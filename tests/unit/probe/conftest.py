@@ -4,6 +4,7 @@ sockets on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
@@ -40,7 +42,8 @@ def serve():
     """Factory: serve(argv, env=None, ready="/v1/models") -> base_url of a server process.
 
     ``{port}`` in argv is replaced by a free port; the call returns once ``GET ready`` answers
-    (any status: the server is up); the process is killed afterwards.
+    (any status: the server is up); the process and every child it started (the simulator's
+    TP workers) are killed afterwards.
     """
     procs = []
 
@@ -64,8 +67,16 @@ def serve():
 
     yield start
     for p in procs:
+        try:
+            children = psutil.Process(p.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
         p.kill()
         p.wait(5)
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(children, timeout=5)
 
 
 @pytest.fixture
