@@ -34,6 +34,13 @@ def space_file(tmp_path: Path):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests (marked slow) first, so parallel workers overlap them with the short ones
-    instead of ending the run on them; otherwise collection order is kept."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Spread the tests evenly over the xdist workers, long ones (marked slow) first in each.
+
+    ``--dist worksteal`` first hands each worker one contiguous block of the collection, and a
+    worker runs its own block's head itself. In collection order the end-to-end tests would all
+    land in the first block, one after another; dealt round-robin, every block gets a like mix.
+    Without xdist (one worker) this only puts the slow tests first.
+    """
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    ordered = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+    items[:] = [item for k in range(workers) for item in ordered[k::workers]]
