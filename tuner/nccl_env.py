@@ -874,8 +874,9 @@ def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -
         starved = [f for f in FUNCS[:-1] if allreduce_choices(env, _GENEROUS[0], v, f).fails]
         if starved:
             hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if v >= PER_COLLECTIVE_SINCE else ""
+            who = f"NCCL {v}" if version is not None else f"NCCL (its version not known yet; judged as {v})"
             out.append((names[0], f"{' with '.join(f'{n}={env[n]}' for n in names)} leaves {', '.join(starved)} "
-                                  f"without an algorithm/protocol: NCCL {v} fails the first such call the server "
+                                  f"without an algorithm/protocol: {who} fails the first such call the server "
                                   f"makes (src/enqueue.cc, topoGetAlgoInfo){hint}"))
     return out
 
