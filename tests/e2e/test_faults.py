@@ -148,6 +148,11 @@ def _every_fault_is_isolated_and_recorded(fault_sweep):
         assert json.loads(row["output_tok_s_runs"]) == [], name
         assert row["verdict"] == "failed", name
         assert LOG_NEEDLE[name] in text, f"{name}: log lacks {LOG_NEEDLE[name]!r}"
+    # The phases add up: the 2 s exit of slow-exit is teardown, not probe time.
+    slow = _row(df, {"NCCL_NTHREADS": "256"})
+    assert slow["teardown_s"] >= 1.5, slow["teardown_s"]
+    assert slow["load_s"] + slow["probe_s"] + slow["teardown_s"] <= slow["wall_s"] + 0.05, slow[
+        ["load_s", "probe_s", "teardown_s", "wall_s"]]
     # The report names every failure too.
     report = (study_dir / "report.md").read_text()
     assert "## Failed trials" in report

@@ -102,24 +102,28 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                            flags=tuple(record.flags), varied=ctx.varied)
     record.removed_inherited = server.removed
     probe_started: float | None = None
+    probe_ended: float | None = None
     window = ctx.signals.teardown_window()
     ctx.runner_file.set_trial(record.trial, trial_id, {"marker": server.marker})  # no window unrecorded
     try:
         # the server's __exit__ (its teardown) runs with signals held: a signal waits for it
         with window.closing(), server, window.opening():
-            ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
-            on_phase("loading", "")
-            record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
-            probe_started = time.monotonic()
-            _measure(ctx, server, record, on_phase, runs)
-            record.status, record.cause = Status.OK, ""
-            on_phase("teardown", "")
+            try:
+                ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
+                on_phase("loading", "")
+                record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
+                probe_started = time.monotonic()
+                _measure(ctx, server, record, on_phase, runs)
+                record.status, record.cause = Status.OK, ""
+                on_phase("teardown", "")
+            finally:
+                probe_ended = time.monotonic()  # before the teardown, which teardown_s times
     except MachineFault:
         raise
     except TrialFailed as exc:
         record.status, record.cause = Status(exc.status), exc.cause
     finally:
-        record.probe_s = time.monotonic() - probe_started if probe_started is not None else 0.0
+        record.probe_s = (probe_ended or time.monotonic()) - probe_started if probe_started is not None else 0.0
         ctx.runner_file.clear_trial()
         report = server.teardown_report
         if report is not None:
