@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Per set: one tuned launch vs the baseline; rates in %, {args.pairs} pairs per cell and case.\n")
     print(f"| {LABEL_HEAD} | FP before | FP after | FP after -drift | CI!=1 after | power {g} before "
           f"| power {g} after | power after -drift | MDE after |")
-    print("|" + "---|" * 14)
+    print("|" + "---|" * (LABEL_HEAD.count("|") + 9))
     for cell in per_set_cells(args.full):
         old = per_set(cell, args.pairs, before=True, gain=args.gain) if before else None
         new = per_set(cell, args.pairs, before=False, gain=args.gain)
