@@ -121,8 +121,10 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     base_level = stats.level(j.baseline_launches)
     k_base = len(j.baseline_launches)
     runs = sum(len(b) for b in j.baseline_launches)
-    parts = [f"Baseline: {base_level:.1f} {what} ({_n(runs, 'run')} over {_n(k_base, 'launch', 'launches')}"
-             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + ")."]
+    # The level every ratio uses (stats.level), not a row's median: said so, or they seem to disagree.
+    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {_n(runs, 'run')} over "
+             f"{_n(k_base, 'launch', 'launches')}" + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "")
+             + "; a row's tok/s is its launch's median)."]
     if j.noise is not None:
         parts.append(f"Every interval includes the {j.noise.describe()}.")
     if info.target_met_untuned and target is not None:

@@ -101,7 +101,7 @@ def test_no_export_lines_without_a_confirmed_winner():
 
 def test_verdict_paragraph_for_a_confirmed_winner():
     _, text = report(confirmed_night())
-    assert text.startswith("Baseline: 70.9 single-stream output tok/s (12 runs over 3 launches, drift ")
+    assert text.startswith("Baseline: 70.9 single-stream output tok/s (geometric mean of 12 runs over 3 launches, drift ")
     assert "launch-to-launch noise" in text
     assert "Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3), +13." in text
     assert "corrected for the 4 sets tried" in text
