@@ -202,11 +202,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner.nccl_env import is_tuning_variable, redact, scrub, secret_values
     from tuner.progress import Progress
     from tuner.stats import DEFAULT_MIN_EFFECT
-    from tuner.sweep import Sweep, SweepOptions
+    from tuner.sweep import Sweep, SweepOptions, preflight
     from tuner.sweep.storage import check_fingerprint, check_space, hide_password
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
+    preflight.check(cfg, args.results)  # before anything is written, and in a dry run too
     if args.until is not None:  # said before anything else: a wrong deadline is seen at once
         print(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
               + (" (tomorrow: that time has passed today)" if args.until.date() > datetime.now().date() else ""),
@@ -244,7 +245,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k)}
     store.update_info(server_command=[scrub(a, secrets) for a in cfg.server.argv()], target=sweep.target,
                       storage_hint=hide_password(sweep.storage_url), server_env=redact(cfg.server.env),
-                      fixed_tuning_env=redact(fixed), min_effect=min_effect)
+                      fixed_tuning_env=redact(fixed), min_effect=min_effect, space_notes=space.notes)
     if fixed:
         progress.log(f"note: server.env fixes {' '.join(f'{k}={v}' for k, v in redact(fixed).items())} for "
                      "every trial; the 'untuned' baseline runs with these too")
@@ -259,8 +260,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except NcclTuneError as exc:
         error = exc
         store.update_info(stop_reason=str(exc))
-        progress.log(_stopped_message(exc))
-    df, verdict = report.write_outputs(store.records(relaunched_only=False), store.info(), study_name, opts.study_dir,
+    records = store.records(relaunched_only=False)
+    if error is not None and not records:
+        raise error  # refused before any launch (a held port, say): the error alone, no empty report
+    if error is not None:
+        progress.log(_stopped_message(error))
+    df, verdict = report.write_outputs(records, store.info(), study_name, opts.study_dir,
                                        min_effect=min_effect, metric=cfg.probe.metric)
     report.print_results(df, verdict, store.info(), metric=cfg.probe.metric)
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")

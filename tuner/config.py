@@ -8,6 +8,7 @@ file, the key, the value as written and what is accepted (see :mod:`tuner.schema
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -34,6 +35,10 @@ from tuner.schema import read_toml as read_toml
 
 MODES = ("search", "presets")
 PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
+#: An argument that is only a placeholder (``{port}``, ``--port={port}``); braces inside longer
+#: arguments (``python -c`` code, JSON) are passed as written.
+PLACEHOLDER = re.compile(r"(?:--[\w-]+=)?\{([a-z_]+)\}")
+PLACEHOLDERS = ("port", "python")
 DEFAULT_SPACE = Path("search_spaces/default.toml")
 
 
@@ -104,6 +109,10 @@ class ServerConfig(FileModel):
             raise problem(accepted, f"shlex: {exc}") from None
         if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise problem(accepted)
+        unknown = [detail((i,), a, "the placeholders {port} and {python}",
+                          f"{{{m.group(1)}}} is not a placeholder nccl-tune fills")
+                   for i, a in enumerate(argv) if (m := PLACEHOLDER.fullmatch(a)) and m.group(1) not in PLACEHOLDERS]
+        raise_all("command", unknown)
         if load_context(info).check_program:
             why = _program_problem(argv[0].replace("{python}", sys.executable))
             raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])

@@ -49,7 +49,7 @@ from rich.text import Text
 
 from tuner import nccl_env, nccl_log, probe
 from tuner.config import ExperimentConfig
-from tuner.errors import InputError, MachineNotClean, ProbeError, TrialFailed
+from tuner.errors import MachineNotClean, ProbeError, TrialFailed
 from tuner.launcher import ServerProcess, build_env, port_holder, port_in_use
 from tuner.model import decode_allreduce_bytes, load_model_shape
 from tuner.nccl_decode import DecodeChoice, launch
@@ -653,7 +653,5 @@ def check_inputs(cfg: ExperimentConfig, results: Path) -> None:
     """The sweep's pre-launch checks (:func:`tuner.sweep.preflight.problems`): InputError (exit 2)."""
     from tuner.sweep import preflight
 
-    problems = preflight.problems(cfg, results)
-    if problems:
-        raise InputError.combine(problems)
+    preflight.check(cfg, results)
 

@@ -299,6 +299,8 @@ class StudyInfo:
     ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
     the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
     values, the tuner-plugin export), empty without a ``[screen]``.
+    ``space_notes``: each searched variable's ``note`` in the space file (one line each), shown
+    beside a set the report says to use.
     """
 
     server_command: list[str] = field(default_factory=list)
@@ -320,6 +322,7 @@ class StudyInfo:
     allreduce_backend_reason: str = ""
     allreduce_nccl_on_decode_path: bool | None = None
     screen: dict[str, Any] = field(default_factory=dict)
+    space_notes: dict[str, str] = field(default_factory=dict)
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -61,13 +61,15 @@ class Preset:
 class SearchSpace:
     """Candidates per variable (``variables``, without "unset"), presets in order, notices.
 
-    ``notices`` lists what was skipped and why (unsafe candidates), for the user to read.
+    ``notices`` lists what was skipped and why (unsafe candidates), for the user to read;
+    ``notes``: each variable's ``note`` from the file (a risk, say), shown beside a set to use.
     """
 
     path: Path
     variables: dict[str, tuple[str, ...]]
     presets: list[Preset]
     notices: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
 
     def choices(self) -> dict[str, tuple[str, ...]]:
         """Per variable: ``("unset", *candidates)`` plus any value a preset uses.
@@ -181,6 +183,7 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
 
     # Each variable is validated on its own: its name decides what NCCL accepts.
     variables: dict[str, tuple[str, ...]] = {}
+    notes: dict[str, str] = {}
     raw_variables = data.get("variables")
     for var, table in raw_variables.items() if isinstance(raw_variables, dict) else ():
         if is_secret(var):
@@ -189,12 +192,14 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
         if not isinstance(table, dict):
             continue  # reported by _SpaceFile
         try:
-            values = _Variable.model_validate(table, context=dataclasses.replace(context, variable=var)).values
+            parsed_var = _Variable.model_validate(table, context=dataclasses.replace(context, variable=var))
         except ValidationError as exc:
             problems += input_problems(name, exc, _Variable, prefix=("variables", var))
             continue
-        if values:
-            variables[var] = values
+        if parsed_var.values:
+            variables[var] = parsed_var.values
+        if parsed_var.note.strip():
+            notes[var] = " ".join(parsed_var.note.split())
 
     presets: list[Preset] = []
     include = data.get("include_presets")
@@ -215,7 +220,7 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
                                    "nothing to try"))
     if problems:
         raise InputError.combine(problems)
-    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices)
+    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices, notes=notes)
 
 
 def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],

@@ -65,3 +65,13 @@ def test_dry_run_refuses_what_nccl_rejects_or_ignores_all_at_once(tmp_path):
     assert "variables.NCCL_ALGO.values[0]" in err and "2.24" in err  # per-collective syntax arrived in 2.24
     assert "variables.NCCL_BUFFSIZE.values[0]" in err and "strtoll" in err
     assert "Traceback" not in err
+
+
+def test_dry_run_refuses_a_command_on_another_port_and_writes_nothing(tmp_path):
+    path = _config(tmp_path, ACCEPTED, "2.24.3")
+    path.write_text(path.read_text().replace('"{port}"]', '"--port", "9999"]\nport = 8477'))
+    for extra in (["--dry-run"], []):  # the night-before check finds what the sweep would refuse
+        res = cli("sweep", str(path), *extra, "--results", str(tmp_path / "r"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "server.port is 8477" in res.stderr and res.stderr.count("server.port is 8477") == 1, res.stderr
+        assert res.stdout == "" and not (tmp_path / "r").exists()

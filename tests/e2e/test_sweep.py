@@ -205,6 +205,9 @@ def test_port_already_answering_is_refused(tmp_path, space_file):
         assert f"port {port}" in res.stderr and "already answers" in res.stderr and "pid" in res.stderr
         assert "Traceback" not in res.stderr
         assert not (tmp_path / "r" / "p" / "logs").exists()
+        # said once, with no empty table or report after it
+        assert res.stderr.count("already answers") == 1 and res.stdout == "", res.stdout + res.stderr
+        assert not (tmp_path / "r" / "p" / "report.md").exists()
     finally:
         refserver.stop(server)
 

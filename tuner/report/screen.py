@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from tuner.judge import Judgement
 from tuner.record import StudyInfo
 from tuner.report.frame import env_text
-from tuner.report.text import export_lines
+from tuner.report.text import export_lines, note_lines
 from tuner.screen.rank import predicted_gain_pct, screen_key, spearman
 from tuner.screen.table import SCREEN_CSV, read_screen_csv
 
@@ -184,11 +184,11 @@ def global_export(info: StudyInfo, use: pd.Series | None) -> tuple[str, list[str
     unconfirmed."""
     if use is not None:
         return (f"Global variables: the set relaunches confirmed (trial {int(use['trial'])})",
-                export_lines(dict(use["env"]), info.server_command))
+                export_lines(dict(use["env"]), info.server_command) + note_lines(dict(use["env"]), info.space_notes))
     best = (info.screen or {}).get("best_set")
     if best:
         return ("Global variables: the best screened set (no relaunch confirmed it)",
-                export_lines(dict(best), info.server_command))
+                export_lines(dict(best), info.server_command) + note_lines(dict(best), info.space_notes))
     return "Global variables", ["# no set to export: keep the defaults"]
 
 

@@ -65,6 +65,12 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None) -> l
     return lines
 
 
+def note_lines(env: dict[str, str], notes: dict[str, str]) -> list[str]:
+    """The space file's note on each variable of ``env`` that has one, as shell comments: what
+    the file says about a set before it is adopted (a risk, say)."""
+    return [f"# {name} (search space note): {notes[name]}" for name in env if notes.get(name)]
+
+
 def _not_retried(df: pd.DataFrame) -> int:
     """Interrupted relaunches no later trial re-measured."""
     retried = set(df["retry_of_trial"].dropna().astype(int))
@@ -284,7 +290,7 @@ def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Cons
         use = confirmed_row(rows)
         if use is not None:
             console.out(f"\nUse it{f' on host type {k}' if len(groups) > 1 else ''}:", highlight=False)
-            for line in export_lines(use["env"], info.server_command):
+            for line in [*export_lines(use["env"], info.server_command), *note_lines(use["env"], info.space_notes)]:
                 console.out(f"  {line}", highlight=False)
 
 
@@ -391,7 +397,8 @@ def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], le
     lines: list[str] = []
     use = confirmed_row(df)
     if use is not None:
-        lines += [f"{level} Use the best set", "", "```sh", *export_lines(use["env"], info.server_command), "```", ""]
+        lines += [f"{level} Use the best set", "", "```sh", *export_lines(use["env"], info.server_command),
+                  *note_lines(use["env"], info.space_notes), "```", ""]
     lines += list(sections)
     names = {Path(name).stem: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():

@@ -84,10 +84,13 @@ def gpu_problem(server: ServerConfig, environ: dict[str, str] | None = None) -> 
 
 
 def disk_problem(server: ServerConfig, results: Path) -> str | None:
-    """Less free disk under ``results`` than a few capped server logs need."""
-    results.mkdir(parents=True, exist_ok=True)
+    """Less free disk under ``results`` (or its nearest existing parent: nothing is created
+    here) than a few capped server logs need."""
+    where = results.absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
     need = LOG_FILES_PER_NIGHT * server.log_max_bytes
-    free = shutil.disk_usage(results).free
+    free = shutil.disk_usage(where).free
     if free < need:
         return (f"only {free / 2**20:.0f} MiB free under {results}; the server logs may need "
                 f"{need / 2**20:.0f} MiB (lower server.log_max_bytes or free space)")
@@ -107,6 +110,14 @@ def problems(cfg: ExperimentConfig, results: Path) -> list[InputError]:
     ]
     return [InputError(file, key, list(value) if isinstance(value, tuple) else value, accepted, why)
             for key, value, accepted, why in found if why]
+
+
+def check(cfg: ExperimentConfig, results: Path) -> None:
+    """Raise InputError (exit 2) with every problem :func:`problems` finds; writes nothing, so
+    the CLI runs it before a storage or results folder exists, ``--dry-run`` included."""
+    found = problems(cfg, results)
+    if found:
+        raise InputError.combine(found)
 
 
 def warnings(server: ServerConfig) -> list[str]:

@@ -32,7 +32,7 @@ import optuna
 from tuner import nccl_env, stats
 from tuner.config import ExperimentConfig
 from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
-from tuner.errors import BaselineFailed, InputError, MachineNotClean, StoppedByCheck
+from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
 from tuner.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
 from tuner.launcher import kill_leftover, port_holder, port_in_use, split_inherited
 from tuner.nccl_decode import DecodeChoice, decode_effect
@@ -288,9 +288,7 @@ class Sweep:
         """Before the first launch: refuse what would only show after ``ready_timeout_s``
         (InputError with every problem), say what only might, and refuse to start when the
         port already answers (MachineNotClean, naming who holds it)."""
-        found = preflight.problems(self.cfg, self.dir)
-        if found:
-            raise InputError.combine(found)
+        preflight.check(self.cfg, self.dir)
         for warning in preflight.warnings(self.cfg.server):
             self.progress.log(f"warning: {warning}")
         host, port = self.cfg.server.host, self.cfg.server.port

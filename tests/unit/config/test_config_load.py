@@ -106,6 +106,12 @@ def test_argv_substitutes_port_python_and_home(tmp_path, space):
     assert cfg.server.argv(port=9001)[2] == "--port=9001"
 
 
+def test_braces_inside_a_longer_argument_are_passed_as_written(tmp_path, space):
+    cfg = _load(tmp_path, f'[server]\ncommand = ["python3", "-c", "print(f\'{{i}}\')", "--port", "{{port}}"]\n'
+                          f'[sweep]\nspace = "{space}"\n')
+    assert cfg.server.argv()[2] == "print(f'{i}')"
+
+
 def test_config_is_immutable(tmp_path, space):
     cfg = _load(tmp_path, SERVER + f'[sweep]\nspace = "{space}"\n')
     with pytest.raises(ValidationError):
@@ -155,6 +161,10 @@ def test_program_checked_unless_told_not_to(tmp_path, space):
     ('command = ["vllm", 8]', "server.command", '["vllm", 8]', "a non-empty list of strings"),
     ('command = ["vllm", ""]', "server.command", '["vllm", ""]', "a non-empty list of strings"),
     ("command = \"vllm serve 'unclosed\"", "server.command", "\"vllm serve 'unclosed\"", "a string split with shlex"),
+    ('command = ["vllm", "serve", "--port", "{prot}"]', "server.command[3]", '"{prot}"',
+     "the placeholders {port} and {python}"),
+    ('command = ["vllm", "serve", "--port={prot}"]', "server.command[2]", '"--port={prot}"',
+     "the placeholders {port} and {python}"),
     ("port = 70000", "server.port", "70000", "an integer in [1, 65535]"),
     ('port = "8000"', "server.port", '"8000"', "an integer in [1, 65535]"),
     ("port = true", "server.port", "true", "an integer in [1, 65535]"),

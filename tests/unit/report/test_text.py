@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pandas as pd
@@ -213,3 +214,16 @@ def test_the_confirmed_set_is_the_one_recommended_even_if_another_creeps_above_i
     out = io.StringIO()
     print_results(df, text, INFO, Console(file=out, width=40))
     assert "  export NCCL_ALGO=Ring" in out.getvalue()
+
+
+def test_the_space_files_note_stands_beside_the_set_to_use(df):
+    info = dataclasses.replace(INFO, space_notes={"NCCL_PROTO": "RISKY on this box: read it first.",
+                                                  "NCCL_ALGO": "not in the winner"})
+    out = io.StringIO()
+    _, paragraph = report(confirmed_night())
+    print_results(df, paragraph, info, Console(file=out, width=40))
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == "  # NCCL_PROTO (search space note): RISKY on this box: read it first."
+    assert "not in the winner" not in out.getvalue()
+    md = report_markdown(df, paragraph, info, "s", [])
+    assert "# NCCL_PROTO (search space note): RISKY on this box" in md.split("Use the best set")[1]
