@@ -66,15 +66,25 @@ def _nonneg_int(text: str) -> int:
 
 
 def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    what = "a whole number above 0" if kind is int else "a finite number above 0"
+
     def parse(text: str) -> Any:
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {getattr(kind, '__name__', 'number')}") from None
+            raise argparse.ArgumentTypeError(f"{text!r}: accepted is {what}") from None
         if not v > 0 or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+            raise argparse.ArgumentTypeError(f"{text!r}: accepted is {what}")
         return v
     return parse
+
+
+def _url(text: str) -> str:
+    """A server base URL with its scheme (httpx needs one)."""
+    if not text.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted is a base URL with its scheme, "
+                                         f"such as http://{text.split('://')[-1] or '127.0.0.1:8000'}")
+    return text.rstrip("/")
 
 
 def _fraction(text: str) -> float:
@@ -148,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("probe", help="measure single-stream decode of a running server (API key: OPENAI_API_KEY)",
                         formatter_class=fmt)
-    pr.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    pr.add_argument("--url", required=True, type=_url, help="server base URL, e.g. http://127.0.0.1:8000")
     pr.add_argument("--model", help="model id (default: first of /v1/models)")
     pr.add_argument("--max-tokens", type=_positive(int), default=512, help="tokens per run")
     pr.add_argument("--repeats", type=_positive(int), default=3, help="recorded runs")
@@ -161,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="concurrency table of a running server (API key: OPENAI_API_KEY)",
                        formatter_class=fmt)
-    b.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    b.add_argument("--url", required=True, type=_url, help="server base URL, e.g. http://127.0.0.1:8000")
     b.add_argument("--model", help="model id (default: first of /v1/models)")
     b.add_argument("--concurrency", type=_csv_ints, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8")
     b.add_argument("--requests", type=_positive(int), default=4,

@@ -30,7 +30,8 @@ class ExitCode(IntEnum):
 EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "the sweep ended (budget, time, target, or space exhausted; a target not "
                  "reached is said in the verdict), or a probe/bench/report succeeded",
-    ExitCode.PROBE_FAILED: "`probe` or `bench` failed against the server",
+    ExitCode.PROBE_FAILED: ("`probe` or `bench` failed against the server; `diagnose`: its one launch did not start or "
+                           "failed the probe (the cause and the server log named)"),
     ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",
     ExitCode.MACHINE_NOT_CLEAN: "the machine is not clean (port held by another process, "
                                 "processes survived a teardown, another runner of the same study and port alive)",

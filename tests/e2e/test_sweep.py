@@ -258,6 +258,7 @@ def test_failed_baseline_stops_at_once_and_exits_4(tmp_path, space_file):
     df = pd.read_csv(tmp_path / "r" / "bf" / "trials.csv")
     assert len(df) == 1 and df.iloc[0]["status"] == "crashed" and "NCCL WARN" in df.iloc[0]["cause"]
     assert "no tuned set was launched" in res.stderr
+    assert f"server log {df.iloc[0]['log']}" in res.stderr  # where to look, in the message itself
 
 
 def test_resume_with_changed_server_is_refused(tmp_path, space_file):

@@ -110,6 +110,10 @@ def test_bad_flags_exit_2_without_traceback(tmp_path):
     res = cli("sweep", str(tmp_path / "missing.toml"))
     assert res.returncode == 2 and "missing.toml" in res.stderr and "file not found" in res.stderr
     assert "Traceback" not in res.stderr
+    res = cli("sweep", "examples/sim.toml", "--trials", "2.5", "--dry-run")
+    assert res.returncode == 2 and "'2.5': accepted is a whole number above 0" in res.stderr
+    res = cli("probe", "--url", "127.0.0.1:8600")  # bad input, not a server failure
+    assert res.returncode == 2 and "such as http://127.0.0.1:8600" in res.stderr
 
 
 @pytest.mark.parametrize("text,value,rest", [("4M", 4, "M"), ("abc", 0, "abc"), ("0x10", 16, ""),

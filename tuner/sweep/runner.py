@@ -341,7 +341,8 @@ class Sweep:
             failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE and r.host_type in ("", self.host.host_type)]
             last = failed[-1] if failed else None
             raise BaselineFailed(
-                f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}); "
+                f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}"
+                + (f"; server log {last.log}" if last and last.log else "") + "); "
                 "no tuned set was launched, since nothing could be compared. Fix the server command or "
                 "environment and run the same command again")
         self._check_backend()
