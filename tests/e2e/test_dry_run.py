@@ -75,3 +75,11 @@ def test_dry_run_refuses_a_command_on_another_port_and_writes_nothing(tmp_path):
         assert res.returncode == 2, res.stdout + res.stderr
         assert "server.port is 8477" in res.stderr and res.stderr.count("server.port is 8477") == 1, res.stderr
         assert res.stdout == "" and not (tmp_path / "r").exists()
+
+
+def test_dry_run_says_which_preset_may_not_launch_and_what_the_sampler_draws_from():
+    res = cli("sweep", "examples/sim.toml", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    tree = next(line for line in res.stdout.splitlines() if "tree-ll:" in line)
+    assert "may not be launched (see Notes)" in tree
+    assert "the presets' values of NCCL_ALGO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE are in it too" in res.stdout

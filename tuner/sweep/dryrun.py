@@ -75,6 +75,8 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
             seen[key] = f"preset {preset.name}"
             as_read = nccl_env.canonical_set(preset.env, version)
             extra = f" (to NCCL: {_env_text(as_read)})" if as_read != preset.env else ""
+            if nccl_env.cross_warnings({**cfg.server.env, **preset.env}, version):
+                extra += " - may not be launched (see Notes): the baseline's NCCL version and topology decide"
             out.append(f"  {i}. {preset.name}: {_env_text(preset.env)}{extra}")
     if (mode or cfg.sweep.mode) == "presets":
         out.append("Mode presets: the sampler proposes nothing after them.")
@@ -99,6 +101,7 @@ def _sampler_line(space: SearchSpace, key_of: Callable[[dict[str, str], list[str
     if points > COUNT_LIMIT:
         return f"Then the sampler (TPE) draws from {points} points (too many to count distinct sets here)."
     names = list(choices)
+    extra = [n for n, v in choices.items() if set(v) - {UNSET} - set(space.variables.get(n, ()))]
     keys = set()
     for combo in itertools.product(*choices.values()):
         env, flags = split_params(dict(zip(names, combo, strict=True)))
@@ -106,7 +109,9 @@ def _sampler_line(space: SearchSpace, key_of: Callable[[dict[str, str], list[str
     fresh = len(keys - planned)
     return (f"Then the sampler (TPE) draws from {points} points of {len(choices)} variables "
             f"({', '.join(f'{n}: {_values(len(v) - (UNSET in v))}' for n, v in choices.items())}, each also unset): "
-            f"{len(keys)} distinct sets to NCCL, {fresh} not already planned above.")
+            f"{len(keys)} distinct sets to NCCL, {fresh} not already planned above"
+            + (f"; the presets' values of {', '.join(extra)} are in it too (one Optuna distribution per "
+               "variable holds every value a trial used)" if extra else "") + ".")
 
 
 def _values(n: int) -> str:
