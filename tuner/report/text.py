@@ -226,7 +226,11 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
         sentence = (f"No set beat the baseline by more than the noise: the best, {env_text(best.env)} "
                     f"(trial {best.first_trial}), measured {_pct(best.comparison)} ({_ci(best.comparison)})")
         if worst is not best and worst.comparison is not None and worst.comparison.ratio < 1:
-            sentence += f"; the largest loss was {env_text(worst.env)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
+            # "loss" only for a set judged slower; a dip inside the noise is named as the lowest.
+            sentence += (f"; the largest loss was {env_text(worst.env)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
+                         if worst in slower else
+                         f"; the lowest, {env_text(worst.env)} (trial {worst.first_trial}), measured "
+                         f"{_pct(worst.comparison)}, also within the noise")
         parts.append(sentence + ". Keep the defaults.")
     return parts
 

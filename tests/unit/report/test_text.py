@@ -227,3 +227,11 @@ def test_the_space_files_note_stands_beside_the_set_to_use(df):
     assert "not in the winner" not in out.getvalue()
     md = report_markdown(df, paragraph, info, "s", [])
     assert "# NCCL_PROTO (search space note): RISKY on this box" in md.split("Use the best set")[1]
+
+
+def test_a_dip_inside_the_noise_is_the_lowest_not_a_loss():
+    _, paragraph = report([BASE, trial_record(1, "preset", [70.6, 70.9, 70.5, 70.8], env=LL8),
+                           trial_record(2, "preset", [70.2, 70.5, 70.0, 70.4], env={"NCCL_PROTO": "LL"}), BASE2])
+    assert "No set beat the baseline by more than the noise" in paragraph
+    assert "the lowest, NCCL_PROTO=LL (trial 2), measured" in paragraph and "also within the noise" in paragraph
+    assert "loss" not in paragraph
