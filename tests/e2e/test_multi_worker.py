@@ -180,7 +180,9 @@ def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path
     procs[0].send_signal(signal.SIGKILL)
     procs[0].communicate(timeout=30)
     err = _finish(procs[1])
-    assert "no heartbeat" in err and "retrying trial" in err, err[-3000:]
+    # B either waits out the heartbeat's grace ("no heartbeat") or, slower on a busy machine,
+    # finds A's trial already failed when its own work ends: either way B retries it.
+    assert "retrying trial" in err, err[-3000:]
     records = [r for r in _records(pg_url, "last") if r.kind.relaunched]
     [lost] = [r for r in records if r.status is Status.INTERRUPTED]
     assert lost.runner.endswith(f":{killed}")

@@ -230,7 +230,9 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
             sentence += (f"; the largest loss was {env_text(worst.env)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
                          if worst in slower else
                          f"; the lowest, {env_text(worst.env)} (trial {worst.first_trial}), measured "
-                         f"{_pct(worst.comparison)}, also within the noise")
+                         f"{_pct(worst.comparison)}, "
+                         + (f"below the {min_effect * 100:g} % that matters" if worst in by[Verdict.SLOWER_BELOW_MIN]
+                            else "also within the noise"))
         parts.append(sentence + ". Keep the defaults.")
     return parts
 
