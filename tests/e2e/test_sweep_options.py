@@ -59,6 +59,7 @@ def test_auto_repeats_are_chosen_from_the_baseline_before_each_launch(tmp_path, 
     assert stats.MIN_RUNS <= len(tuned) <= 8
 
 
+@pytest.mark.alone  # four streams' aggregate needs the CPU the parallel tests would take
 def test_concurrency_table_per_trial(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=2,
                        extra_probe="concurrency = [1, 2, 4]\nconcurrency_requests = 2", max_tokens=40, repeats=2)
