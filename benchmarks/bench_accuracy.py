@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Accuracy of tuner.bench.run_bench against the reference server run as a separate process.
+"""Accuracy of tuner.measure.bench.run_bench against the reference server run as a separate process.
 
 Independent pacing (refserver default): each stream gets R tok/s, so with C workers x
 REQUESTS back-to-back requests of N tokens the true aggregate is C x N / (ttft + (N - 1) / R).
@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import refserver  # noqa: E402
 
-from tuner.bench import format_table, run_bench  # noqa: E402
+from tuner.measure.bench import format_table, run_bench  # noqa: E402
 
 LEVELS = [1, 2, 4, 8]
 REQUESTS = 2

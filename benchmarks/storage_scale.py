@@ -8,7 +8,7 @@ independent test server (tests/servers/envrate_server.py, ENVRATE_LOAD_S = ``--l
 own port, the default search space, a budget of ``--trials`` relaunches. Each worker runs
 ``tuner.cli.main`` in this script's ``--worker`` mode, which counts every SQL statement its
 SQLAlchemy engine sends (an ``Engine`` event listener), the heartbeat thread's apart, and the
-time spent in each :class:`tuner.sweep.storage.StudyStore` call, and writes them to a JSON
+time spent in each :class:`tuner.study.storage.StudyStore` call, and writes them to a JSON
 file at exit. The parent samples ``pg_stat_activity`` for the connections held. Printed: the
 relaunches, statements per relaunch (all and by the heartbeat), the connections at peak, the
 time per storage call, and the gap between one relaunch's end and the worker's next one.
@@ -54,7 +54,7 @@ def worker(out: str, argv: list[str]) -> int:
     import sqlalchemy
 
     from tuner.cli import main
-    from tuner.sweep import storage
+    from tuner.study import storage
 
     counts: dict[str, Any] = {"statements": 0, "heartbeat_statements": 0, "calls": defaultdict(lambda: [0, 0.0, 0])}
 
@@ -129,7 +129,7 @@ def connections(url: str) -> int:
 
 
 def part1(url: str, workers: int, trials: int, load_s: float, tmp: Path) -> None:
-    from tuner.sweep.storage import StudyStore, open_study
+    from tuner.study.storage import StudyStore, open_study
 
     cfg = write_config(tmp, trials, load_s)
     procs, outs = [], []
@@ -229,8 +229,8 @@ def part2(server_url: str) -> None:
     import optuna
 
     from tests.pg import fresh_database
-    from tuner.space import load_space
-    from tuner.sweep.storage import StudyStore, open_study
+    from tuner.inputs.space import load_space
+    from tuner.study.storage import StudyStore, open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     choices = load_space(ROOT / "search_spaces" / "default.toml").choices()

@@ -1,6 +1,6 @@
 """Calibration of the verdicts: how often they lie, and how often they find a real gain.
 
-A Monte Carlo against the real statistics code (tuner.stats), and, side by side, against the
+A Monte Carlo against the real statistics code (tuner.judging.stats), and, side by side, against the
 statistics before issue 10 (``old_compare`` below, a verbatim copy). Every simulated tok/s is
 lognormal with two levels of noise: per launch ``exp(N(0, launch_sigma))`` shared by the runs of
 one relaunch, per run ``exp(N(0, run_sigma))``. No server is started.
@@ -12,11 +12,11 @@ Per-set table (one tuned set of one launch against a baseline of ``base`` launch
 - ``FP -drift``: the same without the drift guard (``after`` only);
 - ``CI!=1``: share of intervals excluding 1 at 1.00 (the interval's own calibration, 5 % ideal);
 - ``power``: share called "faster" at a true +5 % (``--gain``); ``-drift`` without the drift guard.
-- ``MDE``: the smallest gain tuner.stats.min_detectable_effect claims for that design.
+- ``MDE``: the smallest gain tuner.judging.stats.min_detectable_effect claims for that design.
 
 ``before`` compares the trial's runs with the first baseline launch's runs (what the old report
 did for a trial between the first and the last baseline) with the old drift rule over all
-baseline launches; ``after`` compares launches with launches (tuner.stats.compare), the launch
+baseline launches; ``after`` compares launches with launches (tuner.judging.stats.compare), the launch
 noise estimated from the baseline's launches and the prior, and the same drift rule.
 
 Headline table (``sets`` tuned sets, each one launch; the sweep's claim "X is faster, use it"):
@@ -25,13 +25,13 @@ Headline table (``sets`` tuned sets, each one launch; the sweep's claim "X is fa
 - ``power``: share of sweeps with one set truly +5 % (``--gain``) or +15 % (``--headline-gain``)
   among them whose headline names it.
 
-``before``: the highest median, when its old verdict is "faster". ``after``: tuner.stats.best_of
+``before``: the highest median, when its old verdict is "faster". ``after``: tuner.judging.stats.best_of
 (Bonferroni over the sets), then with ``+confirm`` the winner and the baseline relaunched once
-more and tuner.stats.confirmed on those launches alone.
+more and tuner.judging.stats.confirmed on those launches alone.
 
 ``auto`` rows: before, each launch adds runs until the old median CI half-width is under 1 %
 (at most 15: optional stopping on the launch's own data); after, the first baseline launch makes
-15 runs and every later launch the count tuner.stats.runs_for_precision picks from it.
+15 runs and every later launch the count tuner.judging.stats.runs_for_precision picks from it.
 
 Run: ``python benchmarks/verdict_calibration.py`` (a few minutes on one core; ``--full`` for
 the whole grid, much longer; ``--pairs`` to trade precision for time: the standard error of a
@@ -53,15 +53,15 @@ from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner import stats
-from tuner.record import Verdict
+from tuner.judging import stats
+from tuner.record.trial import Verdict
 
 CI_TARGET = 0.01   # probe.ci_target default
 MAX_REPEATS = 15   # probe.max_repeats default
 
 
 # ---------------------------------------------------------------------------------------------
-# OLD statistics: a verbatim copy of tuner/stats.py before issue 10 (runs treated as independent).
+# OLD statistics: a verbatim copy of tuner/judging/stats.py before issue 10 (runs treated as independent).
 # Only for the "before" columns; nothing else uses it.
 # ---------------------------------------------------------------------------------------------
 

@@ -163,8 +163,8 @@ def trial_record(trial: int, kind: str = "preset", runs: list[float] | None = No
     (C -> aggregate tok/s)."""
     import statistics
 
-    from tuner.bench import LevelResult
-    from tuner.record import Kind, Status, TrialRecord
+    from tuner.measure.bench import LevelResult
+    from tuner.record.trial import Kind, Status, TrialRecord
 
     runs = list(runs or [])
     ok = status == "ok"

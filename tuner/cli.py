@@ -209,11 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner import report
-    from tuner.nccl_env import is_tuning_variable, redact, scrub, secret_values
-    from tuner.progress import Progress
-    from tuner.stats import DEFAULT_MIN_EFFECT
-    from tuner.sweep import Sweep, SweepOptions, preflight
-    from tuner.sweep.storage import check_fingerprint, check_space, hide_password
+    from tuner.judging.stats import DEFAULT_MIN_EFFECT
+    from tuner.nccl.env import is_tuning_variable, redact, scrub, secret_values
+    from tuner.server import preflight
+    from tuner.study.storage import check_fingerprint, check_space, hide_password
+    from tuner.sweep import Sweep, SweepOptions
+    from tuner.sweep.progress import Progress
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
@@ -286,8 +287,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
     """The experiment file and the search space, with every problem of both in one error."""
-    from tuner.config import load_config
-    from tuner.space import load_space
+    from tuner.inputs.config import load_config
+    from tuner.inputs.space import load_space
 
     problems: list[InputError] = []
     cfg = space = None
@@ -325,7 +326,7 @@ def _study_name_from(config: str) -> str:
 
 
 def _storage_error(storage: str | None, exc: Exception) -> InputError:
-    from tuner.sweep.storage import hide_password
+    from tuner.study.storage import hide_password
 
     why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     if "+psycopg2" in (storage or ""):  # SQLAlchemy's plain postgresql:// means psycopg 3
@@ -352,7 +353,7 @@ def _check_fixed_env(cfg: Any, space: Any) -> None:
 def _cmd_probe(args: argparse.Namespace) -> int:
     import json
 
-    from tuner import probe
+    from tuner.measure import probe
 
     key = probe.find_api_key(None, os.environ)  # OPENAI_API_KEY: never a flag (ps, shell history)
     result = probe.run_probe(args.url, model=args.model, prompt=args.prompt, max_tokens=args.max_tokens,
@@ -365,7 +366,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from tuner import bench, probe
+    from tuner.measure import bench, probe
 
     levels = bench.run_bench(args.url, model=args.model, concurrency=args.concurrency, requests=args.requests,
                              max_tokens=args.max_tokens, prompt=args.prompt, stall_timeout_s=args.stall_timeout,
@@ -376,8 +377,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from tuner import report
-    from tuner.stats import DEFAULT_MIN_EFFECT
-    from tuner.sweep.storage import StudyStore, default_storage, hide_password, open_study
+    from tuner.judging.stats import DEFAULT_MIN_EFFECT
+    from tuner.study.storage import StudyStore, default_storage, hide_password, open_study
 
     study_dir = args.results / args.study
     storage = args.storage or default_storage(study_dir)
@@ -403,8 +404,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     import json
 
-    from tuner import diagnose
-    from tuner.config import load_config
+    from tuner.diagnose import diagnosis as diagnose
+    from tuner.inputs.config import load_config
 
     cfg = load_config(args.config, resolve_space=False)
     study = args.study or _study_name_from(args.config)

@@ -117,7 +117,7 @@ class Interrupted(NcclTuneError):
 class TrialFailed(NcclTuneError):
     """One relaunch gave no measurable run; the sweep records it and goes on.
 
-    ``status`` is a :class:`tuner.record.Status` value (crashed, timeout, hung, unhealthy,
+    ``status`` is a :class:`tuner.record.trial.Status` value (crashed, timeout, hung, unhealthy,
     invalid_output, ...); ``cause`` is one line from the log tail or the probe.
     """
 
@@ -128,7 +128,7 @@ class TrialFailed(NcclTuneError):
 
 class MachineFault(TrialFailed):
     """The machine, not the set, failed the relaunch (e.g. the server's address was already in
-    use at start-up): status ``machine_fault`` (``tuner.record.Status.MACHINE_FAULT``). The sweep
+    use at start-up): status ``machine_fault`` (``tuner.record.trial.Status.MACHINE_FAULT``). The sweep
     retries the same set once after the machine recovers and never tells the sampler it was the
     set's fault. ``port`` is the port involved, when known."""
 

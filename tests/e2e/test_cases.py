@@ -2,7 +2,7 @@
 in the field), each run through a whole sweep as its README says, ending as it says.
 
 Cases 13 and 14 have no sweep file: their probe-level outcome is tested in
-tests/unit/probe/test_probe_cases.py, with 01, 10, 11, 15, 17 and 19 as well.
+tests/unit/measure/test_probe_cases.py, with 01, 10, 11, 15, 17 and 19 as well.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import envrate_command, free_port, processes_with, run_cli, start_cli, write_config
-from tuner.gpu import NO_GPU
-from tuner.record import Kind, Status, TrialRecord
-from tuner.sweep.storage import StudyStore, open_study
+from tuner.record.trial import Kind, Status, TrialRecord
+from tuner.server.gpu import NO_GPU
+from tuner.study.storage import StudyStore, open_study
 
 SPACE = """
 [variables.NCCL_PROTO]

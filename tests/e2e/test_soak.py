@@ -76,7 +76,7 @@ def _wait_mid_trial(proc: subprocess.Popen, study_dir: Path, nth_log: int, timeo
         assert proc.poll() is None, f"the runner ended early: {proc.communicate()[1][-3000:]}"
         logs = sorted((study_dir / "logs").glob("trial-*.log")) if (study_dir / "logs").exists() else []
         if len(logs) >= nth_log:
-            for inflight in study_dir.glob("runners/*.json"):  # tuner/sweep/inflight.py
+            for inflight in study_dir.glob("runners/*.json"):  # tuner/study/inflight.py
                 try:
                     number = int(json.loads(inflight.read_text())["trial"])
                     text = (study_dir / "logs" / f"trial-{number:04d}.log").read_text(errors="replace")

@@ -16,7 +16,7 @@ import pytest
 from optuna.storages._heartbeat import is_heartbeat_enabled
 
 from tests.helpers import SERVERS, cli, envrate_command, server_processes, write_config
-from tuner.sweep.storage import JOURNAL, hide_password, open_study
+from tuner.study.storage import JOURNAL, hide_password, open_study
 
 LL = '[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n'
 

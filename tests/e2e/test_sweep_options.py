@@ -14,10 +14,10 @@ import psutil
 import pytest
 
 from tests.helpers import cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
-from tuner import stats
-from tuner.config import ServerConfig
 from tuner.errors import TrialFailed
-from tuner.launcher import ServerProcess, build_env
+from tuner.inputs.config import ServerConfig
+from tuner.judging import stats
+from tuner.server.launcher import ServerProcess, build_env
 
 THREE_PRESETS = """
 [[presets]]

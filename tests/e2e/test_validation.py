@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT, cli
-from tuner import nccl_env
 from tuner.cli import main
+from tuner.nccl import env as nccl_env
 
 GOOD_SERVER = f'command = ["{sys.executable}", "-c", "pass", "--port", "{{port}}"]\nport = 18555\n'
 GOOD_SPACE = '[variables.NCCL_PROTO]\nvalues = ["LL", "Simple"]\n'
@@ -94,7 +94,7 @@ def test_bad_space_exit_2(tmp_path, capsys, label, text, needle):
 
 
 def test_ll128_in_space_skipped_with_notice_unless_allowed(tmp_path):
-    from tuner.space import load_space
+    from tuner.inputs.space import load_space
 
     p = tmp_path / "s.toml"
     p.write_text('[variables.NCCL_PROTO]\nvalues = ["LL", "LL128"]\n')
@@ -123,8 +123,8 @@ def test_strtoll_matches_c(text, value, rest):
 
 
 def test_shipped_examples_and_spaces_are_valid():
-    from tuner.config import load_config
-    from tuner.space import load_space
+    from tuner.inputs.config import load_config
+    from tuner.inputs.space import load_space
 
     for cfg in sorted((ROOT / "examples").glob("*.toml")):
         loaded = load_config(cfg, check_program=False)

@@ -1,7 +1,7 @@
 """Verdicts that hold across relaunches, end to end: against the independent env-rate server
 with 2 % launch-to-launch noise (seeded, so each night is reproducible), sets that change nothing
 are almost never called faster or slower and no headline says "Use it"; a set truly 15 % faster
-is found faster and confirmed. The statistics alone are calibrated in tests/unit/stats and
+is found faster and confirmed. The statistics alone are calibrated in tests/unit/judging and
 benchmarks/verdict_calibration.py; this checks the whole sweep does what they promise."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Results of a study: trials.csv, the figures, a verdict and report.md, from trial records.
 
-Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from the Optuna
+Everything is rebuilt from :class:`tuner.record.trial.TrialRecord` objects (read from the Optuna
 storage), so ``nccl-tune report --study NAME`` works after the sweep, on another machine, or
 mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
 :mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner import stats
-from tuner.judge import UNKNOWN_TYPE, host_type_groups, judge
-from tuner.record import Kind, StudyInfo, TrialRecord
+from tuner.judging import stats
+from tuner.judging.judge import UNKNOWN_TYPE, host_type_groups, judge
+from tuner.record.trial import Kind, StudyInfo, TrialRecord
 from tuner.report.frame import (
     baseline_runs,
     best_row,
@@ -59,11 +59,11 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
     and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
     record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
-    (fraction) on ``metric`` (``output_tok_s`` or ``decode_tok_s``, :func:`tuner.judge.judge`).
+    (fraction) on ``metric`` (``output_tok_s`` or ``decode_tok_s``, :func:`tuner.judging.judge.judge`).
     Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
     relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
 
-    A study measured on several host types (:func:`tuner.judge.host_type_groups`) is judged per
+    A study measured on several host types (:func:`tuner.judging.judge.host_type_groups`) is judged per
     type, each against its own baseline: the frame holds every row (its ``host_type`` column
     says which), the verdict is one paragraph per type, each type's figures go to
     ``host-type-<k>/`` and report.md has a section per type (the screen's section, which ranks

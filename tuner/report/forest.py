@@ -32,7 +32,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from tuner.record import Kind, Status, Verdict, set_key
+from tuner.record.trial import Kind, Status, Verdict, set_key
 from tuner.report.frame import ok_baselines
 from tuner.report.style import (
     VERDICT_STYLE,

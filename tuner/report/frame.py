@@ -1,13 +1,13 @@
 """The trials table: one row per relaunch, judged against the baseline, and its CSV file.
 
-:func:`trials_frame` turns :class:`tuner.record.TrialRecord` objects into a DataFrame whose
-columns are :data:`tuner.record.CSV_COLUMNS` plus ``tok_s_c<C>`` per measured concurrency
+:func:`trials_frame` turns :class:`tuner.record.trial.TrialRecord` objects into a DataFrame whose
+columns are :data:`tuner.record.trial.CSV_COLUMNS` plus ``tok_s_c<C>`` per measured concurrency
 level. List and mapping fields stay Python lists and dicts in the cells; only
 :func:`write_trials_csv` writes them as JSON text, and :func:`read_trials_csv` decodes them back,
 so the file is the one place JSON text appears.
 
-Column types: ``kind``, ``status`` and ``verdict`` hold :class:`~tuner.record.Kind`,
-:class:`~tuner.record.Status` and :class:`~tuner.record.Verdict` members (str subclasses, so
+Column types: ``kind``, ``status`` and ``verdict`` hold :class:`~tuner.record.trial.Kind`,
+:class:`~tuner.record.trial.Status` and :class:`~tuner.record.trial.Verdict` members (str subclasses, so
 ``df["kind"] == "baseline"`` works); other text columns are pandas ``str``; optional trial
 numbers are nullable ``Int64``; optional measurements are ``float64`` with NaN for "none"
 (tok/s of a failed relaunch is NaN, never 0).
@@ -27,17 +27,9 @@ from typing import Any
 
 import pandas as pd
 
-from tuner import stats
-from tuner.judge import Judgement, judge, runs_of
-from tuner.record import (
-    CSV_COLUMNS,
-    FIELDS,
-    JSON_FIELDS,
-    Kind,
-    Status,
-    TrialRecord,
-    Verdict,
-)
+from tuner.judging import stats
+from tuner.judging.judge import Judgement, judge, runs_of
+from tuner.record.trial import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Status, TrialRecord, Verdict
 
 #: Prefix of the aggregate tok/s columns, one per concurrency level C (``tok_s_c8``).
 CONCURRENCY_PREFIX = "tok_s_c"
@@ -152,10 +144,10 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: s
     """One row per relaunch of ``records`` (duplicate/invalid bookkeeping entries are skipped),
     sorted by trial number.
 
-    Columns: :data:`tuner.record.CSV_COLUMNS` (the record's fields, then ``vs_baseline``, its
+    Columns: :data:`tuner.record.trial.CSV_COLUMNS` (the record's fields, then ``vs_baseline``, its
     95 % CI ``vs_baseline_ci_low``/``_high``, ``verdict``, ``verdict_note``) and ``tok_s_c<C>``
     (aggregate tok/s) per concurrency level any record measured. The judgement is
-    :func:`tuner.judge.judge` on ``metric`` with ``min_effect`` (fraction), or ``judgement``
+    :func:`tuner.judging.judge.judge` on ``metric`` with ``min_effect`` (fraction), or ``judgement``
     when given: a tuned row carries its set's comparison on all of the set's launches against
     every baseline launch, the interval including the launch-to-launch noise; a confirmation
     row its confirmation on the new launches alone; a baseline row its launch against the other
@@ -191,7 +183,7 @@ def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``(host type, rows)`` of ``df`` per host type, in order of first trial; rows without
     a host type (written before host types) join the only type when there is one
-    (:func:`tuner.judge.host_type_groups`)."""
+    (:func:`tuner.judging.judge.host_type_groups`)."""
     types = [t for t in dict.fromkeys(df["host_type"]) if t]
     if len(types) <= 1:
         return [(types[0] if types else "", df)]
@@ -201,7 +193,7 @@ def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
     """Write ``df`` (a :func:`trials_frame`) to ``path``: list and mapping cells
-    (:data:`tuner.record.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as empty."""
+    (:data:`tuner.record.trial.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as empty."""
     out = df.copy()
     for name in JSON_FIELDS & set(out.columns):
         out[name] = out[name].map(lambda v, n=name: json.dumps(v, sort_keys=n == "env"))
@@ -247,7 +239,7 @@ def ok_baselines(df: pd.DataFrame) -> pd.DataFrame:
 
 def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
     """Pooled runs (tok/s) of every ok baseline measurement in ``df``, and the baseline's drift
-    (fraction, :func:`tuner.stats.drift` of their medians; 0 for one measurement)."""
+    (fraction, :func:`tuner.judging.stats.drift` of their medians; 0 for one measurement)."""
     base = ok_baselines(df)
     runs = [float(v) for runs in base["output_tok_s_runs"] for v in runs]
     return runs, stats.drift([float(v) for v in base["output_tok_s"]])

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from tuner.record import Kind, Status, Verdict
+from tuner.record.trial import Kind, Status, Verdict
 from tuner.report.forest import (
     baseline_band,
     forest_rows,
@@ -218,7 +218,7 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: f
     default, every baseline; byte sizes as :func:`tuner.report.style.value_text`): a dot per
     relaunch coloured by its verdict, a black bar at the median per value, the baseline median
     as a dashed line, and, per value, a red cross on the bottom edge with the statuses of the
-    relaunches that failed through their set (:attr:`tuner.record.Status.blames_set`: the
+    relaunches that failed through their set (:attr:`tuner.record.trial.Status.blames_set`: the
     interrupted and machine-fault ones are not the set's doing)."""
     values = [env.get(name, "unset") for env in df["env"]]
     cats = sorted(set(values), key=_category_order)

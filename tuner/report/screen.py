@@ -1,9 +1,9 @@
 """The screen's part of the report: the bound, the screen's ranking against the relaunches', the
 predicted-vs-measured plot, and the two export paths side by side.
 
-Read from :attr:`tuner.record.StudyInfo.screen` (what the stage concluded) and
+Read from :attr:`tuner.record.trial.StudyInfo.screen` (what the stage concluded) and
 ``results/<study>/screen.csv`` (every screen run, :mod:`tuner.screen.table`); the measured
-gains come from the :class:`tuner.judge.Judgement` the report already made. A set's predicted
+gains come from the :class:`tuner.judging.judge.Judgement` the report already made. A set's predicted
 gain is what its decode-size screen time would give if every allreduce of a token took that
 long instead of the untuned time (:func:`tuner.screen.rank.predicted_gain_pct`).
 """
@@ -22,8 +22,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tuner.judge import Judgement
-from tuner.record import StudyInfo
+from tuner.judging.judge import Judgement
+from tuner.record.trial import StudyInfo
 from tuner.report.frame import env_text
 from tuner.report.text import export_lines, note_lines
 from tuner.screen.rank import predicted_gain_pct, screen_key, spearman

@@ -20,9 +20,9 @@ import shlex
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 
-from tuner import stats
-from tuner.nccl_env import strtoll
-from tuner.record import Verdict
+from tuner.judging import stats
+from tuner.nccl.env import strtoll
+from tuner.record.trial import Verdict
 
 #: Short names of common variables, in the order a label lists them; other variables keep their
 #: name minus ``NCCL_`` and follow, sorted.
@@ -104,7 +104,7 @@ def names_key(names: Iterable[str], width: int = 150) -> str:
     return textwrap.fill("Short names: " + ", ".join(parts), width).replace("\u00a0", " ")
 
 
-#: Colour and marker of each verdict (every member of :class:`tuner.record.Verdict`), in the
+#: Colour and marker of each verdict (every member of :class:`tuner.record.trial.Verdict`), in the
 #: order legends list them: from faster to slower, then the verdicts that judge nothing.
 VERDICT_STYLE: dict[Verdict, tuple[str, str]] = {
     Verdict.BASELINE: ("#000000", "s"),             # black

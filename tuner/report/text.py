@@ -1,7 +1,7 @@
 """The report in words: the verdict paragraph, export lines, the console and markdown tables.
 
 Everything here reads a :func:`tuner.report.frame.trials_frame` and a
-:class:`tuner.record.StudyInfo`; nothing is measured or judged again. The console table is a
+:class:`tuner.record.trial.StudyInfo`; nothing is measured or judged again. The console table is a
 ``rich.table.Table``; when the output is not a terminal (piped, CI, a log file) its rows are
 written whole, one line each, so ``grep`` sees every row.
 """
@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner import stats
-from tuner.judge import Judgement, SetJudgement
-from tuner.record import Kind, Status, StudyInfo, TrialRecord, Verdict
+from tuner.judging import stats
+from tuner.judging.judge import Judgement, SetJudgement
+from tuner.record.trial import Kind, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 
 #: Columns of the console table, in order.
@@ -112,10 +112,10 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     detects, failures, token counts that are guesses, the target.
 
     ``df``: a :func:`tuner.report.frame.trials_frame`; ``judgement``: the
-    :func:`tuner.judge.judge` it was built from (recomputed from ``df``'s rows when None is
+    :func:`tuner.judging.judge.judge` it was built from (recomputed from ``df``'s rows when None is
     given is not possible, so pass it; without it only the baseline sentence is written).
     ``min_effect`` (fraction): the judging threshold (default ``info.min_effect``, else
-    :data:`tuner.stats.DEFAULT_MIN_EFFECT`).
+    :data:`tuner.judging.stats.DEFAULT_MIN_EFFECT`).
     """
     if min_effect is None:
         min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT

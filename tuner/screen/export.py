@@ -1,9 +1,9 @@
 """The screen's measurements for NCCL's example tuner plugin: ``tuner_perf.csv`` and ``nccl_tuner.conf``.
 
 Every ok screen run of a set that names one algorithm and one protocol (NCCL_ALGO, NCCL_PROTO;
-:func:`tuner.plugin_export.plugin_names_from_env`) gives one CSV row per measured size, in the
+:func:`tuner.screen.plugin_export.plugin_names_from_env`) gives one CSV row per measured size, in the
 format of NCCL's ``plugins/tuner/example/scripts/optimize_config.py``; the fastest measurement
-at each size becomes a line of the plugin's config (:func:`tuner.plugin_export.choices_by_size`),
+at each size becomes a line of the plugin's config (:func:`tuner.screen.plugin_export.choices_by_size`),
 so the decode size gets its best algorithm and protocol without forcing it on prefill's large
 allreduces. Runs with wrong values are never exported. What the plugin does that a reader may
 not expect (one channel where no line matches) comes back in ``notes``.
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.plugin_export import (
+from tuner.record.trial import Status
+from tuner.screen.plugin_export import (
     TunerMeasurement,
     choices_by_size,
     plugin_compatibility,
@@ -24,7 +25,6 @@ from tuner.plugin_export import (
     write_tuner_config,
     write_tuner_perf_csv,
 )
-from tuner.record import Status
 from tuner.screen.store import ScreenRecord
 
 CSV_NAME = "tuner_perf.csv"
@@ -49,7 +49,7 @@ class Export:
 
 
 def measurements(records: Sequence[ScreenRecord]) -> list[TunerMeasurement]:
-    """One :class:`~tuner.plugin_export.TunerMeasurement` per ok run and measured size (the
+    """One :class:`~tuner.screen.plugin_export.TunerMeasurement` per ok run and measured size (the
     untuned set's with no algorithm: NCCL's own choice)."""
     out = []
     for r in records:

@@ -1,4 +1,4 @@
-"""The bound after the screen (:mod:`tuner.bound`), and whether relaunching is worth it.
+"""The bound after the screen (:mod:`tuner.screen.bound`), and whether relaunching is worth it.
 
 The bound needs the untuned screen time at the decode size, the allreduces per token
 (``[model]``) and the baseline's TPOT; it does not apply when NCCL does not carry the decode
@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tuner import stats
-from tuner.bound import Bound, allreduce_bound
-from tuner.judge import Judgement
-from tuner.record import TrialRecord
+from tuner.judging import stats
+from tuner.judging.judge import Judgement
+from tuner.record.trial import TrialRecord
+from tuner.screen.bound import Bound, allreduce_bound
 from tuner.screen.rank import RankedSet
 from tuner.screen.sizes import ScreenSizes
 
 
 def noise_pct(judgement: Judgement | None) -> float:
     """The smallest decode gain (%) a relaunch can tell from noise: the larger of the launch
-    noise (:func:`tuner.stats.launch_noise`, its prior before two launches of a set exist) and
+    noise (:func:`tuner.judging.stats.launch_noise`, its prior before two launches of a set exist) and
     the judgement's minimum effect worth calling faster."""
     if judgement is None:
         return 100.0 * max(stats.PRIOR_LAUNCH_SIGMA, stats.DEFAULT_MIN_EFFECT)

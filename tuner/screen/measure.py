@@ -2,8 +2,8 @@
 
 The command (``[screen] command`` with the sizes filled in) runs under the set
 (:func:`tuner.screen.run.run_command`), with ``-J`` into a private file when the installed
-nccl-tests has it; its output is parsed by :func:`tuner.nccltests.parse_output` and judged by
-:func:`tuner.nccltests.screen_status` (wrong values: ``invalid_output``, the corruption guard).
+nccl-tests has it; its output is parsed by :func:`tuner.screen.nccltests.parse_output` and judged by
+:func:`tuner.screen.nccltests.screen_status` (wrong values: ``invalid_output``, the corruption guard).
 Each measured size becomes one row: the last complete row of that size nccl-tests printed.
 """
 
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner import nccl_env, nccltests
-from tuner.record import Status
+from tuner.nccl import env as nccl_env
+from tuner.record.trial import Status
+from tuner.screen import nccltests
 from tuner.screen.run import private_json_path, run_command, screen_env
 from tuner.screen.store import ScreenRecord
 

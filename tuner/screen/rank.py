@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from tuner.bound import allreduce_bound
-from tuner.record import Status, set_key
+from tuner.record.trial import Status, set_key
+from tuner.screen.bound import allreduce_bound
 from tuner.screen.run import screenable
 from tuner.screen.store import FIRST, LAST, SCREENED, ScreenRecord
 
@@ -96,7 +96,7 @@ def bad_sets(records: Sequence[ScreenRecord]) -> dict[str, str]:
 
 def predicted_gain_pct(set_us: float, untuned_us: float, per_token: int, tpot_s: float) -> float | None:
     """The decode gain (%) the screen predicts for a set whose decode allreduce takes ``set_us``
-    (us) where the untuned one takes ``untuned_us``: :func:`tuner.bound.allreduce_bound`'s
+    (us) where the untuned one takes ``untuned_us``: :func:`tuner.screen.bound.allreduce_bound`'s
     ``best_gain_pct`` with this set as the best. None when the bound is not reliable."""
     return allreduce_bound(untuned_us, per_token, tpot_s, best_screen_time_us=set_us).best_gain_pct
 

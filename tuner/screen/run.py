@@ -1,6 +1,6 @@
 """One screen run: an nccl-tests command under one NCCL set, bounded, logged, torn down whole.
 
-Environment: the server's rules (:func:`tuner.launcher.build_env`): every inherited ``NCCL_*``
+Environment: the server's rules (:func:`tuner.server.launcher.build_env`): every inherited ``NCCL_*``
 and ``CUDA_DEVICE_MAX_CONNECTIONS`` removed, ``server.env`` applied, the set on top, plus the
 launcher's marker variable so descendants that leave the process group are still found. The
 command runs as an argv list in its own session; its stdout and stderr go to
@@ -40,8 +40,9 @@ from typing import IO
 
 import psutil
 
-from tuner import nccl_env, nccltests
-from tuner.launcher import MARKER, build_env, kill_leftover
+from tuner.nccl import env as nccl_env
+from tuner.screen import nccltests
+from tuner.server.launcher import MARKER, build_env, kill_leftover
 
 #: Seconds a ``-h`` probe may take.
 PROBE_TIMEOUT_S = 30.0
@@ -79,7 +80,7 @@ class Finished:
 def screen_env(inherited: Mapping[str, str], server_env: Mapping[str, str],
                set_env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The environment of a screen run and the inherited tuning names removed (the server's
-    rules, :func:`tuner.launcher.build_env`)."""
+    rules, :func:`tuner.server.launcher.build_env`)."""
     return build_env(inherited, server_env, set_env)
 
 
@@ -141,7 +142,7 @@ def run_command(argv: list[str], env: Mapping[str, str], log_path: Path, timeout
     ``header``: ``[nccl-tune]`` lines written first (already redacted). The run is killed, tree
     and all, after ``timeout_s`` seconds; whatever happens (a signal included) nothing of it is
     left running when this returns or raises. ``held``: a context manager factory that holds
-    signals during the teardown (:meth:`tuner.sweep.signals.SignalGuard.held`).
+    signals during the teardown (:meth:`tuner.server.signals.SignalGuard.held`).
     """
     marker = uuid.uuid4().hex
     full = {**env, MARKER: marker}

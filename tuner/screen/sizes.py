@@ -1,19 +1,24 @@
 """Which allreduce sizes the screen measures, and how many allreduces a decoded token makes.
 
 From ``[screen] sizes`` (bytes; the first is the decode size, the largest the prefill size) or,
-without it, from ``[model]`` (:mod:`tuner.model`): the decode size is hidden_size x activation
+without it, from ``[model]`` (:mod:`tuner.inputs.model`): the decode size is hidden_size x activation
 bytes x ``tokens_per_step`` and, with ``prompt_tokens``, the prefill size is hidden_size x
 activation bytes x ``prompt_tokens``. The allreduce count per token (for the bound,
-:mod:`tuner.bound`) needs ``[model]``: ``allreduces_per_token`` when given, else
-:func:`tuner.model.allreduces_per_token` (2 x num_hidden_layers for a standard TP transformer).
+:mod:`tuner.screen.bound`) needs ``[model]``: ``allreduces_per_token`` when given, else
+:func:`tuner.inputs.model.allreduces_per_token` (2 x num_hidden_layers for a standard TP transformer).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tuner.config import ExperimentConfig
-from tuner.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.model import (
+    allreduces_per_token,
+    decode_allreduce_bytes,
+    load_model_shape,
+    prefill_allreduce_bytes,
+)
 
 
 @dataclass(frozen=True)

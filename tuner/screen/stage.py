@@ -26,12 +26,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tuner.bound import Bound
-from tuner.config import ExperimentConfig
 from tuner.errors import StoppedByCheck
-from tuner.judge import Judgement
-from tuner.record import Kind, Status, TrialRecord
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.space import SearchSpace
+from tuner.judging.judge import Judgement
+from tuner.planning.plan import Planned
+from tuner.record.trial import Kind, Status, TrialRecord
 from tuner.screen import rank
+from tuner.screen.bound import Bound
 from tuner.screen.export import Export, write_exports
 from tuner.screen.limit import announce, bound_for, nccl_carries, noise_pct
 from tuner.screen.loop import ScreenLoop
@@ -40,9 +42,7 @@ from tuner.screen.run import screen_env, screenable, supports_json
 from tuner.screen.sizes import ScreenSizes, screen_sizes
 from tuner.screen.store import CHECK, ScreenRecord, ScreenStore
 from tuner.screen.table import SCREEN_CSV, write_screen_csv
-from tuner.space import SearchSpace
-from tuner.sweep.plan import Planned
-from tuner.sweep.storage import StudyStore
+from tuner.study.storage import StudyStore
 
 #: Ranked sets kept in the study's summary (the report lists them).
 RANKING_KEPT = 50
@@ -92,7 +92,7 @@ class Stage:
         return f"the screen reported wrong values for its NCCL variables ({cause})" if cause is not None else None
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able summary for :attr:`tuner.record.StudyInfo.screen` (read by the report)."""
+        """JSON-able summary for :attr:`tuner.record.trial.StudyInfo.screen` (read by the report)."""
         b = self.bound
         return {
             "decode_bytes": self.sizes.decode, "prefill_bytes": self.sizes.prefill,
@@ -135,7 +135,7 @@ def run_stage(cfg: ExperimentConfig, space: SearchSpace, store: StudyStore, *, b
               held: Callable[[], AbstractContextManager[None]] | None = None) -> Stage:
     """Run (or, on a resume, finish) the screen of ``cfg`` over ``space``'s screened variables.
 
-    ``store``: the sweep's :class:`tuner.sweep.storage.StudyStore` (the screen study lives in
+    ``store``: the sweep's :class:`tuner.study.storage.StudyStore` (the screen study lives in
     its storage, the summary goes into its StudyInfo ``screen``); ``baseline``: the first ok
     baseline (its TPOT, backend, NCCL version); ``judgement``: the sweep's so far, for the noise
     (:func:`tuner.screen.limit.noise_pct`); ``deadline``: Unix time no screen run may end after; ``problems(env)``:

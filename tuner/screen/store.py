@@ -6,7 +6,7 @@ categorical point of the screened variables (those :func:`tuner.screen.run.scree
 ``unset`` where absent. The sampler maximises minus the out-of-place time (us) at the decode
 size; a run that failed or reported wrong values is told as a violated constraint
 (``CONSTRAINT`` > 0) with a penalty value, the sweep's convention
-(:mod:`tuner.sweep.storage`). Sampler: TPE as the main study (same storage, same reasons).
+(:mod:`tuner.study.storage`). Sampler: TPE as the main study (same storage, same reasons).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from tuner.record import Status, set_key
-from tuner.sweep.inflight import host_name, runner_alive, runner_id
-from tuner.sweep.storage import CONSTRAINT, StudyStore
+from tuner.record.trial import Status, set_key
+from tuner.study.inflight import host_name, runner_alive, runner_id
+from tuner.study.storage import CONSTRAINT, StudyStore
 
 #: Suffix of the screen study's name.
 SUFFIX = "-screen"
@@ -42,7 +42,7 @@ UNSET = "unset"
 class ScreenRecord:
     """One screen run: ``number`` (screen trial), ``role`` (:data:`FIRST`, :data:`LAST`,
     :data:`SEARCH`, :data:`CHECK`; :data:`DUPLICATE`/:data:`INVALID` are bookkeeping, never run), ``env`` (the
-    set, secrets as ``***``), ``status`` and ``cause`` (:func:`tuner.nccltests.screen_status`),
+    set, secrets as ``***``), ``status`` and ``cause`` (:func:`tuner.screen.nccltests.screen_status`),
     ``rows`` (per measured size: ``size``, ``time_us_oop``, ``time_us_ip`` (us), ``algbw_GBps``,
     ``busbw_GBps`` (out-of-place, GB/s), ``wrong_oop``, ``wrong_ip``), ``log``, ``wall_s`` (s),
     ``exit_code``, ``nranks``, ``nccl_version``, ``started_at`` (Unix s), ``duplicate_of``."""
@@ -64,7 +64,7 @@ class ScreenRecord:
 
     @property
     def key(self) -> str:
-        """The set's identity (:func:`tuner.record.set_key`)."""
+        """The set's identity (:func:`tuner.record.trial.set_key`)."""
         return set_key(self.env)
 
     @property

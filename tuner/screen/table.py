@@ -1,7 +1,7 @@
 """``results/<study>/screen.csv``: every screen run, one line per measured size.
 
 Columns (:data:`SCREEN_COLUMNS`): ``run`` (screen trial number), ``role`` (untuned-first,
-search, untuned-last, or check: screened just before its relaunch), ``set`` (the set as canonical JSON, :func:`tuner.record.set_key`;
+search, untuned-last, or check: screened just before its relaunch), ``set`` (the set as canonical JSON, :func:`tuner.record.trial.set_key`;
 ``{}`` is untuned), ``size`` (bytes, as nccl-tests measured it), ``time_us_oop`` and
 ``time_us_ip`` (out-of-place and in-place time, us), ``algbw_GBps`` and ``busbw_GBps``
 (out-of-place, GB/s), ``wrong`` (wrong elements nccl-tests counted, the larger half; before

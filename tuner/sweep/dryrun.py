@@ -15,14 +15,14 @@ import math
 import os
 from collections.abc import Callable
 
-from tuner import nccl_env
-from tuner.config import ExperimentConfig
-from tuner.launcher import split_inherited
-from tuner.nccl_types import NcclVersion
-from tuner.record import set_key
-from tuner.space import UNSET, SearchSpace
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.space import UNSET, SearchSpace
+from tuner.nccl import env as nccl_env
+from tuner.nccl.types import NcclVersion
+from tuner.planning.plan import split_params
+from tuner.record.trial import set_key
+from tuner.server.launcher import split_inherited
 from tuner.sweep.evidence import debug_env
-from tuner.sweep.plan import split_params
 
 #: Above this many points the sampler's distinct sets are not counted one by one.
 COUNT_LIMIT = 200_000

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner import nccl_log
-from tuner.config import ExperimentConfig
-from tuner.nccl_types import NcclVersion, Topology
-from tuner.record import TrialRecord
+from tuner.inputs.config import ExperimentConfig
+from tuner.nccl import log as nccl_log
+from tuner.nccl.types import NcclVersion, Topology
+from tuner.record.trial import TrialRecord
 
 #: Added to every launch so NCCL says what it read (init-time subsystems only).
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
@@ -35,7 +35,7 @@ def debug_env(cfg: ExperimentConfig) -> dict[str, str]:
 
 @dataclass
 class Evidence:
-    """One relaunch's log, parsed (:class:`tuner.nccl_log.ParsedLog`), with the backend."""
+    """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend."""
 
     parsed: nccl_log.ParsedLog
     backend: nccl_log.Backend

@@ -8,8 +8,8 @@ on other runners included; re-measures are outside it, bounded only by ``--timeo
 A trial is started only when the measured trial time says it fits.
 
 Several runners (one per host, or per server of a host) may share one study through a
-PostgreSQL storage (tuner.sweep.storage): each measures the baseline of its host type
-(tuner.sweep.host) first unless the study has one, checks before each launch that no earlier
+PostgreSQL storage (tuner.study.storage): each measures the baseline of its host type
+(tuner.study.host) first unless the study has one, checks before each launch that no earlier
 trial of any runner holds the same set, fails the trials of runners whose heartbeat stopped and
 retries them once, and at the end waits for the trials of runners that fell silent rather than
 leave them unretried.
@@ -29,23 +29,25 @@ from pathlib import Path
 
 import optuna
 
-from tuner import nccl_env, stats
-from tuner.config import ExperimentConfig
-from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
+from tuner.diagnose.diagnosis import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
-from tuner.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
-from tuner.launcher import kill_leftover, port_holder, port_in_use, split_inherited
-from tuner.nccl_decode import DecodeChoice, decode_effect
-from tuner.nccl_types import NcclVersion, Topology
-from tuner.progress import Progress
-from tuner.record import Kind, Status, TrialRecord, set_key
-from tuner.space import SearchSpace
-from tuner.sweep import evidence, preflight
-from tuner.sweep.host import this_host
-from tuner.sweep.inflight import RunnerFile, host_name, runner_alive, runner_id
-from tuner.sweep.plan import Planned, Planner, flag_params, split_params
-from tuner.sweep.signals import SignalGuard
-from tuner.sweep.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.space import SearchSpace
+from tuner.judging import stats
+from tuner.judging.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
+from tuner.nccl import env as nccl_env
+from tuner.nccl.decode import DecodeChoice, decode_effect
+from tuner.nccl.types import NcclVersion, Topology
+from tuner.planning.plan import Planned, Planner, flag_params, split_params
+from tuner.record.trial import Kind, Status, TrialRecord, set_key
+from tuner.server import preflight
+from tuner.server.launcher import kill_leftover, port_holder, port_in_use, split_inherited
+from tuner.server.signals import SignalGuard
+from tuner.study.host import this_host
+from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
+from tuner.sweep import evidence
+from tuner.sweep.progress import Progress
 from tuner.sweep.trial import TrialContext, log_path, relaunch
 
 #: The next relaunch is estimated at this factor times the longest measured one (loads vary).
@@ -175,7 +177,7 @@ class Sweep:
         ``Ring``, ``0x400000`` is ``4194304``, a value equal to the default is unset); with a
         ``nccl-tune diagnose`` of this study (results/<study>/diagnose.json), also without the
         variables that cannot act on the decode allreduce under NCCL's pick there
-        (:func:`tuner.nccl_decode.decode_effect`): sets differing only by those are one set."""
+        (:func:`tuner.nccl.decode.decode_effect`): sets differing only by those are one set."""
         version, topo = self._nccl()
         canon = nccl_env.canonical_set(env, version, topo)
         decode = self._decode_context()
@@ -224,7 +226,7 @@ class Sweep:
         """True when trials asked before ``trial`` (any runner's) already spend the budget:
         the earlier trial wins, so runners that check at the same moment never launch one
         relaunch too many. Trials still being decided by their runner are waited for
-        (milliseconds; at most :data:`tuner.sweep.storage.SETTLE_S`)."""
+        (milliseconds; at most :data:`tuner.study.storage.SETTLE_S`)."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             before = sum(1 for r in self.store.records() if r.trial < trial.number and r.kind in BUDGETED
@@ -642,7 +644,7 @@ class Sweep:
     def _runs_wanted(self) -> int:
         """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count
         the baseline's measured run noise asks for, chosen before the launch
-        (:func:`tuner.stats.runs_for_precision`; the first baseline makes ``max_repeats``)."""
+        (:func:`tuner.judging.stats.runs_for_precision`; the first baseline makes ``max_repeats``)."""
         pc = self.cfg.probe
         if isinstance(pc.repeats, int):
             return pc.repeats

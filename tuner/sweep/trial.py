@@ -1,8 +1,8 @@
-"""One relaunch of the server under one set, to one :class:`~tuner.record.TrialRecord`.
+"""One relaunch of the server under one set, to one :class:`~tuner.record.trial.TrialRecord`.
 
-Wait until the port is bindable, launch in a new session (tuner.launcher), wait until ready
+Wait until the port is bindable, launch in a new session (tuner.server.launcher), wait until ready
 (readiness proven by a real request), the optional smoke and counting checks, warm-up and
-recorded probe runs (one probe loop, :func:`tuner.probe.run_probe`), the optional concurrency
+recorded probe runs (one probe loop, :func:`tuner.measure.probe.run_probe`), the optional concurrency
 table, then a teardown that signals cannot cut short and a check that nothing of the server is
 left; then what NCCL said in the log (:mod:`tuner.sweep.evidence`). A failure at any step
 becomes the record's status and cause; only a signal (Interrupted) and a port held by a
@@ -20,15 +20,16 @@ from pathlib import Path
 
 import httpx
 
-from tuner import bench, probe, stats
-from tuner.config import ExperimentConfig
 from tuner.errors import MachineFault, ProbeError, TrialFailed
-from tuner.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
-from tuner.nccl_types import NcclVersion
-from tuner.record import Status, TrialRecord
+from tuner.inputs.config import ExperimentConfig
+from tuner.judging import stats
+from tuner.measure import bench, probe
+from tuner.nccl.types import NcclVersion
+from tuner.record.trial import Status, TrialRecord
+from tuner.server.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
+from tuner.server.signals import SignalGuard
+from tuner.study.inflight import RunnerFile
 from tuner.sweep import evidence
-from tuner.sweep.inflight import RunnerFile
-from tuner.sweep.signals import SignalGuard
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
 PhaseCallback = Callable[[str, str], None]
@@ -162,7 +163,7 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
              want: int) -> None:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
-    :func:`tuner.probe.run_probe`), the concurrency table; a failed request is judged by the
+    :func:`tuner.measure.probe.run_probe`), the concurrency table; a failed request is judged by the
     launcher (crashed, hung, unhealthy, with the log's root cause)."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
@@ -205,7 +206,7 @@ def counted_in_order(text: str, n: int) -> bool:
 
 
 def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRecord) -> None:
-    """The smoke question and the opt-in counting check (:class:`tuner.config.SmokeCheck`):
+    """The smoke question and the opt-in counting check (:class:`tuner.inputs.config.SmokeCheck`):
     a wrong answer is ``invalid_output``; an answer cut off by its token budget (a reasoning
     model still thinking) is said in the log, never judged wrong."""
     check, url, pc = ctx.cfg.probe.check, ctx.cfg.server.base_url, ctx.cfg.probe

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner.config import load_config
-from tuner.diagnose import (
+from tuner.diagnose.diagnosis import (
     PROBE_MARK,
     DecodeSize,
     Diagnosis,
@@ -21,6 +20,7 @@ from tuner.diagnose import (
     print_diagnosis,
     write_diagnosis,
 )
+from tuner.inputs.config import load_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = FIXTURES / "nccl_logs"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers import sample_records, trial_record
-from tuner.record import TrialRecord
+from tuner.record.trial import TrialRecord
 
 MiB = 1 << 20
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from tests.helpers import sample_records, trial_record
-from tuner import stats
-from tuner.record import CSV_COLUMNS, JSON_FIELDS, Kind, Status, Verdict
+from tuner.judging import stats
+from tuner.record.trial import CSV_COLUMNS, JSON_FIELDS, Kind, Status, Verdict
 from tuner.report.frame import (
     baseline_runs,
     best_row,

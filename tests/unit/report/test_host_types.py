@@ -10,8 +10,8 @@ from rich.console import Console
 
 from tests.helpers import trial_record
 from tuner import report
-from tuner.judge import host_type_groups, judge, judge_by_host_type
-from tuner.record import StudyInfo, Verdict
+from tuner.judging.judge import host_type_groups, judge, judge_by_host_type
+from tuner.record.trial import StudyInfo, Verdict
 from tuner.report.frame import read_trials_csv
 
 H100 = "8 x NVIDIA H100 80GB HBM3 | vllm serve m --tensor-parallel-size 8"

@@ -22,7 +22,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
-from tuner.record import Status, Verdict
+from tuner.record.trial import Status, Verdict
 from tuner.report.frame import trials_frame
 from tuner.report.plots import report_figures, save_figures, trials_vs_baseline_figure
 from tuner.report.style import verdict_color

@@ -20,7 +20,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.helpers import sample_records, trial_record
-from tuner.record import Verdict
+from tuner.record.trial import Verdict
 from tuner.report.forest import ForestRow, baseline_band, forest_rows, truncate_rows
 from tuner.report.frame import trials_frame
 from tuner.report.plots import (

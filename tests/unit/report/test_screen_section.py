@@ -4,8 +4,8 @@ real trial records: the bound, the ranking against the relaunches, Spearman, the
 from __future__ import annotations
 
 from tests.helpers import trial_record
-from tuner.judge import judge
-from tuner.record import Status, StudyInfo
+from tuner.judging.judge import judge
+from tuner.record.trial import Status, StudyInfo
 from tuner.report.screen import gain_points, save_screen_figure, screen_markdown
 from tuner.screen.store import FIRST, SEARCH, ScreenRecord
 from tuner.screen.table import SCREEN_CSV, read_screen_csv, write_screen_csv

@@ -10,8 +10,8 @@ import pytest
 from rich.console import Console
 
 from tests.helpers import sample_records, trial_record
-from tuner.judge import judge
-from tuner.record import StudyInfo
+from tuner.judging.judge import judge
+from tuner.record.trial import StudyInfo
 from tuner.report.frame import trials_frame
 from tuner.report.text import (
     CONSOLE_COLUMNS,

@@ -9,7 +9,7 @@ import random
 import pytest
 from scipy import stats as sps
 
-from tuner.record import Status
+from tuner.record.trial import Status
 from tuner.screen.rank import (
     bad_sets,
     predicted_gain_pct,

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 from tests.helpers import ROOT, standin_command
-from tuner.config import load_config
 from tuner.errors import StoppedByCheck
-from tuner.record import Kind, Status, TrialRecord
+from tuner.inputs.config import load_config
+from tuner.inputs.space import load_space
+from tuner.record.trial import Kind, Status, TrialRecord
 from tuner.screen import known_bad, run_stage, screen_key
 from tuner.screen.store import CHECK, FIRST, INVALID, LAST, SEARCH, ScreenStore
-from tuner.space import load_space
-from tuner.sweep.storage import CONSTRAINT, StudyStore, default_storage, open_study
+from tuner.study.storage import CONSTRAINT, StudyStore, default_storage, open_study
 
 PY = sys.executable
 SPACE = """

@@ -1,0 +1,78 @@
+"""A server that announces another port than server.port is stopped at once, with both ports named."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tuner.record.trial import Status
+from tuner.server.launcher import ELSEWHERE_GRACE_S, ServerListensElsewhere, ServerProcess
+
+from ._support import config, free_port, python_server
+
+# Listens on sys.argv[2] (not the configured port) and says so as uvicorn does.
+UVICORN_LIKE = r"""
+import sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+p = int(sys.argv[2])  # (not named "port": the launcher substitutes that placeholder in every argv item)
+print("INFO:     Started server process [1]", flush=True)
+print(f"INFO:     Uvicorn running on http://0.0.0.0:{p} (Press CTRL+C to quit)", flush=True)
+HTTPServer(("127.0.0.1", p), BaseHTTPRequestHandler).serve_forever()
+"""
+
+# vLLM logs its arguments first, then loads for a long time before it listens.
+VLLM_LIKE = r"""
+import sys, time
+print("(APIServer pid=1) INFO 11-03 05:51:44 [api_server.py:1839] vLLM API server version 0.11.0", flush=True)
+print(f"(APIServer pid=1) INFO 11-03 05:51:44 [utils.py:233] non-default args: {{'model_tag': 'm', 'port': {sys.argv[2]}, 'model': 'm'}}", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("code", [UVICORN_LIKE, VLLM_LIKE], ids=["uvicorn", "vllm-args"])
+def test_listening_on_another_port_stops_at_once(tmp_path, code):
+    other = free_port()
+    cfg = config([*python_server(code), str(other)], ready_timeout_s=600)
+    t0 = time.monotonic()
+    with pytest.raises(ServerListensElsewhere) as info, ServerProcess(cfg, {}, tmp_path / "log") as server:
+        server.wait_ready(cfg.ready_timeout_s)
+    assert time.monotonic() - t0 < 3 + ELSEWHERE_GRACE_S
+    err = info.value
+    assert err.status == Status.CRASHED and err.port == other and err.configured == cfg.port
+    assert f"listens on port {other}, but server.port is {cfg.port}" in err.cause and "{port}" in err.cause
+    assert server.teardown_report is not None and server.teardown_report.clean
+
+
+def test_announcing_the_configured_port_is_fine(tmp_path):
+    cfg = config([*python_server(UVICORN_LIKE), "{port}"])
+    with ServerProcess(cfg, {}, tmp_path / "log") as server:
+        # BaseHTTPRequestHandler answers 501 to GET: never ready, but never "elsewhere" either.
+        with pytest.raises(Exception) as info:
+            server.wait_ready(1.5)
+        assert not isinstance(info.value, ServerListensElsewhere) and "not ready after" in str(info.value)
+
+
+# A router-like launcher: a worker announces its own port first, then the front end listens on
+# the configured port (sglang_router starts workers on other ports).
+ROUTER_LIKE = r"""
+import sys, threading, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+worker = int(sys.argv[2])
+threading.Thread(target=HTTPServer(("127.0.0.1", worker), H).serve_forever, daemon=True).start()
+print(f"INFO:     Uvicorn running on http://127.0.0.1:{worker} (Press CTRL+C to quit)", flush=True)
+time.sleep(1)
+front = int(sys.argv[1])
+print(f"INFO:     Uvicorn running on http://127.0.0.1:{front} (Press CTRL+C to quit)", flush=True)
+HTTPServer(("127.0.0.1", front), H).serve_forever()
+"""
+
+
+def test_another_port_then_the_configured_one_is_fine(tmp_path):
+    cfg = config([*python_server(ROUTER_LIKE), str(free_port())])
+    with ServerProcess(cfg, {}, tmp_path / "log") as server:
+        assert server.wait_ready(20) < 10

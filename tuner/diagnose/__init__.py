@@ -1,0 +1,1 @@
+"""`nccl-tune diagnose`: one instrumented launch, what NCCL chose at each size."""

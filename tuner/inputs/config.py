@@ -1,0 +1,495 @@
+"""The experiment file (TOML): which server to relaunch, how to probe it, what to sweep.
+
+Validated whole on load, before anything is launched, by the pydantic models below: every
+problem of the file is reported at once, in one :class:`~tuner.errors.InputError` naming the
+file, the key, the value as written and what is accepted (see :mod:`tuner.inputs.schema`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from tuner.inputs import envexpand
+from tuner.inputs.schema import (
+    FileModel,
+    LoadContext,
+    ServerEnv,
+    detail,
+    input_error,
+    load_context,
+    problem,
+    raise_all,
+)
+from tuner.inputs.schema import read_toml as read_toml
+from tuner.nccl.types import NcclVersion
+
+MODES = ("search", "presets")
+PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
+#: An argument that is only a placeholder (``{port}``, ``--port={port}``); braces inside longer
+#: arguments (``python -c`` code, JSON) are passed as written.
+PLACEHOLDER = re.compile(r"(?:--[\w-]+=)?\{([a-z_]+)\}")
+PLACEHOLDERS = ("port", "python")
+DEFAULT_SPACE = Path("search_spaces/default.toml")
+
+
+def _int(low: int, high: int | None = None) -> Any:
+    """An integer field in [low, high] whose description says so."""
+    return Field(ge=low, le=high, description=f"an integer in [{low}, {high if high is not None else 'inf'}]")
+
+
+def _above(low: float, below: float | None = None, example: str = "") -> Any:
+    """A number field in (low, below) whose description says so."""
+    text = f"a number above {low}" + (f" and below {below}" if below is not None else "") + example
+    return Field(gt=low, lt=below, description=text)
+
+
+_TEXT = Field(min_length=1, description="a non-empty string")
+
+
+class SmokeCheck(FileModel):
+    """Checks of the server's answers before any timing: a question whose greedy answer must
+    contain ``expect`` (e.g. Paris), answered within ``max_tokens`` (a reasoning model that runs
+    out while reasoning is asked again with room, never judged wrong for it); and, opt-in,
+    ``count_to = N``: the greedy answer to "Count from 1 to N." holds 1..N in order (a set that
+    corrupts data answers garbage). A failed check is ``invalid_output``: never recommended."""
+
+    prompt: Annotated[str | None, _TEXT] = None
+    expect: Annotated[str | None, _TEXT] = None
+    max_tokens: Annotated[int, _int(1, 100_000)] = 32
+    count_to: Annotated[int | None, _int(2, 1000)] = None
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> SmokeCheck:
+        if (self.prompt is None) != (self.expect is None) or (self.prompt is None and self.count_to is None):
+            raise problem('{ prompt = "What is the capital of France?", expect = "Paris" } and/or count_to = 50',
+                          "prompt and expect go together; give them, count_to, or both")
+        return self
+
+
+class ServerConfig(FileModel):
+    """How to start the server: ``command`` is an argv list with ``{port}`` substituted.
+
+    ``ready_timeout_s`` (s) bounds launch-to-ready; ``env`` is applied to every trial,
+    baseline included; ``teardown_grace_s`` (s) is SIGTERM-to-SIGKILL; ``log_max_bytes``
+    (bytes) caps the server log. A string ``command`` is split with :func:`shlex.split`.
+    ``api_key``: sent as ``Authorization: Bearer`` (else ``OPENAI_API_KEY`` of the runner, else
+    a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere.
+    """
+
+    command: Annotated[tuple[str, ...], Field(
+        description="a non-empty list of strings (argv), or a string split with shlex")]
+    port: Annotated[int, _int(1, 65535)] = 8000
+    host: Annotated[str, _TEXT] = "127.0.0.1"
+    ready_timeout_s: Annotated[float, _above(0)] = 2700.0
+    env: Annotated[ServerEnv, Field(description='a table such as { NCCL_PROTO = "LL" }')] = Field(
+        default_factory=dict)
+    health_path: Annotated[str, Field(pattern="^/", description="a path starting with '/', e.g. /health")] = "/health"
+    model: Annotated[str | None, _TEXT] = None
+    teardown_grace_s: Annotated[float, _above(0)] = 30.0
+    log_max_bytes: Annotated[int, _int(4096)] = 50 * 1024 * 1024
+    api_key: Annotated[str | None, _TEXT] = None
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+        accepted = cls.model_fields["command"].description or ""
+        try:
+            argv = shlex.split(raw) if isinstance(raw, str) else raw
+        except ValueError as exc:  # unbalanced quotes
+            raise problem(accepted, f"shlex: {exc}") from None
+        if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise problem(accepted)
+        unknown = [detail((i,), a, "the placeholders {port} and {python}",
+                          f"{{{m.group(1)}}} is not a placeholder nccl-tune fills")
+                   for i, a in enumerate(argv) if (m := PLACEHOLDER.fullmatch(a)) and m.group(1) not in PLACEHOLDERS]
+        raise_all("command", unknown)
+        if load_context(info).check_program:
+            why = _program_problem(argv[0].replace("{python}", sys.executable))
+            raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])
+        return tuple(argv)
+
+    def argv(self, port: int | None = None) -> list[str]:
+        """The command with ``{port}`` replaced, ``{python}`` replaced by this interpreter
+        (sys.executable: the simulator runs in nccl-tune's own venv) and a leading ``~`` expanded."""
+        p = str(self.port if port is None else port)
+        out = []
+        for a in self.command:
+            a = a.replace("{port}", p).replace("{python}", sys.executable)
+            out.append(os.path.expanduser(a) if a.startswith("~") else a)
+        return out
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port`` of the server."""
+        return f"http://{self.host}:{self.port}"
+
+
+def _program_problem(program: str) -> str | None:
+    """Why ``program`` cannot be started (a path: not an executable file; a name: not on PATH)."""
+    program = os.path.expanduser(program)
+    if os.sep in program:
+        return None if os.path.isfile(program) and os.access(program, os.X_OK) else "not found or not executable"
+    return None if shutil.which(program) else "not on PATH"
+
+
+def _repeats(raw: Any) -> int | Literal["auto"]:
+    # One run gives no interval: nothing could be judged.
+    if raw == "auto" or (isinstance(raw, int) and not isinstance(raw, bool) and 2 <= raw <= 1000):
+        return raw
+    raise problem('an integer in [2, 1000], or "auto"')
+
+
+def _tuple(raw: Any) -> Any:
+    """A TOML list as a tuple (strict mode takes no list for a tuple field)."""
+    return tuple(raw) if isinstance(raw, list) else raw
+
+
+BeforeTuple = BeforeValidator(_tuple)
+
+
+class ProbeConfig(FileModel):
+    """The fixed single-stream probe: ``warmup`` unrecorded runs, then ``repeats`` recorded.
+
+    ``repeats`` may be ``"auto"``: the number of runs per launch is chosen before each launch
+    from the baseline's measured run noise, so that the 95 % CI half-width of a launch's level
+    is about ``ci_target`` (fraction, 0.01 = 1 %), at most ``max_repeats``
+    (:func:`tuner.judging.stats.runs_for_precision`); the first baseline launch makes ``max_repeats``.
+    ``stall_timeout_s`` (s): a stream with no token for that long is ``hung``.
+    ``concurrency``: extra runs with that many simultaneous streams (``concurrency_requests`` each).
+    ``endpoint``: ``chat`` or ``completions`` (a base model without a chat template).
+    ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
+    tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
+    both are always recorded.
+    """
+
+    prompt: Annotated[str, _TEXT] = "Count from 1 to 50."
+    max_tokens: Annotated[int, _int(2, 1_000_000)] = 512
+    warmup: Annotated[int, _int(0, 100)] = 1
+    repeats: Annotated[int | Literal["auto"], PlainValidator(_repeats)] = 3
+    max_repeats: Annotated[int, _int(2, 1000)] = 15
+    ci_target: Annotated[float, _above(0, 0.5, ", e.g. 0.01 for 1 %")] = 0.01
+    stall_timeout_s: Annotated[float, _above(0)] = 120.0
+    check: Annotated[SmokeCheck | None, Field(
+        description='{ prompt = "What is the capital of France?", expect = "Paris" }')] = None
+    concurrency: Annotated[tuple[Annotated[int, Field(ge=1, le=1024)], ...], BeforeTuple, Field(
+        description="a list of integers in [1, 1024], e.g. [1, 2, 4, 8]")] = ()
+    concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
+    endpoint: Annotated[Literal["chat", "completions"], Field(
+        description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
+    metric: Annotated[Literal["output_tok_s", "decode_tok_s"], Field(
+        description='"output_tok_s" (the default) or "decode_tok_s"')] = "output_tok_s"
+
+
+class SweepConfig(FileModel):
+    """What to try: ``space`` file, relaunch budget ``trials`` (baseline included), ``mode``
+    (search: presets then the sampler; presets: presets only), ``seed`` of the sampler,
+    a baseline every ``baseline_every`` trials (0: none between), stop at ``target`` tok/s.
+
+    ``space`` is looked up relative to the current directory, then to the config file.
+    """
+
+    space: Annotated[Path, Field(validate_default=True, description=(
+        "a search-space TOML file, relative to the current directory or to the config file"))] = DEFAULT_SPACE
+    trials: Annotated[int, _int(1, 10_000)] = 12
+    mode: Annotated[Literal["search", "presets"], Field(description=" or ".join(MODES))] = "search"
+    seed: Annotated[int | None, _int(0)] = None
+    baseline_every: Annotated[int, _int(0, 10_000)] = 0
+    target: Annotated[float | None, _above(0)] = None
+
+    @field_validator("space", mode="before")
+    @classmethod
+    def _find(cls, raw: Any, info: ValidationInfo) -> Path:
+        accepted = cls.model_fields["space"].description or ""
+        if not (isinstance(raw, str) and raw) and not isinstance(raw, Path):
+            raise problem(accepted)
+        ctx = load_context(info)
+        if not ctx.resolve_space:
+            return Path(raw)
+        candidate = Path(os.path.expanduser(raw))
+        for path in [candidate] if candidate.is_absolute() else [candidate, ctx.file.parent / candidate]:
+            if path.is_file():
+                return path
+        raise problem(accepted, "file not found")
+
+
+def _version(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise problem('an NCCL version string such as "2.21.5"')
+    try:
+        NcclVersion.parse(raw)
+    except ValueError as exc:
+        raise problem('an NCCL version string such as "2.21.5"', str(exc)) from None
+    return raw
+
+
+class NcclConfig(FileModel):
+    """``[nccl]``: ``version`` (``"2.21.5"``): the NCCL release whose parsing rules check the
+    values before any launch (None: the oldest supported; the baseline's log gives the real one);
+    ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV`` to every launch, so
+    each variable can be proven to have reached NCCL (init-time lines only; a ``NCCL_DEBUG`` in
+    ``server.env`` is respected)."""
+
+    version: Annotated[str | None, PlainValidator(_version), Field(
+        description='an NCCL version string such as "2.21.5"')] = None
+    debug: Annotated[bool, Field(description="true or false")] = True
+
+    @property
+    def nccl_version(self) -> NcclVersion | None:
+        """``version`` parsed, or None."""
+        return NcclVersion.parse(self.version) if self.version else None
+
+
+#: Placeholders of ``[screen] command``: one size, or the smallest and largest of several.
+SIZE_PLACEHOLDERS = ("{size}", "{min_size}", "{max_size}")
+
+
+class ModelConfig(FileModel):
+    """``[model]``: where the allreduce sizes come from (:mod:`tuner.inputs.model`).
+
+    ``config``: a Hugging Face ``config.json`` (or its folder), relative to the current
+    directory, then to the experiment file; read on load. ``tokens_per_step``: tokens in one
+    decode forward pass (1 for one stream; the batch, or 1 + draft length with speculative
+    decoding). ``prompt_tokens``: the prompt length whose prefill allreduce is screened too
+    (None: decode only). ``dtype``: the server's ``--dtype`` when not ``auto``.
+    ``expert_parallel``: the server runs MoE layers expert-parallel (their allreduces become
+    all-to-all). ``allreduces_per_token``: overrides the 2 x num_hidden_layers rule.
+    """
+
+    config: Annotated[Path, Field(description=(
+        "the path of a Hugging Face config.json (or its folder), relative to the current directory "
+        "or to the config file"))]
+    tokens_per_step: Annotated[int, _int(1, 1_000_000)] = 1
+    prompt_tokens: Annotated[int | None, _int(1, 10_000_000)] = None
+    dtype: Annotated[str | None, Field(description='"auto", "bfloat16", "float16" or "float32"')] = None
+    expert_parallel: Annotated[bool, Field(description="true or false")] = False
+    allreduces_per_token: Annotated[int | None, _int(1, 1_000_000)] = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _find_config(cls, raw: Any, info: ValidationInfo) -> Path:
+        accepted = cls.model_fields["config"].description or ""
+        if not (isinstance(raw, str) and raw) and not isinstance(raw, Path):
+            raise problem(accepted)
+        ctx = load_context(info)
+        candidate = Path(os.path.expanduser(raw))
+        if not ctx.resolve_space:
+            return candidate
+        for path in [candidate] if candidate.is_absolute() else [candidate, ctx.file.parent / candidate]:
+            if path.exists():
+                return path
+        raise problem(accepted, "file not found")
+
+    @model_validator(mode="after")
+    def _readable(self, info: ValidationInfo) -> ModelConfig:
+        if not load_context(info).resolve_space:
+            return self
+        from tuner.errors import InputError
+        from tuner.inputs.model import load_model_shape
+
+        try:
+            load_model_shape(self.config, served_dtype=self.dtype)
+        except InputError as exc:
+            raise problem("a Hugging Face config.json with hidden_size and num_hidden_layers",
+                          f"{exc.file}: {exc.key} = {exc.value!r}" + (f" ({exc.why})" if exc.why else "")) from None
+        return self
+
+
+class ScreenConfig(FileModel):
+    """``[screen]``: nccl-tests runs under candidate sets before any tuned relaunch (:mod:`tuner.screen`).
+
+    ``command``: argv of an nccl-tests ``*_perf`` program with ``{size}`` (one size) or
+    ``{min_size}``/``{max_size}`` (several, measured in one run, read row by row), and
+    ``{python}``; a string is split with shlex. ``sizes`` (bytes): the first is the decode size,
+    the largest the prefill size; empty: both from ``[model]``. ``trials``: screen runs, the
+    untuned set's two included (not counted by ``--trials``). ``top_k``: sets relaunched right
+    after the screen, best first. ``timeout_s`` (s): a run still going then is killed, tree and
+    all, and recorded as ``timeout``. ``json_output``: use ``-J`` (``"auto"``: when ``-h`` lists it).
+    ``tie_pct`` (%): decode times this close rank as tied, then the prefill size decides.
+    """
+
+    command: Annotated[tuple[str, ...], Field(
+        description="a non-empty list of strings (argv) with {size} or {min_size}/{max_size}, or a string")]
+    sizes: Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeTuple, Field(
+        description="a list of message sizes in bytes (integers >= 1), the decode size first")] = ()
+    trials: Annotated[int, _int(3, 100_000)] = 100
+    top_k: Annotated[int, _int(0, 1000)] = 4
+    timeout_s: Annotated[float, _above(0)] = 120.0
+    json_output: Annotated[bool | Literal["auto"], Field(description='true, false or "auto"')] = "auto"
+    tie_pct: Annotated[float, Field(ge=0, lt=50, description="a percentage in [0, 50)")] = 1.0
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv(cls, raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+        accepted = cls.model_fields["command"].description or ""
+        try:
+            argv = shlex.split(raw) if isinstance(raw, str) else raw
+        except ValueError as exc:
+            raise problem(accepted, f"shlex: {exc}") from None
+        if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise problem(accepted)
+        if load_context(info).check_program:
+            why = _program_problem(argv[0].replace("{python}", sys.executable))
+            raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])
+        return tuple(argv)
+
+    def argv(self, sizes: list[int]) -> list[str]:
+        """The command for ``sizes`` (bytes): ``{size}`` the only one, ``{min_size}``/``{max_size}``
+        the smallest and largest, ``{python}`` this interpreter, a leading ``~`` expanded."""
+        lo, hi = min(sizes), max(sizes)
+        out = []
+        for a in self.command:
+            a = (a.replace("{size}", str(lo)).replace("{min_size}", str(lo)).replace("{max_size}", str(hi))
+                 .replace("{python}", sys.executable))
+            out.append(os.path.expanduser(a) if a.startswith("~") else a)
+        return out
+
+
+class _ExperimentFile(FileModel):
+    server: Annotated[ServerConfig, Field(description="a [server] table with at least 'command'")]
+    probe: Annotated[ProbeConfig, Field(description="a [probe] table")]
+    sweep: Annotated[SweepConfig, Field(description="a [sweep] table")]
+    nccl: Annotated[NcclConfig, Field(description="an [nccl] table")]
+    screen: Annotated[ScreenConfig | None, Field(description="a [screen] table with at least 'command'")] = None
+    model: Annotated[ModelConfig | None, Field(description="a [model] table with 'config'")] = None
+
+    @model_validator(mode="after")
+    def _screen_sizes(self) -> _ExperimentFile:
+        sc = self.screen
+        if sc is None:
+            return self
+        if not sc.sizes and self.model is None:
+            raise_all("screen", [detail(("screen", "sizes"), [], "a list of message sizes in bytes, or a [model] "
+                                        "table to derive them from", "the screen needs the decode size")])
+        several = len(set(sc.sizes)) > 1 or (not sc.sizes and self.model is not None
+                                               and self.model.prompt_tokens is not None)
+        if several and any("{size}" in a for a in sc.command):
+            raise_all("screen", [detail(("screen", "command"), list(sc.command),
+                                        "-b {min_size} -e {max_size} (and -f 2) when several sizes are screened",
+                                        "{size} names one size; several are measured in one run")])
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        # Absent [probe]/[sweep] tables are validated too: the default space path is resolved.
+        return {"probe": {}, "sweep": {}, "nccl": {}, **data} if isinstance(data, dict) else data
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole experiment file: ``server``, ``probe``, ``sweep``, ``nccl``, where it came from,
+    ``notices``: what NCCL would adjust or not read, said before any launch, and the optional
+    ``screen`` and ``model`` tables.
+
+    ``written``: the file as parsed, before its ``${NAME}`` references were expanded
+    (:mod:`tuner.inputs.envexpand`); empty for a config built in code.
+    """
+
+    path: Path
+    server: ServerConfig
+    probe: ProbeConfig
+    sweep: SweepConfig
+    nccl: NcclConfig = field(default_factory=NcclConfig)
+    notices: list[str] = field(default_factory=list)
+    screen: ScreenConfig | None = None
+    model: ModelConfig | None = None
+    written: Mapping[str, Any] = field(default_factory=dict)
+
+    def written_command(self) -> list[str]:
+        """``server.command`` as the file wrote it (``${NAME}`` and ``{port}`` unexpanded),
+        split like the command itself; the expanded command when the file is not known."""
+        server = self.written.get("server")
+        raw = server.get("command") if isinstance(server, dict) else None
+        if isinstance(raw, str):
+            try:
+                return shlex.split(raw)
+            except ValueError:
+                return [raw]
+        if isinstance(raw, list) and all(isinstance(a, str) for a in raw):
+            return list(raw)
+        return list(self.server.command)
+
+    def written_env(self) -> dict[str, str]:
+        """``server.env`` as the file wrote it (``${NAME}`` unexpanded); the expanded one
+        when the file is not known."""
+        server = self.written.get("server")
+        raw = server.get("env") if isinstance(server, dict) else None
+        if isinstance(raw, dict):
+            return {str(k): str(v) for k, v in raw.items()}
+        return dict(self.server.env)
+
+
+def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
+                check_program: bool = True, resolve_space: bool = True,
+                environ: Mapping[str, str] | None = None) -> ExperimentConfig:
+    """Read and validate an experiment file.
+
+    ``check_program``: the command's program must exist (a path) or be on PATH;
+    ``resolve_space``: ``sweep.space`` must exist. ``${NAME}`` references are replaced by the
+    runner's environment variables first (:mod:`tuner.inputs.envexpand`; ``environ``: default
+    ``os.environ``). Raises :class:`InputError` listing every problem: a missing or unparsable
+    file, a variable that is not set, unknown keys, wrong types or ranges, a program that
+    does not exist, NCCL values NCCL would misread, unsafe NCCL settings in ``server.env``
+    without ``allow_unsafe``, a space file not found.
+    """
+    file = Path(path)
+    written = read_toml(file, "experiment")
+    data = envexpand.expand(written, os.environ if environ is None else environ, str(file), _numeric_key)
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe, check_program=check_program,
+                          resolve_space=resolve_space, version=_declared_version(data))
+    try:
+        parsed = _ExperimentFile.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise input_error(str(file), exc, _ExperimentFile) from None
+    return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep,
+                            nccl=parsed.nccl, notices=context.notices, screen=parsed.screen, model=parsed.model,
+                            written=written)
+
+
+def _numeric_key(key: str) -> type | None:
+    """int or float for a numeric key of the file (``server.port``), else None: a ``${NAME}``
+    that is the whole value of such a key becomes a number."""
+    section, _, name = key.partition(".")
+    models: dict[str, type[FileModel]] = {"server": ServerConfig, "probe": ProbeConfig, "sweep": SweepConfig}
+    model = models.get(section)
+    if model is None or name not in model.model_fields:
+        return None
+    hint = model.model_fields[name].annotation
+    kinds = set(get_args(hint)) - {NoneType} if get_origin(hint) in (Union, UnionType) else {hint}
+    if kinds == {int}:
+        return int
+    if kinds in ({float}, {int, float}):
+        return float
+    return None
+
+
+def _declared_version(data: dict[str, Any]) -> NcclVersion | None:
+    """``[nccl] version`` read ahead, so ``server.env`` is checked by that release's rules (a bad
+    one is reported by the model and the oldest rules apply meanwhile)."""
+    table = data.get("nccl")
+    raw = table.get("version") if isinstance(table, dict) else None
+    try:
+        return NcclVersion.parse(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None

@@ -1,0 +1,237 @@
+"""Search spaces: candidate values per variable, and explicit preset sets tried first.
+
+A space file (TOML)::
+
+    include_presets = "safe.toml"        # optional: presets of another file, tried first
+    [variables.NCCL_PROTO]
+    values = ["LL", "LL128", "Simple"]   # "unset" (NCCL's default) is always a candidate
+    unsafe = ["LL128"]                   # optional: skipped unless --allow-unsafe
+    [[presets]]
+    name = "ring-ll"
+    env = { NCCL_ALGO = "Ring", NCCL_PROTO = "LL" }
+
+Unsafe candidates (forced LL128, exotic algorithms; see :func:`tuner.inputs.schema.check_nccl`) are
+skipped with a notice unless ``allow_unsafe``; in a preset they are refused. Validated by the
+pydantic models below: every problem of a file is reported at once (see :mod:`tuner.inputs.schema`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
+
+from tuner.errors import InputError
+from tuner.inputs.schema import (
+    REDACTED,
+    SECRET_ACCEPTED,
+    SECRET_WHY,
+    FileModel,
+    LoadContext,
+    PresetEnv,
+    as_written,
+    check_nccl,
+    detail,
+    input_problems,
+    is_secret,
+    load_context,
+    problem,
+    raise_all,
+    read_toml,
+)
+from tuner.nccl.types import NcclVersion
+
+#: The candidate meaning "do not set the variable; let NCCL choose".
+UNSET = "unset"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One explicit environment set, e.g. the motivating deployment's tuned set."""
+
+    name: str
+    env: dict[str, str]
+
+
+@dataclass
+class SearchSpace:
+    """Candidates per variable (``variables``, without "unset"), presets in order, notices.
+
+    ``notices`` lists what was skipped and why (unsafe candidates), for the user to read;
+    ``notes``: each variable's ``note`` from the file (a risk, say), shown beside a set to use.
+    """
+
+    path: Path
+    variables: dict[str, tuple[str, ...]]
+    presets: list[Preset]
+    notices: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def choices(self) -> dict[str, tuple[str, ...]]:
+        """Per variable: ``("unset", *candidates)`` plus any value a preset uses.
+
+        Every variable a preset mentions is included, so every trial, baseline and presets
+        included, is a point of one Optuna categorical space and teaches the sampler.
+        """
+        out: dict[str, list[str]] = {name: [UNSET, *values] for name, values in self.variables.items()}
+        for preset in self.presets:
+            for name, value in preset.env.items():
+                out.setdefault(name, [UNSET])
+                if value not in out[name]:
+                    out[name].append(value)
+        return {name: tuple(values) for name, values in out.items()}
+
+    def size(self) -> int:
+        """Number of distinct env sets in the space (product of choice counts)."""
+        n = 1
+        for values in self.choices().values():
+            n *= len(values)
+        return n
+
+
+def _scalar(raw: Any) -> str | int:
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise problem("a string or an integer")
+    return raw
+
+
+Scalar = Annotated[str | int, PlainValidator(_scalar)]
+_STRING = Field(description="a string")
+
+
+class _Variable(FileModel):
+    """``[variables.NAME]``; ``values`` become the kept candidates (validated, safe, unique)."""
+
+    unsafe: Annotated[list[Scalar], Field(description="a list of values from values")] = Field(
+        default_factory=list)
+    note: Annotated[str, _STRING] = ""
+    values: Annotated[tuple[str, ...], Field(description="a non-empty list of strings or integers")]
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _candidates(cls, raw: Any, info: ValidationInfo) -> tuple[str, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise problem("a non-empty list of strings or integers")
+        ctx = load_context(info)
+        declared_unsafe = {str(u) for u in info.data.get("unsafe", [])}
+        kept: list[str] = []
+        details = []
+        for i, value in enumerate(raw):
+            if isinstance(value, bool) or not isinstance(value, str | int):
+                details.append(detail((i,), value, "a string or an integer"))
+                continue
+            text = str(value)
+            if text == UNSET:
+                continue
+            check = check_nccl(ctx.variable, text, ctx)
+            if check.wrong:
+                details.append(detail((i,), value, check.accepted, check.wrong))
+                continue
+            reason = check.unsafe or ("marked unsafe in the space file" if text in declared_unsafe else None)
+            if reason and not ctx.allow_unsafe:
+                ctx.notices.append(f"{ctx.file}: skipping {ctx.variable}={text} ({reason}); "
+                                   "pass --allow-unsafe to try it")
+            elif text not in kept:
+                kept.append(text)
+        raise_all("values", details)
+        return tuple(kept)
+
+
+class _PresetEntry(FileModel):
+    name: Annotated[str | None, _STRING] = None
+    env: Annotated[PresetEnv, Field(description='a table such as { NCCL_PROTO = "LL" }')]
+    note: Annotated[str, _STRING] = ""
+
+
+class _SpaceFile(FileModel):
+    description: Annotated[str, _STRING] = ""
+    include_presets: Annotated[str | None, Field(description="a path to another space file")] = None
+    variables: Annotated[dict[str, dict[str, Any]], Field(
+        description='[variables.NAME] tables with values = ["...", ...] (and optional unsafe, note)')] = Field(
+        default_factory=dict)
+    presets: Annotated[list[_PresetEntry], Field(
+        description="[[presets]] entries with env (and optional name, note)")] = Field(default_factory=list)
+
+
+def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
+               version: NcclVersion | None = None) -> SearchSpace:
+    """Read and validate a search-space file (and the file its ``include_presets`` names).
+
+    Raises :class:`InputError` listing every problem: a missing file, bad TOML, unknown keys,
+    values NCCL would misread, secret-named variables, a preset forcing an unsafe setting
+    without ``allow_unsafe``, an include cycle, nothing left to try. Values are checked by the
+    rules of NCCL ``version`` (None: the oldest supported, :data:`tuner.nccl.env.OLDEST_SUPPORTED`).
+    A variable whose name starts with ``-`` is a server flag (``on``: the flag alone).
+    """
+    return _load(Path(path), allow_unsafe, (), version)
+
+
+def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclVersion | None = None) -> SearchSpace:
+    name = str(file)
+    data = read_toml(file, "search-space")
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version)
+    problems: list[InputError] = []
+    try:
+        parsed: _SpaceFile | None = _SpaceFile.model_validate(data, context=context)
+    except ValidationError as exc:
+        problems += input_problems(name, exc, _SpaceFile)
+        parsed = None
+
+    # Each variable is validated on its own: its name decides what NCCL accepts.
+    variables: dict[str, tuple[str, ...]] = {}
+    notes: dict[str, str] = {}
+    raw_variables = data.get("variables")
+    for var, table in raw_variables.items() if isinstance(raw_variables, dict) else ():
+        if is_secret(var):
+            problems.append(InputError(name, f"variables.{var}", as_written(REDACTED, True), SECRET_ACCEPTED, SECRET_WHY))
+            continue
+        if not isinstance(table, dict):
+            continue  # reported by _SpaceFile
+        try:
+            parsed_var = _Variable.model_validate(table, context=dataclasses.replace(context, variable=var))
+        except ValidationError as exc:
+            problems += input_problems(name, exc, _Variable, prefix=("variables", var))
+            continue
+        if parsed_var.values:
+            variables[var] = parsed_var.values
+        if parsed_var.note.strip():
+            notes[var] = " ".join(parsed_var.note.split())
+
+    presets: list[Preset] = []
+    include = data.get("include_presets")
+    if isinstance(include, str):
+        try:
+            included = _include(file, include, allow_unsafe, seen, version)
+            presets.extend(included.presets)
+            context.notices.extend(included.notices)
+        except InputError as exc:
+            problems += exc.problems
+    for i, entry in enumerate(parsed.presets if parsed else ()):
+        if not any(p.env == entry.env for p in presets):
+            presets.append(Preset(entry.name if entry.name is not None else f"preset-{i}", entry.env))
+
+    if not problems and not variables and not presets:
+        problems.append(InputError(name, "variables", as_written(raw_variables or {}),
+                                   "at least one [variables.NAME] with a safe value, or one [[presets]] entry",
+                                   "nothing to try"))
+    if problems:
+        raise InputError.combine(problems)
+    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices, notes=notes)
+
+
+def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],
+             version: NcclVersion | None = None) -> SearchSpace:
+    """The space ``include_presets`` names, relative to ``file``; refuses a cycle."""
+    path = (file.parent / include).resolve()
+    here = file.resolve()
+    if path in (*seen, here):
+        raise InputError(str(file), "include_presets", as_written(include),
+                         "a file that does not include this one", "cycle")
+    if not path.is_file():
+        raise InputError(str(file), "include_presets", as_written(include),
+                         "a path to another space file, relative to this one", "file not found")
+    return _load(path, allow_unsafe, (*seen, here), version)

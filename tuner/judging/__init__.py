@@ -1,0 +1,1 @@
+"""Statistics and verdicts: trial records to judgements against the baseline."""

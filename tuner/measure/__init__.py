@@ -1,0 +1,1 @@
+"""Measuring a running server: the single-stream probe and the concurrency table."""

@@ -1,0 +1,1 @@
+"""The trial record and the stored format."""

@@ -1,0 +1,338 @@
+"""The trial record: one relaunch of the server, as the sweep writes it and the report reads it.
+
+This docstring is the schema (the README links here). A :class:`TrialRecord` is stored as the
+user attributes of one Optuna trial, one attribute per field (:func:`to_user_attrs` /
+:func:`from_user_attrs`, the only code that knows the keys), so ``nccl-tune report`` and
+optuna-dashboard read everything from the storage alone. ``trials.csv`` has one column per
+field (:data:`CSV_COLUMNS`, list and mapping fields as JSON text in the file only), plus the
+judging columns the report computes (``vs_baseline``, its CI, ``verdict``, ``verdict_note``).
+
+Fields (units in the names: ``_s`` seconds, ``_tok_s`` output tokens per second, ``_at`` Unix
+time in seconds):
+
+===================== ======================================================================
+``trial``             Optuna trial number (relaunch order within the study)
+``kind``              :class:`Kind`: baseline, preset, search, confirm (duplicate/invalid are
+                      sampler bookkeeping, never relaunched)
+``preset``            the preset's name, or ``""``
+``status``            :class:`Status`
+``cause``             one line: why it failed (log tail, probe), or why it was not launched
+``env``               the set: variable -> value as launched (secrets as ``***``)
+``flags``             server flags of the set, appended to the command (argv items)
+``output_tok_s``      median output tok/s of the recorded runs (None unless ok)
+``output_tok_s_runs`` per recorded run: completion tokens / E2E (tok/s)
+``decode_tok_s``      median 1 / TPOT (tok/s, prefill excluded); None when not measurable
+``decode_tok_s_runs`` per recorded run: 1 / TPOT (tok/s)
+``ttft_s``            median time to first token (s)
+``tpot_s``            median time per output token after the first (s)
+``e2e_s``             median end-to-end latency (s)
+``completion_tokens`` median completion tokens per run
+``tokens_counted``    True when a run's token count is a guess (no usage chunk, counted from
+                      chunks: a lower bound)
+``timing_measurable`` False when tokens arrived in bursts, so TTFT/TPOT (and decode tok/s) are
+                      not measurable; output tok/s stays right
+``reasoning_deltas``  reasoning chunks in the last run (reasoning models)
+``ci_halfwidth``      with ``repeats = "auto"``: 95 % CI half-width of the median (fraction)
+``concurrency``       bench levels: list of ``tuner.measure.bench.LevelResult.to_json()`` dicts
+``load_s``            launch to ready (s)
+``probe_s``           ready to end of probe (s)
+``teardown_s``        SIGTERM to nothing left (s)
+``wall_s``            whole relaunch (s)
+``started_at``        when the relaunch started (Unix s)
+``finished_at``       when it ended (Unix s)
+``retry_of_trial``    trial number this one retries (its runner died), or None
+``retried_by_trial``  trial number that retried this interrupted one, or None (derived from
+                      the retry's ``retry_of_trial`` when read: a finished trial is immutable)
+``recheck``           a baseline re-measure (drift check), not counted in the budget
+``duplicate_of``      (duplicate kind only) the trial whose result the sampler was told
+``removed_inherited`` inherited NCCL_*/CUDA_DEVICE_MAX_CONNECTIONS names removed from the env
+``nccl_version``      NCCL version the server's log names (``2.21.5``), or ``""``
+``nccl_confirmed``    variable -> value as NCCL echoed it (``set by environment to``)
+``nccl_not_applied``  variable -> why: set for the trial but echoed by no rank, or with
+                      another value; such a trial gets no speed verdict
+``nccl_unverifiable`` variables of the set NCCL never echoes (CUDA_DEVICE_MAX_CONNECTIONS)
+``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
+``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
+``nccl_warnings``     every ``NCCL WARN`` line
+``allreduce_backend`` who carries the decode allreduce (``nccl``, ``custom``, ...), or ``""``
+``host``              the host: name, GPU model and count, driver, server version (where known)
+``host_type``         GPU model x count + server command: trials are judged within one type
+``log``               path of the server's log (stdout and stderr)
+``runner``            ``host:pid`` of the runner that launched it
+``teardown_problem``  what survived the teardown (empty when clean)
+===================== ======================================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    """Why a trial exists."""
+
+    BASELINE = "baseline"    #: the untuned server (every inherited tuning variable removed)
+    PRESET = "preset"        #: a preset of the search space, tried in order
+    SEARCH = "search"        #: proposed by the sampler
+    CONFIRM = "confirm"      #: the winner relaunched to confirm its gain
+    DUPLICATE = "duplicate"  #: proposed again by the sampler: told the known result, not launched
+    INVALID = "invalid"      #: NCCL would reject the set: told infeasible, not launched
+
+    @property
+    def relaunched(self) -> bool:
+        """True for kinds that launched the server (not duplicate/invalid bookkeeping)."""
+        return self not in (Kind.DUPLICATE, Kind.INVALID)
+
+
+class Status(StrEnum):
+    """How a relaunch ended."""
+
+    OK = "ok"                          #: measured
+    CRASHED = "crashed"                #: exited during start-up or probe
+    TIMEOUT = "timeout"                #: not ready within ready_timeout_s
+    HUNG = "hung"                      #: no token for stall_timeout_s
+    UNHEALTHY = "unhealthy"            #: ready, but requests fail (e.g. HTTP 500)
+    INVALID_OUTPUT = "invalid_output"  #: the smoke or counting check failed
+    INTERRUPTED = "interrupted"        #: the runner died mid-trial (retried once on resume)
+    MACHINE_FAULT = "machine_fault"    #: the machine, not the set, failed (port held): not the set's fault
+    RUNNING = "running"                #: in flight (seen mid-sweep)
+    SKIPPED = "skipped"                #: not launched (duplicate or invalid set)
+
+    @property
+    def failed(self) -> bool:
+        """True for a finished relaunch that gave no measurement."""
+        return self not in (Status.OK, Status.RUNNING, Status.SKIPPED)
+
+    @property
+    def blames_set(self) -> bool:
+        """True when the failure is the set's (told to the sampler as infeasible)."""
+        return self.failed and self not in (Status.INTERRUPTED, Status.MACHINE_FAULT)
+
+
+class Verdict(StrEnum):
+    """A trial against the baseline (computed by the report, never stored in the trial)."""
+
+    BASELINE = "baseline"                                   #: the baseline itself
+    FASTER = "faster"                                       #: CI above 1, gain >= min effect
+    SLOWER = "slower"                                       #: CI below 1, loss >= min effect
+    NO_DIFFERENCE = "no significant difference"             #: CI contains 1
+    FASTER_BELOW_MIN = "faster, below the minimum effect"   #: CI above 1, gain < min effect
+    SLOWER_BELOW_MIN = "slower, below the minimum effect"   #: CI below 1, loss < min effect
+    INCONCLUSIVE = "inconclusive"                           #: the baseline drifted as much
+    NOT_APPLIED = "not applied"                             #: NCCL did not confirm a variable
+    UNVERIFIABLE = "unverifiable"                           #: a variable NCCL does not echo
+    FAILED_CONFIRMATION = "failed confirmation"             #: the gain did not hold on relaunch
+    NOT_ENOUGH_RUNS = "not enough runs to judge"            #: fewer than 2 runs on a side
+    FAILED = "failed"                                       #: the relaunch failed
+    PENDING = "pending"                                     #: running or interrupted
+
+
+@dataclass
+class TrialRecord:
+    """One relaunch (or one sampler bookkeeping entry); the schema is the module docstring."""
+
+    trial: int
+    kind: Kind
+    status: Status = Status.RUNNING
+    preset: str = ""
+    cause: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    output_tok_s: float | None = None
+    output_tok_s_runs: list[float] = field(default_factory=list)
+    decode_tok_s: float | None = None
+    decode_tok_s_runs: list[float] = field(default_factory=list)
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    completion_tokens: float | None = None
+    tokens_counted: bool = False
+    timing_measurable: bool = True
+    reasoning_deltas: int = 0
+    ci_halfwidth: float | None = None
+    concurrency: list[dict[str, Any]] = field(default_factory=list)
+    load_s: float | None = None
+    probe_s: float | None = None
+    teardown_s: float | None = None
+    wall_s: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    retry_of_trial: int | None = None
+    retried_by_trial: int | None = None
+    recheck: bool = False
+    duplicate_of: int | None = None
+    removed_inherited: list[str] = field(default_factory=list)
+    nccl_version: str = ""
+    nccl_confirmed: dict[str, str] = field(default_factory=dict)
+    nccl_not_applied: dict[str, str] = field(default_factory=dict)
+    nccl_unverifiable: list[str] = field(default_factory=list)
+    nccl_ranks: list[int] = field(default_factory=list)
+    nccl_channels: list[str] = field(default_factory=list)
+    nccl_warnings: list[str] = field(default_factory=list)
+    allreduce_backend: str = ""
+    host: dict[str, Any] = field(default_factory=dict)
+    host_type: str = ""
+    log: str = ""
+    runner: str = ""
+    teardown_problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the relaunch was measured."""
+        return self.status is Status.OK
+
+    @property
+    def set_key(self) -> str:
+        """Canonical text of the set (env and flags): the identity that is never measured twice."""
+        return set_key(self.env, self.flags)
+
+    def concurrency_tok_s(self) -> dict[int, float]:
+        """Aggregate tok/s per measured concurrency level C."""
+        return {int(lv["concurrency"]): float(lv.get("aggregate_tok_s", math.nan)) for lv in self.concurrency}
+
+
+def set_key(env: dict[str, str], flags: list[str] | tuple[str, ...] = ()) -> str:
+    """Canonical JSON of a set: sorted env, then flags in order (``{"env":..,"flags":..}`` only
+    when there are flags, so env-only keys stay the plain sorted mapping)."""
+    env_json = dict(sorted(env.items()))
+    if flags:
+        return json.dumps({"env": env_json, "flags": list(flags)}, separators=(",", ":"))
+    return json.dumps(env_json, separators=(",", ":"))
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
+#: Fields stored as JSON text in trials.csv (lists and mappings).
+JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
+                                         "concurrency", "removed_inherited", "nccl_confirmed",
+                                         "nccl_not_applied", "nccl_unverifiable", "nccl_ranks",
+                                         "nccl_channels", "nccl_warnings", "host"})
+#: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
+JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",
+                                      "verdict", "verdict_note")
+CSV_COLUMNS: tuple[str, ...] = FIELDS + JUDGEMENT_COLUMNS
+
+_ENUMS: dict[str, type[StrEnum]] = {"kind": Kind, "status": Status}
+
+
+def to_user_attrs(record: TrialRecord, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Optuna user attributes of ``record`` (JSON-able; ``trial`` is Optuna's own number).
+
+    ``only``: a subset of field names (e.g. what is known when a trial starts).
+    """
+    out: dict[str, Any] = {}
+    for name in only or FIELDS:
+        if name == "trial":
+            continue
+        value = getattr(record, name)
+        if isinstance(value, StrEnum):
+            value = value.value
+        elif isinstance(value, float) and not math.isfinite(value):
+            value = None  # JSON has no NaN/inf; None reads back as "unknown"
+        out[name] = value
+    return out
+
+
+def from_user_attrs(trial: int, attrs: dict[str, Any], *, default_status: Status = Status.RUNNING) -> TrialRecord:
+    """The record stored in ``attrs`` (an Optuna trial's user attributes).
+
+    Unknown keys are ignored (an older or newer nccl-tune wrote them); missing ones keep the
+    field's default, and a missing status is ``default_status`` (the storage module derives it
+    from Optuna's trial state). Raises ValueError for an attrs dict without ``kind``.
+    """
+    if "kind" not in attrs:
+        raise ValueError(f"trial {trial} has no nccl-tune record (no 'kind' attribute)")
+    values: dict[str, Any] = {"trial": trial}
+    for name in FIELDS:
+        if name == "trial" or name not in attrs:
+            continue
+        value = attrs[name]
+        if name in _ENUMS:
+            value = _ENUMS[name](value)
+        elif name in JSON_FIELDS and value is None:
+            continue
+        values[name] = value
+    values.setdefault("status", default_status)
+    return TrialRecord(**values)
+
+
+def to_csv_row(record: TrialRecord) -> dict[str, Any]:
+    """One trials.csv row: every field, list and mapping fields as JSON text, None as empty."""
+    row: dict[str, Any] = {}
+    for name in FIELDS:
+        value = getattr(record, name)
+        if name in JSON_FIELDS:
+            value = json.dumps(value, sort_keys=name == "env")
+        elif isinstance(value, StrEnum):
+            value = value.value
+        row[name] = value
+    return row
+
+
+def decode_csv_value(name: str, text: Any) -> Any:
+    """Inverse of :func:`to_csv_row` for one cell read back by pandas (JSON fields decoded)."""
+    if name in JSON_FIELDS and isinstance(text, str):
+        return json.loads(text)
+    return text
+
+
+@dataclass
+class StudyInfo:
+    """What a study records about itself (Optuna study user attributes, one per field).
+
+    ``server_command``: the argv as launched (secrets scrubbed); ``server_env``: the fixed
+    ``server.env`` (secrets as ``***``); ``fixed_tuning_env``: its NCCL/CUDA tuning variables;
+    ``fingerprint``: the settings a resume must not change; ``storage_hint``: the storage URL
+    without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
+    sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
+    made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
+    ``space_choices``: every searched name and its candidates when the study began (an Optuna
+    study keeps one distribution per name, so a resume must not change them).
+    Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
+    (:class:`tuner.nccl.types.Topology` fields), ``allreduce_backend`` and the evidence for it,
+    ``allreduce_nccl_on_decode_path`` (False: NCCL variables cannot change decode speed; None:
+    unknown).
+    ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
+    the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
+    values, the tuner-plugin export), empty without a ``[screen]``.
+    ``space_notes``: each searched variable's ``note`` in the space file (one line each), shown
+    beside a set the report says to use.
+    """
+
+    server_command: list[str] = field(default_factory=list)
+    server_env: dict[str, str] = field(default_factory=dict)
+    fixed_tuning_env: dict[str, str] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    storage_hint: str = ""
+    target: float | None = None
+    target_met_untuned: bool = False
+    target_reached_by: int | None = None
+    stop_reason: str = ""
+    final_baseline_skipped: str = ""
+    min_effect: float | None = None
+    space_choices: dict[str, list[str]] = field(default_factory=dict)
+    nccl_learned: bool = False
+    nccl_version: str = ""
+    topology: dict[str, Any] = field(default_factory=dict)
+    allreduce_backend: str = ""
+    allreduce_backend_reason: str = ""
+    allreduce_nccl_on_decode_path: bool | None = None
+    screen: dict[str, Any] = field(default_factory=dict)
+    space_notes: dict[str, str] = field(default_factory=dict)
+
+
+STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))
+
+
+def study_to_user_attrs(info: StudyInfo, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Optuna study user attributes of ``info`` (all fields, or ``only`` those named)."""
+    return {name: getattr(info, name) for name in only or STUDY_FIELDS}
+
+
+def study_from_user_attrs(attrs: dict[str, Any]) -> StudyInfo:
+    """The :class:`StudyInfo` stored in a study's user attributes (unknown keys ignored)."""
+    return StudyInfo(**{k: v for k, v in attrs.items() if k in STUDY_FIELDS and v is not None})

@@ -1,0 +1,1 @@
+"""The Optuna study: storage, fingerprints, hosts and their runners."""

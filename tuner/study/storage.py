@@ -1,0 +1,512 @@
+"""Every access to Optuna's storage: the study, trial records, study attributes, heartbeats.
+
+One Optuna trial per relaunch. A trial's :class:`~tuner.record.trial.TrialRecord` lives in its user
+attributes (written through :func:`tuner.record.trial.to_user_attrs`), the study's
+:class:`~tuner.record.trial.StudyInfo` in the study's. Every trial, whatever its kind, is a point of
+one categorical space (each variable's candidates plus "unset"), so presets and baselines teach
+the sampler too; a failed set is told as a violated constraint (``CONSTRAINT`` > 0), never as
+0 tok/s.
+
+Sampler: TPE (``multivariate=True``, ``constant_liar=True``), not GPSampler. The space is all
+categorical (a few thousand points), where TPE's per-category densities are natural and
+GPSampler's kernel gains little at 10-30 trials; GPSampler would also pull PyTorch onto every
+runner host, and the constant liar keeps workers sharing one PostgreSQL study from proposing
+the same point (Optuna docs, TPESampler).
+
+Storages (the ``--storage`` value; :func:`open_study`):
+
+* ``sqlite:///path/study.db`` (the default, one host) and ``postgresql://user:pass@host:5432/db``
+  (several hosts; the ``[postgres]`` extra installs psycopg 3, which SQLAlchemy 2 uses for a
+  plain ``postgresql://``; ``postgresql+psycopg2://`` needs psycopg2, which nccl-tune does not
+  install): Optuna's RDBStorage, with heartbeats.
+* ``journal://`` followed by a file path, ``journal:///shared/nccl/study.log`` (absolute) or
+  ``journal://results/study.log`` (relative to the working directory): Optuna's
+  ``JournalStorage(JournalFileBackend(path))``, an append-only log for hosts that share only a
+  filesystem (NFS included: it locks with a symlink, not ``fcntl``). Its folder must exist.
+
+Heartbeats: RDB storages (SQLite, PostgreSQL) record one per running trial, from the moment it
+is asked; a trial whose runner died is failed by ``optuna.storages.fail_stale_trials`` after
+the grace period (every runner of the study calls it before each trial), and reads as
+interrupted, retried once by any runner. Optuna records heartbeats only inside
+``Study.optimize``; with ask/tell the storage's own ``record_heartbeat`` is called from
+:meth:`StudyStore.heartbeat` (Optuna: optuna/storages/_heartbeat.py). Every runner of a study
+should use the same interval and grace period: the grace is applied by whichever runner checks.
+For tests only, ``NCCL_TUNE_HEARTBEAT_S`` and ``NCCL_TUNE_GRACE_S`` override the defaults of
+30 s and 120 s (:func:`heartbeat_settings`).
+
+Several runners (workers) share one study without a scheduler of their own: the sampler's
+proposals come from ``Study.ask`` (TPE's constant liar counts the other runners' RUNNING trials
+as bad, so it rarely proposes them), planned sets (baseline, retry, preset, confirmation) are
+created as RUNNING trials with their parameters in one write (:meth:`StudyStore.ask_fixed`,
+so no other runner's ``ask`` can take them), and before a launch the runner checks the
+parameters of every earlier RUNNING trial (:meth:`StudyStore.pending_params`).
+
+The journal storage has no heartbeat: a trial whose runner died (SIGKILL, power loss) stays
+RUNNING until a runner of the same study on the same host starts, finds the dead runner's file
+or the trial's ``host:pid`` and marks it interrupted (then it is retried once). Runners on other hosts cannot tell a dead runner from a slow one and
+never fail its trial, so a host that never comes back leaves its trial RUNNING (shown as
+running in the report, not retried).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import re
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import optuna
+import sqlalchemy
+from optuna.distributions import CategoricalDistribution
+from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+from optuna.storages._rdb import models
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState, create_trial
+
+from tuner.errors import InputError
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.schema import as_written
+from tuner.nccl.env import redact, scrub
+from tuner.record.trial import (
+    Kind,
+    Status,
+    StudyInfo,
+    TrialRecord,
+    from_user_attrs,
+    study_from_user_attrs,
+    study_to_user_attrs,
+    to_user_attrs,
+)
+
+#: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
+CONSTRAINT = "server_failed"
+HEARTBEAT_INTERVAL_S = 30
+GRACE_PERIOD_S = 120
+#: For tests: environment variables that override the heartbeat interval and grace period (s).
+HEARTBEAT_VAR, GRACE_VAR = "NCCL_TUNE_HEARTBEAT_S", "NCCL_TUNE_GRACE_S"
+#: How long :meth:`StudyStore.pending_params` waits for another runner's just-asked trial to get
+#: all its parameters (one storage write per parameter) before it reads it (s).
+SETTLE_S = 2.0
+#: Prefix of a journal-file storage: ``journal://`` + the file's path.
+JOURNAL = "journal://"
+
+
+def default_storage(study_dir: Path) -> str:
+    """SQLite storage URL under the study directory (``results/<study>/study.db``)."""
+    return f"sqlite:///{(study_dir / 'study.db').resolve()}"
+
+
+def heartbeat_settings(environ: Mapping[str, str]) -> tuple[int, int]:
+    """``(heartbeat interval, grace period)`` in whole seconds: the defaults, or for tests
+    :data:`HEARTBEAT_VAR` / :data:`GRACE_VAR` from ``environ``. Raises InputError for a value
+    that is not a whole number above 0, or a grace period not above the interval."""
+    values = {}
+    for var, default in ((HEARTBEAT_VAR, HEARTBEAT_INTERVAL_S), (GRACE_VAR, GRACE_PERIOD_S)):
+        text = environ.get(var)
+        if text is None:
+            values[var] = default
+        elif text.strip().isdigit() and int(text) > 0:
+            values[var] = int(text)
+        else:
+            raise InputError("(environment)", var, text, "a whole number of seconds above 0",
+                             "it sets the heartbeat for tests; unset it for the defaults")
+    interval, grace = values[HEARTBEAT_VAR], values[GRACE_VAR]
+    if grace <= interval:
+        raise InputError("(environment)", GRACE_VAR, str(grace), f"more seconds than {HEARTBEAT_VAR} ({interval})",
+                         "a live runner's trial would be failed between two of its heartbeats")
+    return interval, grace
+
+
+def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
+               heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S, grace_period_s: int = GRACE_PERIOD_S) -> optuna.Study:
+    """Create (or load) the study, maximising the objective, with the TPE sampler above.
+
+    ``storage`` is one of the storages of the module docstring; RDB URLs get a heartbeat every
+    ``heartbeat_interval_s`` s, and a RUNNING trial without one for ``grace_period_s`` s is
+    failed by :meth:`StudyStore.fail_stale` (both whole seconds, > 0: Optuna's types).
+    ``create=False`` only loads and raises KeyError when the study does not exist. Driver and
+    connection problems raise what SQLAlchemy raises, a journal path without a file name or
+    whose folder is missing ValueError (the CLI turns them into an InputError).
+    """
+    # Heartbeats outside Study.optimize only warn; they work (see the module docstring).
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+    store: optuna.storages.BaseStorage | str = storage
+    if storage.startswith(JOURNAL):
+        path = storage[len(JOURNAL):]
+        if not path or path.endswith("/"):
+            raise ValueError(f"a journal storage names a file: {JOURNAL}/shared/nccl/study.log")
+        if not Path(path).parent.is_dir():  # never made here: a missing mount would split the study
+            raise ValueError(f"the journal's folder {Path(path).parent} does not exist")
+        try:
+            store = optuna.storages.JournalStorage(JournalFileBackend(path))
+        except OSError as exc:  # not the --results folder's problem: say whose it is
+            raise ValueError(f"cannot open the journal file {path}: {exc.strerror or exc}") from exc
+    elif storage.startswith(("sqlite", "postgresql", "mysql")):
+        # SQLite: wait for a writer's lock. A server: test pooled connections before use, since
+        # one idle through a 36-minute relaunch may have been dropped (server restart, idle timeout).
+        engine = {"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else {"pool_pre_ping": True}
+        store = _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
+    if not create:
+        return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+    return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
+                               load_if_exists=True)
+
+
+#: Attempts at opening an RDB storage whose tables another runner is creating at that moment.
+SCHEMA_ATTEMPTS = 6
+
+
+def _rdb_storage(url: str, interval_s: int, grace_s: int, engine: dict[str, Any]) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage of ``url``. Runners started together on an empty database all create
+    Optuna's tables at once, and all but one fail (a duplicate type or table: optuna/optuna#1092);
+    the tables exist once the winner committed, so a loser opens again after a short random wait."""
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=interval_s, grace_period=grace_s,
+                                              engine_kwargs=engine)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError, sqlalchemy.exc.OperationalError) as exc:
+            if attempt == SCHEMA_ATTEMPTS or ("already exists" not in str(exc) and "duplicate key" not in str(exc)):
+                raise
+            time.sleep(random.uniform(0.2, 1.0) * attempt)
+    raise AssertionError("unreachable")
+
+
+def _status_of(frozen: FrozenTrial) -> Status:
+    """A trial's status when its record has none: running, or interrupted (failed by a
+    heartbeat or a dead runner before it could write one)."""
+    if frozen.state == TrialState.RUNNING:
+        return Status.RUNNING
+    if frozen.state == TrialState.FAIL:
+        return Status.INTERRUPTED
+    return Status.SKIPPED
+
+
+class StudyStore:
+    """The sweep's view of one Optuna study: records in, records out.
+
+    ``choices`` maps each searched name (variable or flag) to its categorical candidates.
+    """
+
+    def __init__(self, study: optuna.Study, choices: Mapping[str, tuple[str, ...]]) -> None:
+        self.study = study
+        self.choices = dict(choices)
+        self._dists = {k: CategoricalDistribution(list(v)) for k, v in self.choices.items()}
+
+    # -- reading -------------------------------------------------------------------------
+    def records(self, *, relaunched_only: bool = True) -> list[TrialRecord]:
+        """Every trial with an nccl-tune record, in trial order (WAITING ones excluded)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False):
+            if t.state == TrialState.WAITING:
+                continue
+            try:
+                rec = from_user_attrs(t.number, t.user_attrs, default_status=_status_of(t))
+            except ValueError:
+                continue
+            if t.state == TrialState.RUNNING:
+                rec.status = Status.RUNNING
+            elif t.state == TrialState.FAIL and rec.status is Status.RUNNING:
+                # failed by Optuna's heartbeat check: its runner died (on any host)
+                rec.status = Status.INTERRUPTED
+                rec.cause = rec.cause or f"its runner ({rec.runner or '?'}) stopped sending heartbeats"
+            if relaunched_only and not rec.kind.relaunched:
+                continue
+            out.append(rec)
+        retried_by = {r.retry_of_trial: r.trial for r in out if r.retry_of_trial is not None}
+        for r in out:  # derived: a finished Optuna trial cannot be updated afterwards
+            r.retried_by_trial = retried_by.get(r.trial)
+        return out
+
+    def finished(self) -> list[TrialRecord]:
+        """Relaunches that ended (any status but running and interrupted)."""
+        return [r for r in self.records() if r.status not in (Status.RUNNING, Status.INTERRUPTED)]
+
+    def ok_baselines(self, host_type: str | None = None) -> list[TrialRecord]:
+        """Successful baseline measurements, oldest first; with ``host_type``, those of that
+        host type only (a record without one, written before host types, counts for any)."""
+        return sorted((r for r in self.finished() if r.kind is Kind.BASELINE and r.ok
+                       and (host_type is None or r.host_type in ("", host_type))),
+                      key=lambda r: (r.started_at or 0.0, r.trial))
+
+    def measured(self) -> dict[str, TrialRecord]:
+        """First finished measurement of each tuned set (failed ones included), by set key."""
+        out: dict[str, TrialRecord] = {}
+        for r in self.finished():
+            if r.kind is not Kind.BASELINE and r.status is not Status.MACHINE_FAULT:
+                out.setdefault(r.set_key, r)
+        return out
+
+    def trial_value(self, number: int) -> tuple[float | None, float]:
+        """``(objective value, constraint)`` Optuna holds for trial ``number``."""
+        t = self.study.get_trials(deepcopy=False)[number]
+        return t.value, t.constraints.get(CONSTRAINT, 0.0) if t.constraints else 0.0
+
+    def pending_params(self, *, before: int | None = None, settle_s: float = SETTLE_S) -> list[dict[str, Any]]:
+        """Params of trials waiting in the queue or running (on any worker).
+
+        ``before``: only trials numbered below it (asked earlier than the caller's own trial
+        ``before``); then a RUNNING trial whose params are still being written (another
+        runner's ``ask``, one write per name) is read again until complete, for up to
+        ``settle_s`` s (a runner that died there leaves it incomplete: it is then skipped).
+        """
+        deadline = time.monotonic() + settle_s
+        while True:
+            out, incomplete = [], False
+            for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+                if before is not None and t.number >= before:
+                    continue
+                if "fixed_params" in t.system_attrs and not t.params:  # queued (Optuna's queue)
+                    out.append(dict(t.system_attrs["fixed_params"]))
+                elif before is not None and self.choices and len(t.params) < len(self.choices):
+                    incomplete = True
+                elif t.params:
+                    out.append(dict(t.params))
+            if not incomplete or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
+
+    def undecided(self, before: int) -> int:
+        """RUNNING trials numbered below ``before`` that hold no record yet: asked by a runner
+        that has not yet written what it launches (or dropped it; milliseconds)."""
+        return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                   if t.number < before and "kind" not in t.user_attrs)
+
+    def silent_running(self, quiet_s: float) -> list[int]:
+        """Numbers of RUNNING trials whose last heartbeat is more than ``quiet_s`` s old (their
+        runner may have died: they are failed once the grace period passes); empty without
+        heartbeats (the journal file). Reads Optuna's heartbeat table
+        (optuna/storages/_rdb/models.py, TrialHeartbeatModel), the clock being the database's."""
+        storage = getattr(self.study._storage, "_backend", self.study._storage)  # under Optuna's cache
+        if not (isinstance(storage, optuna.storages.RDBStorage) and is_heartbeat_enabled(storage)):
+            return []
+        with _create_scoped_session(storage.scoped_session) as session:
+            now = session.execute(sqlalchemy.func.now()).scalar()
+            assert now is not None
+            now = now.replace(tzinfo=None)  # as Optuna compares them (RDBStorage._get_stale_trial_ids)
+            rows = (session.query(models.TrialModel.number, models.TrialHeartbeatModel.heartbeat)
+                    .join(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
+                    .filter(models.TrialModel.state == TrialState.RUNNING)
+                    .filter(models.TrialModel.study_id == self.study._study_id).all())
+        return sorted(number for number, beat in rows if now - beat > timedelta(seconds=quiet_s))
+
+    def running(self) -> list[tuple[int, TrialRecord]]:
+        """``(storage trial id, record)`` of every RUNNING trial (any worker)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            try:
+                out.append((t._trial_id, from_user_attrs(t.number, t.user_attrs)))
+            except ValueError:
+                out.append((t._trial_id, TrialRecord(trial=t.number, kind=Kind.SEARCH)))
+        return out
+
+    def info(self) -> StudyInfo:
+        """The study's own attributes."""
+        return study_from_user_attrs(dict(self.study.user_attrs))
+
+    def update_info(self, **fields: Any) -> StudyInfo:
+        """Write the named StudyInfo fields; returns the updated info."""
+        info = replace(self.info(), **fields)
+        for key, value in study_to_user_attrs(info, tuple(fields)).items():
+            self.study.set_user_attr(key, value)
+        return info
+
+    # -- writing -------------------------------------------------------------------------
+    def params_of(self, env: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The categorical point of a set: every searched name, ``unset`` where absent."""
+        given = {**env, **(flags or {})}
+        return {name: given.get(name, "unset") for name in self.choices}
+
+    def enqueue(self, params: dict[str, str], record: TrialRecord) -> None:
+        """Queue a planned set (retry, preset, baseline) so the next ask() takes it."""
+        self.study.enqueue_trial(params, user_attrs=to_user_attrs(record, ("kind", "preset", "retry_of_trial",
+                                                                          "recheck")),
+                                 skip_if_exists=False)
+
+    def ask(self) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
+        """The next trial (queued first, else the sampler's proposal), its params and the record
+        its queue entry carried (kind search when the sampler proposed it). Its first heartbeat
+        is recorded at once, so a runner that dies before launching it leaves no trial that
+        stays RUNNING for ever."""
+        trial = self.study.ask()
+        self._beat(trial._trial_id)
+        params = {name: str(trial.suggest_categorical(name, list(values))) for name, values in self.choices.items()}
+        attrs = dict(trial.user_attrs)
+        attrs.setdefault("kind", Kind.SEARCH.value)
+        return trial, params, from_user_attrs(trial.number, attrs)
+
+    def ask_fixed(self, params: dict[str, str], record: TrialRecord) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
+        """A RUNNING trial of the planned set ``params`` (:meth:`params_of`) created with its
+        params in one storage write: no other runner's ``ask`` can take it, and none sees it
+        half-written. Returns what :meth:`ask` returns, the record being a copy of ``record``
+        (kind, preset, retry, recheck) numbered; nothing of it is stored before
+        :meth:`start`, so a trial dropped (:meth:`drop`) or left by a runner that died before
+        launching holds no record. Its first heartbeat is recorded at once."""
+        template = create_trial(state=TrialState.RUNNING, params=params,
+                                distributions={name: self._dists[name] for name in params})
+        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
+        self._beat(trial_id)
+        trial = optuna.Trial(self.study, trial_id)
+        return trial, dict(params), replace(record, trial=trial.number)
+
+    def _beat(self, trial_id: int) -> None:
+        storage = self.study._storage
+        if isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage):
+            storage.record_heartbeat(trial_id)
+
+    def start(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """Write what is known when a relaunch starts (so a resume can find and retry it)."""
+        for key, value in to_user_attrs(record).items():
+            trial.set_user_attr(key, value)
+
+    def finish(self, trial: optuna.Trial, record: TrialRecord, value: float) -> None:
+        """Record the finished relaunch and tell the sampler: ``value`` for an ok one; a failed
+        one is told as infeasible (constraint 1) with a penalty value it never shows."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        feasible = record.ok or not record.status.blames_set
+        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+        self.study.tell(trial, value if record.ok else self.penalty())
+
+    def tell_known(self, trial: optuna.Trial, record: TrialRecord, value: float | None, constraint: float) -> None:
+        """Close a proposal without relaunching: a duplicate (the known result) or an invalid set."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        trial.set_constraint(CONSTRAINT, constraint)
+        self.study.tell(trial, value if value is not None else self.penalty())
+
+    def drop(self, trial: optuna.Trial, note: str) -> None:
+        """Close a trial that was asked but is not a relaunch nor sampler bookkeeping (its set
+        is in flight on an earlier trial): state FAIL, no record (``note`` for the dashboard)."""
+        trial.set_user_attr("not_launched", note)
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def abandon(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """A relaunch cut short by a signal: recorded as interrupted, state FAIL."""
+        for key, v in to_user_attrs(record).items():
+            trial.set_user_attr(key, v)
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def mark_interrupted(self, trial_id: int, record: TrialRecord, cause: str) -> None:
+        """A RUNNING trial whose runner died: status interrupted, state FAIL (retried once)."""
+        storage = self.study._storage
+        rec = replace(record, status=Status.INTERRUPTED, cause=cause)
+        for key, v in to_user_attrs(rec, ("status", "cause")).items():
+            storage.set_trial_user_attr(trial_id, key, v)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+
+    def fail_stale(self) -> None:
+        """Fail trials whose heartbeat stopped (their runner died on another host)."""
+        if is_heartbeat_enabled(self.study._storage):
+            optuna.storages.fail_stale_trials(self.study)
+
+    def penalty(self) -> float:
+        """Objective value told for a failed or invalid set, with its constraint violated:
+        half the worst measured value (never shown as tok/s anywhere)."""
+        done = [t.value for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.value is not None and not t.constraints.get(CONSTRAINT, 0.0)]
+        return 0.5 * min(done) if done else 0.0
+
+    @contextmanager
+    def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+        """Record Optuna heartbeats for ``trial`` on a thread while the block runs (RDB only)."""
+        storage = self.study._storage
+        if not (isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)):
+            yield
+            return
+        stop = threading.Event()
+        trial_id = trial._trial_id
+        interval = storage.get_heartbeat_interval() or HEARTBEAT_INTERVAL_S
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                with contextlib.suppress(Exception):  # a missed beat must not kill a measurement
+                    storage.record_heartbeat(trial_id)
+
+        storage.record_heartbeat(trial_id)
+        thread = threading.Thread(target=beat, daemon=True, name="optuna-heartbeat")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+
+
+def hide_password(url: str) -> str:
+    """A storage URL with its password replaced by ``***``, for anything written or shown."""
+    return re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", url)
+
+
+def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[str], config_path: str,
+                      study_name: str) -> None:
+    """Refuse to resume a study whose server or probe changed: old trials would be judged
+    against a baseline measured under other conditions (InputError, exit 2). The command and
+    environment are compared as written, before ``${NAME}`` expansion, so every host of a
+    study may fill in its own port and GPUs.
+
+    While the study has no successful baseline nothing was judged yet, so a changed command
+    or environment (the fix after a failed baseline) is allowed and the new one recorded.
+    """
+    now = {"server.command": [scrub(a, secrets) for a in cfg.written_command()],
+           "server.env": redact(cfg.written_env()),
+           "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
+    before = store.info().fingerprint
+    changed = [k for k in now if before and json.dumps(now[k]) != json.dumps(before.get(k))]
+    if changed and store.ok_baselines():
+        was = "; ".join(f"{k} = {_as_written(before.get(k))}" for k in changed)
+        raise InputError(config_path, ", ".join(changed), "; ".join(_as_written(now[k]) for k in changed),
+                         f"the settings study '{study_name}' was measured with ({was}), or a new --study name",
+                         "resuming would judge new trials against a baseline measured under other conditions")
+    if changed or not before:
+        store.update_info(fingerprint=now)
+
+
+def _as_written(value: Any) -> str:
+    """A value as a user wrote it in TOML: lists as ``["a", "b"]``, strings quoted."""
+    return str(as_written(value))
+
+
+def check_space(store: StudyStore, choices: Mapping[str, tuple[str, ...]], space_path: str, study_name: str) -> None:
+    """Refuse (InputError, exit 2) a resume whose search space changed what the study samples:
+    an Optuna study keeps one categorical distribution per name, so a value added or removed,
+    or a variable renamed, cannot join it (Optuna raises on ``suggest_categorical`` with other
+    choices). The paragraph names the change and what to do; the first run records the space."""
+    now = {name: list(values) for name, values in choices.items()}
+    before = store.info().space_choices
+    if not before:
+        store.update_info(space_choices=now)
+        return
+    if before == now:
+        return
+    changes = []
+    for name in sorted(set(before) | set(now)):
+        old, new = before.get(name), now.get(name)
+        if old is None:
+            changes.append(f"{name} is new")
+        elif new is None:
+            changes.append(f"{name} is no longer varied")
+        else:
+            added = [v for v in new if v not in old]
+            dropped = [v for v in old if v not in new]
+            if added:
+                changes.append(f"{name} gained {', '.join(added)}")
+            if dropped:
+                changes.append(f"{name} lost {', '.join(dropped)}")
+            if not added and not dropped and old != new:
+                changes.append(f"{name} lists its values in another order")
+    raise InputError(space_path, "variables", "; ".join(changes),
+                     f"the space study '{study_name}' began with ({'; '.join(f'{k}: {v}' for k, v in before.items())}), "
+                     "or a new --study name for the new space (the old study and its results stay as they are)",
+                     "an Optuna study samples each variable from the candidates it began with, so a changed space "
+                     "cannot join it; nothing was launched and no trial was left running")
