@@ -495,7 +495,7 @@ def sizes_table(diag: Diagnosis) -> Table:
 def print_diagnosis(diag: Diagnosis, console: Console | None = None) -> None:
     """Print the report: the summary, the TUNING table, the per-size table, the notes. On a
     terminal rich lays tables out; piped, every row is one whole line."""
-    from tuner.report.text import plain_table
+    from tuner.plaintext import plain_table
 
     console = console or Console()
     head = Table(box=None, show_header=False, pad_edge=False)
@@ -596,8 +596,8 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     the port is held, or the teardown left something), Interrupted on a signal (after teardown).
     Does not write the report (:func:`write_diagnosis`).
     """
+    from tuner.measure.readiness import ready_check
     from tuner.server.signals import SignalGuard
-    from tuner.sweep.trial import ready_check  # the sweep's readiness rule (imported late: the sweep imports us)
 
     server_cfg = cfg.server
     if port_in_use(server_cfg.host, server_cfg.port):

@@ -8,7 +8,6 @@ written whole, one line each, so ``grep`` sees every row.
 
 from __future__ import annotations
 
-import io
 import math
 import shlex
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from rich.text import Text
 
 from tuner.judging import stats
 from tuner.judging.judge import Judgement, SetJudgement
+from tuner.plaintext import plain_table
 from tuner.record.trial import Kind, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 
@@ -29,7 +29,6 @@ from tuner.report.frame import env_text, host_type_frames, verdict_text
 CONSOLE_COLUMNS: tuple[str, ...] = ("trial", "kind", "status", "tok/s", "vs base", "95% CI", "verdict", "env")
 _RIGHT = frozenset({"trial", "tok/s", "vs base"})
 _FOLDS = frozenset({"verdict", "env"})
-_WIDE = 100_000  # characters: wider than any row, so a piped table never wraps
 _CAUSE_CHARS = 40
 
 
@@ -261,14 +260,6 @@ def console_table(df: pd.DataFrame, *, min_effect: float = stats.DEFAULT_MIN_EFF
     for _, r in df.sort_values(metric, ascending=False, na_position="last").iterrows():
         table.add_row(*(Text(cell) for cell in _console_row(r, min_effect, metric)))  # Text: no markup in causes or values
     return table
-
-
-def plain_table(table: Table) -> str:
-    """``table`` as plain text, one line per row whatever the width (trailing blanks removed)."""
-    console = Console(file=io.StringIO(), width=_WIDE, color_system=None, legacy_windows=False)
-    with console.capture() as capture:
-        console.print(table)
-    return "\n".join(line.rstrip() for line in capture.get().splitlines())
 
 
 def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None, *,

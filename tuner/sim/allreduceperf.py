@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import os
 import random
 import re
@@ -37,6 +36,7 @@ import time
 
 from .costmodel import CollectiveCrash, CostModel, check_init
 from .faults import FAULT_MODES, FaultError, parse_faults
+from .jsonout import iter_stats
 from .ncclconst import DATATYPE_BYTES, ERROR_STRINGS, version_code
 from .ncclenv import NcclInitError, read_env
 from .nccllog import (
@@ -261,7 +261,7 @@ class Run:
                 line += f"  {float_str(h.time_us, 7)}  {float_str(h.algbw, 6)}  {float_str(h.busbw, 6)}"
                 line += f"  {h.wrong:6g}" if check else "    N/A"
                 if self.args.per_iter_timing:
-                    st = _iter_stats(h.iters[self.args.per_iter_skip:])
+                    st = iter_stats(h.iters[self.args.per_iter_skip:])
                     line += "  " + "  ".join(float_str(v, 7) for v in (st["min_us"], st["max_us"],
                                                                        st["p99_us"], st["cv_pct"]))
             elif self.fmt == "2.13":
@@ -301,21 +301,6 @@ class Run:
         self.say(f"{self.host}: Test NCCL failure common.cu:1206 {text}")
         self.say(f" .. {self.host} pid {os.getpid()}: Test failure common.cu:1056")
         return 3
-
-
-def _iter_stats(times: list[float]) -> dict:
-    """nccl-tests ``computeIterStats`` (src/util.cu): min, max, avg, p50, p95, p99
-    (nearest rank), stdev, cv%."""
-    s = sorted(times) or [0.0]
-    n = len(s)
-
-    def pct(p: int) -> float:
-        return s[min(n - 1, (n * p + 99) // 100 - 1)]
-
-    avg = sum(s) / n
-    sd = math.sqrt(sum((x - avg) ** 2 for x in s) / n)
-    return {"min_us": s[0], "max_us": s[-1], "avg_us": avg, "p50_us": s[n // 2], "p95_us": pct(95),
-            "p99_us": pct(99), "stdev_us": sd, "cv_pct": sd / avg * 100 if avg > 0 else 0.0}
 
 
 def _die_fpe() -> None:

@@ -82,7 +82,6 @@ class JsonReport:
 
     def result(self, nbytes: int, count: int, run, halves, check: bool) -> None:
         """One row: both halves (and their per-iteration objects with ``-I 1``)."""
-        from .allreduceperf import _iter_stats
 
         items = [("size", str(nbytes)), ("count", str(count)), ("type", _str(run.dtype)),
                  ("redop", _str(run.op)), ("root", _str(f"{-1:6d}"))]
@@ -92,7 +91,7 @@ class JsonReport:
                                       ("nwrong", _num(float(h.wrong)) if check else "null")])))
             if run.args.per_iter_timing:
                 skip = run.args.per_iter_skip
-                st = _iter_stats(h.iters[skip:])
+                st = iter_stats(h.iters[skip:])
                 items.append((f"{name}_per_iter", _obj(
                     [("skipped_iterations", str(skip))]
                     + [(k, _num(v)) for k, v in st.items()]
@@ -128,3 +127,18 @@ class JsonReport:
         with self._fh as fh:
             fh.write(_obj(self.items))
         self._fh = None
+
+
+def iter_stats(times: list[float]) -> dict:
+    """nccl-tests ``computeIterStats`` (src/util.cu): min, max, avg, p50, p95, p99
+    (nearest rank), stdev, cv%."""
+    s = sorted(times) or [0.0]
+    n = len(s)
+
+    def pct(p: int) -> float:
+        return s[min(n - 1, (n * p + 99) // 100 - 1)]
+
+    avg = sum(s) / n
+    sd = math.sqrt(sum((x - avg) ** 2 for x in s) / n)
+    return {"min_us": s[0], "max_us": s[-1], "avg_us": avg, "p50_us": s[n // 2], "p95_us": pct(95),
+            "p99_us": pct(99), "stdev_us": sd, "cv_pct": sd / avg * 100 if avg > 0 else 0.0}

@@ -24,6 +24,7 @@ from tuner.errors import MachineFault, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.judging import stats
 from tuner.measure import bench, probe
+from tuner.measure.readiness import ready_check
 from tuner.nccl.types import NcclVersion
 from tuner.record.trial import Status, TrialRecord
 from tuner.server.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
@@ -131,20 +132,6 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             record.teardown_s = report.duration_s
             if not report.clean:
                 record.teardown_problem = _teardown_problem(report, server_cfg.port)
-
-
-def ready_check(cfg: ExperimentConfig) -> Callable[[], None]:
-    """The real request that proves readiness: the model list (unless configured) and a short
-    streamed completion (a 503 from either means still loading: the launcher keeps waiting)."""
-    pc, url = cfg.probe, cfg.server.base_url
-    key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
-
-    def check() -> None:
-        with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
-            model = cfg.server.model or probe.discover_model(url, client=client)
-            probe.stream_once(client, url, model=model, prompt=pc.prompt, max_tokens=min(8, pc.max_tokens),
-                              stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
-    return check
 
 
 def _teardown_problem(report: TeardownReport, port: int) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tests.helpers import sample_records, trial_record
 from tuner.judging.judge import judge
+from tuner.plaintext import plain_table
 from tuner.record.trial import StudyInfo
 from tuner.report.frame import trials_frame
 from tuner.report.text import (
@@ -18,7 +19,6 @@ from tuner.report.text import (
     console_table,
     export_lines,
     markdown_table,
-    plain_table,
     print_results,
     report_markdown,
     verdict_paragraph,
