@@ -453,8 +453,3 @@ def drop_vars(environ: dict, names) -> dict:
 def settings_from(env: dict | None = None, version: str = "2.27.3") -> NcclSettings:
     """Settings of ``env`` (a NAME -> string mapping) for NCCL ``version`` (tests, benchmarks)."""
     return read_env(dict(env or {}), version).settings
-
-
-def default_settings(version: str = "2.27.3") -> NcclSettings:
-    """Settings of an empty environment."""
-    return settings_from({}, version)
