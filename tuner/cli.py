@@ -404,7 +404,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     import json
 
-    from tuner.diagnose import diagnosis as diagnose
+    from tuner import diagnose
     from tuner.inputs.config import load_config
 
     cfg = load_config(args.config, resolve_space=False)

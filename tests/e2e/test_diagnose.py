@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from tests.helpers import ROOT, cli, free_port, server_processes, start_cli
-from tuner.diagnose.diagnosis import decode_pick, load_diagnosis
+from tuner.diagnose import decode_pick, load_diagnosis
 
 
 def sim_config(tmp_path: Path, profile: str = "pcie-8x-mla", extra: str = "") -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from tests.helpers import alive_pids, cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
-from tuner.sweep.evidence import DEBUG_ENV
+from tuner.diagnose import DEBUG_ENV
 
 PRESETS = """
 [[presets]]

@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.diagnose import DEBUG_ENV
 from tuner.inputs.config import ExperimentConfig
 from tuner.nccl import log as nccl_log
 from tuner.nccl.types import NcclVersion, Topology
 from tuner.record.trial import TrialRecord
 
-#: Added to every launch so NCCL says what it read (init-time subsystems only).
-DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).
 CHANNEL_LINES = 8
 

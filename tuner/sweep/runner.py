@@ -29,7 +29,7 @@ from pathlib import Path
 
 import optuna
 
-from tuner.diagnose.diagnosis import Diagnosis, decode_pick, load_diagnosis
+from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace

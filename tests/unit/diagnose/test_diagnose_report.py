@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner.diagnose.diagnosis import (
+from tuner.diagnose import (
     PROBE_MARK,
     DecodeSize,
     Diagnosis,

@@ -1,0 +1,126 @@
+"""The diagnose launch: the server once under the sweep's untuned baseline environment plus
+NCCL's TUNING log (:data:`tuner.diagnose.debug.TUNING_DEBUG_ENV`), a short probe, teardown, and
+the :class:`~tuner.diagnose.model.Diagnosis` of its log (:func:`run`); the decode size from the
+model's config.json (:func:`model_decode_size`); the sweep's pre-launch checks (:func:`check_inputs`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
+from tuner.diagnose.debug import TUNING_DEBUG_ENV
+from tuner.diagnose.model import DecodeSize, Diagnosis
+from tuner.errors import MachineNotClean, ProbeError, TrialFailed
+from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
+from tuner.measure import probe
+from tuner.measure.readiness import ready_check
+from tuner.nccl import env as nccl_env
+from tuner.server import preflight
+from tuner.server.launcher import ServerProcess, build_env, port_holder, port_in_use
+from tuner.server.signals import SignalGuard
+
+__all__ = ["LOG_NAME", "check_inputs", "model_decode_size", "run"]
+
+LOG_NAME = "diagnose.log"
+
+
+def model_decode_size(cfg: ExperimentConfig, override: Path | None = None) -> DecodeSize | None:
+    """The decode allreduce size from ``override`` or the config's ``[model] config`` (with its
+    ``tokens_per_step``, default 1), or None when neither is given. Raises InputError (exit 2)
+    for an unreadable config.json (:func:`tuner.inputs.model.load_model_shape`)."""
+    table = getattr(cfg, "model", None)  # [model] arrives with the screen stage
+    path = override or getattr(table, "config", None)
+    if path is None:
+        return None
+    size = decode_allreduce_bytes(load_model_shape(path), int(getattr(table, "tokens_per_step", 1) or 1))
+    return DecodeSize(size.bytes, f"from {path}: {size.reason}")
+
+
+@contextmanager
+def _serving(cfg: ExperimentConfig, env: Mapping[str, str], log_path: Path,
+             signals: SignalGuard) -> Iterator[ServerProcess]:
+    """Start the server and always tear it down, a signal waiting for the teardown; a teardown
+    that left something behind after a successful run is MachineNotClean (exit 3)."""
+    server = ServerProcess(cfg.server, env, log_path)
+    window = signals.teardown_window()
+    with window.closing(), server, window.opening():
+        yield server
+    report = server.teardown_report
+    if report is not None and not report.clean:
+        raise MachineNotClean(f"the diagnose server was not torn down cleanly: survivors {report.survivors}, "
+                              f"port free {report.port_free}, GPU {report.gpu or 'released'}")
+
+
+def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int = 64, repeats: int = 2,
+        decode_size: DecodeSize | None = None, log: Callable[[str], None] = lambda _t: None) -> Diagnosis:
+    """Launch the server once with NCCL's TUNING log, probe it, tear it down, build the report.
+
+    ``max_tokens`` per completion and ``repeats`` completions of ``cfg.probe.prompt``; the
+    server log is kept as ``study_dir/logs/diagnose.log``. Raises TrialFailed (exit 1: the
+    server did not start or failed the probe, with status and cause), MachineNotClean (exit 3:
+    the port is held, or the teardown left something), Interrupted on a signal (after teardown).
+    Does not write the report (:func:`tuner.diagnose.store.write_diagnosis`).
+    """
+    server_cfg = cfg.server
+    if port_in_use(server_cfg.host, server_cfg.port):
+        raise MachineNotClean(f"port {server_cfg.port} is already in use by {port_holder(server_cfg.port)}")
+    log_path = study_dir / "logs" / LOG_NAME
+    full_env, removed = build_env(os.environ, server_cfg.env, TUNING_DEBUG_ENV)
+    overridden = {k: server_cfg.env[k] for k in TUNING_DEBUG_ENV
+                  if k in server_cfg.env and server_cfg.env[k] != TUNING_DEBUG_ENV[k]}
+    info: dict[str, Any] = {"requests": 0, "max_tokens": max_tokens, "completion_tokens": 0}
+    try:
+        with SignalGuard() as signals, _serving(cfg, TUNING_DEBUG_ENV, log_path, signals) as server:
+            log(f"diagnose: launched {' '.join(server_cfg.argv())[:160]} (log {log_path})")
+            load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(cfg))
+            log(f"diagnose: ready after {load_s:.1f} s; probing ({repeats} x {max_tokens} tokens)")
+            time.sleep(0.2)  # let the log pump write the start-up lines before the mark
+            if server.pump is not None:
+                server.pump.note(PROBE_MARK)
+            _probe(cfg, server, max_tokens, repeats, info)
+    except TrialFailed as exc:
+        raise TrialFailed(exc.status, f"{exc.cause} (server log: {log_path})") from None
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
+                           probe_info=info)
+    secrets = nccl_env.secret_values(full_env)
+    diag.launch = {"config": str(cfg.path), "log": str(log_path), "load_s": round(load_s, 2),
+                   "server_command": [nccl_env.scrub(a, secrets) for a in server_cfg.argv()],
+                   "env": nccl_env.redact({**{k: v for k, v in server_cfg.env.items() if nccl_env.is_tuning_variable(k)},
+                                           **TUNING_DEBUG_ENV}),
+                   "removed_inherited": removed}
+    for name, value in overridden.items():
+        diag.notes.append(f"server.env sets {name}={value}; this launch used {name}={TUNING_DEBUG_ENV[name]} instead.")
+    if "NCCL_DEBUG_FILE" in full_env:
+        diag.notes.append("NCCL_DEBUG_FILE is set: NCCL wrote its lines to that file, not to the server log.")
+    return diag
+
+
+def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeats: int, info: dict[str, Any]) -> None:
+    """``repeats`` streamed completions, none recorded as a measurement (TUNING logging is on)."""
+    pc, url = cfg.probe, cfg.server.base_url
+    key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
+
+    def count(_i: int, run: probe.RunMetrics) -> None:
+        info["requests"] += 1
+        info["completion_tokens"] += run.completion_tokens
+
+    try:
+        with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
+            probe.run_probe(url, model=cfg.server.model, prompt=pc.prompt, max_tokens=max_tokens, warmup=0,
+                            repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
+                            client=client, on_run=count)
+    except ProbeError as exc:
+        raise server.request_failure(exc, "during the diagnose probe") from None
+
+
+def check_inputs(cfg: ExperimentConfig, results: Path) -> None:
+    """The sweep's pre-launch checks (:func:`tuner.server.preflight.problems`): InputError (exit 2)."""
+    preflight.check(cfg, results)
