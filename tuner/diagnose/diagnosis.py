@@ -7,7 +7,7 @@ streamed completions of the configured prompt); teardown. From the server log
 (:func:`tuner.nccl.log.parse_log`):
 
 * the NCCL version, ranks, topology, channels, the variables NCCL echoed, its WARNs;
-* the backend carrying the decode allreduce (:func:`tuner.nccl.log.allreduce_backend`);
+* the backend carrying the decode allreduce (:func:`tuner.server.backend.allreduce_backend`);
 * NCCL's TUNING table for AllReduce (latency in us, bandwidth in GB/s per algorithm x protocol,
   src/graph/tuning.cc ncclTopoTuneModel);
 * per collective size, the algorithm, protocol and channels NCCL logged (per-operation lines of
@@ -51,10 +51,20 @@ from tuner.errors import MachineNotClean, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
 from tuner.measure import probe
-from tuner.nccl import env as nccl_env
-from tuner.nccl import log as nccl_log
-from tuner.nccl.decode import DecodeChoice, launch
-from tuner.nccl.env import NcclVersion, Topology
+from tuner.nccl import (
+    DecodeChoice,
+    NcclVersion,
+    Operation,
+    ParsedLog,
+    Topology,
+    TuningTable,
+    is_tuning_variable,
+    launch,
+    parse_log,
+    topology_from_log,
+)
+from tuner.redaction import is_secret, redact, scrub, secret_values
+from tuner.server.backend import Backend, allreduce_backend
 from tuner.server.launcher import ServerProcess, build_env, port_holder, port_in_use
 
 if TYPE_CHECKING:  # tuner.sweep imports the runner, which may import this module: import it late
@@ -125,8 +135,8 @@ class Diagnosis:
     """What one diagnose launch showed; :meth:`to_json`/:meth:`from_json` are ``diagnose.json``.
 
     ``echoed``: variable -> ``{value: processes that echoed it}``; ``backend``: ``name``,
-    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.nccl.log.Backend`);
-    ``topology``: ``nranks``, ``nnodes``, ``link``, ``has_nvls`` (:class:`tuner.nccl.env.Topology`)
+    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.server.backend.Backend`);
+    ``topology``: ``nranks``, ``nnodes``, ``link``, ``has_nvls`` (:class:`tuner.nccl.Topology`)
     plus ``ranks_logged``, ``coll_channels``, ``nvls_channels``, ``thread_thresholds``,
     ``transports``; ``probe``: ``requests``, ``max_tokens``, ``completion_tokens``.
     """
@@ -168,7 +178,7 @@ class Diagnosis:
         return NcclVersion.parse(text) if text else None
 
     def topology_info(self) -> Topology | None:
-        """The :class:`tuner.nccl.env.Topology` the log showed (None if no communicator size)."""
+        """The :class:`tuner.nccl.Topology` the log showed (None if no communicator size)."""
         t = self.topology
         if not t.get("nranks"):
             return None
@@ -226,15 +236,15 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
 
     Lines after the ``[nccl-tune] diagnose: probe starts`` mark count as the probe's; without
     it every line counts as start-up. ``argv``/``env``: the server command and environment
-    (for :func:`tuner.nccl.log.allreduce_backend`); ``decode_size``: from the model's config,
+    (for :func:`tuner.server.backend.allreduce_backend`); ``decode_size``: from the model's config,
     else inferred from the log (module docstring); ``probe_info``: what the probe did.
     """
     lines = [line.rstrip("\n") for line in lines]
     mark = next((i for i, line in enumerate(lines) if PROBE_MARK in line and "[nccl-tune]" in line), None)
-    parsed = nccl_log.parse_log(lines)
-    probe_ops = nccl_log.parse_log(lines[mark + 1:]).operations if mark is not None else {}
-    backend = nccl_log.allreduce_backend(lines, list(argv), dict(env or {}))
-    topo = nccl_log.topology_from_log(parsed)
+    parsed = parse_log(lines)
+    probe_ops = parse_log(lines[mark + 1:]).operations if mark is not None else {}
+    backend = allreduce_backend(lines, list(argv), dict(env or {}))
+    topo = topology_from_log(parsed)
     notes: list[str] = []
     inferred = _infer_decode_size(parsed.operations, probe_ops, mark is not None)
     if inferred and backend.nccl_on_decode_path is False and inferred.source != "capture":
@@ -268,7 +278,7 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         backend={"name": backend.name, "nccl_on_decode_path": backend.nccl_on_decode_path,
                  "reason": backend.reason, "server": backend.server},
         echoed={name: dict(Counter(values.values())) for name, values in sorted(parsed.echoes.items())
-                if not nccl_env.is_secret(name)},
+                if not is_secret(name)},
         invalid=dict(parsed.invalid),
         warnings=list(dict.fromkeys(parsed.warnings)),
         tuning=_tuning_rows(parsed.tuning),
@@ -283,8 +293,8 @@ class _Inferred:
     reason: str
 
 
-def _infer_decode_size(ops: Mapping[tuple[str, int], nccl_log.Operation],
-                       probe_ops: Mapping[tuple[str, int], nccl_log.Operation], has_probe: bool) -> _Inferred | None:
+def _infer_decode_size(ops: Mapping[tuple[str, int], Operation],
+                       probe_ops: Mapping[tuple[str, int], Operation], has_probe: bool) -> _Inferred | None:
     """The decode size from the log alone (module docstring), or None."""
     startup = {n for (f, n), op in ops.items() if f == "AllReduce"
                and op.count > (probe_ops[(f, n)].count if (f, n) in probe_ops else 0)}
@@ -308,7 +318,7 @@ def _infer_decode_size(ops: Mapping[tuple[str, int], nccl_log.Operation],
     return None
 
 
-def _pick_at_decode(decode: DecodeInfo, parsed: nccl_log.ParsedLog, notes: list[str]) -> None:
+def _pick_at_decode(decode: DecodeInfo, parsed: ParsedLog, notes: list[str]) -> None:
     """NCCL's choice at the decode size: its per-operation line, else the TUNING table's model."""
     if decode.nbytes is None:
         return
@@ -336,11 +346,11 @@ def _calls(n: int) -> str:
     return f"{n} call{'s' if n != 1 else ''}"
 
 
-def _choices_text(op: nccl_log.Operation) -> str:
+def _choices_text(op: Operation) -> str:
     return ", ".join(f"{a}/{p}" + (f" {c} ch" if c else "") + f" x{n}" for (a, p, c), n in op.choices.most_common())
 
 
-def _size_row(op: nccl_log.Operation, probe_ops: Mapping[tuple[str, int], nccl_log.Operation],
+def _size_row(op: Operation, probe_ops: Mapping[tuple[str, int], Operation],
               decode: int | None, prefill: list[int]) -> SizeRow:
     in_probe = probe_ops.get((op.func, op.nbytes))
     probe_calls = in_probe.count if in_probe else 0
@@ -355,14 +365,14 @@ def _size_row(op: nccl_log.Operation, probe_ops: Mapping[tuple[str, int], nccl_l
                    choices if len(choices) > 1 else [])
 
 
-def _tuning_rows(table: nccl_log.TuningTable | None) -> list[TuningRow]:
+def _tuning_rows(table: TuningTable | None) -> list[TuningRow]:
     if table is None:
         return []
     return [TuningRow(a, p, lat, bw, table.max_threads.get((a, p)))
             for (a, p), (lat, bw) in table.entries.get("AllReduce", {}).items()]
 
 
-def _notes(parsed: nccl_log.ParsedLog, backend: nccl_log.Backend, decode: DecodeInfo, sizes: list[SizeRow],
+def _notes(parsed: ParsedLog, backend: Backend, decode: DecodeInfo, sizes: list[SizeRow],
            lines: Sequence[str], notes: list[str]) -> None:
     """What the reader must know to trust the tables, in plain sentences."""
     if parsed.info_lines == 0:
@@ -469,7 +479,7 @@ def _cell(r: TuningRow | None) -> str:
 
 
 def _model_time(diag: Diagnosis, algo: str, nbytes: int) -> str:
-    table = nccl_log.TuningTable({"AllReduce": {(r.algorithm, r.protocol): (r.latency_us, r.bandwidth_gbps)
+    table = TuningTable({"AllReduce": {(r.algorithm, r.protocol): (r.latency_us, r.bandwidth_gbps)
                                                 for r in diag.tuning}})
     times = [(t, p) for p in _PROTOS if (t := table.time_us("AllReduce", algo, p, nbytes)) is not None]
     return ", ".join(f"{p} {t:.1f} us" for t, p in times) or "-"
@@ -620,10 +630,10 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
     diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
                            probe_info=info)
-    secrets = nccl_env.secret_values(full_env)
+    secrets = secret_values(full_env)
     diag.launch = {"config": str(cfg.path), "log": str(log_path), "load_s": round(load_s, 2),
-                   "server_command": [nccl_env.scrub(a, secrets) for a in server_cfg.argv()],
-                   "env": nccl_env.redact({**{k: v for k, v in server_cfg.env.items() if nccl_env.is_tuning_variable(k)},
+                   "server_command": [scrub(a, secrets) for a in server_cfg.argv()],
+                   "env": redact({**{k: v for k, v in server_cfg.env.items() if is_tuning_variable(k)},
                                            **DEBUG_ENV}),
                    "removed_inherited": removed}
     for name, value in overridden.items():
