@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner import report
     from tuner.judging.stats import DEFAULT_MIN_EFFECT
-    from tuner.nccl.env import is_tuning_variable, redact, scrub, secret_values
+    from tuner.nccl import is_tuning_variable
+    from tuner.redaction import redact, scrub, secret_values
     from tuner.server import preflight
     from tuner.study.storage import check_fingerprint, check_space, hide_password
     from tuner.sweep import Sweep, SweepOptions

@@ -52,6 +52,7 @@ def test_dry_run_shows_what_nccl_reads_and_launches_nothing(tmp_path):
     assert "2 (NCCL reads PXB)" in out
     assert "ring-again: NCCL_ALGO=ring - skipped: to NCCL the same set as preset ring" in out
     assert "distinct sets to NCCL" in out
+    assert "Risky" not in out  # PXB keeps P2P behind one PCIe switch
     assert not (tmp_path / "r").exists()
 
 
@@ -83,3 +84,5 @@ def test_dry_run_says_which_preset_may_not_launch_and_what_the_sampler_draws_fro
     tree = next(line for line in res.stdout.splitlines() if "tree-ll:" in line)
     assert "may not be launched (see Notes)" in tree
     assert "the presets' values of NCCL_ALGO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE are in it too" in res.stdout
+    assert "Risky but reversible values are in the space" in res.stdout  # default.toml's PHB and SYS
+    assert "  - NCCL_P2P_LEVEL=PHB allows P2P beyond a PCIe switch" in res.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import ROOT, cli
 from tuner.cli import main
-from tuner.nccl import env as nccl_env
+from tuner.nccl import strtoll, unsafe_reason
 
 GOOD_SERVER = f'command = ["{sys.executable}", "-c", "pass", "--port", "{{port}}"]\nport = 18555\n'
 GOOD_SPACE = '[variables.NCCL_PROTO]\nvalues = ["LL", "Simple"]\n'
@@ -119,7 +119,7 @@ def test_bad_flags_exit_2_without_traceback(tmp_path):
 @pytest.mark.parametrize("text,value,rest", [("4M", 4, "M"), ("abc", 0, "abc"), ("0x10", 16, ""),
                                              ("010", 8, ""), ("  -3", -3, ""), ("16777216", 16777216, "")])
 def test_strtoll_matches_c(text, value, rest):
-    assert nccl_env.strtoll(text) == (value, rest)
+    assert strtoll(text) == (value, rest)
 
 
 def test_shipped_examples_and_spaces_are_valid():
@@ -130,7 +130,7 @@ def test_shipped_examples_and_spaces_are_valid():
         loaded = load_config(cfg, check_program=False)
         load_space(loaded.sweep.space)
     safe = load_space(ROOT / "search_spaces" / "safe.toml")
-    assert all(nccl_env.unsafe_reason(k, v) is None for p in safe.presets for k, v in p.env.items())
+    assert all(unsafe_reason(k, v) is None for p in safe.presets for k, v in p.env.items())
     tuned = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "16", "NCCL_BUFFSIZE": "16777216",
              "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     assert any(p.env == tuned for p in safe.presets)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.diagnose.model import DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow
-from tuner.nccl import env as nccl_env
-from tuner.nccl import log as nccl_log
-from tuner.nccl.decode import launch
+from tuner.nccl import Operation, ParsedLog, TuningTable, launch, parse_log, topology_from_log
+from tuner.redaction import is_secret
+from tuner.server.backend import Backend, allreduce_backend
 
 __all__ = ["PROBE_MARK", "build_diagnosis"]
 
@@ -41,15 +41,15 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
 
     Lines after the ``[nccl-tune] diagnose: probe starts`` mark count as the probe's; without
     it every line counts as start-up. ``argv``/``env``: the server command and environment
-    (for :func:`tuner.nccl.log.allreduce_backend`); ``decode_size``: from the model's config,
+    (for :func:`tuner.server.backend.allreduce_backend`); ``decode_size``: from the model's config,
     else inferred from the log (module docstring); ``probe_info``: what the probe did.
     """
     lines = [line.rstrip("\n") for line in lines]
     mark = next((i for i, line in enumerate(lines) if PROBE_MARK in line and "[nccl-tune]" in line), None)
-    parsed = nccl_log.parse_log(lines)
-    probe_ops = nccl_log.parse_log(lines[mark + 1:]).operations if mark is not None else {}
-    backend = nccl_log.allreduce_backend(lines, list(argv), dict(env or {}))
-    topo = nccl_log.topology_from_log(parsed)
+    parsed = parse_log(lines)
+    probe_ops = parse_log(lines[mark + 1:]).operations if mark is not None else {}
+    backend = allreduce_backend(lines, list(argv), dict(env or {}))
+    topo = topology_from_log(parsed)
     notes: list[str] = []
     inferred = _infer_decode_size(parsed.operations, probe_ops, mark is not None)
     if inferred and backend.nccl_on_decode_path is False and inferred.source != "capture":
@@ -83,7 +83,7 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         backend={"name": backend.name, "nccl_on_decode_path": backend.nccl_on_decode_path,
                  "reason": backend.reason, "server": backend.server},
         echoed={name: dict(Counter(values.values())) for name, values in sorted(parsed.echoes.items())
-                if not nccl_env.is_secret(name)},
+                if not is_secret(name)},
         invalid=dict(parsed.invalid),
         warnings=list(dict.fromkeys(parsed.warnings)),
         tuning=_tuning_rows(parsed.tuning),
@@ -98,8 +98,8 @@ class _Inferred:
     reason: str
 
 
-def _infer_decode_size(ops: Mapping[tuple[str, int], nccl_log.Operation],
-                       probe_ops: Mapping[tuple[str, int], nccl_log.Operation], has_probe: bool) -> _Inferred | None:
+def _infer_decode_size(ops: Mapping[tuple[str, int], Operation],
+                       probe_ops: Mapping[tuple[str, int], Operation], has_probe: bool) -> _Inferred | None:
     """The decode size from the log alone (module docstring), or None."""
     startup = {n for (f, n), op in ops.items() if f == "AllReduce"
                and op.count > (probe_ops[(f, n)].count if (f, n) in probe_ops else 0)}
@@ -123,7 +123,7 @@ def _infer_decode_size(ops: Mapping[tuple[str, int], nccl_log.Operation],
     return None
 
 
-def _pick_at_decode(decode: DecodeInfo, parsed: nccl_log.ParsedLog, notes: list[str]) -> None:
+def _pick_at_decode(decode: DecodeInfo, parsed: ParsedLog, notes: list[str]) -> None:
     """NCCL's choice at the decode size: its per-operation line, else the TUNING table's model."""
     if decode.nbytes is None:
         return
@@ -151,11 +151,11 @@ def _calls(n: int) -> str:
     return f"{n} call{'s' if n != 1 else ''}"
 
 
-def _choices_text(op: nccl_log.Operation) -> str:
+def _choices_text(op: Operation) -> str:
     return ", ".join(f"{a}/{p}" + (f" {c} ch" if c else "") + f" x{n}" for (a, p, c), n in op.choices.most_common())
 
 
-def _size_row(op: nccl_log.Operation, probe_ops: Mapping[tuple[str, int], nccl_log.Operation],
+def _size_row(op: Operation, probe_ops: Mapping[tuple[str, int], Operation],
               decode: int | None, prefill: list[int]) -> SizeRow:
     in_probe = probe_ops.get((op.func, op.nbytes))
     probe_calls = in_probe.count if in_probe else 0
@@ -170,14 +170,14 @@ def _size_row(op: nccl_log.Operation, probe_ops: Mapping[tuple[str, int], nccl_l
                    choices if len(choices) > 1 else [])
 
 
-def _tuning_rows(table: nccl_log.TuningTable | None) -> list[TuningRow]:
+def _tuning_rows(table: TuningTable | None) -> list[TuningRow]:
     if table is None:
         return []
     return [TuningRow(a, p, lat, bw, table.max_threads.get((a, p)))
             for (a, p), (lat, bw) in table.entries.get("AllReduce", {}).items()]
 
 
-def _notes(parsed: nccl_log.ParsedLog, backend: nccl_log.Backend, decode: DecodeInfo, sizes: list[SizeRow],
+def _notes(parsed: ParsedLog, backend: Backend, decode: DecodeInfo, sizes: list[SizeRow],
            lines: Sequence[str], notes: list[str]) -> None:
     """What the reader must know to trust the tables, in plain sentences."""
     if parsed.info_lines == 0:

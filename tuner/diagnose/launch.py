@@ -21,7 +21,8 @@ from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
 from tuner.measure import probe
 from tuner.measure.readiness import ready_check
-from tuner.nccl import env as nccl_env
+from tuner.nccl import is_tuning_variable
+from tuner.redaction import redact, scrub, secret_values
 from tuner.server import preflight
 from tuner.server.launcher import ServerProcess, build_env, port_holder, port_in_use
 from tuner.server.signals import SignalGuard
@@ -90,10 +91,10 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
     diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
                            probe_info=info)
-    secrets = nccl_env.secret_values(full_env)
+    secrets = secret_values(full_env)
     diag.launch = {"config": str(cfg.path), "log": str(log_path), "load_s": round(load_s, 2),
-                   "server_command": [nccl_env.scrub(a, secrets) for a in server_cfg.argv()],
-                   "env": nccl_env.redact({**{k: v for k, v in server_cfg.env.items() if nccl_env.is_tuning_variable(k)},
+                   "server_command": [scrub(a, secrets) for a in server_cfg.argv()],
+                   "env": redact({**{k: v for k, v in server_cfg.env.items() if is_tuning_variable(k)},
                                            **TUNING_DEBUG_ENV}),
                    "removed_inherited": removed}
     for name, value in overridden.items():

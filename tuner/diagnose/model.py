@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tuner.nccl.decode import DecodeChoice
-from tuner.nccl.types import NcclVersion, Topology
+from tuner.nccl import DecodeChoice, NcclVersion, Topology
 
 __all__ = ["SCHEMA", "DecodeInfo", "DecodeSize", "Diagnosis", "SizeRow", "TuningRow", "decode_pick"]
 
@@ -76,7 +75,7 @@ class Diagnosis:
     """What one diagnose launch showed; :meth:`to_json`/:meth:`from_json` are ``diagnose.json``.
 
     ``echoed``: variable -> ``{value: processes that echoed it}``; ``backend``: ``name``,
-    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.nccl.log.Backend`);
+    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.server.backend.Backend`);
     ``topology``: ``nranks``, ``nnodes``, ``link``, ``has_nvls`` (:class:`tuner.nccl.types.Topology`)
     plus ``ranks_logged``, ``coll_channels``, ``nvls_channels``, ``thread_thresholds``,
     ``transports``; ``probe``: ``requests``, ``max_tokens``, ``completion_tokens``.

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.diagnose.model import DecodeInfo, Diagnosis, TuningRow
-from tuner.nccl import log as nccl_log
+from tuner.nccl import TuningTable
 from tuner.plaintext import plain_table
 
 __all__ = ["markdown", "print_diagnosis", "sizes_table", "summary_rows", "tuning_table"]
@@ -97,7 +97,7 @@ def _cell(r: TuningRow | None) -> str:
 
 
 def _model_time(diag: Diagnosis, algo: str, nbytes: int) -> str:
-    table = nccl_log.TuningTable({"AllReduce": {(r.algorithm, r.protocol): (r.latency_us, r.bandwidth_gbps)
+    table = TuningTable({"AllReduce": {(r.algorithm, r.protocol): (r.latency_us, r.bandwidth_gbps)
                                                 for r in diag.tuning}})
     times = [(t, p) for p in _PROTOS if (t := table.time_us("AllReduce", algo, p, nbytes)) is not None]
     return ", ".join(f"{p} {t:.1f} us" for t, p in times) or "-"

@@ -40,7 +40,7 @@ from tuner.inputs.schema import (
     raise_all,
 )
 from tuner.inputs.schema import read_toml as read_toml
-from tuner.nccl.types import NcclVersion
+from tuner.nccl import NcclVersion
 
 MODES = ("search", "presets")
 PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"

@@ -26,7 +26,18 @@ from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner.errors import InputError
-from tuner.nccl import env as nccl_env
+from tuner.nccl import (
+    NcclVersion,
+    accepted,
+    check_value,
+    cross_problems,
+    cross_warnings,
+    name_problem,
+    name_warning,
+    unsafe_reason,
+    value_warnings,
+)
+from tuner.redaction import REDACTED, is_secret
 
 
 class FileModel(BaseModel):
@@ -48,7 +59,7 @@ class LoadContext:
 
     file: Path = Path("(code)")
     allow_unsafe: bool = False
-    version: nccl_env.NcclVersion | None = None
+    version: NcclVersion | None = None
     check_program: bool = False
     resolve_space: bool = False
     notices: list[str] = field(default_factory=list)
@@ -99,9 +110,8 @@ def read_toml(file: Path, what: str) -> dict[str, Any]:
         raise InputError(str(file), "(file)", shown, "valid TOML", str(exc)) from None
 
 
-# -- NCCL's rules: every call into tuner.nccl.env is in this section -------------------------
+# -- NCCL's rules: every call into tuner.nccl is in this section -----------------------------
 
-REDACTED = nccl_env.REDACTED
 SECRET_ACCEPTED = "NCCL/CUDA tuning variables only"
 SECRET_WHY = ("a secret (name holds TOKEN, KEY, SECRET or PASSWORD) belongs in server.env, "
               "where it is passed on but never written")
@@ -120,35 +130,30 @@ class NcclCheck:
 
 def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclCheck:
     """Check one value as NCCL ``ctx.version`` parses it (NCCL src/misc/param.cc,
-    src/graph/tuning.cc; rules in tuner.nccl.env): a misspelled NCCL name or a value NCCL
+    src/graph/tuning.cc; rules in tuner.nccl): a misspelled NCCL name or a value NCCL
     rejects or silently ignores is ``wrong``; clamps and names NCCL does not read are noted in
     ``ctx.notices``. Server flags (names starting with ``-``) are passed as written."""
     if name.startswith("-"):
         return NcclCheck(None, "a value for the server flag, or \"on\" for the flag alone", None)
     ctx = ctx or LoadContext()
     version = ctx.version
-    wrong = nccl_env.name_problem(name) or nccl_env.check_value(name, text, version)
+    wrong = name_problem(name) or check_value(name, text, version)
     if not wrong:
-        warnings = [nccl_env.name_warning(name, version), *nccl_env.value_warnings(name, text, version)]
+        warnings = [name_warning(name, version), *value_warnings(name, text, version)]
         for warning in warnings:
             if warning and f"{ctx.file}: {warning}" not in ctx.notices:
                 ctx.notices.append(f"{ctx.file}: {warning}")
-    return NcclCheck(wrong, nccl_env.accepted(name, version), nccl_env.unsafe_reason(name, text, version=version))
+    return NcclCheck(wrong, accepted(name, version), unsafe_reason(name, text, version=version))
 
 
 def check_nccl_set(env: Mapping[str, str], ctx: LoadContext | None = None) -> list[tuple[str, str, str]]:
     """Problems between the variables of one set, as ``(name, accepted, why)``; what NCCL
     only adjusts (MIN channels above MAX: "max, then min") is noted in ``ctx.notices``."""
     ctx = ctx or LoadContext()
-    for _, why in nccl_env.cross_warnings(env, ctx.version):
+    for _, why in cross_warnings(env, ctx.version):
         if f"{ctx.file}: {why}" not in ctx.notices:
             ctx.notices.append(f"{ctx.file}: {why}")
-    return [(name, "variables NCCL can use together", why) for name, why in nccl_env.cross_problems(env, ctx.version)]
-
-
-def is_secret(name: str) -> bool:
-    """True for a variable whose value is never shown or written (TOKEN, KEY, SECRET, PASSWORD)."""
-    return nccl_env.is_secret(name)
+    return [(name, "variables NCCL can use together", why) for name, why in cross_problems(env, ctx.version)]
 
 
 def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool) -> dict[str, str]:
@@ -178,8 +183,8 @@ def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool)
             details.append(detail((name,), value, UNSAFE_ACCEPTED, check.unsafe))
         else:
             env[name] = text
-    for name, accepted, why in check_nccl_set(env, ctx):
-        details.append(detail((name,), raw[name], accepted, why))
+    for name, wanted, why in check_nccl_set(env, ctx):
+        details.append(detail((name,), raw[name], wanted, why))
     raise_all("env", details)
     if required and not env:
         raise problem("at least one variable (the baseline is always run)")

@@ -27,7 +27,6 @@ from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, fie
 
 from tuner.errors import InputError
 from tuner.inputs.schema import (
-    REDACTED,
     SECRET_ACCEPTED,
     SECRET_WHY,
     FileModel,
@@ -37,13 +36,13 @@ from tuner.inputs.schema import (
     check_nccl,
     detail,
     input_problems,
-    is_secret,
     load_context,
     problem,
     raise_all,
     read_toml,
 )
-from tuner.nccl.types import NcclVersion
+from tuner.nccl import NcclVersion
+from tuner.redaction import REDACTED, is_secret
 
 #: The candidate meaning "do not set the variable; let NCCL choose".
 UNSET = "unset"
@@ -164,7 +163,7 @@ def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     Raises :class:`InputError` listing every problem: a missing file, bad TOML, unknown keys,
     values NCCL would misread, secret-named variables, a preset forcing an unsafe setting
     without ``allow_unsafe``, an include cycle, nothing left to try. Values are checked by the
-    rules of NCCL ``version`` (None: the oldest supported, :data:`tuner.nccl.env.OLDEST_SUPPORTED`).
+    rules of NCCL ``version`` (None: the oldest supported, :data:`tuner.nccl.OLDEST_SUPPORTED`).
     A variable whose name starts with ``-`` is a server flag (``on``: the flag alone).
     """
     return _load(Path(path), allow_unsafe, (), version)

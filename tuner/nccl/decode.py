@@ -25,8 +25,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tuner.nccl import env as nccl_env
-from tuner.nccl.env import NcclVersion, Topology
+from tuner.nccl.choice import allreduce_choices
+from tuner.nccl.sets import canonical_set
+from tuner.nccl.thresholds import read_thread_thresholds
+from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
+from tuner.nccl.values import DEFAULT_BUFFSIZE, NCCL_STEPS, canonical_value, max_channels
+
+__all__ = ["TREE_ALL_THREADS_FROM", "WARP_SIZE", "DecodeChoice", "DecodeEffect", "Launch", "comm_channels",
+           "decode_effect", "launch", "max_threads", "nccl_name", "thread_threshold"]
 
 WARP_SIZE = 32  # src/include/device.h
 TREE_ALL_THREADS_FROM = NcclVersion(2, 22, 0)  # src/enqueue.cc: "Tree now uses all threads always"
@@ -75,9 +81,9 @@ def max_threads(algorithm: str, protocol: str, env: Mapping[str, str], *, simple
     if algorithm not in ("Ring", "Tree"):
         return 640
     if protocol == "LL128":
-        text = nccl_env.canonical_value("NCCL_LL128_NTHREADS", env.get("NCCL_LL128_NTHREADS", ""))
+        text = canonical_value("NCCL_LL128_NTHREADS", env.get("NCCL_LL128_NTHREADS", ""))
         return int(text) if text.isdigit() else 640
-    text = nccl_env.canonical_value("NCCL_NTHREADS", env["NCCL_NTHREADS"]) if "NCCL_NTHREADS" in env else ""
+    text = canonical_value("NCCL_NTHREADS", env["NCCL_NTHREADS"]) if "NCCL_NTHREADS" in env else ""
     if text.isdigit():
         return int(text)
     return simple_ring_default if (algorithm, protocol) == ("Ring", "Simple") else 512
@@ -90,7 +96,7 @@ def thread_threshold(algorithm: str, protocol: str, nranks: int, env: Mapping[st
     slot = {"LL": 0, "LL128": 1, "Simple": 2}[protocol]
     default = (8, 8, 64)[slot] * (nranks if (algorithm, protocol) == ("Ring", "LL") else 1)
     if algorithm in ("Tree", "Ring") and "NCCL_THREAD_THRESHOLDS" in env:
-        overrides, problem, _warnings = nccl_env.read_thread_thresholds(env["NCCL_THREAD_THRESHOLDS"])
+        overrides, problem, _warnings = read_thread_thresholds(env["NCCL_THREAD_THRESHOLDS"])
         override = None if problem else overrides[(0 if algorithm == "Tree" else 3) + slot]
         if override is not None:
             return override
@@ -103,12 +109,12 @@ def comm_channels(env: Mapping[str, str], search_channels: int, version: NcclVer
     def value(*names: str) -> int | None:
         for name in names:
             if name in env:
-                text = nccl_env.canonical_value(name, env[name], version)
+                text = canonical_value(name, env[name], version)
                 if text.lstrip("-").isdigit():
                     return int(text)
         return None
 
-    top = nccl_env.max_channels(version)
+    top = max_channels(version)
     hi = min(x for x in (search_channels, value("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS") or top,
                          value("NCCL_MAX_CTAS") or top) if x is not None)
     lo = max(value("NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS") or 0, value("NCCL_MIN_CTAS") or 0)
@@ -133,7 +139,7 @@ def launch(nbytes: int, algorithm: str, protocol: str, nranks: int, nchannels: i
     if protocol == "Simple":
         nt += WARP_SIZE if algorithm == "Ring" else (4 * WARP_SIZE if algorithm == "Tree" else 0)
     nt = max(nt, 3 * WARP_SIZE)
-    if algorithm == "Tree" and (version or nccl_env.OLDEST_SUPPORTED) >= TREE_ALL_THREADS_FROM:
+    if algorithm == "Tree" and (version or OLDEST_SUPPORTED) >= TREE_ALL_THREADS_FROM:
         nt = 640
     return Launch(nc, nt)
 
@@ -141,7 +147,7 @@ def launch(nbytes: int, algorithm: str, protocol: str, nranks: int, nchannels: i
 @dataclass(frozen=True)
 class DecodeEffect:
     """``inert``: variable -> why it cannot change the decode allreduce; ``effective``: the
-    canonical set without them (:func:`tuner.nccl.env.canonical_set`), the key for deduplication."""
+    canonical set without them (:func:`tuner.nccl.sets.canonical_set`), the key for deduplication."""
 
     inert: dict[str, str]
     effective: dict[str, str]
@@ -155,8 +161,8 @@ def _candidates(env: Mapping[str, str], choice: DecodeChoice, topology: Topology
     pair = (choice.algorithm, choice.protocol)
     if topology is None:
         return ({pair} if not lists and not movers else None), None
-    now = nccl_env.allreduce_choices(lists, topology, version)
-    base = nccl_env.allreduce_choices({}, topology, version)
+    now = allreduce_choices(lists, topology, version)
+    base = allreduce_choices({}, topology, version)
     now_all, base_all = now.pairs | now.maybe, base.pairs | base.maybe
     keeps = pair in now.pairs and now_all <= base_all and not now.fallback
     if keeps and not movers:
@@ -181,7 +187,7 @@ def decode_effect(env: Mapping[str, str], nbytes: int, nranks: int, choice: Deco
     ``{"P2P/IPC", "SHM/direct/direct"}``). Assumes one
     node: across nodes the Ring/Simple cost depends on the channel count.
     """
-    v = version or nccl_env.OLDEST_SUPPORTED
+    v = version or OLDEST_SUPPORTED
     inert: dict[str, str] = {}
     candidates, list_reason = _candidates(env, choice, topology, v)
     if list_reason:
@@ -211,20 +217,20 @@ def decode_effect(env: Mapping[str, str], nbytes: int, nranks: int, choice: Deco
                                      "(NCCL tries P2P first and reads NCCL_SHM_DISABLE only for pairs P2P cannot serve, "
                                      "src/transport.cc selectTransport)")
     remaining = {k: val for k, val in env.items() if k not in inert}
-    return DecodeEffect(inert, nccl_env.canonical_set(remaining, v, topology))
+    return DecodeEffect(inert, canonical_set(remaining, v, topology))
 
 
 def _fits_one_step(value: str, nbytes: int, version: NcclVersion) -> bool:
-    text = nccl_env.canonical_value("NCCL_BUFFSIZE", value, version)
-    size = nccl_env.DEFAULT_BUFFSIZE if text == "" else (int(text) if text.isdigit() else 0)
-    return min(size, nccl_env.DEFAULT_BUFFSIZE) // nccl_env.NCCL_STEPS >= nbytes
+    text = canonical_value("NCCL_BUFFSIZE", value, version)
+    size = DEFAULT_BUFFSIZE if text == "" else (int(text) if text.isdigit() else 0)
+    return min(size, DEFAULT_BUFFSIZE) // NCCL_STEPS >= nbytes
 
 
 def _launch_inert(env: Mapping[str, str], nbytes: int, nranks: int, candidates: set[tuple[str, str]],
                   version: NcclVersion, search_channels: int | None, simple_ring_default: int,
                   inert: dict[str, str]) -> None:
     """Mark channel, thread and threshold variables that leave every candidate's launch unchanged."""
-    top = nccl_env.max_channels(version)
+    top = max_channels(version)
     searches = [search_channels] if search_channels else list(range(1, top + 1))
     for names in (_CHANNEL_VARS, ("NCCL_NTHREADS", "NCCL_LL128_NTHREADS"), ("NCCL_THREAD_THRESHOLDS",)):
         present = [n for n in names if n in env]

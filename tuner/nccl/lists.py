@@ -15,7 +15,7 @@ A leading ``^`` excludes the listed names instead of selecting them.
 
 The result is a matrix collective -> name -> 0/1/2: 1 enabled, 0 disabled, 2 "automatic"
 (only ``LL128`` starts at 2: NCCL enables it by itself where it is safe, see
-:func:`tuner.nccl.env.ll128_auto`). Any value that touches a collective's row turns that row's
+:func:`tuner.nccl.choice.ll128_auto`). Any value that touches a collective's row turns that row's
 LL128 into 0 or 1, never 2: ``^LL`` forces LL128 on.
 """
 
@@ -25,6 +25,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tuner.nccl.types import NcclVersion
+
+__all__ = ["ALGO_SINCE", "FUNCS", "PER_COLLECTIVE_SINCE", "PROTOS", "ListReading", "Matrix", "algos", "canonical_text",
+           "default_matrix", "elements", "read_list"]
 
 #: Collectives in NCCL's order (src/init.cc ``ncclFuncStr``); the only valid prefixes.
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")

@@ -1,4 +1,5 @@
-"""Which environment variable names NCCL reads, by version, and which of them pick hardware.
+"""Which environment variable names NCCL reads, by version, which of them pick hardware, which
+a baseline must not inherit, and what a misspelled or unread name is told.
 
 The name table was extracted from the ``NCCL_PARAM(...)``, ``ncclGetEnv("NCCL_...")`` and
 ``getenv("NCCL_...")`` calls of NCCL's sources at every release tag from v2.18.1-1 to v2.30.7-1
@@ -16,7 +17,10 @@ from __future__ import annotations
 
 import re
 
-from tuner.nccl.types import NcclVersion
+from tuner.nccl.types import NcclVersion, judged_version
+
+__all__ = ["HARDWARE_SELECTORS", "KNOWN_NAMES", "OWN_PREFIX", "TUNING_NAMES", "TUNING_PREFIXES", "closest_name",
+           "is_hardware_selector", "is_tuning_variable", "name_problem", "name_warning", "read_by"]
 
 #: name without ``NCCL_`` -> (first release reading it, last release reading it); "" = open end.
 _NAMES: dict[str, tuple[str, str]] = {
@@ -371,3 +375,48 @@ def closest_name(name: str) -> str | None:
             best, best_d = known, d
     limit = 1 if len(folded) <= 10 else 2
     return best if best_d <= limit else None
+
+
+#: Variables the baseline strips from the inherited environment.
+TUNING_PREFIXES = ("NCCL_",)
+TUNING_NAMES = ("CUDA_DEVICE_MAX_CONNECTIONS",)
+#: nccl-tune's own settings (NCCL_TUNE_HEARTBEAT_S, ...): NCCL never reads them.
+OWN_PREFIX = "NCCL_TUNE_"
+
+
+def is_tuning_variable(name: str, *, include_hardware_selectors: bool = True) -> bool:
+    """True for the variables a baseline must not inherit: ``NCCL_*`` and CUDA_DEVICE_MAX_CONNECTIONS.
+
+    nccl-tune's own ``NCCL_TUNE_*`` settings are not NCCL's and are kept.
+
+    With ``include_hardware_selectors=False``, variables that pick hardware
+    (:data:`HARDWARE_SELECTORS`, e.g. NCCL_SOCKET_IFNAME) are not counted: a launcher keeps them.
+    """
+    if name.startswith(OWN_PREFIX) or (not include_hardware_selectors and is_hardware_selector(name)):
+        return False
+    return name.startswith(TUNING_PREFIXES) or name in TUNING_NAMES
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is refused as a misspelling of a known NCCL/CUDA name, or None.
+
+    NCCL looks names up with ``getenv`` (exact, case-sensitive), so ``NCCL_ALGOS`` or
+    ``nccl_algo`` is never read.
+    """
+    intended = closest_name(name)
+    if intended is None:
+        return None
+    return f"NCCL never reads {name!r} (getenv is exact and case-sensitive); did you mean {intended}?"
+
+
+def name_warning(name: str, version: NcclVersion | None = None) -> str | None:
+    """A warning for an ``NCCL_*`` name NCCL ``version`` does not read (plugins may), or None."""
+    if not name.startswith("NCCL_") or name_problem(name):
+        return None
+    reads = read_by(name, judged_version(version))
+    if reads is None:
+        return (f"{name} is not read by NCCL 2.18.1-2.30.7 itself; PyTorch or a plugin may read it "
+                "(e.g. NCCL_TUNER_CONFIG_FILE), otherwise it has no effect")
+    if not reads:
+        return f"NCCL {judged_version(version)} does not read {name} (another release does)"
+    return None

@@ -2,8 +2,7 @@
 
 :class:`NcclVersion` orders releases (``2.21.5`` < ``2.24.3``); :class:`Topology` describes the
 communicator the rules are judged for. Both are filled from the baseline's log by
-:mod:`tuner.nccl.log`, or from the config (``[nccl] version``); re-exported by
-:mod:`tuner.nccl.env`.
+:mod:`tuner.nccl.log`, or from the config (``[nccl] version``).
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+
+__all__ = ["NEWEST_VERIFIED", "OLDEST_SUPPORTED", "Link", "NcclVersion", "Topology", "judged_version"]
 
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][\w.+-]*)?\s*$")
 
@@ -50,6 +51,11 @@ class NcclVersion:
 OLDEST_SUPPORTED = NcclVersion(2, 18, 1)
 #: The newest release the rules were checked against; later releases are judged by its rules.
 NEWEST_VERIFIED = NcclVersion(2, 30, 7)
+
+
+def judged_version(version: NcclVersion | None) -> NcclVersion:
+    """The release a rule is judged for: ``version``, or :data:`OLDEST_SUPPORTED` when unknown."""
+    return OLDEST_SUPPORTED if version is None else version
 
 Link = Literal["pcie", "nvlink", "nvswitch"]
 

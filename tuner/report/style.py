@@ -21,7 +21,7 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 
 from tuner.judging import stats
-from tuner.nccl.env import strtoll
+from tuner.nccl import strtoll
 from tuner.record.trial import Verdict
 
 #: Short names of common variables, in the order a label lists them; other variables keep their

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.nccl import env as nccl_env
 from tuner.record.trial import Status
+from tuner.redaction import redact
 from tuner.screen import nccltests
 from tuner.screen.run import private_json_path, run_command, screen_env
 from tuner.screen.store import ScreenRecord
@@ -76,7 +76,7 @@ def measure(ctx: RunContext, rec: ScreenRecord, env: Mapping[str, str]) -> Scree
     full, removed = screen_env(os.environ, ctx.server_env, env)
     path = log_path(ctx.log_dir, rec.number)
     rec.log = str(path)
-    header = (f"set: {nccl_env.redact(dict(env))}", f"removed inherited: {removed}")
+    header = (f"set: {redact(dict(env))}", f"removed inherited: {removed}")
 
     def on_line(line: str) -> None:
         m = _ROW.match(line)

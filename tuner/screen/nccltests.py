@@ -43,6 +43,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tuner.nccl import NCCL_LINE
 from tuner.record.trial import Status
 
 #: The first nccl-tests release with ``-J`` JSON output (commit 00f5281, tag v2.17.3).
@@ -303,9 +304,6 @@ def command_supports_json(text: str) -> bool | None:
 # -- text parsing -----------------------------------------------------------------------------
 
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:")
-# NCCL_DEBUG lines: "host:pid:tid [dev] NCCL INFO ..." or "... [dev] file.cc:63 NCCL WARN ..."
-# (NCCL src/debug.cc ncclDebugLog). This matches from ":pid"; the host is found backwards.
-_NCCL_LOG = re.compile(r":\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (INFO|WARN|TRACE|ABORT)\b ?(.*)$")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _NTHREAD = re.compile(
@@ -449,15 +447,15 @@ def _unwrap(lines: Iterable[str], result: PerfResult) -> list[str]:
             m = _DEVICE.match(line.strip())
             if m and m.group(4):
                 hosts.add(m.group(4))
-        m = _NCCL_LOG.search(line)
-        if m:
-            level, message = m.group(1), m.group(2)
+        m = NCCL_LINE.search(line)
+        if m and m.group("pid"):  # nccl-tests' NCCL lines name host:pid:tid; the row text before is kept
+            level, message = m.group("level"), m.group("msg")
             if level in ("WARN", "ABORT"):
                 result.nccl_warnings.append(message.strip())
             version = _NCCL_VERSION.search(message)
             if version and result.nccl_version is None:
                 result.nccl_version = version.group(1)
-            before = _before_log(line[:m.start()], hosts)
+            before = _before_log(line[:m.start("pid") - 1], hosts)  # up to ":pid": the host is found backwards
             if before.strip():
                 pending += before
             continue

@@ -51,7 +51,7 @@ from itertools import pairwise
 from math import isqrt
 from pathlib import Path
 
-from tuner.nccl.env import strtoll
+from tuner.nccl import strtoll
 
 #: Names the example plugin parses (plugin.c parseCollType / parseAlgorithm / parseProtocol).
 PLUGIN_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")

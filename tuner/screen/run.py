@@ -40,7 +40,7 @@ from typing import IO
 
 import psutil
 
-from tuner.nccl import env as nccl_env
+from tuner.redaction import scrub, secret_values
 from tuner.screen import nccltests
 from tuner.server.launcher import MARKER, build_env, kill_leftover
 
@@ -88,7 +88,7 @@ def _pump(pipe: IO[bytes], log: IO[bytes], secrets: list[str], sink: list[str],
           on_line: Callable[[str], None] | None) -> None:
     size = 0
     for raw in iter(pipe.readline, b""):
-        text = nccl_env.scrub(raw.decode("utf-8", "replace"), secrets)
+        text = scrub(raw.decode("utf-8", "replace"), secrets)
         log.write(text.encode())
         if size < MAX_TEXT_CHARS:
             sink.append(text)
@@ -146,11 +146,11 @@ def run_command(argv: list[str], env: Mapping[str, str], log_path: Path, timeout
     """
     marker = uuid.uuid4().hex
     full = {**env, MARKER: marker}
-    secrets = nccl_env.secret_values(full)
+    secrets = secret_values(full)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
-        shown = nccl_env.scrub(" ".join(argv), secrets)
+        shown = scrub(" ".join(argv), secrets)
         log.write("".join(f"[nccl-tune] {h}\n" for h in (f"argv: {shown}", *header)).encode())
         log.flush()
         try:

@@ -59,8 +59,9 @@ from tuner.errors import (
     TrialFailed,
 )
 from tuner.inputs.config import ServerConfig
-from tuner.nccl import env as nccl_env
+from tuner.nccl import OWN_PREFIX, is_hardware_selector, is_tuning_variable
 from tuner.record.trial import Status
+from tuner.redaction import redact, scrub, secret_values
 from tuner.server import gpu
 from tuner.server.logtail import Cause, CauseKind, LogPump, announced_port, find_cause, line_kind
 
@@ -106,11 +107,11 @@ def split_inherited(inherited: Mapping[str, str], varied: Collection[str] = ()) 
     Every inherited ``NCCL_*`` and ``CUDA_DEVICE_MAX_CONNECTIONS`` is dropped, so a user's shell
     cannot leak tuning into any measurement, except the variables that select hardware rather
     than tune it (``NCCL_SOCKET_IFNAME``, ``NCCL_IB_HCA`` and kin:
-    :data:`tuner.nccl.env.HARDWARE_SELECTORS`, with their NCCL sources), which a cluster needs
+    :data:`tuner.nccl.HARDWARE_SELECTORS`, with their NCCL sources), which a cluster needs
     and which are kept unless ``varied`` (the space's names) varies them.
     """
-    tuning = sorted(k for k in inherited if nccl_env.is_tuning_variable(k))
-    kept = [k for k in tuning if nccl_env.is_hardware_selector(k) and k not in varied]
+    tuning = sorted(k for k in inherited if is_tuning_variable(k))
+    kept = [k for k in tuning if is_hardware_selector(k) and k not in varied]
     return [k for k in tuning if k not in kept], kept
 
 
@@ -123,7 +124,7 @@ def build_env(inherited: Mapping[str, str], server_env: Mapping[str, str], trial
     not the server's: they are left out and not reported.
     """
     removed, _kept = split_inherited(inherited, varied)
-    env = {k: v for k, v in inherited.items() if k not in removed and not k.startswith(nccl_env.OWN_PREFIX)}
+    env = {k: v for k, v in inherited.items() if k not in removed and not k.startswith(OWN_PREFIX)}
     env.update(server_env)
     env.update(trial_env)
     return env, removed
@@ -291,7 +292,7 @@ class ServerProcess:
         self.marker = uuid.uuid4().hex
         full[MARKER] = self.marker
         self._env = full
-        self._secrets = nccl_env.secret_values(full)
+        self._secrets = secret_values(full)
         self.proc: subprocess.Popen[bytes] | None = None
         self.pump: LogPump | None = None
         self.create_time = 0.0
@@ -334,8 +335,8 @@ class ServerProcess:
         argv = self.argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
-            f.write(f"[nccl-tune] argv: {nccl_env.scrub(shlex.join(argv), self._secrets)}\n"
-                    f"[nccl-tune] trial env: {nccl_env.redact(self.trial_env)}\n"
+            f.write(f"[nccl-tune] argv: {scrub(shlex.join(argv), self._secrets)}\n"
+                    f"[nccl-tune] trial env: {redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"
                     f"[nccl-tune] removed inherited: {self.removed}\n")
         self._launched = time.monotonic()

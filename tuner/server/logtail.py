@@ -38,7 +38,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import IO
 
-from tuner.nccl.env import scrub
+from tuner.nccl import NCCL_MARK
+from tuner.redaction import scrub
 
 #: Longest cause text kept (characters).
 CAUSE_MAX_CHARS = 300
@@ -90,10 +91,9 @@ _PREFIXES = [  # each eats one separating space at most, so a traceback's indent
     re.compile(rf"^(?P<level>{_LEVELS})(?: [\w.]+:\d+)?:\s+"),                      # uvicorn "INFO:     ", SGLang "INFO x.py:1:"
     re.compile(r"^\[(?P<torch>[WEIF])\d{3,4} [\d:.]+ [^\]]*\] ?"),                 # torch/c10 [W101 00:00:09.0 File.cpp:1]
 ]
-_NCCL_LINE = re.compile(r"\bNCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<text>.*)")
 
 
-def strip_prefixes(line: str) -> tuple[str, str]:
+def level_and_body(line: str) -> tuple[str, str]:
     """``(level, body)`` of one log line: timestamps, process tags (vLLM's ``(APIServer
     pid=1)``, torch's ``[rank0]:``) and logger prefixes removed; ``level`` is the logging level
     they named (``"WARNING"``, ``"ERROR"``...) or ``""``."""
@@ -150,12 +150,12 @@ def line_kind(line: str, *, include_info: bool = False) -> CauseKind | None:
 
     Lines logged at INFO or DEBUG level count only with ``include_info``.
     """
-    nccl = _NCCL_LINE.search(line)
+    nccl = NCCL_MARK.search(line)
     if nccl:
         if nccl["level"] == "WARN":
-            return CauseKind.WARNING if _BENIGN_NCCL.search(nccl["text"]) else CauseKind.NCCL_WARN
+            return CauseKind.WARNING if _BENIGN_NCCL.search(nccl["msg"]) else CauseKind.NCCL_WARN
         return None
-    level, body = strip_prefixes(line)
+    level, body = level_and_body(line)
     if not body or _CODE.match(body) or (level in ("INFO", "DEBUG") and not include_info):
         return None
     if level == "WARNING" or _WARNING.search(body):
@@ -176,8 +176,8 @@ def line_kind(line: str, *, include_info: bool = False) -> CauseKind | None:
 
 
 def _cause_text(line: str) -> str:
-    nccl = _NCCL_LINE.search(line)
-    text = f"NCCL WARN {nccl['text']}" if nccl else strip_prefixes(line)[1]
+    nccl = NCCL_MARK.search(line)
+    text = f"NCCL WARN {nccl['msg']}" if nccl else level_and_body(line)[1]
     return text.strip()
 
 
@@ -199,7 +199,7 @@ def _scan(lines: Sequence[str], include_info: bool) -> Cause | None:
     ignore_next_exception = False
     for i, line in enumerate(lines):
         kind = line_kind(line, include_info=include_info)
-        if _IGNORED_NEXT.match(strip_prefixes(line)[1]):
+        if _IGNORED_NEXT.match(level_and_body(line)[1]):
             ignore_next_exception = True  # "Exception ignored in: <__del__>": the next exception is noise
             continue
         if kind is CauseKind.EXCEPTION and ignore_next_exception:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.inputs.config import ExperimentConfig
-from tuner.nccl.env import scrub, secret_values
+from tuner.redaction import scrub, secret_values
 from tuner.server import gpu
 from tuner.study.inflight import host_name
 

@@ -76,7 +76,6 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from tuner.errors import InputError
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.schema import as_written
-from tuner.nccl.env import redact, scrub
 from tuner.record.trial import (
     Kind,
     Status,
@@ -87,6 +86,7 @@ from tuner.record.trial import (
     study_to_user_attrs,
     to_user_attrs,
 )
+from tuner.redaction import redact, scrub
 
 #: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
 CONSTRAINT = "server_failed"

@@ -17,10 +17,19 @@ from collections.abc import Callable
 
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import UNSET, SearchSpace
-from tuner.nccl import env as nccl_env
-from tuner.nccl.types import NcclVersion
+from tuner.nccl import (
+    OLDEST_SUPPORTED,
+    NcclVersion,
+    canonical_set,
+    canonical_value,
+    cross_problems,
+    cross_warnings,
+    risky_reason,
+    unsafe_reason,
+)
 from tuner.planning.plan import split_params
 from tuner.record.trial import set_key
+from tuner.redaction import redact
 from tuner.server.launcher import split_inherited
 from tuner.sweep.evidence import debug_env
 
@@ -37,12 +46,12 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     """The plan as printable lines (see the module docstring)."""
     version = cfg.nccl.nccl_version
     rules = (f"NCCL {version} ([nccl] version)" if version else
-             f"NCCL {nccl_env.OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
+             f"NCCL {OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
              "log gives the real one)")
     out = [f"Values checked by the rules of {rules}; nothing is launched (--dry-run)."]
     removed, kept = split_inherited(environ if environ is not None else dict(os.environ), frozenset(space.choices()))
     every = {**cfg.server.env, **debug_env(cfg)}
-    out.append("Every launch, the baseline included: " + (_env_text(nccl_env.redact(every)) if every else "no added variable")
+    out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
                + (f"; inherited {', '.join(removed)} removed" if removed else "")
                + (f"; inherited hardware selectors {', '.join(kept)} kept" if kept else "") + ".")
     notes = [*cfg.notices, *space.notices]
@@ -53,7 +62,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     for name, values in space.variables.items():
         shown = []
         for v in values:
-            canon = nccl_env.canonical_value(name, v, version) if not name.startswith("-") else v
+            canon = canonical_value(name, v, version) if not name.startswith("-") else v
             if canon == "":
                 shown.append(f"{v} (= NCCL's default: same as unset)")
             elif canon != v:
@@ -66,16 +75,16 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     out.append("Relaunches in order: 1. the untuned baseline")
     for i, preset in enumerate(space.presets, 2):
         key = key_of(preset.env, [])
-        problems = [r for _, r in nccl_env.cross_problems({**cfg.server.env, **preset.env}, version)]
+        problems = [r for _, r in cross_problems({**cfg.server.env, **preset.env}, version)]
         if problems:
             out.append(f"  {i}. {preset.name}: {_env_text(preset.env)} - skipped: {problems[0]}")
         elif key in seen:
             out.append(f"  {i}. {preset.name}: {_env_text(preset.env)} - skipped: to NCCL the same set as {seen[key]}")
         else:
             seen[key] = f"preset {preset.name}"
-            as_read = nccl_env.canonical_set(preset.env, version)
+            as_read = canonical_set(preset.env, version)
             extra = f" (to NCCL: {_env_text(as_read)})" if as_read != preset.env else ""
-            if nccl_env.cross_warnings({**cfg.server.env, **preset.env}, version):
+            if cross_warnings({**cfg.server.env, **preset.env}, version):
                 extra += " - may not be launched (see Notes): the baseline's NCCL version and topology decide"
             out.append(f"  {i}. {preset.name}: {_env_text(preset.env)}{extra}")
     if (mode or cfg.sweep.mode) == "presets":
@@ -84,14 +93,18 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
         out.append(_sampler_line(space, key_of, set(seen)))
     out.append(f"Budget: {cfg.sweep.trials} relaunches (the baseline included), then the final baseline "
                "re-measure and one confirmation of a winner.")
-    if any(nccl_env.unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
+    if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
+    risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version))]
+    if risky:
+        out.append("Risky but reversible values are in the space (a trial that hangs is torn down and recorded as failed):")
+        out += [f"  - {why}" for why in risky]
     return out
 
 
 def _key_of(version: NcclVersion | None) -> Callable[[dict[str, str], list[str]], str]:
     def key_of(env: dict[str, str], flags: list[str]) -> str:
-        return set_key(nccl_env.canonical_set(env, version), flags)
+        return set_key(canonical_set(env, version), flags)
     return key_of
 
 

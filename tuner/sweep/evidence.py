@@ -16,9 +16,9 @@ from pathlib import Path
 
 from tuner.diagnose import DEBUG_ENV
 from tuner.inputs.config import ExperimentConfig
-from tuner.nccl import log as nccl_log
-from tuner.nccl.types import NcclVersion, Topology
+from tuner.nccl import NcclVersion, ParsedLog, Topology, confirmations, parse_log, topology_from_log
 from tuner.record.trial import TrialRecord
+from tuner.server.backend import Backend, allreduce_backend
 
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).
 CHANNEL_LINES = 8
@@ -36,8 +36,8 @@ def debug_env(cfg: ExperimentConfig) -> dict[str, str]:
 class Evidence:
     """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend."""
 
-    parsed: nccl_log.ParsedLog
-    backend: nccl_log.Backend
+    parsed: ParsedLog
+    backend: Backend
 
     @property
     def version(self) -> NcclVersion | None:
@@ -46,7 +46,7 @@ class Evidence:
 
     def topology(self) -> Topology | None:
         """The topology NCCL reported (ranks, nodes, link), or None when it logged none."""
-        return nccl_log.topology_from_log(self.parsed)
+        return topology_from_log(self.parsed)
 
 
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
@@ -60,8 +60,8 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    parsed = nccl_log.parse_log(lines)
-    conf = nccl_log.confirmations(launched, parsed, version)
+    parsed = parse_log(lines)
+    conf = confirmations(launched, parsed, version)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
@@ -69,6 +69,6 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)
-    backend = nccl_log.allreduce_backend(lines, argv, dict(server_env))
+    backend = allreduce_backend(lines, argv, dict(server_env))
     record.allreduce_backend = backend.name
     return Evidence(parsed, backend)

@@ -35,11 +35,19 @@ from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
 from tuner.judging import stats
 from tuner.judging.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
-from tuner.nccl import env as nccl_env
-from tuner.nccl.decode import DecodeChoice, decode_effect
-from tuner.nccl.types import NcclVersion, Topology
+from tuner.nccl import (
+    DecodeChoice,
+    NcclVersion,
+    Topology,
+    canonical_set,
+    cross_problems,
+    decode_effect,
+    infeasible_reason,
+    unsafe_set_reason,
+)
 from tuner.planning.plan import Planned, Planner, flag_params, split_params
 from tuner.record.trial import Kind, Status, TrialRecord, set_key
+from tuner.redaction import redact
 from tuner.server import preflight
 from tuner.server.launcher import kill_leftover, port_holder, port_in_use, split_inherited
 from tuner.server.signals import SignalGuard
@@ -135,7 +143,7 @@ class Sweep:
         self.planner = Planner(space, self.mode, records=lambda: self.store.records(relaunched_only=False),
                                busy_keys=self._busy_keys, problems=self._problems, key_of=self._key_of)
         self.planner.on_skip = lambda planned, why: self.progress.log(
-            f"preset {planned.preset} {json.dumps(nccl_env.redact(planned.env))} not launched: {why}")
+            f"preset {planned.preset} {json.dumps(redact(planned.env))} not launched: {why}")
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self._strict_port = False
@@ -179,7 +187,7 @@ class Sweep:
         variables that cannot act on the decode allreduce under NCCL's pick there
         (:func:`tuner.nccl.decode.decode_effect`): sets differing only by those are one set."""
         version, topo = self._nccl()
-        canon = nccl_env.canonical_set(env, version, topo)
+        canon = canonical_set(env, version, topo)
         decode = self._decode_context()
         if decode is not None:
             diag, nbytes, choice = decode
@@ -208,11 +216,11 @@ class Sweep:
         cannot run on the baseline's topology, or it is unsafe there (without --allow-unsafe)."""
         version, topo = self._nccl()
         full = {**self.cfg.server.env, **env}
-        found = [reason for _, reason in nccl_env.cross_problems(full, version)]
+        found = [reason for _, reason in cross_problems(full, version)]
         if topo is not None:
-            found.append(nccl_env.infeasible_reason(full, topo, version) or "")
+            found.append(infeasible_reason(full, topo, version) or "")
             if not self.opt.allow_unsafe:
-                found.append(nccl_env.unsafe_set_reason(full, topo, version) or "")
+                found.append(unsafe_set_reason(full, topo, version) or "")
         return [f for f in found if f]
 
     def _spent(self) -> int:
@@ -524,7 +532,7 @@ class Sweep:
                 return True
             bases = self._baselines()
             decision = self.planner.judge(env, flags, baseline=bases[0] if bases else None)
-            rec.env, rec.flags, rec.runner = nccl_env.redact(env), flags, runner_id()
+            rec.env, rec.flags, rec.runner = redact(env), flags, runner_id()
             if decision.launch and self._taken(trial, self._key_of(env, flags)):
                 self.store.drop(trial, "its set is in flight on an earlier trial (another runner's)")
                 skipped += 1
@@ -571,7 +579,7 @@ class Sweep:
         index = self.outcome.relaunches
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
         full_env, rec.flags = split_params(params)
-        rec.env = nccl_env.redact(full_env)
+        rec.env = redact(full_env)
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
         rec.log = str(log_path(self.dir, trial.number))
         rec.host, rec.host_type = self.host.record(), self.host.host_type

@@ -25,7 +25,7 @@ from tuner.inputs.config import ExperimentConfig
 from tuner.judging import stats
 from tuner.measure import bench, probe
 from tuner.measure.readiness import ready_check
-from tuner.nccl.types import NcclVersion
+from tuner.nccl import NcclVersion
 from tuner.record.trial import Status, TrialRecord
 from tuner.server.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard

@@ -2,10 +2,15 @@
 
 from pathlib import Path
 
-from tuner.nccl.env import NcclVersion
-from tuner.nccl.log import confirmations, parse_log, parse_log_file, why_unverifiable
+from tuner.nccl import NcclVersion, ParsedLog, confirmations, parse_log
+from tuner.nccl.proof import _why_unverifiable
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_logs"
+
+
+def parse_log_file(path: Path) -> ParsedLog:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return parse_log(f)
 
 
 def test_folded_ray_log_confirms_what_was_echoed():
@@ -14,7 +19,7 @@ def test_folded_ray_log_confirms_what_was_echoed():
         {"NCCL_P2P_LEVEL": "NVL", "NCCL_CUMEM_ENABLE": "0", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}, p)
     assert confirmed == {"NCCL_P2P_LEVEL": "NVL", "NCCL_CUMEM_ENABLE": "0"}
     assert not_applied == {} and unverifiable == ["CUDA_DEVICE_MAX_CONNECTIONS"]
-    assert "never echoes" in why_unverifiable("CUDA_DEVICE_MAX_CONNECTIONS", "1", p)
+    assert "never echoes" in _why_unverifiable("CUDA_DEVICE_MAX_CONNECTIONS", "1", p)
 
 
 def test_another_value_or_no_echo_is_not_applied():
@@ -83,7 +88,7 @@ def test_no_nccl_lines_means_nccl_debug_never_arrived():
     p = parse_log(["INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2"])
     confirmed, not_applied, unverifiable = confirmations({"NCCL_DEBUG": "INFO", "NCCL_PROTO": "LL"}, p)
     assert confirmed == {} and "NCCL_DEBUG" in not_applied and unverifiable == ["NCCL_PROTO"]
-    assert "no NCCL INFO line" in why_unverifiable("NCCL_PROTO", "LL", p)
+    assert "no NCCL INFO line" in _why_unverifiable("NCCL_PROTO", "LL", p)
     p = parse_log_file(LOGS / "nccl-2.27.5-sglang-init.log")
     assert confirmations({"NCCL_DEBUG": "INFO"}, p).confirmed == {"NCCL_DEBUG": "INFO"}
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from tuner.nccl import NcclVersion, Topology
 from tuner.nccl.decode import DecodeChoice, Launch, comm_channels, decode_effect, launch, nccl_name
-from tuner.nccl.env import NcclVersion, Topology
 
 V221, V224, V227 = NcclVersion(2, 21, 5), NcclVersion(2, 24, 3), NcclVersion(2, 27, 3)
 PCIE = Topology(nranks=8, nnodes=1, link="pcie", has_nvls=False, gpu_arch=120)

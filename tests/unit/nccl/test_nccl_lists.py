@@ -2,8 +2,7 @@
 
 import pytest
 
-from tuner.nccl import env as nccl_env
-from tuner.nccl.env import NcclVersion
+from tuner.nccl import NcclVersion, canonical_value, check_value
 
 V218, V221, V222, V223, V224, V226 = (NcclVersion.parse(v) for v in
                                        ("2.18.1", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.26.2"))
@@ -16,8 +15,8 @@ BOTH = pytest.mark.parametrize("version", [V218, V221, V224, V226], ids=str)
     ("ring,ring", "Ring"),
 ])
 def test_algo_tokens_are_case_insensitive_and_reordered(version, value, canonical):
-    assert nccl_env.check_value("NCCL_ALGO", value, version) is None
-    assert nccl_env.canonical_value("NCCL_ALGO", value, version) == canonical
+    assert check_value("NCCL_ALGO", value, version) is None
+    assert canonical_value("NCCL_ALGO", value, version) == canonical
 
 
 @BOTH
@@ -25,26 +24,26 @@ def test_algo_tokens_are_case_insensitive_and_reordered(version, value, canonica
     ("^LL", "LL128,Simple"), ("LL128,Simple", "LL128,Simple"), ("^Simple", "LL,LL128"), ("ll,SIMPLE", "LL,Simple"),
 ])
 def test_exclusion_lists_equal_their_positive_spelling(version, value, canonical):
-    assert nccl_env.check_value("NCCL_PROTO", value, version) is None
-    assert nccl_env.canonical_value("NCCL_PROTO", value, version) == canonical
+    assert check_value("NCCL_PROTO", value, version) is None
+    assert canonical_value("NCCL_PROTO", value, version) == canonical
 
 
 def test_spaces_are_not_trimmed_old_versions_skip_silently():
-    problem = nccl_env.check_value("NCCL_ALGO", "Ring, Tree", V221)
+    problem = check_value("NCCL_ALGO", "Ring, Tree", V221)
     assert "silently skips" in problem and "' Tree'" in problem and "spaces" in problem
-    assert nccl_env.canonical_value("NCCL_ALGO", "Ring, Tree", V221) == "Ring"
+    assert canonical_value("NCCL_ALGO", "Ring, Tree", V221) == "Ring"
 
 
 def test_spaces_are_not_trimmed_new_versions_fail_init():
-    problem = nccl_env.check_value("NCCL_ALGO", "Ring, Tree", V224)
+    problem = check_value("NCCL_ALGO", "Ring, Tree", V224)
     assert "Unrecognized element token" in problem and "ncclInvalidUsage" in problem and "spaces" in problem
 
 
 @pytest.mark.parametrize("value", ["allreduce:tree", "Ring;allreduce:Tree", "broadcast:ring"])
 def test_per_collective_syntax_is_not_understood_before_224(value):
     for version in (V218, V221, V223):
-        assert "per-collective syntax" in nccl_env.check_value("NCCL_ALGO", value, version)
-    assert nccl_env.check_value("NCCL_ALGO", value, V224) is None
+        assert "per-collective syntax" in check_value("NCCL_ALGO", value, version)
+    assert check_value("NCCL_ALGO", value, V224) is None
 
 
 @pytest.mark.parametrize("value,canonical", [
@@ -52,12 +51,12 @@ def test_per_collective_syntax_is_not_understood_before_224(value):
     ("Ring;allreduce:Tree", "Ring;AllReduce:Tree"), ("ring;ALLREDUCE:tree", "Ring;AllReduce:Tree"),
 ])
 def test_per_collective_canonical_spelling(value, canonical):
-    assert nccl_env.canonical_value("NCCL_ALGO", value, V226) == canonical
+    assert canonical_value("NCCL_ALGO", value, V226) == canonical
 
 
 def test_per_collective_proto_rows():
-    assert nccl_env.canonical_value("NCCL_PROTO", "^LL128;allreduce:LL128", V224) == "LL,Simple;AllReduce:LL128"
-    assert nccl_env.canonical_value("NCCL_PROTO", "allreduce:^LL128", V224) == "AllReduce:LL,Simple"
+    assert canonical_value("NCCL_PROTO", "^LL128;allreduce:LL128", V224) == "LL,Simple;AllReduce:LL128"
+    assert canonical_value("NCCL_PROTO", "allreduce:^LL128", V224) == "AllReduce:LL,Simple"
 
 
 @pytest.mark.parametrize("value,needle", [
@@ -67,34 +66,34 @@ def test_per_collective_proto_rows():
     ("Ring,Hypercube", "Unrecognized element token \"Hypercube\""),
 ])
 def test_grammar_errors_fail_init_from_224(value, needle):
-    problem = nccl_env.check_value("NCCL_ALGO", value, V224)
+    problem = check_value("NCCL_ALGO", value, V224)
     assert needle in problem and "ncclInvalidUsage" in problem
 
 
 def test_unknown_token_old_versions_is_skipped_silently():
-    assert "silently skips 'Hypercube'" in nccl_env.check_value("NCCL_ALGO", "Ring,Hypercube", V221)
+    assert "silently skips 'Hypercube'" in check_value("NCCL_ALGO", "Ring,Hypercube", V221)
 
 
 @pytest.mark.parametrize("algo,since", [("NVLS", "2.17.1"), ("NVLSTree", "2.18.1"), ("PAT", "2.23.4")])
 def test_algorithm_names_by_version(algo, since):
-    assert nccl_env.check_value("NCCL_ALGO", algo, NcclVersion.parse(since)) is None
+    assert check_value("NCCL_ALGO", algo, NcclVersion.parse(since)) is None
     before = NcclVersion.parse(since)
     older = NcclVersion(before.major, before.minor - 1, 0)
-    assert f"needs NCCL {since}" in nccl_env.check_value("NCCL_ALGO", algo, older)
+    assert f"needs NCCL {since}" in check_value("NCCL_ALGO", algo, older)
 
 
 def test_default_version_is_the_oldest_supported():
-    assert nccl_env.check_value("NCCL_ALGO", "PAT") is not None
-    assert nccl_env.check_value("NCCL_ALGO", "allreduce:tree") is not None
-    assert nccl_env.check_value("NCCL_ALGO", "NVLSTree") is None
+    assert check_value("NCCL_ALGO", "PAT") is not None
+    assert check_value("NCCL_ALGO", "allreduce:tree") is not None
+    assert check_value("NCCL_ALGO", "NVLSTree") is None
 
 
 def test_listing_everything_is_the_default():
-    assert nccl_env.canonical_value("NCCL_ALGO", "Tree,Ring,CollNetDirect,CollNetChain,NVLS,NVLSTree,PAT", V226) == ""
+    assert canonical_value("NCCL_ALGO", "Tree,Ring,CollNetDirect,CollNetChain,NVLS,NVLSTree,PAT", V226) == ""
     # LL128 listed is forced on, which is not the default (automatic)
-    assert nccl_env.canonical_value("NCCL_PROTO", "LL,LL128,Simple", V226) == "LL,LL128,Simple"
+    assert canonical_value("NCCL_PROTO", "LL,LL128,Simple", V226) == "LL,LL128,Simple"
 
 
 def test_empty_list_is_refused():
-    assert nccl_env.check_value("NCCL_PROTO", "", V221) is not None
-    assert nccl_env.check_value("NCCL_PROTO", "", V224) is not None
+    assert check_value("NCCL_PROTO", "", V221) is not None
+    assert check_value("NCCL_PROTO", "", V224) is not None

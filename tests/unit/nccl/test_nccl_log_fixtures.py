@@ -2,10 +2,14 @@
 
 from pathlib import Path
 
-from tuner.nccl.env import NcclVersion
-from tuner.nccl.log import decode_choice, parse_log, parse_log_file, read_line, strip_prefixes, topology_from_log
+from tuner.nccl import NcclVersion, ParsedLog, decode_choice, parse_log, read_line, strip_wrappers, topology_from_log
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_logs"
+
+
+def parse_log_file(path: Path) -> ParsedLog:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return parse_log(f)
 
 
 def parsed(name):
@@ -19,10 +23,10 @@ def test_every_fixture_names_its_source():
 
 
 def test_prefixes():
-    assert strip_prefixes("(VllmWorker rank=3 pid=12) x")[:2] == ("x", 3)
-    assert strip_prefixes("(Worker_TP5 pid=12) x")[:2] == ("x", 5)
-    assert strip_prefixes("(RayWorkerWrapper pid=539, ip=10.0.0.1) x [repeated 15x across cluster]") == ("x", None, True)
-    assert strip_prefixes("[2026-06-28 13:34:12 TP7] x")[:2] == ("x", 7)
+    assert strip_wrappers("(VllmWorker rank=3 pid=12) x")[:2] == ("x", 3)
+    assert strip_wrappers("(Worker_TP5 pid=12) x")[:2] == ("x", 5)
+    assert strip_wrappers("(RayWorkerWrapper pid=539, ip=10.0.0.1) x [repeated 15x across cluster]") == ("x", None, True)
+    assert strip_wrappers("[2026-06-28 13:34:12 TP7] x")[:2] == ("x", 7)
     line = read_line("[2026-03-03 12:11:38] h:1:2 [1] transport/net_ib.cc:2453 NCCL WARN NET/IB: boom")
     assert line is not None and line.level == "WARN" and line.process == "h:1" and line.message == "NET/IB: boom"
     assert read_line("INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2") is None

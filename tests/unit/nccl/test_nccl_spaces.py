@@ -3,9 +3,8 @@
 from pathlib import Path
 
 from tuner.inputs.space import load_space
-from tuner.nccl import env as nccl_env
+from tuner.nccl import NcclVersion, Topology, check_value, risky_reason
 from tuner.nccl.decode import DecodeChoice, decode_effect
-from tuner.nccl.env import NcclVersion, Topology
 
 SPACES = Path(__file__).resolve().parents[3] / "search_spaces"
 PCIE = Topology(nranks=8, nnodes=1, link="pcie", gpu_arch=120)
@@ -24,7 +23,7 @@ def test_every_value_is_valid_for_every_supported_version():
         for version in ("2.18.1", "2.21.5", "2.24.3", "2.30.7"):
             for var, values in space.variables.items():
                 for value in values:
-                    assert nccl_env.check_value(var, value, NcclVersion.parse(version)) is None, (var, value, version)
+                    assert check_value(var, value, NcclVersion.parse(version)) is None, (var, value, version)
 
 
 def test_every_default_variable_can_act_on_a_decode_sized_allreduce():
@@ -46,5 +45,5 @@ def test_risky_levels_are_named_in_the_space_file():
     text = (SPACES / "default.toml").read_text()
     assert "RISKY" in text and "PHB" in text
     space = load_space(SPACES / "default.toml")
-    risky = [v for v in space.variables["NCCL_P2P_LEVEL"] if nccl_env.risky_reason("NCCL_P2P_LEVEL", v)]
+    risky = [v for v in space.variables["NCCL_P2P_LEVEL"] if risky_reason("NCCL_P2P_LEVEL", v)]
     assert risky == ["PHB", "SYS"]

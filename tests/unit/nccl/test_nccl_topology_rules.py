@@ -2,8 +2,18 @@
 
 import pytest
 
-from tuner.nccl import env as nccl_env
-from tuner.nccl.env import NcclVersion, Topology
+from tuner.nccl import (
+    NcclVersion,
+    Topology,
+    allreduce_choices,
+    canonical_set,
+    cross_problems,
+    cross_warnings,
+    infeasible_reason,
+    ll128_auto,
+    unsafe_reason,
+    unsafe_set_reason,
+)
 
 V218, V221, V222, V223, V224, V225, V227 = (NcclVersion.parse(v) for v in
                                              ("2.18.1", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1", "2.27.3"))
@@ -13,100 +23,100 @@ NVL_BLACKWELL_WS = Topology(nranks=2, nnodes=1, link="nvlink", has_nvls=False, g
 
 
 def test_ll128_automatic_rule():
-    assert nccl_env.ll128_auto(PCIE, V227) is False
-    assert nccl_env.ll128_auto(HGX, V221) is True
-    assert nccl_env.ll128_auto(NVL_BLACKWELL_WS, V224) is False  # 2.24 enables it only on 7.0/8.0/9.0
-    assert nccl_env.ll128_auto(NVL_BLACKWELL_WS, V225) is True
-    assert nccl_env.ll128_auto(Topology(2, 1, "nvlink", gpu_arch=89), V224) is False
-    assert nccl_env.ll128_auto(Topology(2, 1, "nvlink", gpu_arch=89), V227) is True
-    assert nccl_env.ll128_auto(None) is None and nccl_env.ll128_auto(Topology(8)) is None
-    assert nccl_env.ll128_auto(Topology(2, 1, "nvlink")) is None  # GPU unknown
+    assert ll128_auto(PCIE, V227) is False
+    assert ll128_auto(HGX, V221) is True
+    assert ll128_auto(NVL_BLACKWELL_WS, V224) is False  # 2.24 enables it only on 7.0/8.0/9.0
+    assert ll128_auto(NVL_BLACKWELL_WS, V225) is True
+    assert ll128_auto(Topology(2, 1, "nvlink", gpu_arch=89), V224) is False
+    assert ll128_auto(Topology(2, 1, "nvlink", gpu_arch=89), V227) is True
+    assert ll128_auto(None) is None and ll128_auto(Topology(8)) is None
+    assert ll128_auto(Topology(2, 1, "nvlink")) is None  # GPU unknown
 
 
 @pytest.mark.parametrize("version", [V221, V224, V227], ids=str)
 @pytest.mark.parametrize("value", ["LL128", "ll128", "^LL", "^Simple", "LL,LL128", "LL128,Simple", "^LL,Simple"])
 def test_ll128_on_pcie_is_unsafe_by_any_spelling(version, value):
-    reason = nccl_env.unsafe_reason("NCCL_PROTO", value, PCIE, version=version)
+    reason = unsafe_reason("NCCL_PROTO", value, PCIE, version=version)
     assert reason is not None and "LL128" in reason and "PCIe" in reason
 
 
 @pytest.mark.parametrize("value", ["allreduce:LL128", "^LL128;allreduce:LL128", "Simple;AllGather:^LL"])
 def test_ll128_per_collective_spellings_are_unsafe(value):
-    assert nccl_env.unsafe_reason("NCCL_PROTO", value, PCIE, version=V227) is not None
+    assert unsafe_reason("NCCL_PROTO", value, PCIE, version=V227) is not None
 
 
 @pytest.mark.parametrize("value", ["^LL128", "LL", "Simple", "LL,Simple", "allreduce:^LL128", "allreduce:LL"])
 def test_values_keeping_ll128_off_are_safe(value):
     version = V227 if ":" in value else V221
-    assert nccl_env.unsafe_reason("NCCL_PROTO", value, PCIE, version=version) is None
+    assert unsafe_reason("NCCL_PROTO", value, PCIE, version=version) is None
 
 
 def test_forced_ll128_is_safe_where_nccl_enables_it_itself():
-    assert nccl_env.unsafe_reason("NCCL_PROTO", "LL128", HGX, version=V221) is None
-    assert nccl_env.unsafe_reason("NCCL_PROTO", "LL128", NVL_BLACKWELL_WS, version=V224) is not None
-    assert nccl_env.unsafe_reason("NCCL_PROTO", "^LL") is not None  # unknown topology
+    assert unsafe_reason("NCCL_PROTO", "LL128", HGX, version=V221) is None
+    assert unsafe_reason("NCCL_PROTO", "LL128", NVL_BLACKWELL_WS, version=V224) is not None
+    assert unsafe_reason("NCCL_PROTO", "^LL") is not None  # unknown topology
 
 
 def test_forced_nvls_safety_and_feasibility():
-    assert nccl_env.unsafe_reason("NCCL_NVLS_ENABLE", "1") is not None
-    assert nccl_env.unsafe_reason("NCCL_NVLS_ENABLE", "1", PCIE) is None
-    assert "cuMulticastCreate" in nccl_env.infeasible_reason({"NCCL_NVLS_ENABLE": "1"}, PCIE)
-    assert nccl_env.infeasible_reason({"NCCL_NVLS_ENABLE": "1"}, HGX) is None
-    assert nccl_env.infeasible_reason({"NCCL_NVLS_ENABLE": "0"}, PCIE) is None
+    assert unsafe_reason("NCCL_NVLS_ENABLE", "1") is not None
+    assert unsafe_reason("NCCL_NVLS_ENABLE", "1", PCIE) is None
+    assert "cuMulticastCreate" in infeasible_reason({"NCCL_NVLS_ENABLE": "1"}, PCIE)
+    assert infeasible_reason({"NCCL_NVLS_ENABLE": "1"}, HGX) is None
+    assert infeasible_reason({"NCCL_NVLS_ENABLE": "0"}, PCIE) is None
 
 
 @pytest.mark.parametrize("algo", ["NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT", "NVLS,PAT"])
 def test_exotic_algorithms_cannot_run_allreduce_on_one_pcie_node_from_224(algo):
-    reason = nccl_env.infeasible_reason({"NCCL_ALGO": algo}, PCIE, V224)
+    reason = infeasible_reason({"NCCL_ALGO": algo}, PCIE, V224)
     assert reason is not None and "No algorithm/protocol available" in reason and "AllReduce" in reason
 
 
 def test_older_versions_fall_back_instead():
     # 2.18: no fallback for NVLS; CollNet-only is reset to Ring,Tree ("If user has hard set NCCL_ALGO=COLLNET")
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE, V218) is not None
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "CollNetDirect"}, PCIE, V218) is None
+    assert infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE, V218) is not None
+    assert infeasible_reason({"NCCL_ALGO": "CollNetDirect"}, PCIE, V218) is None
     # 2.19-2.23: Ring bandwidth backup
     for version in (V221, V222, V223):
-        assert nccl_env.infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE, version) is None
+        assert infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE, version) is None
     # 2.19-2.21 re-enable every Ring protocol, LL128 included (NVIDIA/nccl#1304): unsafe on PCIe
-    assert "LL128" in nccl_env.unsafe_set_reason({"NCCL_ALGO": "NVLS"}, PCIE, V221)
-    assert nccl_env.unsafe_set_reason({"NCCL_ALGO": "NVLS"}, PCIE, V222) is None
-    choice = nccl_env.allreduce_choices({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, PCIE, V221)
+    assert "LL128" in unsafe_set_reason({"NCCL_ALGO": "NVLS"}, PCIE, V221)
+    assert unsafe_set_reason({"NCCL_ALGO": "NVLS"}, PCIE, V222) is None
+    choice = allreduce_choices({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, PCIE, V221)
     assert choice.fallback == "ring-backup-all" and ("Ring", "LL128") in choice.pairs
-    choice = nccl_env.allreduce_choices({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, PCIE, V223)
+    choice = allreduce_choices({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, PCIE, V223)
     assert choice.fallback == "ring-backup" and choice.pairs == {("Ring", "LL")}
 
 
 def test_nvls_runs_on_nvswitch_with_simple_only():
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "NVLS"}, HGX, V224) is None
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, HGX, V224) is not None
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "NVLS", "NCCL_NVLS_ENABLE": "0"}, HGX, V224) is not None
+    assert infeasible_reason({"NCCL_ALGO": "NVLS"}, HGX, V224) is None
+    assert infeasible_reason({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, HGX, V224) is not None
+    assert infeasible_reason({"NCCL_ALGO": "NVLS", "NCCL_NVLS_ENABLE": "0"}, HGX, V224) is not None
 
 
 def test_tree_alone_starves_allgather_where_nccl_does_not_fall_back():
     env = {"NCCL_ALGO": "Tree"}
-    assert "AllGather" in nccl_env.infeasible_reason(env, PCIE, V224)
-    assert nccl_env.infeasible_reason(env, PCIE, V224, collectives=("AllReduce",)) is None
-    assert nccl_env.infeasible_reason({"NCCL_ALGO": "AllReduce:Tree"}, PCIE, V224) is None
-    assert nccl_env.infeasible_reason(env, PCIE, V223) is None
-    assert nccl_env.infeasible_reason(env, PCIE, V218) is not None
+    assert "AllGather" in infeasible_reason(env, PCIE, V224)
+    assert infeasible_reason(env, PCIE, V224, collectives=("AllReduce",)) is None
+    assert infeasible_reason({"NCCL_ALGO": "AllReduce:Tree"}, PCIE, V224) is None
+    assert infeasible_reason(env, PCIE, V223) is None
+    assert infeasible_reason(env, PCIE, V218) is not None
 
 
 def test_refused_lists_are_infeasible():
-    assert "ncclInvalidUsage" in nccl_env.infeasible_reason({"NCCL_PROTO": "LL, Simple"}, PCIE, V224)
+    assert "ncclInvalidUsage" in infeasible_reason({"NCCL_PROTO": "LL, Simple"}, PCIE, V224)
 
 
 def test_cross_problems_only_for_sets_that_fail_everywhere():
-    assert nccl_env.cross_problems({"NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "8"}) == []
-    assert nccl_env.cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, V224)
-    assert nccl_env.cross_problems({"NCCL_ALGO": "PAT"}, V224)
-    assert nccl_env.cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, V221) == []  # Ring backup
-    assert nccl_env.cross_problems({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, V224) == []
+    assert cross_problems({"NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "8"}) == []
+    assert cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, V224)
+    assert cross_problems({"NCCL_ALGO": "PAT"}, V224)
+    assert cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"}, V221) == []  # Ring backup
+    assert cross_problems({"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}, V224) == []
 
 
 def test_cross_warnings():
     def keys(env, version=None):
-        return {k: r for k, r in nccl_env.cross_warnings(env, version)}
+        return {k: r for k, r in cross_warnings(env, version)}
 
     assert "max, then min" in keys({"NCCL_MIN_NCHANNELS": "16", "NCCL_MAX_NCHANNELS": "8"})["NCCL_MIN_NCHANNELS"]
     assert "sets both" in keys({"NCCL_MIN_CTAS": "16", "NCCL_MAX_CTAS": "8"})["NCCL_MIN_CTAS"]
@@ -118,24 +128,24 @@ def test_cross_warnings():
 
 
 def test_canonical_set_drops_defaults_and_merges_spellings():
-    assert nccl_env.canonical_set({"NCCL_BUFFSIZE": "4194304", "CUDA_DEVICE_MAX_CONNECTIONS": "8",
+    assert canonical_set({"NCCL_BUFFSIZE": "4194304", "CUDA_DEVICE_MAX_CONNECTIONS": "8",
                                    "NCCL_P2P_DISABLE": "0", "NCCL_NVLS_ENABLE": "2"}) == {}
-    a = nccl_env.canonical_set({"NCCL_ALGO": "ring", "NCCL_BUFFSIZE": "0x1000000", "NCCL_PROTO": "^LL"})
-    b = nccl_env.canonical_set({"NCCL_PROTO": "LL128,Simple", "NCCL_BUFFSIZE": "16777216", "NCCL_ALGO": "RING"})
+    a = canonical_set({"NCCL_ALGO": "ring", "NCCL_BUFFSIZE": "0x1000000", "NCCL_PROTO": "^LL"})
+    b = canonical_set({"NCCL_PROTO": "LL128,Simple", "NCCL_BUFFSIZE": "16777216", "NCCL_ALGO": "RING"})
     assert a == b == {"NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "16777216", "NCCL_PROTO": "LL128,Simple"}
-    assert nccl_env.canonical_set({"NCCL_MAX_NCHANNELS": "64"}, V224) == {}
-    assert nccl_env.canonical_set({"NCCL_MAX_NCHANNELS": "32"}, V225) == {"NCCL_MAX_NCHANNELS": "32"}
-    assert nccl_env.canonical_set({"UNRELATED": " x "}) == {"UNRELATED": " x "}
+    assert canonical_set({"NCCL_MAX_NCHANNELS": "64"}, V224) == {}
+    assert canonical_set({"NCCL_MAX_NCHANNELS": "32"}, V225) == {"NCCL_MAX_NCHANNELS": "32"}
+    assert canonical_set({"UNRELATED": " x "}) == {"UNRELATED": " x "}
 
 
 def test_canonical_set_with_a_topology():
-    assert nccl_env.canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224) == {"NCCL_ALGO": "Tree,Ring"}
-    assert nccl_env.canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224, PCIE) == {}  # no NVLS/CollNet there anyway
-    assert nccl_env.canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224, HGX) == {"NCCL_ALGO": "Tree,Ring"}
-    assert nccl_env.canonical_set({"NCCL_PROTO": "LL,LL128,Simple"}, V221, HGX) == {}
-    assert nccl_env.canonical_set({"NCCL_PROTO": "LL,LL128,Simple"}, V221, PCIE) == {"NCCL_PROTO": "LL,LL128,Simple"}
-    assert nccl_env.canonical_set({"NCCL_THREAD_THRESHOLDS": "-1 -1 -1 64 -1 -1"}, topology=PCIE) == {}
+    assert canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224) == {"NCCL_ALGO": "Tree,Ring"}
+    assert canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224, PCIE) == {}  # no NVLS/CollNet there anyway
+    assert canonical_set({"NCCL_ALGO": "Ring,Tree"}, V224, HGX) == {"NCCL_ALGO": "Tree,Ring"}
+    assert canonical_set({"NCCL_PROTO": "LL,LL128,Simple"}, V221, HGX) == {}
+    assert canonical_set({"NCCL_PROTO": "LL,LL128,Simple"}, V221, PCIE) == {"NCCL_PROTO": "LL,LL128,Simple"}
+    assert canonical_set({"NCCL_THREAD_THRESHOLDS": "-1 -1 -1 64 -1 -1"}, topology=PCIE) == {}
     sixteen = Topology(16, 2, "nvswitch", True, 90)
-    assert nccl_env.canonical_set({"NCCL_THREAD_THRESHOLDS": "-1 -1 -1 64 -1 -1"}, topology=sixteen) != {}
-    assert nccl_env.canonical_set({"NCCL_NVLS_ENABLE": "0"}, topology=PCIE) == {}
-    assert nccl_env.canonical_set({"NCCL_NVLS_ENABLE": "0"}, topology=HGX) == {"NCCL_NVLS_ENABLE": "0"}
+    assert canonical_set({"NCCL_THREAD_THRESHOLDS": "-1 -1 -1 64 -1 -1"}, topology=sixteen) != {}
+    assert canonical_set({"NCCL_NVLS_ENABLE": "0"}, topology=PCIE) == {}
+    assert canonical_set({"NCCL_NVLS_ENABLE": "0"}, topology=HGX) == {"NCCL_NVLS_ENABLE": "0"}

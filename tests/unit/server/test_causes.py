@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.server.logtail import CauseKind, announced_port, extract_cause, find_cause, line_kind, strip_prefixes
+from tuner.server.logtail import CauseKind, announced_port, extract_cause, find_cause, level_and_body, line_kind
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logtails"
 CASES = Path(__file__).resolve().parents[2] / "cases"
@@ -87,9 +87,9 @@ def test_info_lines_count_only_when_nothing_else() -> None:
 
 
 def test_prefixes_and_levels() -> None:
-    assert strip_prefixes("(APIServer pid=1) ERROR 01-01 00:00:09 [core.py:708]   File \"a\"") == ("ERROR", '  File "a"')
-    assert strip_prefixes("[rank0]:[W409 11:42:27.7 ProcessGroupNCCL.cpp:1250] Warning: x")[0] == "WARNING"
-    assert strip_prefixes("[2025-02-21 22:59:28 TP0] Scheduler hit")[1] == "Scheduler hit"
+    assert level_and_body("(APIServer pid=1) ERROR 01-01 00:00:09 [core.py:708]   File \"a\"") == ("ERROR", '  File "a"')
+    assert level_and_body("[rank0]:[W409 11:42:27.7 ProcessGroupNCCL.cpp:1250] Warning: x")[0] == "WARNING"
+    assert level_and_body("[2025-02-21 22:59:28 TP0] Scheduler hit")[1] == "Scheduler hit"
     assert line_kind("host:1:2 [0] NCCL INFO Bootstrap : Using eth0") is None
     assert line_kind("host:1:2 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]") is CauseKind.WARNING
     assert line_kind("host:1:2 [0] enqueue.cc:47 NCCL WARN Cuda failure 'named symbol not found'") is CauseKind.NCCL_WARN

@@ -1,0 +1,184 @@
+"""Which (algorithm, protocol) pairs NCCL may pick under a set, on a topology, by version.
+
+NCCL's cost model (src/graph/tuning.cc, ncclTopoTuneModel) only picks among the pairs the
+enable matrix of NCCL_ALGO/NCCL_PROTO leaves on and the topology supports; LL128 is enabled by
+NCCL itself only where its guard allows (:func:`ll128_auto`). :func:`allreduce_choices` is that
+model; :func:`infeasible_reason` says when a set cannot initialise or fails at the first call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tuner.nccl.lists import PER_COLLECTIVE_SINCE, PROTOS, Matrix, algos, default_matrix, read_list
+from tuner.nccl.types import NcclVersion, Topology, judged_version
+from tuner.nccl.values import canonical_value
+
+__all__ = ["SERVER_COLLECTIVES", "Choices", "allreduce_choices", "infeasible_reason", "ll128_auto"]
+
+
+def _matrix(name: str, value: str, version: NcclVersion | None) -> Matrix:
+    return read_list(name, value, judged_version(version)).matrix
+
+
+def ll128_auto(topology: Topology | None, version: NcclVersion | None = None) -> bool | None:
+    """Whether NCCL would enable LL128 by itself on ``topology``; None when that is unknown.
+
+    NCCL's own guard (src/graph/tuning.cc, ncclTopoTuneModel, the protocol enable loop) enables
+    LL128 only when the intra-node path is NVLink (``typeIntra <= PATH_NVB``), the GPUs share
+    one compute capability, and that capability is 7.0, 8.0 or 9.0 up to 2.24, also 10.0 and
+    12.0 in 2.25-2.26, any >= 7.0 from 2.27. Across nodes it also depends on the NIC path,
+    which is not known here.
+    """
+    if topology is None or topology.nvlink is None:
+        return None
+    if not topology.nvlink:
+        return False
+    if topology.nnodes > 1:
+        return None
+    v, arch = judged_version(version), topology.gpu_arch
+    if arch is None:
+        return None
+    if v >= NcclVersion(2, 27, 0):
+        return arch >= 70
+    if v >= NcclVersion(2, 25, 0):
+        return arch in (70, 80, 90, 100, 120)
+    return arch in (70, 80, 90)
+
+
+def _supported(algo: str, func: str, topo: Topology, version: NcclVersion) -> bool:
+    """Whether ``algo`` can run ``func`` on ``topo`` (tuning.cc model loop; enqueue.cc cost table)."""
+    if algo == "Ring":
+        return True
+    if algo == "Tree":
+        return func == "AllReduce"
+    if algo in ("CollNetDirect", "CollNetChain"):
+        wanted = ("AllReduce", "AllGather", "ReduceScatter") if algo == "CollNetDirect" else ("AllReduce",)
+        return topo.collnet and func in wanted and (algo != "CollNetDirect" or topo.link == "nvswitch")
+    if algo == "NVLS":
+        return topo.has_nvls and func in ("AllReduce", "AllGather", "ReduceScatter") and (
+            topo.nnodes == 1 or topo.collnet)
+    if algo == "NVLSTree":
+        return topo.has_nvls and topo.nnodes > 1 and func == "AllReduce"
+    if algo == "PAT":
+        return func in ("AllGather", "ReduceScatter") and topo.nnodes == topo.nranks
+    return False
+
+
+def _protos_for(algo: str) -> tuple[str, ...]:
+    return PROTOS if algo in ("Ring", "Tree") else ("Simple",)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The (algorithm, protocol) pairs NCCL may pick for one collective under a set.
+
+    ``pairs``: pairs NCCL's cost model considers; ``maybe``: pairs that depend on LL128's
+    automatic rule where the topology does not settle it; ``fallback``: how NCCL got there
+    when the set itself left nothing (``""``, ``"ring-backup"`` 2.22-2.23, ``"ring-backup-all"``
+    2.19-2.21, which re-enables every Ring protocol); ``fails``: NCCL fails at the first call.
+    """
+
+    pairs: frozenset[tuple[str, str]]
+    maybe: frozenset[tuple[str, str]]
+    fallback: str
+    fails: bool
+
+
+def _old_algo_reset(row: dict[str, int], topo: Topology) -> dict[str, int]:
+    """Up to 2.23, a set that disables Ring, Tree, NVLS and NVLSTree without CollNet gets Ring
+    and Tree back ("If user has hard set NCCL_ALGO=COLLNET, ignore it", tuning.cc)."""
+    if topo.collnet or any(row.get(a, 0) for a in ("Ring", "Tree", "NVLS", "NVLSTree")):
+        return row
+    return {**row, "Ring": 1, "Tree": 1}
+
+
+def allreduce_choices(env: Mapping[str, str], topology: Topology, version: NcclVersion | None = None,
+                      func: str = "AllReduce") -> Choices:
+    """Which (algorithm, protocol) pairs NCCL ``version`` may pick for ``func`` under ``env``.
+
+    Follows src/graph/tuning.cc (ncclTopoTuneModel: enable matrix, CollNet/NVLS/NVLSTree
+    disabling, LL128 guard, the 2.19-2.23 Ring bandwidth backup) and src/enqueue.cc
+    (topoGetAlgoInfo: "No algorithm/protocol available" when nothing is left, 2.24+ and 2.18).
+    """
+    v = judged_version(version)
+    algo_row = _matrix("NCCL_ALGO", env["NCCL_ALGO"], v)[func] if "NCCL_ALGO" in env \
+        else default_matrix("NCCL_ALGO", v)[func]
+    proto_row = _matrix("NCCL_PROTO", env["NCCL_PROTO"], v)[func] if "NCCL_PROTO" in env \
+        else default_matrix("NCCL_PROTO", v)[func]
+    if v < PER_COLLECTIVE_SINCE:
+        algo_row = _old_algo_reset(algo_row, topology)
+    topo = topology
+    if "NCCL_NVLS_ENABLE" in env and canonical_value("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"], v) == "0":
+        topo = Topology(topology.nranks, topology.nnodes, topology.link, False, topology.gpu_arch, topology.collnet)
+    auto = ll128_auto(topology, v)
+    pairs, maybe = set(), set()
+
+    def proto_on(p: str) -> bool | None:
+        state = proto_row[p]
+        return bool(state) if state != 2 else auto
+
+    for a in algos(v):
+        if not algo_row.get(a) or not _supported(a, func, topo, v):
+            continue
+        for p in _protos_for(a):
+            on = proto_on(p)
+            if on:
+                pairs.add((a, p))
+            elif on is None:
+                maybe.add((a, p))
+    if pairs or maybe:
+        return Choices(frozenset(pairs), frozenset(maybe), "", False)
+    if NcclVersion(2, 19, 0) <= v < NcclVersion(2, 22, 0):
+        return Choices(frozenset(("Ring", p) for p in PROTOS), frozenset(), "ring-backup-all", False)
+    if NcclVersion(2, 22, 0) <= v < PER_COLLECTIVE_SINCE:
+        ring = {("Ring", p) for p in PROTOS if proto_on(p)}
+        ring_maybe = {("Ring", p) for p in PROTOS if proto_on(p) is None}
+        return Choices(frozenset(ring), frozenset(ring_maybe), "ring-backup", not ring and not ring_maybe)
+    return Choices(frozenset(), frozenset(), "", True)
+
+
+#: Collectives a tensor-parallel server runs through NCCL every decode step: the allreduces and,
+#: in vLLM's V1 engine, the logits all-gather (vllm/model_executor/layers/logits_processor.py,
+#: _gather_logits: all-gather when Platform.use_all_gather(), true with V1).
+SERVER_COLLECTIVES = ("AllReduce", "AllGather")
+
+
+def infeasible_reason(env: Mapping[str, str], topology: Topology, version: NcclVersion | None = None,
+                      collectives: Iterable[str] = SERVER_COLLECTIVES) -> str | None:
+    """Why ``env`` cannot initialise or fails at the first call of one of ``collectives``, or None.
+
+    * NCCL_NVLS_ENABLE forced on without NVLS hardware: NCCL sets up NVLS buffers and
+      ``cuMulticastCreate`` fails (src/transport/nvls.cc).
+    * NCCL_ALGO/NCCL_PROTO leaving no pair the topology supports: "No algorithm/protocol
+      available" and ncclInvalidUsage at the first call (src/enqueue.cc, topoGetAlgoInfo) from
+      2.24 and in 2.18 (2.19-2.23 fall back to Ring, see :func:`allreduce_choices`). E.g. NVLS,
+      NVLSTree, CollNet or PAT forced on one PCIe node, or ``NCCL_ALGO=Tree`` (no Tree AllGather)
+      on 2.24+: pass ``collectives=("AllReduce",)`` for a server that all-gathers elsewhere.
+    * A list NCCL refuses at init (2.24+, :func:`check_value`).
+    """
+    v = judged_version(version)
+    for name in ("NCCL_ALGO", "NCCL_PROTO"):
+        if name in env:
+            reading = read_list(name, env[name], v)
+            if reading.fails_init:
+                return f"{name}={env[name]!r}: {reading.problem}"
+    nvls = env.get("NCCL_NVLS_ENABLE")
+    if nvls is not None and canonical_value("NCCL_NVLS_ENABLE", nvls, v) == "1" and not topology.has_nvls:
+        return ("NCCL_NVLS_ENABLE forces NVLS on a machine without NVLink SHARP multicast: NVLS setup fails "
+                "at init (src/transport/nvls.cc, ncclNvlsInit and cuMulticastCreate)")
+    for func in collectives:
+        choice = allreduce_choices(env, topology, v, func)
+        if choice.fails:
+            shown = ", ".join(f"{k}={env[k]}" for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE") if k in env)
+            return (f"{shown} leaves no algorithm/protocol NCCL {v} can run {func} with on {_describe(topology)}: "
+                    f"\"No algorithm/protocol available\" at the first {func} (src/enqueue.cc, topoGetAlgoInfo)")
+    return None
+
+
+def _describe(topo: Topology) -> str:
+    link = {"pcie": "PCIe", "nvlink": "NVLink", "nvswitch": "NVSwitch"}.get(topo.link or "", "an unknown link")
+    node = "one node" if topo.nnodes == 1 else f"{topo.nnodes} nodes"
+    nvls = ", NVLS" if topo.has_nvls else ""
+    return f"{topo.nranks} GPUs on {node} over {link}{nvls}"

@@ -1,0 +1,98 @@
+"""NCCL's lines in a server log: the wrappers in front of them, the line prefix, the version lines.
+
+A server log interleaves every rank. NCCL's lines look like ``host:pid:tid [cudaDev] NCCL INFO
+msg`` (WARN: ``host:pid:tid [dev] file.cc:123 NCCL WARN msg``; TRACE adds a time before the
+file; from 2.26 an optional ``[timestamp] `` leads; src/debug.cc, ncclDebugLog), possibly behind
+a wrapper's prefix: vLLM's ``(VllmWorker rank=3 pid=123)``/``(Worker_TP3 pid=123)``, Ray's
+``(RayWorkerWrapper pid=539, ip=10.0.0.1)`` (plus a ``[repeated 15x across cluster]`` tail when
+Ray folds duplicate lines), SGLang's ``[2026-06-28 13:34:12 TP3]``. :data:`NCCL_LINE` is the one
+definition of NCCL's line prefix in the core (the simulator keeps its own).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tuner.nccl.types import NcclVersion
+
+__all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "SERVER_NCCL_VERSION", "NcclLine", "read_line",
+           "strip_wrappers", "version_in_text"]
+
+_RAY = re.compile(r"^\((?P<actor>[\w.-]+) pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\)\s?")
+_WORKER = re.compile(r"^\((?P<actor>[\w.-]+)(?P<inner>[^()]*?\bpid=\d+[^()]*)\)\s?")
+_SGLANG = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<tags>(?: [A-Z]+\d+)*)\]\s?")
+_RAY_DEDUP = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+
+# NCCL prints INFO, WARN and TRACE (src/debug.cc); ABORT, NCCL_DEBUG's last level, in case a build does.
+_LEVEL_AND_MESSAGE = r"NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
+#: One NCCL line, searched for (a wrapper or a table row may precede it): groups ``host``,
+#: ``pid``, ``tid`` (absent when NCCL printed none), ``dev``, ``mid`` (WARN's ``file.cc:123``,
+#: TRACE's time and function), ``level``, ``msg``.
+NCCL_LINE = re.compile(
+    r"(?:(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\](?P<mid>[^\n]*?) " + _LEVEL_AND_MESSAGE)
+#: NCCL's level and message anywhere in a text, prefix or not (an exception quoting a WARN):
+#: groups ``level``, ``msg``.
+NCCL_MARK = re.compile(r"\b" + _LEVEL_AND_MESSAGE)
+#: NCCL's version line, ``NCCL version 2.21.5+cuda12.4`` (src/init.cc, showVersion): ``v``, ``suffix``.
+NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?P<suffix>\S*)")
+#: vLLM's and SGLang's ``... is using nccl==2.21.5`` (the NCCL the server loaded): ``server``, ``v``.
+SERVER_NCCL_VERSION = re.compile(r"\b(?P<server>vLLM|sglang(?:-diffusion)?) is using nccl==(?P<v>\d+\.\d+\.\d+)")
+
+
+@dataclass(frozen=True)
+class NcclLine:
+    """One NCCL log line: who printed it and the message after ``NCCL INFO``/``WARN``."""
+
+    process: str  # "host:pid", or "?" when the host:pid:tid part is missing
+    dev: int
+    level: str
+    message: str
+    prefix_rank: int | None  # from a wrapper prefix (vLLM rank=3, SGLang TP3), if any
+
+    @property
+    def host(self) -> str | None:
+        """The host that printed the line, None when the line named none."""
+        return None if self.process == "?" else self.process.rsplit(":", 1)[0]
+
+
+def strip_wrappers(line: str) -> tuple[str, int | None, bool]:
+    """``(line without wrapper prefixes, rank named by a prefix, Ray folded duplicates)``.
+
+    Up to three prefixes are stripped: Ray's ``(Actor pid=N, ip=...)``, a vLLM worker's
+    ``(VllmWorker rank=3 pid=N)``, SGLang's ``[date time TP3]``; a Ray ``[repeated Nx across
+    cluster]`` tail is removed and reported as folded.
+    """
+    rank: int | None = None
+    folded = False
+    m = _RAY_DEDUP.search(line)
+    if m:
+        folded, line = True, line[:m.start()]
+    for _ in range(3):
+        m = _RAY.match(line) or _WORKER.match(line) or _SGLANG.match(line)
+        if not m:
+            break
+        text = m.group(0)
+        tp = re.search(r"(?:\brank=|\bTP_?|_TP)(\d+)", text)
+        if tp:
+            rank = int(tp.group(1))
+        line = line[m.end():]
+    return line, rank, folded
+
+
+def read_line(body: str, prefix_rank: int | None = None) -> NcclLine | None:
+    """The NCCL part of one log line whose wrappers are stripped (:func:`strip_wrappers`), or None
+    if it is not an NCCL line; ``prefix_rank`` is the rank the wrapper named."""
+    m = NCCL_LINE.search(body)
+    if not m:
+        return None
+    process = f"{m.group('host')}:{m.group('pid')}" if m.group("host") else "?"
+    return NcclLine(process, int(m.group("dev")), m.group("level"), m.group("msg"), prefix_rank)
+
+
+def version_in_text(text: str) -> NcclVersion | None:
+    """The NCCL version ``text`` names last: a server's ``is using nccl==`` line first, else
+    NCCL's own ``NCCL version`` line; None when it names none."""
+    versions = [m.group("v") for m in SERVER_NCCL_VERSION.finditer(text)] or \
+        [m.group("v") for m in NCCL_VERSION.finditer(text)]
+    return NcclVersion.parse(versions[-1]) if versions else None

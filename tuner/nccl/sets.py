@@ -1,0 +1,122 @@
+"""Rules for a whole set of variables: problems and surprises between them, one spelling per behaviour.
+
+:func:`cross_problems` and :func:`cross_warnings` judge combinations whatever the machine;
+:func:`canonical_set` gives the set as NCCL sees it, the key that tells two sets apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from tuner.nccl.choice import allreduce_choices
+from tuner.nccl.lists import FUNCS, PER_COLLECTIVE_SINCE, read_list
+from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
+from tuner.nccl.types import NcclVersion, Topology, judged_version
+from tuner.nccl.values import RULED_NAMES, canonical_value
+
+__all__ = ["canonical_set", "cross_problems", "cross_warnings"]
+
+_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"),
+          ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
+
+
+def cross_problems(env: Mapping[str, str], version: NcclVersion | None = None) -> list[tuple[str, str]]:
+    """Problems between variables of one set, whatever the machine, as ``(key, reason)``.
+
+    MIN channels above MAX is not one (NCCL allows it, see :func:`cross_warnings`). A problem is
+    an NCCL_ALGO/NCCL_PROTO pair that leaves AllReduce nothing on any hardware where NCCL
+    ``version`` does not fall back (2.18, 2.24+): e.g. ``NCCL_ALGO=NVLS`` with ``NCCL_PROTO=LL``
+    (NVLS runs Simple only, src/graph/tuning.cc).
+    """
+    v = judged_version(version)
+    names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
+    if not names or any(read_list(n, env[n], v).fails_init for n in names):
+        return []
+    if all(allreduce_choices(env, topo, v).fails for topo in _GENEROUS):
+        shown = " with ".join(f"{n}={env[n]}" for n in names)
+        return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: NCCL {v} "
+                            "fails at the first allreduce (src/enqueue.cc, topoGetAlgoInfo)")]
+    return []
+
+
+#: Machines on which every algorithm can run: a set failing on all of them fails everywhere.
+_GENEROUS = (Topology(nranks=8, nnodes=1, link="nvswitch", has_nvls=True, gpu_arch=90),
+             Topology(nranks=16, nnodes=2, link="nvswitch", has_nvls=True, gpu_arch=90, collnet=True))
+
+
+def _int_of(env: Mapping[str, str], name: str, version: NcclVersion) -> int | None:
+    if name not in env:
+        return None
+    text = canonical_value(name, env[name], version)
+    return int(text) if re.fullmatch(r"-?[0-9]+", text) else None
+
+
+def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -> list[tuple[str, str]]:
+    """What NCCL does with combinations it accepts but may surprise, as ``(key, reason)``."""
+    v = judged_version(version)
+    out: list[tuple[str, str]] = []
+    for lo_name, hi_name in _PAIRS:
+        lo, hi = _int_of(env, lo_name, v), _int_of(env, hi_name, v)
+        if lo is not None and hi is not None and lo > hi:
+            if "CTAS" in lo_name:
+                out.append((lo_name, f"{lo_name}={lo} is above {hi_name}={hi}: NCCL WARNs and sets both to {hi} "
+                                     "(src/init.cc, envConfigOverride)"))
+            else:
+                out.append((lo_name, f"{lo_name}={lo} is above {hi_name}={hi}: NCCL keeps {hi} channels, then "
+                                     f"duplicates them up to {lo} (\"max, then min\", src/graph/connect.cc, ncclTopoPostset)"))
+    for legacy, new in (("NCCL_MAX_NRINGS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_NRINGS", "NCCL_MIN_NCHANNELS")):
+        if legacy in env and new in env:
+            out.append((legacy, f"{new} overrides the legacy {legacy} (src/graph/connect.cc)"))
+    if "NCCL_P2P_LEVEL" in env and canonical_value("NCCL_P2P_DISABLE", env.get("NCCL_P2P_DISABLE", "0"), v) == "1":
+        out.append(("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE=1 takes precedence: NCCL ignores NCCL_P2P_LEVEL "
+                                      "(src/graph/paths.cc, ncclGetLevel)"))
+    names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
+    if names and not any(read_list(n, env[n], v).fails_init for n in names):
+        starved = [f for f in FUNCS[:-1] if allreduce_choices(env, _GENEROUS[0], v, f).fails]
+        if starved:
+            hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if v >= PER_COLLECTIVE_SINCE else ""
+            who = f"NCCL {v}" if version is not None else f"NCCL (its version not known yet; judged as {v})"
+            out.append((names[0], f"{' with '.join(f'{n}={env[n]}' for n in names)} leaves {', '.join(starved)} "
+                                  f"without an algorithm/protocol: {who} fails the first such call the server "
+                                  f"makes (src/enqueue.cc, topoGetAlgoInfo){hint}"))
+    return out
+
+
+def _default_equivalent(name: str, canonical: str, version: NcclVersion, topology: Topology | None) -> bool:
+    """Whether a canonical value does exactly what leaving ``name`` unset does on ``topology``."""
+    if canonical == "":
+        return True
+    if topology is None:
+        return False
+    if name in ("NCCL_ALGO", "NCCL_PROTO"):
+        env = {name: canonical}
+        return all(allreduce_choices(env, topology, version, f) == allreduce_choices({}, topology, version, f)
+                   for f in FUNCS)
+    if name == "NCCL_NVLS_ENABLE" and canonical == "0":
+        return not topology.has_nvls
+    if name == "NCCL_THREAD_THRESHOLDS":
+        overrides, _problem, _warnings = read_thread_thresholds(canonical)
+        defaults = default_thread_thresholds(topology.nranks)
+        return all(o is None or o == d for o, d in zip(overrides, defaults, strict=True))
+    return False
+
+
+def canonical_set(env: Mapping[str, str], version: NcclVersion | None = None,
+                  topology: Topology | None = None) -> dict[str, str]:
+    """``env`` as NCCL ``version`` sees it on ``topology``: one spelling per behaviour.
+
+    Values are canonicalised (:func:`canonical_value`) and variables whose value does what
+    leaving them unset does are dropped (``NCCL_BUFFSIZE=4194304``,
+    ``CUDA_DEVICE_MAX_CONNECTIONS=8``, ``NCCL_P2P_DISABLE=0``, ``NCCL_MAX_NCHANNELS=64`` on
+    2.25+, and with a topology e.g. ``NCCL_ALGO=Ring,Tree`` on one PCIe node). Two sets with
+    equal results launch the same NCCL behaviour. Unknown variables are kept as given.
+    """
+    v = judged_version(version)
+    out = {}
+    for name, value in env.items():
+        canonical = canonical_value(name, value, v)
+        if name in RULED_NAMES and _default_equivalent(name, canonical, v, topology):
+            continue
+        out[name] = canonical
+    return dict(sorted(out.items()))

@@ -1,0 +1,340 @@
+"""NCCL's own rules for each value of the environment variables nccl-tune sets, by NCCL version.
+
+Every rule here and in the other modules of :mod:`tuner.nccl` was read in NCCL's sources
+(github.com/NVIDIA/nccl, tags v2.18.1-1 to v2.30.7-1); each names the file and function. A
+value is judged for one NCCL release (``version``; None means
+:data:`~tuner.nccl.types.OLDEST_SUPPORTED`, the strictest rules). What depends on the machine
+(:class:`~tuner.nccl.types.Topology`) is in :mod:`tuner.nccl.choice`, :mod:`tuner.nccl.safety`
+and :mod:`tuner.nccl.sets`.
+
+How NCCL reads each variable (``docs/NCCL.md`` has the long form):
+
+=============================  ===========================================================
+variable                       how NCCL reads it
+=============================  ===========================================================
+NCCL_ALGO, NCCL_PROTO          list grammar of :mod:`tuner.nccl.lists` (src/graph/tuning.cc,
+                               parseList); echoed verbatim, no trailing period
+NCCL_THREAD_THRESHOLDS         ``sscanf("%ld %ld %ld %ld %ld %ld")``: Tree LL/LL128/Simple then
+                               Ring LL/LL128/Simple, decimal only, negative = keep default
+                               (tuning.cc, ncclTopoTuneModel)
+NCCL_BUFFSIZE                  ``strtoll(v, NULL, 0)`` into int64, stored in
+                               ``int comm->buffSizes[]``; step = value / NCCL_STEPS (8)
+                               (src/init.cc computeBuffSizes; src/include/comm.h)
+NCCL_MAX_NCHANNELS / _NRINGS   strtoll, stored in int; above MAXCHANNELS (32 to 2.24, 64 from
+                               2.25, src/include/device.h) lowered silently, below 1 raised to
+                               1 (src/graph/connect.cc, ncclMaxNchannels); _NCHANNELS wins
+NCCL_MIN_NCHANNELS / _NRINGS   strtoll; above MAXCHANNELS lowered, below 0 raised to 0
+                               (connect.cc, ncclMinNchannels); MIN above MAX is allowed:
+                               "We permit combining max, then min" (connect.cc, ncclTopoPostset)
+NCCL_MAX_CTAS / NCCL_MIN_CTAS  strtoll into the communicator config (src/init.cc,
+                               envConfigOverride); above MAXCHANNELS capped; 2.25+ ignores <= 0
+NCCL_NTHREADS                  strtoll; <= 0 means default; not a multiple of 32 -> WARN and 512;
+                               above 512 -> 512; below 64 -> 64 (tuning.cc, getNthreads)
+NCCL_P2P_LEVEL                 ``strcmp`` against the path names of that release (case-
+                               sensitive), else a leading digit is a legacy level 0-5 read by
+                               strtol (src/graph/paths.cc ncclGetLevel; src/graph/topo.cc
+                               topoPathTypeStr); echoed as the path name
+NCCL_P2P_DISABLE               ``strtol``; only 1 acts (paths.cc, ncclGetLevel); up to 2.22
+                               echoed as ``NCCL_P2P_LEVEL ... LOC``
+NCCL_SHM_DISABLE               strtoll; only 1 acts (src/transport/shm.cc, shmCanConnect),
+                               read only when NCCL tries SHM for a pair P2P cannot serve
+NCCL_CUMEM_ENABLE              strtoll; 0 off, > 0 on, -2 automatic (default from 2.19; 0
+                               before) (src/misc/cudawrap.cc, ncclCuMemEnable)
+NCCL_NVLS_ENABLE               strtoll; 0 off, 2 automatic (default), any other value forces
+                               NVLS on (src/transport/nvls.cc, ncclNvlsInit)
+CUDA_DEVICE_MAX_CONNECTIONS    CUDA's, not NCCL's: work queues per device, 1-32, default 8
+                               (CUDA C++ Programming Guide, "CUDA Environment Variables");
+                               NCCL never echoes it
+=============================  ===========================================================
+
+Integer parameters echo ``NAME set by environment to <decimal>.`` when first read; a value
+strtoll cannot hold (ERANGE) makes NCCL log "Invalid value" and use the default
+(src/misc/param.cc, ncclLoadParam).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tuner.nccl.cnum import INT32_MAX, as_c_int, read_int_param
+from tuner.nccl.lists import algos, canonical_text, read_list
+from tuner.nccl.names import name_problem, name_warning
+from tuner.nccl.p2p import p2p_levels, read_p2p_level
+from tuner.nccl.thresholds import read_thread_thresholds
+from tuner.nccl.types import NcclVersion, judged_version
+
+__all__ = ["CTAS_LOW_IGNORED_FROM", "CUDA_DEFAULT_CONNECTIONS", "CUMEM_AUTO_FROM", "DEBUG_LEVELS", "DEFAULT_BUFFSIZE",
+           "MAX_CHANNELS_FROM", "NCCL_STEPS", "RULED_NAMES", "accepted", "canonical_value", "check_value",
+           "max_channels", "value_warnings"]
+
+NCCL_STEPS = 8  # src/include/device.h
+DEFAULT_BUFFSIZE = 1 << 22  # src/init.cc, DEFAULT_BUFFSIZE (4 MiB)
+CUDA_DEFAULT_CONNECTIONS = 8  # CUDA C++ Programming Guide, CUDA_DEVICE_MAX_CONNECTIONS
+MAX_CHANNELS_FROM = NcclVersion(2, 25, 0)  # src/include/device.h: MAXCHANNELS 32 -> 64
+CTAS_LOW_IGNORED_FROM = NcclVersion(2, 25, 0)  # src/init.cc envConfigOverride: "is too low"
+CUMEM_AUTO_FROM = NcclVersion(2, 19, 0)  # src/misc/cudawrap.cc: default -2 (automatic)
+DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")  # src/debug.cc, ncclDebugInit
+
+
+def max_channels(version: NcclVersion | None = None) -> int:
+    """NCCL's compile-time MAXCHANNELS for ``version``: 32 up to 2.24, 64 from 2.25 (device.h)."""
+    return 64 if judged_version(version) >= MAX_CHANNELS_FROM else 32
+
+
+# -- the per-variable rules ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Reading:
+    """What NCCL makes of one value: canonical text ("" = same as unset), problem, warnings."""
+
+    canonical: str
+    problem: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def _read_int_channels(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    if parsed != as_c_int(parsed):
+        return _Reading(value, f"{parsed} overflows the int NCCL stores it in (it would read {as_c_int(parsed)})")
+    if "CTAS" in name and parsed <= 0:
+        return _Reading(value, f"NCCL {'ignores' if version >= CTAS_LOW_IGNORED_FROM else 'does not check'} "
+                               f"{name} <= 0 (src/init.cc, envConfigOverride): use at least 1")
+    if parsed == -2:
+        return _Reading("", "NCCL treats -2 as \"unset\" (src/graph/connect.cc): leave it unset")
+    top = max_channels(version)
+    is_max = "MAX" in name
+    warnings = []
+    effective = parsed
+    if parsed > top:
+        effective = top
+        warnings.append(f"{name}={parsed} is above MAXCHANNELS={top} of NCCL {version}: NCCL uses {top} "
+                        "(src/graph/connect.cc)")
+    elif is_max and parsed < 1:
+        effective = 1
+        warnings.append(f"{name}={parsed} is below 1: NCCL uses 1 (src/graph/connect.cc, ncclMaxNchannels)")
+    elif not is_max and parsed < 0:
+        effective = 0
+        warnings.append(f"{name}={parsed} is below 0: NCCL uses 0 (src/graph/connect.cc, ncclMinNchannels)")
+    default = top if is_max and "CTAS" not in name else (0 if not is_max and "CTAS" not in name else None)
+    return _Reading("" if effective == default else str(effective), None, tuple(warnings))
+
+
+def _read_buffsize(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    if parsed == -2:
+        return _Reading("", "NCCL treats -2 as \"unset\" (src/init.cc, computeBuffSizes): leave it unset")
+    if parsed > INT32_MAX:
+        return _Reading(value, f"{parsed} overflows the int NCCL stores it in (src/include/comm.h, buffSizes): "
+                               f"it would use {as_c_int(parsed)}; the largest value is {INT32_MAX}")
+    if parsed < NCCL_STEPS:
+        return _Reading(value, f"{parsed} bytes leave a step size of {max(parsed, 0) // NCCL_STEPS} "
+                               f"(buffer / NCCL_STEPS={NCCL_STEPS}, src/include/device.h): NCCL cannot move data")
+    default = DEFAULT_BUFFSIZE if name == "NCCL_BUFFSIZE" else None
+    return _Reading("" if parsed == default else str(parsed))
+
+
+def _read_nthreads(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    nt = as_c_int(parsed)
+    if nt <= 0:
+        return _Reading(value, f"NCCL ignores {name} <= 0 and keeps its default (src/graph/tuning.cc, getNthreads)")
+    top = 640 if name == "NCCL_LL128_NTHREADS" else 512
+    low = 160 if name == "NCCL_LL128_NTHREADS" else 64
+    if nt % 32:
+        return _Reading(value, f"{nt} is not a multiple of 32: NCCL WARNs \"Invalid {name}\" and runs {top} threads "
+                               "instead (src/graph/tuning.cc, getNthreads)")
+    if nt > top:
+        return _Reading(str(top), None, (f"{nt} is above {top}: NCCL WARNs and uses {top} (getNthreads)",))
+    if nt < low:
+        return _Reading(str(low), None, (f"{nt} is below {low}: NCCL WARNs and uses {low} (getNthreads)",))
+    return _Reading(str(nt))
+
+
+def _read_only_one(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    if name == "NCCL_P2P_DISABLE":
+        parsed = as_c_int(parsed)
+    if parsed == 1:
+        return _Reading("1")
+    if parsed == 0:
+        return _Reading("")
+    where = "src/graph/paths.cc, ncclGetLevel" if name == "NCCL_P2P_DISABLE" else "src/transport/shm.cc, shmCanConnect"
+    return _Reading(value, f"NCCL acts only on 1 ({where}): {parsed} is silently ignored; write 1, or leave it unset")
+
+
+def _read_cumem(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    param = as_c_int(parsed)
+    if version < CUMEM_AUTO_FROM:  # 2.18: "(param == -2 && supported) || param": any non-zero is on
+        default, effective = "0", ("1" if param else "0")
+    else:  # "param >= 0 ? param : (param == -2 && supported)"
+        default, effective = "auto", ("1" if param > 0 else ("auto" if param == -2 else "0"))
+    warnings: tuple[str, ...] = ()
+    if param not in (0, 1, -2):
+        warnings = (f"NCCL reads {param} as {'on' if effective == '1' else 'off'} "
+                    "(src/misc/cudawrap.cc, ncclCuMemEnable)",)
+    return _Reading("" if effective == default else ("-2" if effective == "auto" else effective), None, warnings)
+
+
+def _read_nvls(name: str, value: str, version: NcclVersion) -> _Reading:
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, problem)
+    if parsed == 2:
+        return _Reading("")
+    if parsed == 0:
+        return _Reading("0")
+    warnings = () if parsed == 1 else (f"NCCL treats {parsed} like 1: NVLS forced on (src/transport/nvls.cc, ncclNvlsInit)",)
+    return _Reading("1", None, warnings)
+
+
+def _read_list(name: str, value: str, version: NcclVersion) -> _Reading:
+    reading = read_list(name, value, version)
+    if reading.fails_init:
+        return _Reading(value, reading.problem)
+    return _Reading(canonical_text(name, reading.matrix, version), reading.problem)
+
+
+def _read_level_var(name: str, value: str, version: NcclVersion) -> _Reading:
+    level, problem, warning = read_p2p_level(value, version)
+    if level is None:
+        return _Reading(value, problem)
+    return _Reading(level, None, (warning,) if warning else ())
+
+
+def _read_thresholds(name: str, value: str, version: NcclVersion) -> _Reading:
+    overrides, problem, warnings = read_thread_thresholds(value)
+    if problem:
+        return _Reading(value, problem)
+    if all(o is None for o in overrides):
+        return _Reading("", None, (*warnings, "every threshold is negative: NCCL keeps all defaults"))
+    return _Reading(" ".join("-1" if o is None else str(o) for o in overrides), None, tuple(warnings))
+
+
+def _read_cuda_connections(name: str, value: str, version: NcclVersion) -> _Reading:
+    if not re.fullmatch(r"[0-9]+", value):
+        return _Reading(value, "CUDA documents a plain decimal number of connections, 1 to 32")
+    n = int(value)
+    if not 1 <= n <= 32:
+        return _Reading(value, f"{n} is outside CUDA's documented range 1-32")
+    return _Reading("" if n == CUDA_DEFAULT_CONNECTIONS else str(n))
+
+
+def _read_debug(name: str, value: str, version: NcclVersion) -> _Reading:
+    if value.upper() in DEBUG_LEVELS:
+        return _Reading(value.upper())
+    return _Reading(value, f"NCCL knows {', '.join(DEBUG_LEVELS)} (case-insensitive, src/debug.cc); "
+                           f"{value!r} turns logging off silently")
+
+
+_RULES = {
+    "NCCL_ALGO": _read_list,
+    "NCCL_PROTO": _read_list,
+    "NCCL_THREAD_THRESHOLDS": _read_thresholds,
+    "NCCL_BUFFSIZE": _read_buffsize,
+    "NCCL_LL_BUFFSIZE": _read_buffsize,
+    "NCCL_LL128_BUFFSIZE": _read_buffsize,
+    "NCCL_MAX_NCHANNELS": _read_int_channels,
+    "NCCL_MIN_NCHANNELS": _read_int_channels,
+    "NCCL_MAX_NRINGS": _read_int_channels,
+    "NCCL_MIN_NRINGS": _read_int_channels,
+    "NCCL_MAX_CTAS": _read_int_channels,
+    "NCCL_MIN_CTAS": _read_int_channels,
+    "NCCL_NTHREADS": _read_nthreads,
+    "NCCL_LL128_NTHREADS": _read_nthreads,
+    "NCCL_P2P_LEVEL": _read_level_var,
+    "NCCL_P2P_DISABLE": _read_only_one,
+    "NCCL_SHM_DISABLE": _read_only_one,
+    "NCCL_CUMEM_ENABLE": _read_cumem,
+    "NCCL_NVLS_ENABLE": _read_nvls,
+    "NCCL_DEBUG": _read_debug,
+    "CUDA_DEVICE_MAX_CONNECTIONS": _read_cuda_connections,
+}
+
+#: The variables whose values this module judges (others: names only).
+RULED_NAMES = frozenset(_RULES)
+
+_ACCEPTED = {
+    "NCCL_ALGO": "a comma list of {algos} (case-insensitive, no spaces); '^' first excludes; "
+                 "from 2.24 also 'AllReduce:Tree;Broadcast:Ring' (every entry after the first needs a prefix)",
+    "NCCL_PROTO": "a comma list of LL, LL128, Simple (case-insensitive, no spaces); '^' first excludes; "
+                  "from 2.24 also 'AllReduce:LL;...'",
+    "NCCL_THREAD_THRESHOLDS": "six decimal numbers separated by spaces (Tree LL LL128 Simple, Ring LL LL128 Simple); "
+                              "-1 keeps a default",
+    "NCCL_BUFFSIZE": f"a plain integer number of bytes, {NCCL_STEPS} to {INT32_MAX} (decimal, 0x hex, 0 octal; no suffix)",
+    "NCCL_NTHREADS": "a multiple of 32 from 64 to 512",
+    "NCCL_P2P_LEVEL": "one of {levels} (exact case), or a legacy level 0-5",
+    "NCCL_P2P_DISABLE": "1 (disable P2P) or 0 (no effect)",
+    "NCCL_SHM_DISABLE": "1 (disable SHM) or 0 (no effect)",
+    "NCCL_CUMEM_ENABLE": "0 (off), 1 (on) or -2 (automatic, 2.19+)",
+    "NCCL_NVLS_ENABLE": "0 (off), 1 (forced on) or 2 (automatic)",
+    "NCCL_DEBUG": "one of " + ", ".join(DEBUG_LEVELS),
+    "CUDA_DEVICE_MAX_CONNECTIONS": "a whole number from 1 to 32",
+}
+
+
+def accepted(name: str, version: NcclVersion | None = None) -> str:
+    """One line saying what ``name`` accepts under NCCL ``version``, for error messages."""
+    v = judged_version(version)
+    if name in ("NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",
+                "NCCL_MAX_CTAS", "NCCL_MIN_CTAS"):
+        return f"a plain integer number of channels, 1 to {max_channels(v)} for NCCL {v}"
+    if name in ("NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"):
+        return _ACCEPTED["NCCL_BUFFSIZE"]
+    text = _ACCEPTED.get(name)
+    if text is None:
+        return "any string"
+    return text.format(algos=", ".join(algos(v)), levels=", ".join(p2p_levels(v)))
+
+
+def _reading(name: str, value: str, version: NcclVersion | None) -> _Reading | None:
+    rule = _RULES.get(name)
+    return None if rule is None else rule(name, value, judged_version(version))
+
+
+def check_value(name: str, value: str, version: NcclVersion | None = None) -> str | None:
+    """None when NCCL ``version`` (default :data:`OLDEST_SUPPORTED`) reads ``name=value`` as meant.
+
+    Otherwise one sentence saying why NCCL rejects it (communicator init fails) or silently
+    ignores or misreads it: a misspelled name (:func:`name_problem`), an integer NCCL reads
+    differently (``4M`` is 4), a list item or level it skips, a value it cannot store. Values
+    NCCL only clamps are accepted here and reported by :func:`value_warnings`.
+    """
+    problem = name_problem(name)
+    if problem:
+        return problem
+    reading = _reading(name, value, version)
+    return None if reading is None else reading.problem
+
+
+def value_warnings(name: str, value: str, version: NcclVersion | None = None) -> list[str]:
+    """Where NCCL ``version`` accepts ``name=value`` but changes it (clamps) or ignores part of it."""
+    reading = _reading(name, value, version)
+    out = [] if reading is None else list(reading.warnings)
+    warning = name_warning(name, version)
+    if warning:
+        out.append(warning)
+    return out
+
+
+def canonical_value(name: str, value: str, version: NcclVersion | None = None) -> str:
+    """The spelling of ``value`` that NCCL ``version`` treats identically to every equal spelling.
+
+    Lists in NCCL's case and order (``ring,TREE`` -> ``Tree,Ring``; ``^LL`` -> ``LL128,Simple``),
+    integers in decimal (``0x400000`` -> ``4194304``), clamped where NCCL clamps, P2P levels
+    as the name NCCL echoes (``2`` -> ``PXB``). ``""`` means "same as unset". A value NCCL
+    rejects outright is returned unchanged; unknown variables are returned unchanged.
+    """
+    reading = _reading(name, value, version)
+    return value if reading is None else reading.canonical

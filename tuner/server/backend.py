@@ -1,0 +1,151 @@
+"""Who carries the inference server's decode allreduce: NCCL, or a kernel of the server's own.
+
+vLLM and SGLang route small allreduces to a custom allreduce, torch symmetric memory,
+FlashInfer or MSCCL++ before NCCL; only when NCCL carries the decode allreduce can NCCL's
+variables change decode speed. :func:`allreduce_backend` says who does, from the server's log,
+command and environment; :data:`SERVER_OVERRIDES` lists the NCCL variables a server overwrites.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tuner.nccl import NcclVersion, version_in_text
+
+__all__ = ["SERVER_OVERRIDES", "Backend", "BackendName", "allreduce_backend"]
+
+BackendName = Literal["nccl", "nccl_symmetric", "custom_allreduce", "symm_mem", "flashinfer", "mscclpp",
+                      "none", "unknown"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Who runs the server's decode allreduce.
+
+    ``name``: ``nccl`` (pynccl / torch.distributed), ``nccl_symmetric`` (NCCL symmetric-memory
+    kernels, NCCL_ALGO/NCCL_PROTO do not select them), ``custom_allreduce``, ``symm_mem`` (torch
+    symmetric memory), ``flashinfer``, ``mscclpp``, ``none`` (tensor parallelism 1) or
+    ``unknown``; ``nccl_on_decode_path``: True when NCCL variables can change the decode
+    allreduce, False when they cannot, None when unknown; ``reason``: the evidence, quoted.
+    """
+
+    name: BackendName
+    nccl_on_decode_path: bool | None
+    reason: str
+    server: Literal["vllm", "sglang"] | None = None
+    nccl_version: NcclVersion | None = None
+
+
+_CA_DISABLED = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled (?:because|due to) (?P<why>[^.]*)")
+_VLLM_MARK = re.compile(r"\bvLLM\b|vllm\.entrypoints|VllmWorker|Worker_TP\d|EngineCore")
+_SGLANG_MARK = re.compile(r"\bsglang\b|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)* TP\d+")
+
+
+def _flag(argv: Sequence[str], *names: str) -> bool:
+    """True when one of ``names`` is given as a bare flag or as ``--flag=true``/``=1``."""
+    for a in argv:
+        key, sep, val = a.partition("=")
+        if key in names and (not sep or val.lower() in ("1", "true")):
+            return True
+    return False
+
+
+def _option(argv: Sequence[str], *names: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a in names and i + 1 < len(argv):
+            return argv[i + 1]
+        key, sep, val = a.partition("=")
+        if sep and key in names:
+            return val
+    return None
+
+
+def _server_of(argv: Sequence[str], text: str) -> Literal["vllm", "sglang"] | None:
+    joined = " ".join(argv)
+    if "sglang" in joined:
+        return "sglang"
+    if "vllm" in joined:
+        return "vllm"
+    if _SGLANG_MARK.search(text):
+        return "sglang"
+    if _VLLM_MARK.search(text):
+        return "vllm"
+    return None
+
+
+def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mapping[str, str] | None = None) -> Backend:
+    """Which backend carries the decode allreduce, from the server's log, command and environment.
+
+    vLLM tries, per allreduce, its custom allreduce (world size 2, or more GPUs all joined by
+    NVLink; tensors under 8 MiB), then torch symmetric memory (``VLLM_ALLREDUCE_USE_SYMM_MEM``,
+    NVSwitch multicast only), then pynccl (vllm/distributed/device_communicators/
+    cuda_communicator.py, all_reduce; custom_all_reduce.py, CustomAllreduce.__init__ and
+    should_custom_ar). It logs "Custom allreduce is disabled because ..." when it cannot use its
+    kernel (more than two PCIe-only GPUs, no P2P, unsupported world size, several nodes) and
+    ``--disable-custom-all-reduce`` turns it off. SGLang follows the same custom allreduce with
+    ``--disable-custom-all-reduce``, ``--enable-mscclpp``, ``--enable-torch-symm-mem`` and
+    ``--enable-symm-mem`` (NCCL symmetric memory) (sglang/srt/server_args.py).
+    """
+    env = env or {}
+    lines = list(log_lines)
+    text = "\n".join(lines)
+    server = _server_of(argv, text)
+    version = version_in_text(text)
+
+    def result(name: BackendName, on_path: bool | None, reason: str) -> Backend:
+        return Backend(name, on_path, reason, server, version)
+
+    tp_text = _option(argv, "--tensor-parallel-size", "-tp", "--tp", "--tp-size")
+    config_tp = re.search(r"tensor_parallel_size=(\d+)", text)
+    tp = int(tp_text) if tp_text and tp_text.isdigit() else (int(config_tp.group(1)) if config_tp else None)
+    if tp == 1:
+        return result("none", False, "tensor parallel size 1: the decode step has no allreduce")
+    if server is None:
+        return result("unknown", None, "neither the command nor the log names vLLM or SGLang")
+    disabled = [m.group(0).strip() for m in _CA_DISABLED.finditer(text)]
+    # the engine-config line ("..., disable_custom_all_reduce=True, ..."), not the warning's advice
+    flag_off = _flag(argv, "--disable-custom-all-reduce") or re.search(r"disable_custom_all_reduce=True[,)]", text)
+    if not flag_off and not disabled:
+        if server == "vllm" and not (_VLLM_MARK.search(text) or tp):
+            return result("unknown", None, "no vLLM start-up line in the log to judge the allreduce backend by")
+        return result("custom_allreduce", False,
+                      f"{server}'s custom allreduce is on (no \"Custom allreduce is disabled\" line, no "
+                      "--disable-custom-all-reduce): it takes decode-sized allreduces, so NCCL variables "
+                      "cannot change them (NCCL still runs the per-step logits all-gather in vLLM's V1 engine); add "
+                      "--disable-custom-all-reduce to the server command to measure NCCL")
+    why = "--disable-custom-all-reduce" if flag_off else f"\"{disabled[0]}\""
+    if server == "vllm":
+        if env.get("VLLM_ALLREDUCE_USE_FLASHINFER", "0") not in ("0", "") and "FlashInfer All Reduce is disabled" not in text:
+            return result("flashinfer", False, f"custom allreduce off ({why}) but VLLM_ALLREDUCE_USE_FLASHINFER is set")
+        if env.get("VLLM_USE_NCCL_SYMM_MEM", "0") not in ("0", ""):
+            return result("nccl_symmetric", None, f"custom allreduce off ({why}); VLLM_USE_NCCL_SYMM_MEM routes "
+                                                  "allreduces to NCCL symmetric kernels, which NCCL_ALGO/PROTO do not pick")
+        if env.get("VLLM_ALLREDUCE_USE_SYMM_MEM", "") == "1" and "SymmMemCommunicator" not in text:
+            return result("symm_mem", None, f"custom allreduce off ({why}); VLLM_ALLREDUCE_USE_SYMM_MEM=1 lets torch "
+                                            "symmetric memory take small allreduces on NVSwitch GPUs")
+    else:
+        if _flag(argv, "--enable-mscclpp"):
+            return result("mscclpp", False, f"custom allreduce off ({why}) but --enable-mscclpp takes small allreduces")
+        if _flag(argv, "--enable-torch-symm-mem"):
+            return result("symm_mem", None, f"custom allreduce off ({why}); --enable-torch-symm-mem takes "
+                                            "allreduces on SM90+ NVLink GPUs")
+        if _flag(argv, "--enable-symm-mem"):
+            return result("nccl_symmetric", None, f"custom allreduce off ({why}); --enable-symm-mem uses NCCL "
+                                                  "symmetric kernels, which NCCL_ALGO/PROTO do not pick")
+    return result("nccl", True, f"custom allreduce off: {why}; the decode allreduce goes to NCCL (pynccl)")
+
+
+#: Variables a server overwrites in its own environment before NCCL starts, with the source.
+SERVER_OVERRIDES: dict[str, dict[str, str]] = {
+    "sglang": {
+        "CUDA_DEVICE_MAX_CONNECTIONS": "sglang/srt/entrypoints/engine.py, _set_envs_and_config sets it",
+        "NCCL_CUMEM_ENABLE": "sglang/srt/entrypoints/engine.py, _set_envs_and_config sets it (0, or --enable-symm-mem)",
+        "NCCL_NVLS_ENABLE": "sglang/srt/entrypoints/engine.py, _set_envs_and_config sets it from --enable-nccl-nvls",
+    },
+    "vllm": {
+        "NCCL_CUMEM_ENABLE": "vllm/env_override.py (older: vllm/__init__.py) sets 0 unless already non-zero",
+    },
+}
