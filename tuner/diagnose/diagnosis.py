@@ -1,7 +1,7 @@
 """``nccl-tune diagnose``: one launch with NCCL's TUNING log, and what NCCL chose per allreduce size.
 
 One extra launch of the server under the sweep's untuned baseline environment (inherited
-``NCCL_*``/CUDA_DEVICE_MAX_CONNECTIONS removed, ``server.env`` applied: :func:`tuner.server.launcher.build_env`)
+``NCCL_*``/CUDA_DEVICE_MAX_CONNECTIONS removed, ``server.env`` applied: :func:`tuner.server.build_env`)
 plus ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING``; a short probe (a few
 streamed completions of the configured prompt); teardown. From the server log
 (:func:`tuner.nccl.log.parse_log`):
@@ -50,12 +50,12 @@ from rich.text import Text
 from tuner.errors import MachineNotClean, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
-from tuner.measure import probe
+from tuner.measure import RunMetrics, find_api_key, make_client, run_probe
 from tuner.nccl import env as nccl_env
 from tuner.nccl import log as nccl_log
 from tuner.nccl.decode import DecodeChoice, launch
 from tuner.nccl.env import NcclVersion, Topology
-from tuner.server.launcher import ServerProcess, build_env, port_holder, port_in_use
+from tuner.server import ServerProcess, build_env, port_holder, port_in_use
 
 if TYPE_CHECKING:  # tuner.sweep imports the runner, which may import this module: import it late
     from tuner.server.signals import SignalGuard
@@ -596,7 +596,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     the port is held, or the teardown left something), Interrupted on a signal (after teardown).
     Does not write the report (:func:`write_diagnosis`).
     """
-    from tuner.measure.readiness import ready_check
+    from tuner.measure import ready_check
     from tuner.server.signals import SignalGuard
 
     server_cfg = cfg.server
@@ -636,17 +636,17 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
 def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeats: int, info: dict[str, Any]) -> None:
     """``repeats`` streamed completions, none recorded as a measurement (TUNING logging is on)."""
     pc, url = cfg.probe, cfg.server.base_url
-    key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
+    key = find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
 
-    def count(_i: int, run: probe.RunMetrics) -> None:
+    def count(_i: int, run: RunMetrics) -> None:
         info["requests"] += 1
         info["completion_tokens"] += run.completion_tokens
 
     try:
-        with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
-            probe.run_probe(url, model=cfg.server.model, prompt=pc.prompt, max_tokens=max_tokens, warmup=0,
-                            repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
-                            client=client, on_run=count)
+        with make_client(pc.stall_timeout_s, api_key=key) as client:
+            run_probe(url, model=cfg.server.model, prompt=pc.prompt, max_tokens=max_tokens, warmup=0,
+                      repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
+                      client=client, on_run=count)
     except ProbeError as exc:
         raise server.request_failure(exc, "during the diagnose probe") from None
 

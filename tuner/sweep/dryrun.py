@@ -21,7 +21,7 @@ from tuner.nccl import env as nccl_env
 from tuner.nccl.types import NcclVersion
 from tuner.planning.plan import split_params
 from tuner.record.trial import set_key
-from tuner.server.launcher import split_inherited
+from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env
 
 #: Above this many points the sampler's distinct sets are not counted one by one.
