@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Accuracy of tuner.measure.probe.run_probe against the reference server run as a separate process.
+"""Accuracy of tuner.measure.run_probe against the reference server run as a separate process.
 
 For each rate (tok/s) and with/without reasoning deltas, starts ``tests/refserver.py`` with
 ``--rate R --ttft 0.05`` (reasoning: the first quarter of the tokens are ``delta.reasoning``),
@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import refserver  # noqa: E402
 
-from tuner.measure.probe import run_probe  # noqa: E402
+from tuner.measure import run_probe  # noqa: E402
 
 RATES = (50.0, 80.0, 500.0, 1000.0, 5000.0)
 TTFT = 0.05

@@ -11,7 +11,7 @@ for the figure users quote (output tokens / E2E, vLLM benchmarks/benchmark_servi
 
     truth = N / (ttft + (N - 1) / rate)        N = max_tokens (ignore_eos: always N tokens)
 
-``tuner.measure.probe.run_probe`` (warmup 1, repeats 5) measures it; N is chosen for ~2 s of decode.
+``tuner.measure.run_probe`` (warmup 1, repeats 5) measures it; N is chosen for ~2 s of decode.
 Usage: ``.venv/bin/python benchmarks/probe_vs_sim.py`` (about 45 s).
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.measure.probe import run_probe  # noqa: E402
+from tuner.measure import run_probe  # noqa: E402
 
 TARGETS = (50.0, 500.0, 5000.0)  # tok/s
 TTFT_MS = 20.0  # true time to first token (ms)

@@ -354,25 +354,25 @@ def _check_fixed_env(cfg: Any, space: Any) -> None:
 def _cmd_probe(args: argparse.Namespace) -> int:
     import json
 
-    from tuner.measure import probe
+    from tuner.measure import find_api_key, format_result, run_probe
 
-    key = probe.find_api_key(None, os.environ)  # OPENAI_API_KEY: never a flag (ps, shell history)
-    result = probe.run_probe(args.url, model=args.model, prompt=args.prompt, max_tokens=args.max_tokens,
-                             warmup=args.warmup, repeats=args.repeats, stall_timeout_s=args.stall_timeout,
-                             endpoint=args.endpoint, api_key=key)
-    print(json.dumps(result.to_json()) if args.json else probe.format_result(result))
+    key = find_api_key(None, os.environ)  # OPENAI_API_KEY: never a flag (ps, shell history)
+    result = run_probe(args.url, model=args.model, prompt=args.prompt, max_tokens=args.max_tokens,
+                       warmup=args.warmup, repeats=args.repeats, stall_timeout_s=args.stall_timeout,
+                       endpoint=args.endpoint, api_key=key)
+    print(json.dumps(result.to_json()) if args.json else format_result(result))
     return ExitCode.OK
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from tuner.measure import bench, probe
+    from tuner.measure import find_api_key, format_table, levels_to_json, run_bench
 
-    levels = bench.run_bench(args.url, model=args.model, concurrency=args.concurrency, requests=args.requests,
-                             max_tokens=args.max_tokens, prompt=args.prompt, stall_timeout_s=args.stall_timeout,
-                             endpoint=args.endpoint, api_key=probe.find_api_key(None, os.environ))
-    print(json.dumps(bench.levels_to_json(levels)) if args.json else bench.format_table(levels))
+    levels = run_bench(args.url, model=args.model, concurrency=args.concurrency, requests=args.requests,
+                       max_tokens=args.max_tokens, prompt=args.prompt, stall_timeout_s=args.stall_timeout,
+                       endpoint=args.endpoint, api_key=find_api_key(None, os.environ))
+    print(json.dumps(levels_to_json(levels)) if args.json else format_table(levels))
     return ExitCode.OK if all(lv.ok for lv in levels) else ExitCode.PROBE_FAILED
 
 

@@ -89,6 +89,15 @@ class MachineNotClean(NcclTuneError):
     exit_code = ExitCode.MACHINE_NOT_CLEAN
 
 
+class PortBusy(MachineNotClean):
+    """``host:port`` could not be bound within the wait; ``holder`` says who holds it."""
+
+    def __init__(self, host: str, port: int, waited_s: float, holder: str) -> None:
+        self.host, self.port, self.waited_s, self.holder = host, port, waited_s, holder
+        super().__init__(f"port {port} on {host} could not be bound after {waited_s:.0f} s: {holder}; "
+                         "stop whatever holds it or choose another server.port")
+
+
 class BaselineFailed(NcclTuneError):
     """The untuned baseline failed: nothing could be compared, so no tuned set is launched."""
 
@@ -135,6 +144,18 @@ class MachineFault(TrialFailed):
     def __init__(self, cause: str, port: int | None = None) -> None:
         super().__init__("machine_fault", cause)
         self.port = port
+
+
+class ServerListensElsewhere(TrialFailed):
+    """The server's log announces another port than ``server.port`` (a command without
+    ``{port}``, or a port flag overriding it): stopped at once instead of waiting
+    ``ready_timeout_s``. Status ``crashed``; ``port`` is the announced port, ``configured`` the
+    expected one."""
+
+    def __init__(self, port: int, configured: int, line: str) -> None:
+        self.port, self.configured, self.line = port, configured, line
+        super().__init__("crashed", f"the server listens on port {port}, but server.port is {configured} "
+                                    f"(log: {line.strip()[:160]}); put {{port}} in server.command")
 
 
 # -- the probe -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from tests.helpers import cli, envrate_command, server_processes, start_cli, wai
 from tuner.errors import TrialFailed
 from tuner.inputs.config import ServerConfig
 from tuner.judging import stats
-from tuner.server.launcher import ServerProcess, build_env
+from tuner.server import ServerProcess, build_env
 
 THREE_PRESETS = """
 [[presets]]

@@ -26,7 +26,7 @@ from typing import Any
 from tuner.diagnose.model import DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow
 from tuner.nccl import Operation, ParsedLog, TuningTable, launch, parse_log, topology_from_log
 from tuner.redaction import is_secret
-from tuner.server.backend import Backend, allreduce_backend
+from tuner.server import Backend, allreduce_backend
 
 __all__ = ["PROBE_MARK", "build_diagnosis"]
 

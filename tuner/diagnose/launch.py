@@ -19,12 +19,10 @@ from tuner.diagnose.model import DecodeSize, Diagnosis
 from tuner.errors import MachineNotClean, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
-from tuner.measure import probe
-from tuner.measure.readiness import ready_check
+from tuner.measure import RunMetrics, find_api_key, make_client, ready_check, run_probe
 from tuner.nccl import is_tuning_variable
 from tuner.redaction import redact, scrub, secret_values
-from tuner.server import preflight
-from tuner.server.launcher import ServerProcess, build_env, port_holder, port_in_use
+from tuner.server import ServerProcess, build_env, port_holder, port_in_use, preflight
 from tuner.server.signals import SignalGuard
 
 __all__ = ["LOG_NAME", "check_inputs", "model_decode_size", "run"]
@@ -107,17 +105,17 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
 def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeats: int, info: dict[str, Any]) -> None:
     """``repeats`` streamed completions, none recorded as a measurement (TUNING logging is on)."""
     pc, url = cfg.probe, cfg.server.base_url
-    key = probe.find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
+    key = find_api_key(cfg.server.api_key, os.environ, cfg.server.env)
 
-    def count(_i: int, run: probe.RunMetrics) -> None:
+    def count(_i: int, run: RunMetrics) -> None:
         info["requests"] += 1
         info["completion_tokens"] += run.completion_tokens
 
     try:
-        with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
-            probe.run_probe(url, model=cfg.server.model, prompt=pc.prompt, max_tokens=max_tokens, warmup=0,
-                            repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
-                            client=client, on_run=count)
+        with make_client(pc.stall_timeout_s, api_key=key) as client:
+            run_probe(url, model=cfg.server.model, prompt=pc.prompt, max_tokens=max_tokens, warmup=0,
+                      repeats=repeats, stall_timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint,
+                      client=client, on_run=count)
     except ProbeError as exc:
         raise server.request_failure(exc, "during the diagnose probe") from None
 

@@ -2,7 +2,7 @@
 
 For each concurrency level C the bench runs C worker threads; each worker owns one keep-alive
 ``httpx.Client`` and issues ``requests`` streamed requests one after another with
-``probe.stream_once``.  So a level sends **C x requests requests in total, with C in flight at
+``tuner.measure.stream.stream_once``.  So a level sends **C x requests requests in total, with C in flight at
 a time** (the table prints "ok/total" with total = C x requests).
 
 Per level (units: s, tok/s):
@@ -11,19 +11,20 @@ Per level (units: s, tok/s):
   request of the level has finished (or failed).
 * ``aggregate_tok_s`` = sum of completion tokens of the ok requests / ``wall_s``.
 * ``latency_avg_s`` / ``latency_p50_s`` / ``latency_p99_s``: E2E latency of the ok requests
-  (request sent -> last token chunk; ``tuner.measure.probe``'s definitions), percentiles linearly
+  (request sent -> last token chunk; ``tuner.measure.results``' definitions), percentiles linearly
   interpolated; None when no request succeeded.
 * ``ttft_avg_s``: mean TTFT of the ok requests whose timing is measurable (not a burst,
-  ``tuner.measure.probe.is_burst``); None when there is none.
+  ``tuner.measure.results.is_burst``); None when there is none.
 * ``tokens_counted``: True when any ok request's token count was a guess (no usage chunk and no
   ``length`` finish: chunks counted, a lower bound); the table says so under it.
 * ``errors``: one short string per failed request (``"ProbeStalled: ..."``); a failed request
   does not stop its worker.
 
 Completion tokens are ``usage.completion_tokens`` (``ignore_eos: true``, so every request makes
-max_tokens tokens on vLLM/SGLang); see ``tuner.measure.probe`` for the definitions and errors. Requests
-go through ``tuner.measure.probe.stream_once`` on clients from ``tuner.measure.probe.make_client`` (the same API
-key header, stall clock and httpx-to-ProbeError mapping as the probe).
+max_tokens tokens on vLLM/SGLang); see ``tuner.measure.tally`` and ``tuner.measure.stream`` for the
+definitions and errors. Requests go through ``tuner.measure.stream.stream_once`` on clients from
+``tuner.measure.client.make_client`` (the same API key header, stall clock and httpx-to-ProbeError
+mapping as the probe).
 """
 
 from __future__ import annotations
@@ -38,15 +39,11 @@ from typing import Any
 
 import httpx
 
-from tuner.measure.probe import (
-    DEFAULT_PROMPT,
-    Endpoint,
-    ProbeError,
-    discover_model,
-    make_client,
-    percentile,
-    stream_once,
-)
+from tuner.errors import ProbeError
+from tuner.measure.client import discover_model, make_client
+from tuner.measure.results import percentile
+from tuner.measure.runs import DEFAULT_PROMPT
+from tuner.measure.stream import Endpoint, stream_once
 
 __all__ = [
     "BENCH_HELP",

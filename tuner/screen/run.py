@@ -1,6 +1,6 @@
 """One screen run: an nccl-tests command under one NCCL set, bounded, logged, torn down whole.
 
-Environment: the server's rules (:func:`tuner.server.launcher.build_env`): every inherited ``NCCL_*``
+Environment: the server's rules (:func:`tuner.server.build_env`): every inherited ``NCCL_*``
 and ``CUDA_DEVICE_MAX_CONNECTIONS`` removed, ``server.env`` applied, the set on top, plus the
 launcher's marker variable so descendants that leave the process group are still found. The
 command runs as an argv list in its own session; its stdout and stderr go to
@@ -42,7 +42,7 @@ import psutil
 
 from tuner.redaction import scrub, secret_values
 from tuner.screen import nccltests
-from tuner.server.launcher import MARKER, build_env, kill_leftover
+from tuner.server import MARKER, ServerIdentity, build_env, kill_leftover
 
 #: Seconds a ``-h`` probe may take.
 PROBE_TIMEOUT_S = 30.0
@@ -80,7 +80,7 @@ class Finished:
 def screen_env(inherited: Mapping[str, str], server_env: Mapping[str, str],
                set_env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The environment of a screen run and the inherited tuning names removed (the server's
-    rules, :func:`tuner.server.launcher.build_env`)."""
+    rules, :func:`tuner.server.build_env`)."""
     return build_env(inherited, server_env, set_env)
 
 
@@ -125,7 +125,7 @@ def _teardown(proc: subprocess.Popen[bytes], marker: str, create_time: float) ->
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)  # reaped only now
-    kill_leftover({"pgid": proc.pid, "create_time": create_time, "marker": marker}, grace_s=KILL_GRACE_S)
+    kill_leftover(ServerIdentity(marker, pgid=proc.pid, create_time=create_time), grace_s=KILL_GRACE_S)
     left = []
     for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):

@@ -1,1 +1,111 @@
-"""One inference-server launch: process, ports, readiness, teardown, log tail, GPUs, signals, pre-launch checks."""
+"""One inference-server launch: start it under one environment, wait until it serves, judge a
+failure, tear it down completely; its log, its port, its GPUs, the signals that stop it and the
+checks before a night. One relaunch::
+
+    wait_port_bindable(cfg.host, cfg.port)            # TIME_WAIT included; PortBusy if held
+    with ServerProcess(cfg, env, log_path, flags=flags) as server:
+        load_s = server.wait_ready(cfg.ready_timeout_s, ready_check=one_token_request)
+        try:
+            ...                                      # smoke check, warmup, recorded runs
+        except ProbeError as exc:
+            raise server.request_failure(exc, "during warmup") from None
+    server.teardown_report                           # always set, whatever happened inside
+
+The leaves, one job each: :mod:`~tuner.server.process` (the launch and its lifetime),
+:mod:`~tuner.server.env` (its environment), :mod:`~tuner.server.ports` (its port),
+:mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed),
+:mod:`~tuner.server.teardown` (ending it), :mod:`~tuner.server.identity` (finding it again),
+:mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.backend` (which
+code carries its decode allreduce), :mod:`~tuner.server.logtail` (what the
+log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
+:mod:`~tuner.server.preflight` (checks before the wait; its functions are called through the
+module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s).
+
+The leaves import each other by leaf path, never through this face.
+"""
+
+from tuner.server import gpu, preflight
+from tuner.server.backend import SERVER_OVERRIDES, Backend, BackendName, allreduce_backend
+from tuner.server.env import build_env, split_inherited
+from tuner.server.failure import (
+    DEATH_GRACE_S,
+    ELSEWHERE_GRACE_S,
+    Launch,
+    LaunchWatch,
+    crash_cause,
+    crash_failure,
+    log_cause,
+    request_failure,
+)
+from tuner.server.identity import MARKER, ServerIdentity
+from tuner.server.logpump import LogPump
+from tuner.server.logtail import (
+    CAUSE_MAX_CHARS,
+    Cause,
+    CauseKind,
+    announced_port,
+    extract_cause,
+    find_cause,
+    level_and_body,
+    line_kind,
+)
+from tuner.server.ports import (
+    PORT_WAIT_S,
+    port_bindable,
+    port_holder,
+    port_in_use,
+    port_users,
+    wait_port_bindable,
+)
+from tuner.server.process import ServerProcess
+from tuner.server.readiness import Starting, says_loading, wait_ready
+from tuner.server.signals import HANDLED, SignalGuard, TeardownWindow
+from tuner.server.teardown import LaunchProcesses, TeardownReport, kill_leftover, marked_processes, tear_down
+
+__all__ = [
+    "CAUSE_MAX_CHARS",
+    "DEATH_GRACE_S",
+    "ELSEWHERE_GRACE_S",
+    "HANDLED",
+    "MARKER",
+    "PORT_WAIT_S",
+    "SERVER_OVERRIDES",
+    "Backend",
+    "BackendName",
+    "Cause",
+    "CauseKind",
+    "Launch",
+    "LaunchProcesses",
+    "LaunchWatch",
+    "LogPump",
+    "ServerIdentity",
+    "ServerProcess",
+    "SignalGuard",
+    "Starting",
+    "TeardownReport",
+    "TeardownWindow",
+    "allreduce_backend",
+    "announced_port",
+    "build_env",
+    "crash_cause",
+    "crash_failure",
+    "extract_cause",
+    "find_cause",
+    "gpu",
+    "kill_leftover",
+    "level_and_body",
+    "line_kind",
+    "log_cause",
+    "marked_processes",
+    "port_bindable",
+    "port_holder",
+    "port_in_use",
+    "port_users",
+    "preflight",
+    "request_failure",
+    "says_loading",
+    "split_inherited",
+    "tear_down",
+    "wait_port_bindable",
+    "wait_ready",
+]

@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from typing import Any
 
+__all__ = ["NO_GPU", "count", "describe", "used_bytes", "wait_released"]
+
 #: ``describe()["gpu"]`` on a machine where NVML (the driver) is absent.
 NO_GPU = "no NVIDIA GPU (NVML not available)"
 

@@ -20,6 +20,19 @@ from tuner.errors import InputError
 from tuner.inputs.config import ExperimentConfig, ServerConfig
 from tuner.server import gpu
 
+__all__ = [
+    "LOG_FILES_PER_NIGHT",
+    "MODEL_FLAGS",
+    "check",
+    "disk_problem",
+    "gpu_problem",
+    "model_path_problem",
+    "port_problem",
+    "port_warning",
+    "problems",
+    "warnings",
+]
+
 #: Flags whose value is a model path for vLLM (``vllm serve MODEL``, ``--model``) and SGLang
 #: (``--model-path``); vLLM: vllm/entrypoints/cli/serve.py, SGLang: sglang/srt/server_args.py.
 MODEL_FLAGS = ("--model", "--model-path", "--tokenizer")

@@ -16,6 +16,8 @@ from typing import Any
 
 from tuner.errors import Interrupted
 
+__all__ = ["HANDLED", "SignalGuard", "TeardownWindow"]
+
 HANDLED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 
 

@@ -2,8 +2,8 @@
 
 Each runner holds ``results/<study>/runners/<host>-port<port>.json`` open under an exclusive
 ``flock`` for its whole life, and writes into it the trial it is running and the identity of
-that trial's server (pid, process group, start time, marker). The kernel drops the lock when the
-process dies, however it dies, so:
+that trial's server (:class:`tuner.server.ServerIdentity`: pid, process group, start time,
+marker, port). The kernel drops the lock when the process dies, however it dies, so:
 
 * a second runner of the same study on the same host and port cannot take the lock and is
   refused, naming the live runner's pid;
@@ -27,6 +27,7 @@ from typing import IO, Any
 import psutil
 
 from tuner.errors import MachineNotClean
+from tuner.server import ServerIdentity
 
 
 def host_name() -> str:
@@ -92,10 +93,11 @@ class RunnerFile:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def set_trial(self, trial: int, trial_id: int | None, server: dict[str, Any]) -> None:
-        """Record the trial in flight and its server's identity (before and after start)."""
+    def set_trial(self, trial: int, trial_id: int | None, server: ServerIdentity) -> None:
+        """Record the trial in flight and its server's identity (before and after start), as
+        ``"server": ServerIdentity.to_json()``."""
         self._write({"pid": os.getpid(), "runner": runner_id(), "port": self.port, "trial": trial,
-                     "trial_id": trial_id, "server": server})
+                     "trial_id": trial_id, "server": server.to_json()})
 
     def clear_trial(self) -> None:
         """Nothing in flight any more."""

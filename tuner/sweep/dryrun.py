@@ -30,7 +30,7 @@ from tuner.nccl import (
 from tuner.planning.plan import split_params
 from tuner.record.trial import set_key
 from tuner.redaction import redact
-from tuner.server.launcher import split_inherited
+from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env
 
 #: Above this many points the sampler's distinct sets are not counted one by one.

@@ -48,8 +48,7 @@ from tuner.nccl import (
 from tuner.planning.plan import Planned, Planner, flag_params, split_params
 from tuner.record.trial import Kind, Status, TrialRecord, set_key
 from tuner.redaction import redact
-from tuner.server import preflight
-from tuner.server.launcher import kill_leftover, port_holder, port_in_use, split_inherited
+from tuner.server import ServerIdentity, kill_leftover, port_holder, port_in_use, preflight, split_inherited
 from tuner.server.signals import SignalGuard
 from tuner.study.host import this_host
 from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
@@ -265,7 +264,7 @@ class Sweep:
         by_id = dict(self.store.running())
         for path, info in left:
             if info.get("server"):
-                killed = kill_leftover(info["server"])
+                killed = kill_leftover(ServerIdentity.from_json(info["server"]))
                 self.progress.log(f"resume: the previous runner ({info.get('runner')}) died during trial "
                                   f"{info.get('trial')}; tore down its server ({len(killed)} processes)")
             trial_id = info.get("trial_id")

@@ -1,8 +1,8 @@
 """One relaunch of the server under one set, to one :class:`~tuner.record.trial.TrialRecord`.
 
-Wait until the port is bindable, launch in a new session (tuner.server.launcher), wait until ready
+Wait until the port is bindable, launch in a new session (:class:`tuner.server.ServerProcess`), wait until ready
 (readiness proven by a real request), the optional smoke and counting checks, warm-up and
-recorded probe runs (one probe loop, :func:`tuner.measure.probe.run_probe`), the optional concurrency
+recorded probe runs (one probe loop, :func:`tuner.measure.run_probe`), the optional concurrency
 table, then a teardown that signals cannot cut short and a check that nothing of the server is
 left; then what NCCL said in the log (:mod:`tuner.sweep.evidence`). A failure at any step
 becomes the record's status and cause; only a signal (Interrupted) and a port held by a
@@ -23,11 +23,20 @@ import httpx
 from tuner.errors import MachineFault, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.judging import stats
-from tuner.measure import bench, probe
-from tuner.measure.readiness import ready_check
+from tuner.measure import (
+    ProbeResult,
+    discover_model,
+    find_api_key,
+    levels_to_json,
+    make_client,
+    ready_check,
+    run_bench,
+    run_probe,
+    smoke_check,
+)
 from tuner.nccl import NcclVersion
 from tuner.record.trial import Status, TrialRecord
-from tuner.server.launcher import ServerProcess, TeardownReport, port_holder, wait_port_bindable
+from tuner.server import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard
 from tuner.study.inflight import RunnerFile
 from tuner.sweep import evidence
@@ -106,7 +115,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     probe_started: float | None = None
     probe_ended: float | None = None
     window = ctx.signals.teardown_window()
-    ctx.runner_file.set_trial(record.trial, trial_id, {"marker": server.marker})  # no window unrecorded
+    ctx.runner_file.set_trial(record.trial, trial_id, server.identity())  # no window unrecorded: the marker
     try:
         # the server's __exit__ (its teardown) runs with signals held: a signal waits for it
         with window.closing(), server, window.opening():
@@ -150,35 +159,35 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
              want: int) -> None:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
-    :func:`tuner.measure.probe.run_probe`), the concurrency table; a failed request is judged by the
+    :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
     launcher (crashed, hung, unhealthy, with the log's root cause)."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
-    key = probe.find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
+    key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
 
     def on_event(name: str, detail: str) -> None:
         phase[0] = name
         on_phase(name, detail)
 
-    with probe.make_client(pc.stall_timeout_s, api_key=key) as client:
+    with make_client(pc.stall_timeout_s, api_key=key) as client:
         try:
-            model = ctx.cfg.server.model or probe.discover_model(url, client=client)
+            model = ctx.cfg.server.model or discover_model(url, client=client)
             if pc.check is not None:
                 on_phase("check", "")
                 _checks(ctx, client, model, record)
-            result = probe.run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
-                                     warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
-                                     endpoint=pc.endpoint, client=client, on_event=on_event)
+            result = run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
+                               warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
+                               endpoint=pc.endpoint, client=client, on_event=on_event)
         except ProbeError as exc:
             raise server.request_failure(exc, f"during {phase[0]}") from None
         _summarise(record, result)
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
-            levels = bench.run_bench(url, model=model, concurrency=list(pc.concurrency),
-                                     requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
-                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
-                                     endpoint=pc.endpoint, api_key=key)
-            record.concurrency = bench.levels_to_json(levels)
+            levels = run_bench(url, model=model, concurrency=list(pc.concurrency),
+                               requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
+                               prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
+                               endpoint=pc.endpoint, api_key=key)
+            record.concurrency = levels_to_json(levels)
 
 
 def counted_in_order(text: str, n: int) -> bool:
@@ -199,16 +208,16 @@ def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRe
     check, url, pc = ctx.cfg.probe.check, ctx.cfg.server.base_url, ctx.cfg.probe
     assert check is not None
     if check.prompt is not None and check.expect is not None:
-        res = probe.smoke_check(client, url, model, check.prompt, check.expect, max_tokens=check.max_tokens,
-                                timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
+        res = smoke_check(client, url, model, check.prompt, check.expect, max_tokens=check.max_tokens,
+                          timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint)
         if res.wrong:
             raise TrialFailed(Status.INVALID_OUTPUT, f"smoke check: {check.prompt!r} {res.describe(check.expect)}")
         if res.cut_off:
             ctx.log(f"trial {record.trial}: smoke check {res.describe(check.expect)}")
     if check.count_to is not None:
         n = check.count_to
-        res = probe.smoke_check(client, url, model, f"Count from 1 to {n}.", "1", max_tokens=8 * n + 16,
-                                timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint, retry_max_tokens=16 * n + 64)
+        res = smoke_check(client, url, model, f"Count from 1 to {n}.", "1", max_tokens=8 * n + 16,
+                          timeout_s=pc.stall_timeout_s, endpoint=pc.endpoint, retry_max_tokens=16 * n + 64)
         if res.cut_off:
             ctx.log(f"trial {record.trial}: counting check cut off at max_tokens={res.max_tokens}: not judged")
         elif not counted_in_order(res.answer, n):
@@ -216,8 +225,8 @@ def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRe
                               f"{res.answer[:120]!r}, not 1..{n} in order (corrupted output?)")
 
 
-def _summarise(record: TrialRecord, result: probe.ProbeResult) -> None:
-    """The recorded runs and their medians into the record (probe.ProbeResult's definitions)."""
+def _summarise(record: TrialRecord, result: ProbeResult) -> None:
+    """The recorded runs and their medians into the record (ProbeResult's definitions)."""
     runs = result.runs
     record.output_tok_s_runs = result.output_tok_s_runs
     record.output_tok_s = result.output_tok_s

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
+from tuner.errors import ProbeHTTPError
 from tuner.measure.bench import format_table, run_bench
-from tuner.measure.probe import ProbeHTTPError
 
 KEY = "sk-bench-1234"
 

@@ -1,6 +1,6 @@
-"""tuner.measure.probe against the independent reference server (tests/refserver.py) and mock streams.
+"""tuner.measure (the probe) against the independent reference server (tests/refserver.py) and mock streams.
 
-Truth for the single-stream figure (tuner.measure.probe's definitions): completion_tokens / E2E with E2E
+Truth for the single-stream figure (tuner.measure.results' definitions): completion_tokens / E2E with E2E
 including TTFT; the reference server's last token leaves at ttft + (N - 1) / rate, so
 truth = N / (ttft + (N - 1) / rate).
 """
@@ -15,13 +15,9 @@ import httpx
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
-from tuner.measure.probe import (
-    ProbeConnectError,
-    ProbeDisconnected,
-    ProbeError,
-    ProbeHTTPError,
+from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
+from tuner.measure import (
     ProbeResult,
-    ProbeStalled,
     RunMetrics,
     api_url,
     discover_model,
@@ -381,7 +377,7 @@ def test_smoke_check_http_error(ref):
 def test_percentile_matches_numpy_linear():
     import numpy as np
 
-    from tuner.measure.probe import percentile
+    from tuner.measure import percentile
 
     vals = sorted([0.3, 0.1, 0.7, 0.2, 0.9, 0.4])
     for q in (0, 25, 50, 90, 99, 100):

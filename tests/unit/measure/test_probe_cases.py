@@ -7,16 +7,8 @@ import time
 
 import pytest
 
-from tuner.measure.probe import (
-    ProbeError,
-    ProbeHTTPError,
-    ProbeStalled,
-    discover_model,
-    format_result,
-    make_client,
-    run_probe,
-    smoke_check,
-)
+from tuner.errors import ProbeError, ProbeHTTPError, ProbeStalled
+from tuner.measure import discover_model, format_result, make_client, run_probe, smoke_check
 
 # Every case asserts timings or rates: run with nothing beside them (make test's 'alone' pass).
 pytestmark = pytest.mark.alone

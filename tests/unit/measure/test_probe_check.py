@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from tuner.measure.probe import ProbeHTTPError, ProbeStalled, make_client, smoke_check
+from tuner.errors import ProbeHTTPError, ProbeStalled
+from tuner.measure import make_client, smoke_check
 
 Q = "What is the capital of France?"
 

@@ -11,16 +11,8 @@ import time
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
-from tuner.measure.probe import (
-    ProbeDisconnected,
-    ProbeError,
-    ProbeHTTPError,
-    ProbeIncomplete,
-    ProbeStalled,
-    make_client,
-    run_probe,
-    stream_once,
-)
+from tuner.errors import ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeIncomplete, ProbeStalled
+from tuner.measure import make_client, run_probe, stream_once
 
 
 def _once(url: str, max_tokens: int = 40, stall: float = 10.0, **kw):

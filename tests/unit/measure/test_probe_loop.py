@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
-from tuner.measure.probe import (
+from tuner.errors import ProbeHTTPError
+from tuner.measure import (
     MIN_TOKEN_GAP_S,
     FixedRuns,
-    ProbeHTTPError,
     ProbeResult,
     RunMetrics,
     StopWhen,

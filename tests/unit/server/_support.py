@@ -13,7 +13,7 @@ import psutil
 from tests.helpers import free_port
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeHTTPError, ProbeStalled
 from tuner.inputs.config import ServerConfig
-from tuner.server.launcher import MARKER
+from tuner.server import MARKER
 
 CASES = Path(__file__).resolve().parents[2] / "cases"
 

@@ -7,7 +7,7 @@ import pytest
 
 from tuner.errors import TrialFailed
 from tuner.record.trial import Status
-from tuner.server.launcher import ServerProcess
+from tuner.server import ServerProcess
 
 from ._support import config, marked, python_server, wait_for
 

@@ -6,8 +6,9 @@ import time
 
 import pytest
 
+from tuner.errors import ServerListensElsewhere
 from tuner.record.trial import Status
-from tuner.server.launcher import ELSEWHERE_GRACE_S, ServerListensElsewhere, ServerProcess
+from tuner.server import ELSEWHERE_GRACE_S, ServerProcess
 
 from ._support import config, free_port, python_server
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tuner.errors import MachineFault, MachineNotClean, TrialFailed
+from tuner.errors import MachineFault, MachineNotClean, PortBusy, TrialFailed
 from tuner.record.trial import Status
-from tuner.server.launcher import PortBusy, ServerProcess, port_bindable, port_users, wait_port_bindable
+from tuner.server import ServerProcess, port_bindable, port_users, wait_port_bindable
 
 from ._support import case_command, config, free_port, one_token_request
 

@@ -8,7 +8,7 @@ import re
 
 import psutil
 
-from tuner.server.launcher import ServerProcess
+from tuner.server import ServerProcess
 
 from ._support import case_command, config, marked, one_token_request, wait_for
 

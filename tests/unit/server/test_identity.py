@@ -1,0 +1,22 @@
+"""The server identity a runner file holds: the same JSON keys as before, old files read back."""
+
+from __future__ import annotations
+
+import json
+
+from tuner.server import ServerIdentity
+
+
+def test_to_json_keeps_the_runner_file_keys():
+    started = ServerIdentity("abc", pid=12, pgid=12, create_time=1700000000.5, port=8000)
+    assert started.to_json() == {"pid": 12, "pgid": 12, "create_time": 1700000000.5, "marker": "abc", "port": 8000}
+    assert ServerIdentity("abc").to_json() == {"marker": "abc"}  # recorded before the start
+    assert ServerIdentity.from_json(json.loads(json.dumps(started.to_json()))) == started
+
+
+def test_from_json_reads_what_older_runners_wrote():
+    assert ServerIdentity.from_json({"marker": "m"}) == ServerIdentity("m")
+    old = {"pid": "12", "pgid": "12", "create_time": "1700000000.5", "marker": "m"}  # numbers as text, no port
+    assert ServerIdentity.from_json(old) == ServerIdentity("m", pid=12, pgid=12, create_time=1700000000.5)
+    junk = {"pgid": "x", "create_time": None, "port": True}
+    assert ServerIdentity.from_json(junk) == ServerIdentity("")

@@ -1,0 +1,161 @@
+"""The probe's HTTP side: the keep-alive client, the API key, URLs, the model's name, and the one
+mapping of HTTP failures to probe errors.
+
+Errors (all ``tuner.errors.ProbeError``, exit status 1): ``ProbeHTTPError`` (status >= 400, with
+a hint for a missing chat template or API key: :func:`status_error`), ``ProbeStalled``,
+``ProbeDisconnected``, ``ProbeConnectError``; httpx exceptions become these in one place,
+:func:`probe_error_from`.
+
+An API key (``make_client(api_key=...)``) is sent as ``Authorization: Bearer <key>`` and never
+appears in a message: an error body that echoes it is redacted (:func:`body_excerpt`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import httpx
+
+from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
+
+__all__ = [
+    "API_KEY_ENV",
+    "SERVER_API_KEY_ENV",
+    "api_url",
+    "body_excerpt",
+    "discover_model",
+    "find_api_key",
+    "make_client",
+    "probe_error_from",
+    "request_timeouts",
+    "status_error",
+]
+
+#: Environment variables the runner reads an API key from, in order (the OpenAI client's name).
+API_KEY_ENV = ("OPENAI_API_KEY",)
+#: Names under which a server is given its key in its own environment (vLLM reads
+#: ``VLLM_API_KEY`` in ``vllm/entrypoints/openai/api_server.py`` when ``--api-key`` is unset).
+SERVER_API_KEY_ENV = ("VLLM_API_KEY",)
+
+_BODY_EXCERPT = 500  # characters of an error body kept in ProbeHTTPError
+_CHAT_TEMPLATE = re.compile(r"chat[ _-]?template", re.IGNORECASE)
+
+
+def make_client(stall_timeout_s: float = 60.0, connect_timeout_s: float = 10.0, *,
+                api_key: str | None = None) -> httpx.Client:
+    """A keep-alive ``httpx.Client`` whose read timeout is the stall timeout (s).
+
+    ``api_key``: sent as ``Authorization: Bearer <key>`` on every request (vLLM ``--api-key``,
+    SGLang ``--api-key``); never logged nor put in an error message.
+    """
+    headers = {"Accept": "text/event-stream, application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return httpx.Client(timeout=request_timeouts(stall_timeout_s, connect_timeout_s), headers=headers)
+
+
+def find_api_key(explicit: str | None = None, runner_env: Mapping[str, str] | None = None,
+                 server_env: Mapping[str, str] | None = None) -> str | None:
+    """The API key to send: ``explicit`` (e.g. ``server.api_key``), else the runner's
+    ``OPENAI_API_KEY`` (:data:`API_KEY_ENV`), else a key the server is given in its own
+    environment under a known name (:data:`SERVER_API_KEY_ENV`); None when there is none."""
+    if explicit:
+        return explicit
+    for env, names in ((runner_env, API_KEY_ENV), (server_env, SERVER_API_KEY_ENV)):
+        for name in names:
+            if env and env.get(name):
+                return env[name]
+    return None
+
+
+def api_url(base_url: str, path: str) -> str:
+    """Join ``base_url`` (``http://h:p`` or ``http://h:p/v1``) and an API path like ``/v1/models``."""
+    base = base_url.rstrip("/")
+    if base.endswith("/v1") and path.startswith("/v1/"):
+        base = base[:-3]
+    return base + path
+
+
+def request_timeouts(stall_timeout_s: float, connect_timeout_s: float = 10.0) -> httpx.Timeout:
+    """httpx timeouts of a probe request (s): read, write and pool the stall timeout, connect the
+    smaller of the two."""
+    return httpx.Timeout(connect=min(connect_timeout_s, stall_timeout_s), read=stall_timeout_s,
+                         write=stall_timeout_s, pool=stall_timeout_s)
+
+
+def _secret(client: httpx.Client) -> str | None:
+    auth = client.headers.get("Authorization", "")
+    return auth.split(" ", 1)[1] if auth.startswith("Bearer ") else None
+
+
+def body_excerpt(text: str, secret: str | None = None) -> str:
+    """``text`` on one line, ``secret`` replaced by ``***``, cut at 500 characters (``...``)."""
+    if secret:
+        text = text.replace(secret, "***")
+    text = " ".join(text.split())
+    return text[:_BODY_EXCERPT] + ("..." if len(text) > _BODY_EXCERPT else "")
+
+
+def probe_error_from(exc: httpx.HTTPError, url: str, timeout_s: float, after: str = "") -> ProbeError:
+    """The probe error for an httpx exception (the one mapping used by every request here).
+
+    ConnectError/ConnectTimeout/UnsupportedProtocol -> ProbeConnectError; other timeouts ->
+    ProbeStalled (``timeout_s``); dropped connections (RemoteProtocolError, ReadError,
+    WriteError, CloseError, other transport errors) -> ProbeDisconnected; anything else (e.g.
+    a decoding error) -> ProbeError. ``after`` says how far the request got (e.g. "after 12
+    token chunks"); the message never holds request headers (the API key).
+    """
+    where = f" {after}" if after else ""
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol)):
+        return ProbeConnectError(f"cannot connect to {url}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, httpx.TimeoutException):
+        return ProbeStalled(f"nothing from {url} for {timeout_s:g} s (stall timeout){where}", timeout_s)
+    if isinstance(exc, httpx.TransportError):
+        return ProbeDisconnected(f"connection to {url} dropped{where}: {type(exc).__name__}: {exc}")
+    return ProbeError(f"{url}{where}: {type(exc).__name__}: {exc}")
+
+
+def status_error(resp: httpx.Response, client: httpx.Client, endpoint: str | None = None) -> ProbeHTTPError:
+    """ProbeHTTPError for a response with status >= 400 (the body must have been read)."""
+    secret = _secret(client)
+    body = body_excerpt(resp.text, secret)
+    hint = ""
+    if endpoint == "chat" and _CHAT_TEMPLATE.search(resp.text):
+        hint = ("the model has no chat template, as a base model: measure it on the completions endpoint with "
+                'probe.endpoint = "completions" in the experiment file or --endpoint completions')
+    elif resp.status_code in (401, 403):
+        hint = ("the API key sent was refused" if secret else
+                "the server requires an API key: set OPENAI_API_KEY or server.api_key")
+    return ProbeHTTPError(resp.status_code, body, hint)
+
+
+def discover_model(base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 10.0,
+                   api_key: str | None = None) -> str:
+    """``data[0].id`` of ``GET /v1/models``.
+
+    ``api_key`` is used only when no ``client`` is given (a caller's client carries its own).
+    Raises ProbeConnectError (unreachable), ProbeHTTPError (status >= 400), ProbeStalled,
+    ProbeDisconnected, ProbeError (no model listed or not JSON).
+    """
+    url = api_url(base_url, "/v1/models")
+    c = client or make_client(timeout_s, api_key=api_key)
+    try:
+        try:
+            resp = c.get(url, timeout=request_timeouts(timeout_s))
+        except httpx.HTTPError as e:
+            raise probe_error_from(e, url, timeout_s) from e
+        if resp.status_code >= 400:
+            raise status_error(resp, c)
+        try:
+            model = (resp.json().get("data") or [])[0]["id"]
+        except (ValueError, AttributeError, LookupError, TypeError) as e:
+            raise ProbeError(
+                f"GET {url} listed no model (expected JSON with data[0].id); pass the model name explicitly"
+            ) from e
+        if not isinstance(model, str) or not model:
+            raise ProbeError(f"GET {url}: data[0].id is not a model name: {model!r}")
+        return model
+    finally:
+        if client is None:
+            c.close()

@@ -1,0 +1,258 @@
+"""What a probe measured: one stream's timing (:class:`RunMetrics`), the recorded runs and their
+medians (:class:`ProbeResult`), and the console table of ``nccl-tune probe``.
+
+Definitions (the field-standard ones of vLLM ``vllm/benchmarks/serve.py``, formerly
+``benchmarks/benchmark_serving.py``, and SGLang ``python/sglang/bench_serving.py``):
+
+* Clock: ``time.perf_counter``; t_send is taken just before the request is sent.
+* TTFT (s): arrival of the first token chunk (:mod:`tuner.measure.tally`), from t_send. E2E (s):
+  arrival of the last one.
+* Output tokens: ``RunMetrics.tokens_source`` (the rules: :mod:`tuner.measure.tally`).
+* output tok/s = output_tokens / E2E (the figure users quote: "512 tokens in 8.5 s").
+* TPOT (s) = (E2E - TTFT) / (output_tokens - 1); decode tok/s = 1 / TPOT. ITL: gaps between
+  token chunks (per chunk, not per token). All three need the tokens to arrive as they are
+  made: see :func:`is_burst` for when they do not (``RunMetrics.timing_measurable``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["MIN_TOKEN_GAP_S", "ProbeResult", "RunMetrics", "TokensSource", "format_result", "is_burst", "percentile"]
+
+#: Shortest plausible time per token of one stream (s): 10,000 tok/s. The fastest single-stream
+#: decode published (wafer-scale and LPU systems, small models) is about 2,000-3,000 tok/s, so a
+#: stream never makes tokens this fast; a backlog read at once arrives at a few us per chunk
+#: (one read, then JSON parsing), 20-100x faster. See :func:`is_burst`.
+MIN_TOKEN_GAP_S = 1e-4
+
+#: Where a run's output token count came from (:mod:`tuner.measure.tally`).
+TokensSource = Literal["usage", "max_tokens", "chunks"]
+
+
+def percentile(sorted_vals: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of an ascending non-empty list; q in [0, 100]."""
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    pos = (len(sorted_vals) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def is_burst(times: Sequence[float], tokens: int) -> bool:
+    """True when the tokens of a stream arrived in a burst, so TTFT/TPOT/ITL are not measurable.
+
+    ``times``: arrival times (s, ascending) of the k token chunks; ``tokens``: output tokens.
+    Rule: with ``tokens >= 2``, a burst is either all tokens in one chunk (k = 1), or more than
+    half of the chunks (m = k // 2 + 1 consecutive ones) arriving within less than
+    ``(m - 1) * (tokens / k) * MIN_TOKEN_GAP_S``, i.e. more than half of the tokens delivered
+    faster than 10,000 tok/s, a rate no single stream decodes at (:data:`MIN_TOKEN_GAP_S`).
+
+    Why: when a server's HTTP layer is starved (a CPU build on 2 cores, seen with vLLM) or a
+    proxy buffers the whole response, the tokens reach the client long after they were made,
+    nearly at once: TTFT becomes about E2E, TPOT about 0 (0.01 ms). Output tok/s = tokens / E2E
+    stays right, since the last token still arrives when the stream ends. The rule is scaled by
+    the token count rather than a fixed window, so a short fast stream (8 tokens at 1,000 tok/s
+    within 7 ms) is not a burst, and a long burst parsed by a slow client (1,000 chunks at 20 us
+    each) still is. Chunks carrying several tokens (a server's stream interval) are weighed by
+    ``tokens / k``. Proxies that deliver in small batches spread over the stream are not bursts
+    (their densest half still spans about half of the stream).
+    """
+    k = len(times)
+    if tokens < 2 or k == 0:
+        return False
+    if k == 1:
+        return True
+    m = k // 2 + 1
+    densest = min(times[i + m - 1] - times[i] for i in range(k - m + 1))
+    return densest < (m - 1) * (tokens / k) * MIN_TOKEN_GAP_S
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Timing of one streamed request (units: s, tokens, tok/s).
+
+    ``ttft_s``/``e2e_s``: first/last token chunk from the moment the request was sent
+    (perf_counter); with ``timing_measurable`` False (a burst, :func:`is_burst`) ``ttft_s`` is
+    only when the first token was delivered, not when it was made. ``completion_tokens``: see
+    ``tokens_source`` ("usage", "max_tokens" or "chunks"; :mod:`tuner.measure.tally`).
+    ``itl_median_s``/``itl_p99_s``: gaps between token chunks (None with < 2 chunks or in a
+    burst); ``chunks``: token chunks seen; ``content_deltas``/``reasoning_deltas``: chunks with
+    content / reasoning text; ``text``: generated content; ``reasoning``: reasoning text;
+    ``finish_reason`` of the last choice that had one (None if none was sent).
+    """
+
+    ttft_s: float
+    e2e_s: float
+    completion_tokens: int
+    tokens_source: TokensSource = "usage"
+    itl_median_s: float | None = None
+    itl_p99_s: float | None = None
+    chunks: int = 0
+    content_deltas: int = 0
+    reasoning_deltas: int = 0
+    text: str = ""
+    finish_reason: str | None = None
+    timing_measurable: bool = True
+    reasoning: str = ""
+
+    @property
+    def tokens_counted(self) -> bool:
+        """True when the token count is a guess: no usage and no ``length`` finish, so the token
+        chunks were counted (a lower bound; output tok/s is a lower bound too)."""
+        return self.tokens_source == "chunks"
+
+    @property
+    def output_tok_s(self) -> float:
+        """completion_tokens / e2e_s (tok/s)."""
+        return self.completion_tokens / self.e2e_s if self.e2e_s > 0 else float("inf")
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(e2e_s - ttft_s) / (completion_tokens - 1) in s; None with fewer than 2 tokens or
+        when the timing is not measurable (a burst)."""
+        if self.completion_tokens < 2 or not self.timing_measurable:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.completion_tokens - 1)
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """1 / TPOT (tok/s, prefill excluded); None when TPOT is None or 0."""
+        tpot = self.tpot_s
+        return 1.0 / tpot if tpot else None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"output_tok_s", "ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "completion_tokens",
+        "tokens_source", "timing_measurable"}`` (floats in s and tok/s; None when not measurable)."""
+        return {
+            "output_tok_s": self.output_tok_s,
+            "ttft_s": self.ttft_s if self.timing_measurable else None,
+            "tpot_s": self.tpot_s,
+            "decode_tok_s": self.decode_tok_s,
+            "e2e_s": self.e2e_s,
+            "completion_tokens": self.completion_tokens,
+            "tokens_source": self.tokens_source,
+            "timing_measurable": self.timing_measurable,
+        }
+
+
+@dataclass
+class ProbeResult:
+    """Recorded (non-warm-up) runs of one probe; the summary properties are medians.
+
+    TTFT, TPOT and decode tok/s are reported only when every run's timing is measurable
+    (``timing_measurable``): a probe that mixes bursty and paced runs gives None rather than a
+    median over a subset.
+    """
+
+    runs: list[RunMetrics] = field(default_factory=list)
+
+    def _median(self, attr: str, timing: bool = False) -> float | None:
+        if timing and not self.timing_measurable:
+            return None
+        vals = [v for v in (getattr(r, attr) for r in self.runs) if v is not None]
+        return statistics.median(vals) if vals else None
+
+    @property
+    def output_tok_s(self) -> float | None:
+        """Median of per-run output tok/s (None with no runs)."""
+        return self._median("output_tok_s")
+
+    @property
+    def output_tok_s_runs(self) -> list[float]:
+        """Per recorded run: completion tokens / E2E (tok/s)."""
+        return [r.output_tok_s for r in self.runs]
+
+    @property
+    def decode_tok_s(self) -> float | None:
+        """Median of per-run 1 / TPOT (tok/s); None with no runs or when not measurable."""
+        return self._median("decode_tok_s", timing=True)
+
+    @property
+    def decode_tok_s_runs(self) -> list[float]:
+        """Per recorded run: 1 / TPOT (tok/s); empty when any run's timing is not measurable."""
+        if not self.timing_measurable:
+            return []
+        return [d for d in (r.decode_tok_s for r in self.runs) if d is not None]
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Median TTFT (s) over the recorded runs (None with no runs or when not measurable)."""
+        return self._median("ttft_s", timing=True)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Median TPOT (s) over the recorded runs (None with no runs or when not measurable)."""
+        return self._median("tpot_s", timing=True)
+
+    @property
+    def e2e_s(self) -> float | None:
+        """Median E2E latency (s) over the recorded runs (None with no runs)."""
+        return self._median("e2e_s")
+
+    @property
+    def completion_tokens(self) -> float | None:
+        """Median completion tokens over the recorded runs (None with no runs)."""
+        return self._median("completion_tokens")
+
+    @property
+    def tokens_counted(self) -> bool:
+        """True when any run's count is a guess (counted chunks: a lower bound; flag it)."""
+        return any(r.tokens_counted for r in self.runs)
+
+    @property
+    def tokens_source(self) -> TokensSource | None:
+        """The weakest source over the runs: "chunks" > "max_tokens" > "usage" (None: no runs)."""
+        sources = {r.tokens_source for r in self.runs}
+        weakest_first: tuple[TokensSource, ...] = ("chunks", "max_tokens", "usage")
+        return next((s for s in weakest_first if s in sources), None)
+
+    @property
+    def timing_measurable(self) -> bool:
+        """False when any run's tokens arrived in a burst (TTFT/TPOT/ITL not measurable)."""
+        return all(r.timing_measurable for r in self.runs)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"output_tok_s", "decode_tok_s", "tokens_source", "tokens_counted",
+        "timing_measurable", "runs": [RunMetrics.to_json(), ...]}`` (medians in tok/s)."""
+        return {
+            "output_tok_s": self.output_tok_s,
+            "decode_tok_s": self.decode_tok_s,
+            "tokens_source": self.tokens_source,
+            "tokens_counted": self.tokens_counted,
+            "timing_measurable": self.timing_measurable,
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+def format_result(result: ProbeResult) -> str:
+    """The console table of ``nccl-tune probe``: one row per recorded run, the median, and a
+    note under the table whenever a figure is a guess or not measurable (lines of text)."""
+    header = f"{'run':>4} {'tok/s':>9} {'TTFT s':>8} {'TPOT ms':>8} {'decode tok/s':>12} {'E2E s':>7} {'tokens':>7}"
+    lines = [header]
+    marks = {"usage": "", "max_tokens": " (=max_tokens)", "chunks": " (counted: a lower bound)"}
+    for i, r in enumerate(result.runs, 1):
+        ttft = f"{r.ttft_s:.3f}" if r.timing_measurable else "-"
+        tpot = f"{r.tpot_s * 1000:.2f}" if r.tpot_s is not None else "-"
+        dec = f"{r.decode_tok_s:.1f}" if r.decode_tok_s is not None else "-"
+        lines.append(f"{i:>4} {r.output_tok_s:>9.2f} {ttft:>8} {tpot:>8} {dec:>12} {r.e2e_s:>7.2f} "
+                     f"{r.completion_tokens:>7}{marks[r.tokens_source]}")
+    median = result.output_tok_s
+    bound = " (a lower bound)" if result.tokens_counted else ""
+    lines.append(f"median output tok/s: {median:.2f}{bound}" if median is not None else "no runs")
+    if result.decode_tok_s is not None:
+        lines.append(f"median decode tok/s (1 / TPOT): {result.decode_tok_s:.2f}{bound}")
+    if result.tokens_counted:
+        lines.append("note: the server sent no usage chunk and no finish_reason 'length', so tokens were "
+                     "counted from chunks; a chunk may carry several tokens: counts, output tok/s and decode "
+                     "tok/s are lower bounds (TPOT an upper bound).")
+    elif result.tokens_source == "max_tokens":
+        lines.append("note: no usage chunk; with ignore_eos and finish_reason 'length' the count is max_tokens.")
+    if not result.timing_measurable:
+        lines.append("note: tokens arrived in a burst (most of them within a few ms), not as they were made: "
+                     "TTFT, TPOT and decode tok/s are not measurable; output tok/s (tokens / E2E) is.")
+    return "\n".join(lines)

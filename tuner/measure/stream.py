@@ -1,0 +1,124 @@
+"""One streamed completion, timed: the request, the stream read line by line, the stall clock.
+
+Request body: ``stream: true``, ``stream_options: {include_usage: true}``, ``temperature: 0``,
+``max_tokens``, ``ignore_eos: true`` (vLLM/SGLang sampling-parameter extension: every run makes
+exactly max_tokens tokens). Endpoints: ``"chat"`` (``POST /v1/chat/completions``) or
+``"completions"`` (``POST /v1/completions``, for models without a chat template).
+
+A stall is time without a token: keep-alive traffic (SSE comments, ``data: {}``, empty or
+role-only deltas, usage-only chunks) never resets the stall clock, only a token chunk or a chunk
+with a finish_reason does. httpx's read timeout restarts on any byte, so the probe checks its own
+clock after every line; a stream that sends nothing at all ends at httpx's read timeout, set to
+the same ``stall_timeout_s``. A stall is therefore reported at the first line that arrives after
+``stall_timeout_s`` without a token (within one keep-alive interval of it), or
+``stall_timeout_s`` after the last byte when nothing more comes: never later than twice
+``stall_timeout_s`` after the last token.
+
+Errors: ``ProbeIncomplete`` (ended before max_tokens with ignore_eos), ``ProbeDisconnected``
+(connection dropped, or ended without [DONE] or a finish), plain ``ProbeError`` (no tokens, bad
+SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.measure.client`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import httpx
+
+from tuner.errors import ProbeStalled
+from tuner.measure.client import api_url, probe_error_from, request_timeouts, status_error
+from tuner.measure.results import RunMetrics
+from tuner.measure.sse import DONE, SseFramer, sse_lines
+from tuner.measure.tally import Tally, run_metrics
+
+__all__ = ["Endpoint", "stream_once"]
+
+#: The API a probe streams from.
+Endpoint = Literal["chat", "completions"]
+
+_ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def stream_once(
+    client: httpx.Client,
+    base_url: str,
+    *,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stall_timeout_s: float = 60.0,
+    endpoint: Endpoint | str = "chat",
+    ignore_eos: bool = True,
+) -> RunMetrics:
+    """Stream one completion and time it (the request and the stall rules: module docstring;
+    the definitions: :mod:`tuner.measure.results`, :mod:`tuner.measure.tally`; SSE:
+    :mod:`tuner.measure.sse`).
+
+    ``endpoint``: "chat" or "completions" (ValueError otherwise). ``stall_timeout_s`` (s):
+    longest time without a token, keep-alive traffic or not; the client's own timeout is
+    overridden. ``ignore_eos`` True (the probe) makes a stream that ends before ``max_tokens``
+    an error; False (the smoke check) takes the answer as it ends.
+
+    Raises ProbeHTTPError, ProbeStalled, ProbeDisconnected, ProbeConnectError, ProbeIncomplete
+    (ended before max_tokens with ignore_eos: finish_reason abort/stop, usage short), ProbeError
+    (no tokens, bad SSE/JSON, an error event or object in the stream).
+    """
+    path, body = _request(endpoint, model, prompt, max_tokens, ignore_eos)
+    url = api_url(base_url, path)
+    clock = time.perf_counter
+    tally = Tally(endpoint)
+    framer = SseFramer()
+    done = False  # [DONE] seen: the rest of the body is drained so the connection is reused
+    keepalive = 0  # lines that were not token chunks (to say so in a stall message)
+
+    t_send = clock()
+    last_token = t_send
+    try:
+        with client.stream("POST", url, json=body, timeout=request_timeouts(stall_timeout_s)) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                raise status_error(resp, client, endpoint)
+            for line in sse_lines(resp.iter_bytes()):
+                now = clock()
+                if done:
+                    continue
+                if now - last_token > stall_timeout_s:
+                    if tally.finish_reason is not None:
+                        break  # finished, then silence or pings without [DONE]: the run is complete
+                    pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
+                    raise ProbeStalled(
+                        f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
+                        f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
+                item = framer.feed(line)
+                if item is not None:
+                    event, obj = item
+                    if obj is DONE:
+                        done = True
+                    elif tally.feed(obj, event, now):
+                        last_token = now
+                        continue
+                if line:
+                    keepalive += 1
+            else:
+                item = None if done else framer.flush()
+                if item is not None:
+                    tally.feed(item[1], item[0], clock())
+    except httpx.HTTPError as e:
+        if not done and tally.finish_reason is None:
+            raise probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens)) from e
+    return run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None)
+
+
+def _request(endpoint: str, model: str, prompt: str, max_tokens: int, ignore_eos: bool) -> tuple[str, dict[str, Any]]:
+    if endpoint not in _ENDPOINT_PATHS:
+        raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return _ENDPOINT_PATHS[endpoint], body

@@ -1,0 +1,138 @@
+"""What one stream carried (token chunk times, text, usage, finish) and the run's metrics from it.
+
+* A *token chunk* is an SSE chunk whose first choice carries content (``delta.content``, or
+  ``text`` on the completions endpoint), reasoning (``delta.reasoning`` or
+  ``delta.reasoning_content``) or tool calls. The role-only chunk, empty deltas, ``data: {}``,
+  usage-only chunks and SSE comments are not token chunks.
+* Output tokens (``RunMetrics.tokens_source``): ``usage.completion_tokens`` of the last usage
+  object with a non-zero count ("usage"; reasoning tokens included); without usage, and with
+  ``ignore_eos`` and finish_reason ``length``, exactly ``max_tokens`` ("max_tokens"); otherwise
+  the token chunks are counted ("chunks"): a lower bound, since a chunk may carry several tokens,
+  flagged by ``RunMetrics.tokens_counted``.
+
+The timing definitions: :mod:`tuner.measure.results`.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from tuner.errors import ProbeDisconnected, ProbeError, ProbeIncomplete
+from tuner.measure.results import RunMetrics, TokensSource, is_burst, percentile
+from tuner.measure.sse import server_error
+
+__all__ = ["Tally", "run_metrics"]
+
+
+class Tally:
+    """What a stream carried so far: token chunk times (perf_counter s), content and reasoning
+    text, the usage count, the finish reason. ``endpoint``: "chat" reads ``delta``, else ``text``."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.chat = endpoint == "chat"
+        self.times: list[float] = []
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.content_deltas = 0
+        self.reasoning_deltas = 0
+        self.usage_tokens: int | None = None
+        self.finish_reason: str | None = None
+
+    def feed(self, obj: Any, event: str, now: float) -> bool:
+        """Take one payload; True when it carries a token or a finish (resets the stall clock)."""
+        msg = server_error(obj, event)
+        if msg is not None:
+            raise ProbeError(f"server error in stream after {len(self.times)} token chunks: {msg}")
+        if not isinstance(obj, dict):
+            return False
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            ct = usage.get("completion_tokens")
+            if isinstance(ct, int) and ct > 0:  # zeros are placeholders (usage in every chunk)
+                self.usage_tokens = ct
+        choices = obj.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return False
+        ch = choices[0]
+        token = False
+        if self.chat:
+            delta = ch.get("delta")
+            if isinstance(delta, dict):
+                c = delta.get("content")
+                if c and isinstance(c, str):
+                    self.content.append(c)
+                    self.content_deltas += 1
+                    token = True
+                r = delta.get("reasoning") or delta.get("reasoning_content")
+                if r and isinstance(r, str):
+                    self.reasoning.append(r)
+                    self.reasoning_deltas += 1
+                    token = True
+                if delta.get("tool_calls"):
+                    token = True
+        else:
+            c = ch.get("text")
+            if c and isinstance(c, str):
+                self.content.append(c)
+                self.content_deltas += 1
+                token = True
+        if token:
+            self.times.append(now)
+        fr = ch.get("finish_reason")
+        if fr:
+            self.finish_reason = str(fr)
+            return True
+        return token
+
+    def progress(self, max_tokens: int) -> str:
+        """How far the stream got, for an error message ("after 12 token chunks of max_tokens=64")."""
+        usage = f", usage {self.usage_tokens} tokens" if self.usage_tokens is not None else ""
+        return f"after {len(self.times)} token chunks{usage} of max_tokens={max_tokens}"
+
+
+def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, ended: bool) -> RunMetrics:
+    """The :class:`~tuner.measure.results.RunMetrics` of a finished stream (``t_send``: perf_counter
+    s when the request was sent; ``ended``: [DONE] or a finish_reason arrived; the token count:
+    the module docstring).
+
+    Raises ProbeDisconnected (not ``ended``), ProbeError (no token chunk), ProbeIncomplete (with
+    ``ignore_eos``, fewer than ``max_tokens`` tokens by usage or an abort/stop finish).
+    """
+    times, fr = tally.times, tally.finish_reason
+    if not ended:
+        raise ProbeDisconnected(f"the stream ended without [DONE] or a finish_reason {tally.progress(max_tokens)}")
+    if not times:
+        raise ProbeError(f"stream produced no tokens (finish_reason={fr!r})")
+    source: TokensSource
+    if tally.usage_tokens is not None:
+        tokens, source = tally.usage_tokens, "usage"
+    elif ignore_eos and fr == "length":
+        tokens, source = max_tokens, "max_tokens"
+    else:
+        tokens, source = len(times), "chunks"
+    if ignore_eos and tokens < max_tokens and (source == "usage" or fr not in (None, "length")):
+        ended_by = f"finish_reason {fr!r}" if fr else "the stream's end"
+        raise ProbeIncomplete(
+            f"the stream ended before max_tokens: {ended_by} {tally.progress(max_tokens)}, although "
+            "ignore_eos was set (an aborted request, a stop string, or a server that ignores ignore_eos)")
+    burst = is_burst(times, tokens)
+    itl_med = itl_p99 = None
+    if len(times) >= 2 and not burst:
+        gaps = sorted(b - a for a, b in pairwise(times))
+        itl_med, itl_p99 = percentile(gaps, 50.0), percentile(gaps, 99.0)
+    return RunMetrics(
+        ttft_s=times[0] - t_send,
+        e2e_s=times[-1] - t_send,
+        completion_tokens=tokens,
+        tokens_source=source,
+        itl_median_s=itl_med,
+        itl_p99_s=itl_p99,
+        chunks=len(times),
+        content_deltas=tally.content_deltas,
+        reasoning_deltas=tally.reasoning_deltas,
+        text="".join(tally.content),
+        finish_reason=fr,
+        timing_measurable=not burst,
+        reasoning="".join(tally.reasoning),
+    )

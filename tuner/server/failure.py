@@ -1,0 +1,166 @@
+"""Why a launch failed: crashed, hung or unhealthy, with the root cause from its log.
+
+Failures are :class:`tuner.errors.TrialFailed` with a :class:`tuner.record.trial.Status` value:
+``crashed`` (the process exited, or its log shows the engine died), ``hung``, ``unhealthy``;
+:class:`tuner.errors.MachineFault` (``machine_fault``) when the server could not bind its
+address; :class:`tuner.errors.ServerListensElsewhere` (``crashed``) when the server announces
+another port than ``server.port``.
+
+A MachineFault is the machine's fault: the caller waits for the port again (``exc.port`` too when
+it differs from ``server.port``) and relaunches the same set once, records ``machine_fault`` if
+it fails again, and never tells the sampler it was the set's fault.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Protocol
+
+import httpx
+
+from tuner.errors import (
+    MachineFault,
+    ProbeConnectError,
+    ProbeDisconnected,
+    ProbeStalled,
+    ServerListensElsewhere,
+    TrialFailed,
+)
+from tuner.inputs.config import ServerConfig
+from tuner.record.trial import Status
+from tuner.server.logpump import LogPump
+from tuner.server.logtail import Cause, CauseKind, announced_port, extract_cause, find_cause, line_kind
+from tuner.server.ports import port_in_use
+
+__all__ = [
+    "DEATH_GRACE_S",
+    "ELSEWHERE_GRACE_S",
+    "Launch",
+    "LaunchWatch",
+    "crash_cause",
+    "crash_failure",
+    "log_cause",
+    "request_failure",
+]
+
+#: Seconds a server whose log shows a fatal line gets to exit and print the rest of its cause.
+DEATH_GRACE_S = 5.0
+
+#: Seconds after a server announced another port during which an announcement of server.port, or
+#: a listener on it, still clears it (a router that starts workers on other ports first).
+ELSEWHERE_GRACE_S = 3.0
+
+
+class Launch(Protocol):
+    """What the judging needs of a launch (:class:`tuner.server.process.ServerProcess` is one)."""
+
+    server: ServerConfig
+    proc: subprocess.Popen[bytes] | None
+    pump: LogPump | None
+
+    def alive(self) -> bool:
+        """True while the main process has not exited."""
+        ...
+
+    def exited_within(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` s for the main process to exit; True if it has."""
+        ...
+
+
+def log_cause(launch: Launch) -> Cause | None:
+    """The cause found in the log tail so far (:func:`tuner.server.logtail.find_cause`), or None."""
+    return find_cause(launch.pump.tail()) if launch.pump else None
+
+
+def crash_cause(launch: Launch) -> str:
+    """One line explaining an exit: the log's cause, else the exit status."""
+    if launch.pump and not launch.alive():
+        launch.pump.drain(1.0)  # the last lines (the cause) may still be in the pipe
+    text = extract_cause(launch.pump.tail()) if launch.pump else ""
+    code = launch.proc.poll() if launch.proc else None
+    exit_text = (f"exit status {code}" if code is not None and code >= 0 else
+                 f"killed by signal {-code}" if code else "")
+    return f"{text} ({exit_text})" if text and exit_text else text or exit_text or "no output"
+
+
+def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
+    """The error for a server that died (exited, or its log shows the engine died).
+
+    :class:`tuner.errors.MachineFault` when the log shows an address already in use (a
+    machine problem: wait for the port and relaunch the same set), else
+    ``TrialFailed('crashed')``. ``context`` (e.g. "during warmup") is appended to the cause.
+    """
+    text = crash_cause(launch)
+    if launch.alive():
+        text += " (the server process still runs: its engine died)"
+    if context:
+        text += f" {context}"
+    cause = log_cause(launch)
+    if cause is not None and cause.kind is CauseKind.ADDRESS_IN_USE:
+        port = cause.port or launch.server.port
+        return MachineFault(f"address already in use at start-up (port {port}): {text}", port=port)
+    return TrialFailed(Status.CRASHED, text)
+
+
+def request_failure(launch: Launch, exc: Exception, context: str) -> TrialFailed:
+    """The TrialFailed for a failed request (``context`` says when, e.g. "during warmup").
+
+    A dropped or refused connection gives the server a second to exit. Then: ``crashed``
+    (or :class:`tuner.errors.MachineFault`) when the process died, with the log's root
+    cause; ``hung`` for :class:`tuner.errors.ProbeStalled`; else ``unhealthy``. When the
+    log shows a line proving the engine died (an HTTP 500 from vLLM's EngineDeadError, an
+    out-of-memory), that line is the cause and the request's error follows it.
+    """
+    if isinstance(exc, ProbeDisconnected | ProbeConnectError | httpx.TransportError):
+        launch.exited_within(1.0)  # a dropped stream is often a dying server: let it finish
+    else:
+        time.sleep(0.25)  # lines printed with the error response: let the log pump read them
+    if not launch.alive():
+        return crash_failure(launch, context)
+    cause = log_cause(launch)
+    said = f"{exc} {context}"
+    if cause is not None and cause.kind.dead:
+        said = f"{cause.text} ({said})"
+    if isinstance(exc, ProbeStalled | httpx.TimeoutException):
+        return TrialFailed(Status.HUNG, f"no token for the stall timeout: {said}")
+    return TrialFailed(Status.UNHEALTHY, said)
+
+
+class LaunchWatch:
+    """What the log said while the server starts: another port announced, a line proving the
+    engine died. :meth:`watch` is the log pump's watcher (it runs on the pump's thread);
+    :meth:`check` raises as soon as the launch cannot become ready."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._elsewhere: tuple[int, str, float] | None = None  # (port, line, when announced)
+        self._announced_own = False
+        self._death_seen = False
+
+    def watch(self, line: str) -> None:
+        """Take one log line: notes another port, notes death."""
+        port = announced_port(line)
+        if port == self.port:
+            self._announced_own = True
+        elif port is not None and self._elsewhere is None:
+            self._elsewhere = (port, line, time.monotonic())
+        kind = line_kind(line)
+        if kind is not None and kind.dead:
+            self._death_seen = True
+
+    def check(self, launch: Launch) -> None:
+        """Raise when the launch cannot become ready: :class:`tuner.errors.ServerListensElsewhere`
+        once another port was announced and, within :data:`ELSEWHERE_GRACE_S` s, neither
+        ``server.port`` was nor anything listens on it; :func:`crash_failure` when the process
+        exited or its log proved the engine dead (after :data:`DEATH_GRACE_S` s to print the root
+        cause)."""
+        if (self._elsewhere is not None and not self._announced_own
+                and time.monotonic() - self._elsewhere[2] >= ELSEWHERE_GRACE_S
+                and not port_in_use(launch.server.host, launch.server.port)):
+            raise ServerListensElsewhere(self._elsewhere[0], launch.server.port, self._elsewhere[1])
+        if not launch.alive():
+            raise crash_failure(launch)
+        if self._death_seen:
+            launch.exited_within(DEATH_GRACE_S)  # let it finish printing the root cause
+            raise crash_failure(launch)

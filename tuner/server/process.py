@@ -1,0 +1,216 @@
+"""One server launch and its lifetime: spawned under one environment, watched, torn down.
+
+The server runs as an argv list (never a shell) in its own session, its output pumped into the
+trial's log (:class:`tuner.server.logpump.LogPump`). :class:`ServerProcess` is the launch; it
+hands readiness to :mod:`tuner.server.readiness`, the judging of a failure to
+:mod:`tuner.server.failure` and the teardown to :mod:`tuner.server.teardown`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+from tuner.errors import TrialFailed
+from tuner.inputs.config import ServerConfig
+from tuner.record.trial import Status
+from tuner.redaction import redact, scrub, secret_values
+from tuner.server import failure, gpu, readiness
+from tuner.server.env import build_env
+from tuner.server.identity import MARKER, ServerIdentity
+from tuner.server.logpump import LogPump
+from tuner.server.logtail import Cause
+from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
+
+__all__ = ["ServerProcess"]
+
+
+class ServerProcess:
+    """One launch of the server for one trial, as a context manager.
+
+    ``env`` is the trial's tuned variables (``{}`` for the baseline); ``flags`` are extra argv
+    items appended to ``server.command`` (a set may vary server flags, e.g. vLLM's
+    ``--disable-custom-all-reduce``); ``inherited`` is the runner's environment (default
+    ``os.environ``; its NCCL tuning variables are removed, see :func:`tuner.server.env.build_env`;
+    ``varied``: the names the space varies, whose inherited hardware selectors are removed too).
+    Output goes to ``log_path`` (capped at ``server.log_max_bytes``, secrets scrubbed).
+
+    ``with ServerProcess(...) as server:`` starts it (GPU memory recorded first) and always tears
+    it down on leaving; ``__exit__`` never raises and leaves the
+    :class:`tuner.server.teardown.TeardownReport` in ``server.teardown_report``. :meth:`start`,
+    :meth:`wait_ready` and :meth:`teardown` may also be called directly.
+    """
+
+    def __init__(self, server: ServerConfig, env: Mapping[str, str], log_path: Path, *,
+                 flags: Sequence[str] = (), inherited: Mapping[str, str] | None = None,
+                 varied: Collection[str] = ()) -> None:
+        self.server = server
+        self.trial_env = dict(env)
+        self.flags = list(flags)
+        self.log_path = log_path
+        full, self.removed = build_env(os.environ if inherited is None else inherited, server.env, env, varied)
+        self.marker = uuid.uuid4().hex
+        full[MARKER] = self.marker
+        self._env = full
+        self._secrets = secret_values(full)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pump: LogPump | None = None
+        self.create_time = 0.0
+        self.teardown_report: TeardownReport | None = None
+        self._launched = 0.0
+        self._processes = LaunchProcesses(self.marker)
+        self._gpu_before: list[int] | None = None
+        self._watch = failure.LaunchWatch(server.port)
+
+    # -- context manager -----------------------------------------------------------------
+    def __enter__(self) -> ServerProcess:
+        try:
+            self.start(gpu.used_bytes())
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            self.teardown()
+        except Exception as err:  # leaving the block must never raise
+            self.teardown_report = TeardownReport(error=f"teardown failed: {err!r}")
+
+    # -- start ---------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        """The command as launched: ``server.argv()`` followed by ``flags``."""
+        return self.server.argv() + self.flags
+
+    def start(self, gpu_before: list[int] | None = None) -> None:
+        """Spawn the server in a new session; raises TrialFailed('crashed') if it cannot exec.
+
+        ``gpu_before`` (bytes used per GPU, :func:`tuner.server.gpu.used_bytes`) is what teardown
+        waits to get back to.
+        """
+        self._gpu_before = gpu_before
+        argv = self.argv()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
+            f.write(f"[nccl-tune] argv: {scrub(shlex.join(argv), self._secrets)}\n"
+                    f"[nccl-tune] trial env: {redact(self.trial_env)}\n"
+                    f"[nccl-tune] flags: {self.flags}\n"
+                    f"[nccl-tune] removed inherited: {self.removed}\n")
+        self._launched = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        except OSError as exc:
+            with open(self.log_path, "a") as f:
+                f.write(f"[nccl-tune] could not start: {exc}\n")
+            raise TrialFailed(Status.CRASHED, f"could not start {argv[0]}: {exc.strerror or exc}") from None
+        self._processes.leader = self.proc
+        try:
+            self.create_time = psutil.Process(self.proc.pid).create_time()
+        except psutil.Error:
+            self.create_time = time.time()
+        assert self.proc.stdout is not None
+        self.pump = LogPump(self.proc.stdout, self.log_path, max_bytes=self.server.log_max_bytes,
+                            secrets=self._secrets, watchers=[self._watch.watch])
+
+    @property
+    def pid(self) -> int:
+        """The server's pid (also its process group and session id)."""
+        assert self.proc is not None
+        return self.proc.pid
+
+    def identity(self) -> ServerIdentity:
+        """What a later runner needs to find this server again: pid, pgid, start time, marker,
+        port; only the marker before :meth:`start`."""
+        if self.proc is None:
+            return ServerIdentity(self.marker)
+        return ServerIdentity(self.marker, pid=self.pid, pgid=self.pid, create_time=self.create_time,
+                              port=self.server.port)
+
+    def alive(self) -> bool:
+        """True while the server's main process has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def exited_within(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` s for the main process to exit; True if it has."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def since_launch(self) -> float:
+        """Seconds since the process was spawned."""
+        return time.monotonic() - self._launched
+
+    def last_log_line(self) -> str | None:
+        """The last line the server printed, None when it printed none."""
+        tail = self.pump.tail(1) if self.pump else []
+        return tail[0] if tail else None
+
+    # -- readiness -----------------------------------------------------------------------
+    def wait_ready(self, timeout_s: float, ready_check: Callable[[], None] | None = None,
+                   poll_s: float = 0.25) -> float:
+        """Wait until the server serves; return launch-to-ready seconds. The rules, and the
+        TrialFailed raised (crashed, timeout, hung, unhealthy; MachineFault,
+        ServerListensElsewhere): :func:`tuner.server.readiness.wait_ready`."""
+        return readiness.wait_ready(self, timeout_s, ready_check, poll_s)
+
+    def check_starting(self) -> None:
+        """Remember the descendants seen so far and raise when the launch cannot become ready
+        (:meth:`tuner.server.failure.LaunchWatch.check`)."""
+        self._processes.track()
+        self._watch.check(self)
+
+    # -- causes --------------------------------------------------------------------------
+    def log_cause(self) -> Cause | None:
+        """The cause found in the log tail so far (:func:`tuner.server.failure.log_cause`)."""
+        return failure.log_cause(self)
+
+    def crash_cause(self) -> str:
+        """One line explaining an exit (:func:`tuner.server.failure.crash_cause`)."""
+        return failure.crash_cause(self)
+
+    def crash_failure(self, context: str = "") -> TrialFailed:
+        """The error for a server that died (:func:`tuner.server.failure.crash_failure`)."""
+        return failure.crash_failure(self, context)
+
+    def request_failure(self, exc: Exception, context: str) -> TrialFailed:
+        """The TrialFailed for a failed request, ``context`` saying when (e.g. "during warmup"):
+        crashed, hung or unhealthy (:func:`tuner.server.failure.request_failure`)."""
+        return failure.request_failure(self, exc, context)
+
+    # -- teardown ------------------------------------------------------------------------
+    def teardown(self, grace_s: float | None = None, kill_wait_s: float = 15.0,
+                 gpu_timeout_s: float = 60.0) -> TeardownReport:
+        """SIGTERM the group and every tracked or marked process, wait ``grace_s`` (default the
+        server's ``teardown_grace_s``), SIGKILL what remains, and wait for all to be gone.
+
+        Then checks that nothing listens on the port and (with NVML) that GPU memory is back to
+        its pre-launch level (:func:`tuner.server.teardown.tear_down`). Never raises; idempotent
+        (a second call returns the first report, also kept in ``teardown_report``).
+        """
+        if self.teardown_report is not None:
+            return self.teardown_report
+        grace = self.server.teardown_grace_s if grace_s is None else grace_s
+        report = tear_down(self._processes, host=self.server.host, port=self.server.port, grace_s=grace,
+                           kill_wait_s=kill_wait_s, gpu_before=self._gpu_before, gpu_timeout_s=gpu_timeout_s)
+        if self.pump:
+            self.pump.note(f"teardown: {'SIGKILL needed' if report.killed else 'exited on SIGTERM'}, "
+                           f"{len(report.survivors)} survivors, port free {report.port_free}, "
+                           f"{report.duration_s:.1f} s")
+            self.pump.close()
+        self.teardown_report = report
+        return report

@@ -1,0 +1,144 @@
+"""When a starting server serves: its health endpoint, then the caller's real request.
+
+Loading is waited for (no answer, a status other than 200, a body that says it is loading, a 503
+from the first real request); anything else that fails is judged by the launch
+(:func:`tuner.server.failure.request_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import httpx
+
+from tuner.errors import ProbeError, ProbeHTTPError, TrialFailed
+from tuner.inputs.config import ServerConfig
+from tuner.record.trial import Status
+
+__all__ = ["Starting", "says_loading", "wait_ready"]
+
+_LOADING_WORDS = ("loading", "starting", "initializing", "initialising", "warming up", "warming_up",
+                  "not ready", "not_ready")
+
+
+def says_loading(body: str) -> bool:
+    """True when a health or error body says the server is still loading (``{"status":
+    "loading"}``, "model is loading", "starting", "warming up", "not ready" and the like)."""
+    text = body
+    try:
+        data = json.loads(body)
+        if isinstance(data, dict):
+            status = data.get("status")
+            error = data.get("error")
+            text = " ".join(str(v) for v in (status, error.get("message") if isinstance(error, dict) else error,
+                                             data.get("message")) if v)
+    except ValueError:
+        pass
+    text = text.lower()
+    return any(word in text for word in _LOADING_WORDS)
+
+
+class Starting(Protocol):
+    """What the readiness loop needs of a launch (:class:`tuner.server.process.ServerProcess`)."""
+
+    server: ServerConfig
+
+    def since_launch(self) -> float:
+        """Seconds since the process was spawned."""
+        ...
+
+    def check_starting(self) -> None:
+        """Raise TrialFailed when the launch cannot become ready any more."""
+        ...
+
+    def request_failure(self, exc: Exception, context: str) -> TrialFailed:
+        """The TrialFailed for a failed request."""
+        ...
+
+    def last_log_line(self) -> str | None:
+        """The server's last log line, None when it printed none."""
+        ...
+
+
+def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], None] | None = None,
+               poll_s: float = 0.25) -> float:
+    """Wait until the server serves; return launch-to-ready seconds.
+
+    Polls ``server.health_path`` every ``poll_s`` s (falling back to ``/v1/models`` when it
+    answers 404). Until the first success, "not ready yet" is: no connection, no answer, any
+    status other than 200, and a 200 whose body says it is loading. Once health answers 200,
+    ``ready_check()`` is called: the caller's real request (e.g. a one-token completion)
+    raising :class:`tuner.errors.ProbeError` subclasses; a 503 from it, or an error body
+    saying it is loading, is also "not ready yet", so a server whose health says 200 while
+    its requests fail is judged by the real request.
+
+    Raises, at once rather than after ``timeout_s`` (``launch.check_starting()``, see
+    :meth:`tuner.server.failure.LaunchWatch.check`):
+
+    * :class:`tuner.errors.ServerListensElsewhere` when the log announces another port and,
+      within :data:`tuner.server.failure.ELSEWHERE_GRACE_S` s, neither announces ``server.port``
+      nor listens on it;
+    * ``TrialFailed('crashed')`` when the process exits or its log shows a line proving the
+      engine died (:attr:`tuner.server.logtail.CauseKind.dead`; vLLM answers 503 on /health then),
+      with the log's root cause; :class:`tuner.errors.MachineFault` when that cause is an
+      address already in use;
+    * from ``ready_check``: ``TrialFailed('hung')`` on :class:`tuner.errors.ProbeStalled`,
+      ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
+      (``launch.request_failure``: a fatal log line becomes the cause).
+
+    A :class:`tuner.errors.TrialFailed` raised by ``ready_check`` itself (a smoke check)
+    passes through unchanged. ``TrialFailed('timeout')`` when not ready within ``timeout_s``
+    s of the launch, naming the last answer and log line. After readiness a 503 is no longer
+    "loading": the caller treats it as unhealthy (``launch.request_failure``).
+    """
+    server = launch.server
+    path = server.health_path
+    last = "no answer yet"
+    with httpx.Client(timeout=httpx.Timeout(3.0, connect=1.0)) as client:
+        while True:
+            launch.check_starting()
+            try:
+                r = client.get(server.base_url + path)
+                if r.status_code == 404 and path != "/v1/models":
+                    path = "/v1/models"
+                    continue
+                if r.status_code == 200 and not says_loading(r.text[:2000]):
+                    if ready_check is None:
+                        return launch.since_launch()
+                    waiting = _first_request(launch, ready_check)
+                    if waiting is None:
+                        return launch.since_launch()
+                    last = waiting
+                    time.sleep(max(0.0, 1.0 - poll_s))  # real requests at most about once a second
+                else:
+                    last = f"{path} answered HTTP {r.status_code}: {r.text[:120]!r}"
+            except httpx.HTTPError as exc:
+                last = f"{path}: {type(exc).__name__}"
+            if launch.since_launch() > timeout_s:
+                launch.check_starting()
+                tail = launch.last_log_line()
+                tail = "none" if tail is None else tail
+                raise TrialFailed(Status.TIMEOUT, f"not ready after {timeout_s:.0f} s ({last}; "
+                                                  f"last log line: {tail[:160]})")
+            time.sleep(poll_s)
+
+
+def _first_request(launch: Starting, ready_check: Callable[[], None]) -> str | None:
+    """None when the caller's request succeeded, a description when the server says it is
+    still loading; raises TrialFailed for any other failure."""
+    try:
+        ready_check()
+        return None
+    except ProbeHTTPError as exc:
+        if exc.status == 503 or says_loading(exc.body_excerpt):
+            return f"health answered 200 but the first request got HTTP {exc.status}: {exc.body_excerpt[:120]!r}"
+        raise launch.request_failure(exc, "on the first request") from None
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code == 503 or says_loading(exc.response.text[:2000]):
+            return f"health answered 200 but the first request got HTTP {exc.response.status_code}"
+        raise launch.request_failure(exc, "on the first request") from None
+    except (ProbeError, httpx.HTTPError) as exc:
+        raise launch.request_failure(exc, "on the first request") from None
