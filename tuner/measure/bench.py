@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
@@ -47,11 +46,11 @@ from tuner.measure.probe import (
     percentile,
     stream_once,
 )
+from tuner.record import LevelResult
 
 __all__ = [
     "BENCH_HELP",
     "REQUESTS_HELP",
-    "LevelResult",
     "format_table",
     "levels_to_json",
     "run_bench",
@@ -65,28 +64,6 @@ BENCH_HELP = (
 REQUESTS_HELP = "requests per worker at each level (a level sends C x REQUESTS requests in total)"
 
 _ERR_CHARS = 160
-
-
-@dataclass
-class LevelResult:
-    """One concurrency level (units: s, tok/s).  ``total`` = concurrency x requests."""
-
-    concurrency: int
-    ok: int
-    total: int
-    errors: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    aggregate_tok_s: float = 0.0
-    latency_avg_s: float | None = None
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
-    completion_tokens: int = 0  # sum over ok requests
-    ttft_avg_s: float | None = None
-    tokens_counted: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """This level as a plain dict (field names as above; s and tok/s)."""
-        return asdict(self)
 
 
 def _short(e: BaseException) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import optuna
 
 from tuner.nccl.env import redact
-from tuner.record.trial import Status, set_key
+from tuner.record import Status, set_key
 from tuner.screen.measure import RunContext, json_refused, measure
 from tuner.screen.store import DUPLICATE, FIRST, INVALID, LAST, SEARCH, UNSET, ScreenRecord, ScreenStore
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.nccl import env as nccl_env
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.screen import nccltests
 from tuner.screen.run import private_json_path, run_command, screen_env
 from tuner.screen.store import ScreenRecord

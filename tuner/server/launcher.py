@@ -60,7 +60,7 @@ from tuner.errors import (
 )
 from tuner.inputs.config import ServerConfig
 from tuner.nccl import env as nccl_env
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.server import gpu
 from tuner.server.logtail import Cause, CauseKind, LogPump, announced_port, find_cause, line_kind
 

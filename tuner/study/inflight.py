@@ -28,6 +28,8 @@ import psutil
 
 from tuner.errors import MachineNotClean
 
+__all__ = ["RunnerFile", "host_name", "runner_alive", "runner_id"]
+
 
 def host_name() -> str:
     """This host's name as runner records use it."""

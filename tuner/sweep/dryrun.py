@@ -20,7 +20,7 @@ from tuner.inputs.space import UNSET, SearchSpace
 from tuner.nccl import env as nccl_env
 from tuner.nccl.types import NcclVersion
 from tuner.planning.plan import split_params
-from tuner.record.trial import set_key
+from tuner.record import set_key
 from tuner.server.launcher import split_inherited
 from tuner.sweep.evidence import debug_env
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from tuner.inputs.config import ExperimentConfig
 from tuner.nccl import log as nccl_log
 from tuner.nccl.types import NcclVersion, Topology
-from tuner.record.trial import TrialRecord
+from tuner.record import TrialRecord
 
 #: Added to every launch so NCCL says what it read (init-time subsystems only).
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV"}
