@@ -180,7 +180,8 @@ class ProbeConfig(FileModel):
     ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
     tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
     both are always recorded. It is stored with the study when the study begins
-    (:class:`tuner.record.Metric`); a resume with another one is refused.
+    (:class:`tuner.record.Metric`); once the study holds a trial, a resume with another one is
+    refused.
     """
 
     prompt: Annotated[str, _TEXT] = "Count from 1 to 50."

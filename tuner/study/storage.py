@@ -541,11 +541,12 @@ def check_format(store: StudyStore, storage: str, study_name: str) -> None:
 def check_metric(store: StudyStore, metric: Metric, config_path: str, study_name: str) -> None:
     """Record the study's metric and format version when it has none (a new study, or a
     version-1 study, which is upgraded in place: :mod:`tuner.record.format`), and refuse
-    (InputError, exit 2) a resume whose ``probe.metric`` differs from the study's once it has a
-    finished relaunch: the sampler was told the other metric's values, and the verdicts would
-    change metric between two runs of the same study."""
+    (InputError, exit 2) a resume whose ``probe.metric`` differs from the study's once it holds
+    a trial (finished, running on another runner, or interrupted): the sampler was told, or is
+    being told, the other metric's values, and the verdicts would change metric between two
+    runs of the same study. Before any trial the new metric is recorded."""
     info = store.info()
-    if info.metric is not metric and store.finished():
+    if info.metric is not metric and store.records(relaunched_only=False):
         raise InputError(config_path, "probe.metric", metric.value,
                          f'"{info.metric.value}", the metric study \'{study_name}\' is judged on, or a new '
                          "--study name (the old study and its results stay as they are)",

@@ -77,6 +77,6 @@ def test_a_new_study_records_its_metric_and_version():
     store = StudyStore(optuna.create_study(direction="maximize"), {})
     check_metric(store, Metric.DECODE, "exp.toml", "s")
     assert store.study.user_attrs["format_version"] == FORMAT_VERSION and store.info().metric is Metric.DECODE
-    # before any relaunch finished the metric may still change (nothing was judged or told yet)
+    # before the study holds any trial the metric may still change (nothing was judged or told yet)
     check_metric(store, Metric.OUTPUT, "exp.toml", "s")
     assert store.info().metric is Metric.OUTPUT
