@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.pg import fresh_database  # noqa: E402
 from tests.pgserver import PgServer  # noqa: E402
-from tuner.record.trial import Kind, Status  # noqa: E402
-from tuner.study.storage import StudyStore, open_study  # noqa: E402
+from tuner.record import Kind, Status  # noqa: E402
+from tuner.study import StudyStore, open_study  # noqa: E402
 
 SPACE = """
 [variables.NCCL_PROTO]

@@ -129,7 +129,7 @@ def connections(url: str) -> int:
 
 
 def part1(url: str, workers: int, trials: int, load_s: float, tmp: Path) -> None:
-    from tuner.study.storage import StudyStore, open_study
+    from tuner.study import StudyStore, open_study
 
     cfg = write_config(tmp, trials, load_s)
     procs, outs = [], []
@@ -230,7 +230,7 @@ def part2(server_url: str) -> None:
 
     from tests.pg import fresh_database
     from tuner.inputs.space import load_space
-    from tuner.study.storage import StudyStore, open_study
+    from tuner.study import StudyStore, open_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     choices = load_space(ROOT / "search_spaces" / "default.toml").choices()

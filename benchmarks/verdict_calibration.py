@@ -54,7 +54,7 @@ from scipy import stats as sps
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tuner.judging import stats
-from tuner.record.trial import Verdict
+from tuner.record import Verdict
 
 CI_TARGET = 0.01   # probe.ci_target default
 MAX_REPEATS = 15   # probe.max_repeats default

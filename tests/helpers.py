@@ -163,15 +163,14 @@ def trial_record(trial: int, kind: str = "preset", runs: list[float] | None = No
     (C -> aggregate tok/s)."""
     import statistics
 
-    from tuner.measure.bench import LevelResult
-    from tuner.record.trial import Kind, Status, TrialRecord
+    from tuner.record import Kind, LevelResult, Status, TrialRecord
 
     runs = list(runs or [])
     ok = status == "ok"
     values = {"output_tok_s": statistics.median(runs) if ok and runs else None, "output_tok_s_runs": runs,
               "started_at": T0 + 2400 * trial, "load_s": 2160.0, "probe_s": 95.0, "teardown_s": 12.0,
               "wall_s": 2290.0 if ok else 900.0, "log": f"results/s/logs/trial-{trial:04d}.log",
-              "concurrency": [LevelResult(concurrency=c, ok=4 * c, total=4 * c, wall_s=10.0, aggregate_tok_s=t).to_json()
+              "concurrency": [LevelResult(concurrency=c, ok=4 * c, total=4 * c, wall_s=10.0, aggregate_tok_s=t)
                               for c, t in (concurrency or {}).items()]}
     values.update(fields)
     return TrialRecord(trial=trial, kind=Kind(kind), status=Status(status), env=dict(env or {}), **values)
@@ -204,3 +203,24 @@ def sample_records():
         trial_record(9, "search", status="running", env={"NCCL_BUFFSIZE": "4194304"}, wall_s=None),
         trial_record(10, "duplicate", status="skipped", env={"NCCL_PROTO": "Simple"}, duplicate_of=4),
     ]
+
+
+# -- stores an earlier nccl-tune wrote (tests/fixtures/stores/) ---------------------------------
+
+STORES = ROOT / "tests" / "fixtures" / "stores"
+
+
+def old_store(study: str, results: Path, *, commit: str = "f0e244d") -> Path:
+    """Unpack the study ``study`` that nccl-tune at ``commit`` wrote (tests/fixtures/stores/,
+    see its README) into ``results/<study>/``: its ``study.db`` and, for a screen study, its
+    ``screen.csv``. Returns that folder; the old trials.csv and report.md stay in the fixture."""
+    import gzip
+    import shutil
+
+    src = STORES / commit / study
+    out = results / study
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "study.db").write_bytes(gzip.decompress((src / "study.db.gz").read_bytes()))
+    if (src / "screen.csv").exists():
+        shutil.copy(src / "screen.csv", out / "screen.csv")
+    return out

@@ -209,11 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner import report
-    from tuner.judging.stats import DEFAULT_MIN_EFFECT
+    from tuner.judging import DEFAULT_MIN_EFFECT
     from tuner.nccl import is_tuning_variable
     from tuner.redaction import redact, scrub, secret_values
     from tuner.server import preflight
-    from tuner.study.storage import check_fingerprint, check_space, hide_password
+    from tuner.study import check_fingerprint, check_format, check_metric, check_space, hide_password
     from tuner.sweep import Sweep, SweepOptions
     from tuner.sweep.progress import Progress
 
@@ -248,9 +248,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except Exception as exc:  # storage URLs fail in many ways (driver, host, scheme)
         raise _storage_error(args.storage, exc) from None
     store = sweep.store
+    check_format(store, sweep.storage_url, study_name)
     secrets = secret_values({**os.environ, **cfg.server.env})  # the runner's env reaches the server too
     check_fingerprint(store, cfg, secrets, args.config, study_name)
     check_space(store, space.choices(), str(space.path), study_name)
+    check_metric(store, cfg.probe.metric, args.config, study_name)
     stored_effect = store.info().min_effect
     min_effect = args.min_effect if args.min_effect is not None else (
         stored_effect if stored_effect is not None else DEFAULT_MIN_EFFECT)
@@ -277,9 +279,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise error  # refused before any launch (a held port, say): the error alone, no empty report
     if error is not None:
         progress.log(_stopped_message(error))
-    df, verdict = report.write_outputs(records, store.info(), study_name, opts.study_dir,
-                                       min_effect=min_effect, metric=cfg.probe.metric)
-    report.print_results(df, verdict, store.info(), metric=cfg.probe.metric)
+    df, verdict = report.write_outputs(records, store.info(), study_name, opts.study_dir, min_effect=min_effect)
+    report.print_results(df, verdict, store.info())
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
     if error is not None:
         raise error
@@ -327,7 +328,7 @@ def _study_name_from(config: str) -> str:
 
 
 def _storage_error(storage: str | None, exc: Exception) -> InputError:
-    from tuner.study.storage import hide_password
+    from tuner.study import hide_password
 
     why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     if "+psycopg2" in (storage or ""):  # SQLAlchemy's plain postgresql:// means psycopg 3
@@ -378,8 +379,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from tuner import report
-    from tuner.judging.stats import DEFAULT_MIN_EFFECT
-    from tuner.study.storage import StudyStore, default_storage, hide_password, open_study
+    from tuner.judging import DEFAULT_MIN_EFFECT
+    from tuner.study import StudyStore, check_format, default_storage, hide_password, open_study
 
     study_dir = args.results / args.study
     storage = args.storage or default_storage(study_dir)
@@ -393,12 +394,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except Exception as exc:  # driver, host or scheme problems
         raise _storage_error(storage, exc) from None
     store = StudyStore(study, {})
+    check_format(store, storage, args.study)
     info = store.info()
     min_effect = args.min_effect if args.min_effect is not None else (
         info.min_effect if info.min_effect is not None else DEFAULT_MIN_EFFECT)
     df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir, min_effect=min_effect)
     report.print_results(df, verdict, info)
-    print(f"\nwrote {study_dir}/trials.csv, report.md and plots")
+    print(f"\nwrote {study_dir}/trials.csv, report.md and plots (judged on {info.metric.words}, the study's metric)")
     return ExitCode.OK
 
 

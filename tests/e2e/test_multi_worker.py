@@ -120,7 +120,7 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
     assert len({r.runner for r in relaunched}) >= 3  # every runner measured
     assert {r.host_type for r in relaunched} == {relaunched[0].host_type}  # one file, one host type
     assert relaunched[0].host_type.startswith(NO_GPU) and "{port}" not in relaunched[0].host_type
-    assert all(r.host["gpu"] == NO_GPU and r.host["gpu_count"] == 0 and r.host["name"] for r in relaunched)
+    assert all(r.host is not None and r.host.gpu == NO_GPU and r.host.gpu_count == 0 and r.host.name for r in relaunched)
     for port in ports:
         assert not _servers(port)
 

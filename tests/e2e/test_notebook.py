@@ -21,6 +21,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tests.helpers import ROOT, sample_records
+from tuner.record import Metric
 from tuner.report.frame import read_trials_csv, trials_frame, write_trials_csv
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
@@ -40,7 +41,7 @@ def _kernel_spec(tmp: Path) -> Path:
 
 def test_notebook_runs_against_a_study(tmp_path, monkeypatch):
     csv = tmp_path / "trials.csv"
-    write_trials_csv(trials_frame(sample_records(), min_effect=0.01), csv)
+    write_trials_csv(trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01), csv)
     df = read_trials_csv(csv)
     assert (df["status"] == "ok").sum() == 6 and (df["status"] == "crashed").sum() == 1
     assert {"tok_s_c1", "tok_s_c8"} <= set(df.columns)

@@ -41,6 +41,7 @@ from tuner.inputs.schema import (
 )
 from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import NcclVersion
+from tuner.record import Metric
 
 MODES = ("search", "presets")
 PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
@@ -178,7 +179,9 @@ class ProbeConfig(FileModel):
     ``endpoint``: ``chat`` or ``completions`` (a base model without a chat template).
     ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
     tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
-    both are always recorded.
+    both are always recorded. It is stored with the study when the study begins
+    (:class:`tuner.record.Metric`); once the study holds a trial, a resume with another one is
+    refused.
     """
 
     prompt: Annotated[str, _TEXT] = "Count from 1 to 50."
@@ -195,8 +198,8 @@ class ProbeConfig(FileModel):
     concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
     endpoint: Annotated[Literal["chat", "completions"], Field(
         description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
-    metric: Annotated[Literal["output_tok_s", "decode_tok_s"], Field(
-        description='"output_tok_s" (the default) or "decode_tok_s"')] = "output_tok_s"
+    metric: Annotated[Metric, Field(
+        description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
 
 
 class SweepConfig(FileModel):

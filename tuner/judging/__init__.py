@@ -1,1 +1,69 @@
-"""Statistics and verdicts: trial records to judgements against the baseline."""
+"""Statistics and verdicts: trial records to judgements against the baseline.
+
+:mod:`~tuner.judging.stats` (two levels of noise: launch-to-launch and run-to-run, the
+comparison of a set with the baseline, the headline about the best of K sets, confirmations,
+the runs a launch needs) and :mod:`~tuner.judging.judge` (a study's records to sets, each judged
+against its host type's baseline on the study's metric).
+"""
+
+from tuner.judging.judge import (
+    UNKNOWN_TYPE,
+    Judgement,
+    SetJudgement,
+    host_type_groups,
+    judge,
+    judge_by_host_type,
+    pending,
+    runs_of,
+)
+from tuner.judging.stats import (
+    DEFAULT_MIN_EFFECT,
+    MIN_RUNS,
+    PRIOR_LAUNCH_DF,
+    PRIOR_LAUNCH_SIGMA,
+    Comparison,
+    Headline,
+    Launches,
+    LaunchNoise,
+    best_of,
+    compare,
+    confirmed,
+    drift,
+    launch_noise,
+    level,
+    median_ci_halfwidth,
+    min_detectable_effect,
+    run_noise,
+    runs_for_precision,
+    verdict_words,
+)
+
+__all__ = [
+    "DEFAULT_MIN_EFFECT",
+    "MIN_RUNS",
+    "PRIOR_LAUNCH_DF",
+    "PRIOR_LAUNCH_SIGMA",
+    "UNKNOWN_TYPE",
+    "Comparison",
+    "Headline",
+    "Judgement",
+    "LaunchNoise",
+    "Launches",
+    "SetJudgement",
+    "best_of",
+    "compare",
+    "confirmed",
+    "drift",
+    "host_type_groups",
+    "judge",
+    "judge_by_host_type",
+    "launch_noise",
+    "level",
+    "median_ci_halfwidth",
+    "min_detectable_effect",
+    "pending",
+    "run_noise",
+    "runs_for_precision",
+    "runs_of",
+    "verdict_words",
+]

@@ -4,7 +4,7 @@ baseline, the headline about the best of K sets, and confirmations.
 A *set* is every ok relaunch of one set key (environment and flags): its first measurement, a
 retry after an interruption, and confirmation relaunches; each relaunch is one *launch* (its
 recorded runs). The baseline is every ok baseline launch. Sets are judged on the study's metric
-(``output_tok_s``, the figure users quote, or ``decode_tok_s``, 1 / TPOT) by
+(:class:`tuner.record.Metric`: output tok/s, the figure users quote, or decode tok/s, 1 / TPOT) by
 :func:`tuner.judging.stats.compare`, whose interval includes the launch-to-launch noise estimated from
 the baseline's launches and from every set with two or more (:func:`tuner.judging.stats.launch_noise`).
 The headline (:func:`tuner.judging.stats.best_of`) corrects for the K sets judged (Bonferroni), and
@@ -27,16 +27,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tuner.judging import stats
-from tuner.record.trial import Kind, Status, TrialRecord, Verdict
+from tuner.record import Kind, Metric, Status, TrialRecord, Verdict
 
-#: The metrics a study may judge on (``probe.metric``); both are always recorded.
-METRICS = ("output_tok_s", "decode_tok_s")
+__all__ = [
+    "UNKNOWN_TYPE",
+    "Judgement",
+    "SetJudgement",
+    "host_type_groups",
+    "judge",
+    "judge_by_host_type",
+    "pending",
+    "runs_of",
+]
 
 
-def runs_of(record: TrialRecord, metric: str) -> list[float]:
-    """The recorded per-run values of ``metric`` (tok/s) of one relaunch, finite ones only."""
-    values = record.output_tok_s_runs if metric == "output_tok_s" else record.decode_tok_s_runs
-    return [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+def runs_of(record: TrialRecord, metric: Metric) -> list[float]:
+    """The recorded per-run values of ``metric`` (tok/s) of one relaunch, finite ones above 0 only."""
+    return [float(v) for v in record.runs(metric) if v is not None and math.isfinite(v) and v > 0]
 
 
 @dataclass
@@ -79,7 +86,7 @@ class Judgement:
     sets at the Bonferroni level; ``winner``: the key of the set the headline may call faster.
     """
 
-    metric: str
+    metric: Metric
     min_effect: float
     baseline_launches: list[list[float]]
     baseline_trials: list[int]
@@ -123,14 +130,14 @@ def _ok_time_order(records: Sequence[TrialRecord]) -> list[TrialRecord]:
                   key=lambda r: (r.started_at if r.started_at is not None else math.inf, r.trial))
 
 
-def judge(records: Sequence[TrialRecord], *, metric: str = "output_tok_s",
+def judge(records: Sequence[TrialRecord], *, metric: Metric,
           min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Judgement:
-    """Judge every tuned set of ``records`` against the baseline on ``metric``.
-
-    Raises ValueError for an unknown metric.
+    """Judge every tuned set of ``records`` against the baseline on ``metric`` (the study's,
+    :attr:`tuner.record.StudyInfo.metric`). Raises ValueError for a metric that is not a
+    :class:`tuner.record.Metric` (a bare string included: the study's metric is never assumed).
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+    if not isinstance(metric, Metric):
+        raise ValueError(f"metric must be a Metric ({', '.join(m.value for m in Metric)}), not {metric!r}")
     ordered = _ok_time_order(records)
     bases = [r for r in ordered if r.kind is Kind.BASELINE and len(runs_of(r, metric)) >= 1]
     baseline_launches = [runs_of(r, metric) for r in bases]
@@ -195,7 +202,7 @@ def host_type_groups(records: Sequence[TrialRecord]) -> dict[str, list[TrialReco
     return groups
 
 
-def judge_by_host_type(records: Sequence[TrialRecord], *, metric: str = "output_tok_s",
+def judge_by_host_type(records: Sequence[TrialRecord], *, metric: Metric,
                        min_effect: float = stats.DEFAULT_MIN_EFFECT) -> dict[str, Judgement]:
     """:func:`judge` of each host type's records (:func:`host_type_groups`) on their own: each
     type's sets against its own baseline launches. With no record, ``{"": judge([])}``.
@@ -204,7 +211,7 @@ def judge_by_host_type(records: Sequence[TrialRecord], *, metric: str = "output_
     return {t: judge(group, metric=metric, min_effect=min_effect) for t, group in groups.items()}
 
 
-def _confirmation(s: SetJudgement, ordered: list[TrialRecord], metric: str,
+def _confirmation(s: SetJudgement, ordered: list[TrialRecord], metric: Metric,
                   noise: stats.LaunchNoise) -> stats.Comparison:
     """The set's confirmation launches against the baseline launches made after the first of
     them (alternating relaunches), on those new launches alone."""

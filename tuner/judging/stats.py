@@ -21,7 +21,7 @@ more runs shrink only the ``e`` part. Here:
   trial (no optional stopping), and :func:`min_detectable_effect` gives the power of the very
   test :func:`compare` runs.
 
-Verdicts are :class:`tuner.record.trial.Verdict` values. Sigmas are standard deviations of log tok/s,
+Verdicts are :class:`tuner.record.Verdict` values. Sigmas are standard deviations of log tok/s,
 which read as fractions of the level (0.01 = 1 %).
 """
 
@@ -35,7 +35,29 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-from tuner.record.trial import Verdict
+from tuner.record import Verdict
+
+__all__ = [
+    "DEFAULT_MIN_EFFECT",
+    "MIN_RUNS",
+    "PRIOR_LAUNCH_DF",
+    "PRIOR_LAUNCH_SIGMA",
+    "Comparison",
+    "Headline",
+    "LaunchNoise",
+    "Launches",
+    "best_of",
+    "compare",
+    "confirmed",
+    "drift",
+    "launch_noise",
+    "level",
+    "median_ci_halfwidth",
+    "min_detectable_effect",
+    "run_noise",
+    "runs_for_precision",
+    "verdict_words",
+]
 
 #: A measured set: launches (relaunches of the server), each a sequence of per-run tok/s.
 Launches = Sequence[Sequence[float]]
@@ -137,11 +159,6 @@ class Headline:
     comparison: Comparison | None
     sets: int
     confidence: float
-
-    @property
-    def may_claim(self) -> bool:
-        """True when a set may be called faster (before confirmation)."""
-        return self.winner is not None
 
 
 def _es(n: int) -> str:

@@ -34,7 +34,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
@@ -44,11 +43,11 @@ from tuner.measure.client import discover_model, make_client
 from tuner.measure.results import percentile
 from tuner.measure.runs import DEFAULT_PROMPT
 from tuner.measure.stream import Endpoint, stream_once
+from tuner.record import LevelResult
 
 __all__ = [
     "BENCH_HELP",
     "REQUESTS_HELP",
-    "LevelResult",
     "format_table",
     "levels_to_json",
     "run_bench",
@@ -62,28 +61,6 @@ BENCH_HELP = (
 REQUESTS_HELP = "requests per worker at each level (a level sends C x REQUESTS requests in total)"
 
 _ERR_CHARS = 160
-
-
-@dataclass
-class LevelResult:
-    """One concurrency level (units: s, tok/s).  ``total`` = concurrency x requests."""
-
-    concurrency: int
-    ok: int
-    total: int
-    errors: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    aggregate_tok_s: float = 0.0
-    latency_avg_s: float | None = None
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
-    completion_tokens: int = 0  # sum over ok requests
-    ttft_avg_s: float | None = None
-    tokens_counted: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """This level as a plain dict (field names as above; s and tok/s)."""
-        return asdict(self)
 
 
 def _short(e: BaseException) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tuner.inputs.space import UNSET, SearchSpace
-from tuner.record.trial import Kind, Status, TrialRecord, set_key
+from tuner.record import Kind, Status, TrialRecord, set_key
 
 #: Value of a flag-type name that adds the flag alone (e.g. ``--disable-custom-all-reduce``).
 FLAG_ON = "on"

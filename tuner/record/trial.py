@@ -4,8 +4,11 @@ This docstring is the schema (the README links here). A :class:`TrialRecord` is 
 user attributes of one Optuna trial, one attribute per field (:func:`to_user_attrs` /
 :func:`from_user_attrs`, the only code that knows the keys), so ``nccl-tune report`` and
 optuna-dashboard read everything from the storage alone. ``trials.csv`` has one column per
-field (:data:`CSV_COLUMNS`, list and mapping fields as JSON text in the file only), plus the
-judging columns the report computes (``vs_baseline``, its CI, ``verdict``, ``verdict_note``).
+field (:data:`CSV_COLUMNS`, list, mapping and typed fields as JSON text in the file only, the
+typed ones as the JSON objects of their fields: :func:`field_json`), plus the judging columns
+the report computes (``vs_baseline``, its CI, ``verdict``, ``verdict_note``). Which metric a
+study is judged on, its format version and what the study stores about itself are
+:mod:`tuner.record.study` and :mod:`tuner.record.format`.
 
 Fields (units in the names: ``_s`` seconds, ``_tok_s`` output tokens per second, ``_at`` Unix
 time in seconds):
@@ -33,7 +36,7 @@ time in seconds):
                       not measurable; output tok/s stays right
 ``reasoning_deltas``  reasoning chunks in the last run (reasoning models)
 ``ci_halfwidth``      with ``repeats = "auto"``: 95 % CI half-width of the median (fraction)
-``concurrency``       bench levels: list of ``tuner.measure.bench.LevelResult.to_json()`` dicts
+``concurrency``       bench levels: :class:`tuner.record.levels.LevelResult`, one per level measured
 ``load_s``            launch to ready (s)
 ``probe_s``           ready to end of probe (s)
 ``teardown_s``        SIGTERM to nothing left (s)
@@ -55,7 +58,8 @@ time in seconds):
 ``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
 ``nccl_warnings``     every ``NCCL WARN`` line
 ``allreduce_backend`` who carries the decode allreduce (``nccl``, ``custom``, ...), or ``""``
-``host``              the host: name, GPU model and count, driver, server version (where known)
+``host``              :class:`tuner.record.host.HostRecord`: name, GPU model and count, driver,
+                      NCCL and server versions (where known); None before hosts were recorded
 ``host_type``         GPU model x count + server command: trials are judged within one type
 ``log``               path of the server's log (stdout and stderr)
 ``runner``            ``host:pid`` of the runner that launched it
@@ -71,6 +75,26 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from tuner.record.host import HostRecord
+from tuner.record.levels import LevelResult
+from tuner.record.metric import Metric
+
+__all__ = [
+    "CSV_COLUMNS",
+    "FIELDS",
+    "JSON_FIELDS",
+    "JUDGEMENT_COLUMNS",
+    "Kind",
+    "Status",
+    "TrialRecord",
+    "Verdict",
+    "field_json",
+    "from_user_attrs",
+    "set_key",
+    "to_csv_row",
+    "to_user_attrs",
+]
 
 
 class Kind(StrEnum):
@@ -155,7 +179,7 @@ class TrialRecord:
     timing_measurable: bool = True
     reasoning_deltas: int = 0
     ci_halfwidth: float | None = None
-    concurrency: list[dict[str, Any]] = field(default_factory=list)
+    concurrency: list[LevelResult] = field(default_factory=list)
     load_s: float | None = None
     probe_s: float | None = None
     teardown_s: float | None = None
@@ -175,7 +199,7 @@ class TrialRecord:
     nccl_channels: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
     allreduce_backend: str = ""
-    host: dict[str, Any] = field(default_factory=dict)
+    host: HostRecord | None = None
     host_type: str = ""
     log: str = ""
     runner: str = ""
@@ -193,7 +217,15 @@ class TrialRecord:
 
     def concurrency_tok_s(self) -> dict[int, float]:
         """Aggregate tok/s per measured concurrency level C."""
-        return {int(lv["concurrency"]): float(lv.get("aggregate_tok_s", math.nan)) for lv in self.concurrency}
+        return {lv.concurrency: lv.aggregate_tok_s for lv in self.concurrency}
+
+    def median(self, metric: Metric) -> float | None:
+        """The median of ``metric`` over the recorded runs (tok/s), None when not measured."""
+        return self.output_tok_s if metric is Metric.OUTPUT else self.decode_tok_s
+
+    def runs(self, metric: Metric) -> list[float]:
+        """The recorded per-run values of ``metric`` (tok/s), as stored."""
+        return self.output_tok_s_runs if metric is Metric.OUTPUT else self.decode_tok_s_runs
 
 
 def set_key(env: dict[str, str], flags: list[str] | tuple[str, ...] = ()) -> str:
@@ -206,7 +238,7 @@ def set_key(env: dict[str, str], flags: list[str] | tuple[str, ...] = ()) -> str
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
-#: Fields stored as JSON text in trials.csv (lists and mappings).
+#: Fields stored as JSON text in trials.csv (lists, mappings and typed parts).
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_ranks",
@@ -219,6 +251,28 @@ CSV_COLUMNS: tuple[str, ...] = FIELDS + JUDGEMENT_COLUMNS
 _ENUMS: dict[str, type[StrEnum]] = {"kind": Kind, "status": Status}
 
 
+def field_json(name: str, value: Any) -> Any:
+    """Field ``name``'s ``value`` with its typed parts as plain JSON: concurrency levels and the
+    host as the JSON objects of their fields (no host as ``{}``, as records before hosts have
+    it); other values (enums included) as they are."""
+    if name == "concurrency":
+        return [lv.to_json() for lv in value]
+    if name == "host":
+        return {} if value is None else value.to_json()
+    return value
+
+
+def _typed_field(name: str, value: Any) -> Any:
+    """Inverse of :func:`field_json` for one stored value (not None)."""
+    if name in _ENUMS:
+        return _ENUMS[name](value)
+    if name == "concurrency":
+        return [LevelResult.from_json(lv) for lv in value]
+    if name == "host":
+        return HostRecord.from_json(value) if value else None
+    return value
+
+
 def to_user_attrs(record: TrialRecord, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Optuna user attributes of ``record`` (JSON-able; ``trial`` is Optuna's own number).
 
@@ -228,7 +282,7 @@ def to_user_attrs(record: TrialRecord, only: tuple[str, ...] | None = None) -> d
     for name in only or FIELDS:
         if name == "trial":
             continue
-        value = getattr(record, name)
+        value = field_json(name, getattr(record, name))
         if isinstance(value, StrEnum):
             value = value.value
         elif isinstance(value, float) and not math.isfinite(value):
@@ -251,88 +305,22 @@ def from_user_attrs(trial: int, attrs: dict[str, Any], *, default_status: Status
         if name == "trial" or name not in attrs:
             continue
         value = attrs[name]
-        if name in _ENUMS:
-            value = _ENUMS[name](value)
-        elif name in JSON_FIELDS and value is None:
+        if name in JSON_FIELDS and value is None:
             continue
-        values[name] = value
+        values[name] = _typed_field(name, value)
     values.setdefault("status", default_status)
     return TrialRecord(**values)
 
 
 def to_csv_row(record: TrialRecord) -> dict[str, Any]:
-    """One trials.csv row: every field, list and mapping fields as JSON text, None as empty."""
+    """One trials.csv row: every field, list, mapping and typed fields as JSON text
+    (:func:`field_json`), None as empty."""
     row: dict[str, Any] = {}
     for name in FIELDS:
-        value = getattr(record, name)
+        value = field_json(name, getattr(record, name))
         if name in JSON_FIELDS:
             value = json.dumps(value, sort_keys=name == "env")
         elif isinstance(value, StrEnum):
             value = value.value
         row[name] = value
     return row
-
-
-def decode_csv_value(name: str, text: Any) -> Any:
-    """Inverse of :func:`to_csv_row` for one cell read back by pandas (JSON fields decoded)."""
-    if name in JSON_FIELDS and isinstance(text, str):
-        return json.loads(text)
-    return text
-
-
-@dataclass
-class StudyInfo:
-    """What a study records about itself (Optuna study user attributes, one per field).
-
-    ``server_command``: the argv as launched (secrets scrubbed); ``server_env``: the fixed
-    ``server.env`` (secrets as ``***``); ``fixed_tuning_env``: its NCCL/CUDA tuning variables;
-    ``fingerprint``: the settings a resume must not change; ``storage_hint``: the storage URL
-    without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
-    sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
-    made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
-    ``space_choices``: every searched name and its candidates when the study began (an Optuna
-    study keeps one distribution per name, so a resume must not change them).
-    Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
-    (:class:`tuner.nccl.types.Topology` fields), ``allreduce_backend`` and the evidence for it,
-    ``allreduce_nccl_on_decode_path`` (False: NCCL variables cannot change decode speed; None:
-    unknown).
-    ``screen``: what the screen stage found (:meth:`tuner.screen.stage.Stage.summary`: sizes,
-    the bound and its sentence, the untuned and best times, the top sets, the sets with wrong
-    values, the tuner-plugin export), empty without a ``[screen]``.
-    ``space_notes``: each searched variable's ``note`` in the space file (one line each), shown
-    beside a set the report says to use.
-    """
-
-    server_command: list[str] = field(default_factory=list)
-    server_env: dict[str, str] = field(default_factory=dict)
-    fixed_tuning_env: dict[str, str] = field(default_factory=dict)
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    storage_hint: str = ""
-    target: float | None = None
-    target_met_untuned: bool = False
-    target_reached_by: int | None = None
-    stop_reason: str = ""
-    final_baseline_skipped: str = ""
-    min_effect: float | None = None
-    space_choices: dict[str, list[str]] = field(default_factory=dict)
-    nccl_learned: bool = False
-    nccl_version: str = ""
-    topology: dict[str, Any] = field(default_factory=dict)
-    allreduce_backend: str = ""
-    allreduce_backend_reason: str = ""
-    allreduce_nccl_on_decode_path: bool | None = None
-    screen: dict[str, Any] = field(default_factory=dict)
-    space_notes: dict[str, str] = field(default_factory=dict)
-
-
-STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))
-
-
-def study_to_user_attrs(info: StudyInfo, only: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Optuna study user attributes of ``info`` (all fields, or ``only`` those named)."""
-    return {name: getattr(info, name) for name in only or STUDY_FIELDS}
-
-
-def study_from_user_attrs(attrs: dict[str, Any]) -> StudyInfo:
-    """The :class:`StudyInfo` stored in a study's user attributes (unknown keys ignored)."""
-    return StudyInfo(**{k: v for k, v in attrs.items() if k in STUDY_FIELDS and v is not None})

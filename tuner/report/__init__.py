@@ -1,8 +1,8 @@
 """Results of a study: trials.csv, the figures, a verdict and report.md, from trial records.
 
-Everything is rebuilt from :class:`tuner.record.trial.TrialRecord` objects (read from the Optuna
-storage), so ``nccl-tune report --study NAME`` works after the sweep, on another machine, or
-mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
+Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from the Optuna
+storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.metric`), so
+``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
 :mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
 :mod:`tuner.report.plots` draws it, :mod:`tuner.report.screen` adds the screen's section
 (the bound, its ranking against the relaunches, the tuner-plugin export) when the study had one.
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner.judging import stats
-from tuner.judging.judge import UNKNOWN_TYPE, host_type_groups, judge
-from tuner.record.trial import Kind, StudyInfo, TrialRecord
+from tuner.judging import UNKNOWN_TYPE, host_type_groups, judge, level
+from tuner.record import Kind, StudyInfo, TrialRecord
 from tuner.report.frame import (
     baseline_runs,
     best_row,
@@ -55,11 +54,11 @@ __all__ = [
 
 
 def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
-                  min_effect: float, metric: str = "output_tok_s") -> tuple[pd.DataFrame, str]:
+                  min_effect: float) -> tuple[pd.DataFrame, str]:
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
     and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
     record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
-    (fraction) on ``metric`` (``output_tok_s`` or ``decode_tok_s``, :func:`tuner.judging.judge.judge`).
+    (fraction) on the study's metric (``info.metric``, :func:`tuner.judging.judge.judge`).
     Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
     relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
 
@@ -73,6 +72,7 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     out_dir.mkdir(parents=True, exist_ok=True)
     relaunches = [r for r in records if r.kind.relaunched]
     not_launched = not_launched_markdown([r for r in records if r.kind is Kind.INVALID])
+    metric = info.metric
     sections = []
     judgements = []
     for k, (host_type, group) in enumerate((host_type_groups(relaunches) or {UNKNOWN_TYPE: []}).items(), 1):
@@ -82,7 +82,7 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
             df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
         df.attrs["metric"] = metric
         if judgement.baseline_launches:
-            df.attrs["baseline_level"] = stats.level(judgement.baseline_launches)
+            df.attrs["baseline_level"] = level(judgement.baseline_launches)
         verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
         sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}"))
         judgements.append(judgement)

@@ -32,7 +32,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from tuner.record.trial import Kind, Status, Verdict, set_key
+from tuner.record import Kind, Metric, Status, Verdict, set_key
 from tuner.report.frame import ok_baselines
 from tuner.report.style import (
     VERDICT_STYLE,
@@ -47,8 +47,6 @@ from tuner.report.style import (
 #: More rows than this and only the first and last :data:`KEEP_ROWS` are drawn.
 MAX_ROWS = 60
 KEEP_ROWS = 25
-#: What the x axis compares (the lead changes it with the metric).
-METRIC_TEXT = {"output_tok_s": "single-stream output tok/s", "decode_tok_s": "single-stream decode tok/s (1 / TPOT)"}
 #: Columns (or ``df.attrs`` keys) that may carry a launch-to-launch noise estimate, in percent
 #: (SD of one launch's level); :func:`baseline_band` prefers them to the baseline's own spread.
 LAUNCH_NOISE_KEYS = ("launch_noise_pct", "launch_sigma_pct")
@@ -302,7 +300,7 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     base = ok_baselines(df)
     level = df.attrs.get("baseline_level")
     ref = f" ({level:.1f} tok/s)" if level else (f" ({base['output_tok_s'].iloc[0]:.1f} tok/s)" if not base.empty else "")
-    metric = METRIC_TEXT.get(df.attrs.get("metric", "output_tok_s"), METRIC_TEXT["output_tok_s"])
+    metric = Metric(df.attrs.get("metric", Metric.OUTPUT)).described  # what the x axis compares
     ax.set_title(f"Every measured set vs the untuned baseline{ref}\n{metric}, ratio of launch levels; "
                  "bars: 95 % CI with launch noise; fastest first",
                  fontsize=11)

@@ -27,9 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.judging import stats
-from tuner.judging.judge import Judgement, judge, runs_of
-from tuner.record.trial import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Status, TrialRecord, Verdict
+from tuner.judging import Judgement, judge, runs_of, stats
+from tuner.record import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Metric, Status, TrialRecord, Verdict, field_json
 
 #: Prefix of the aggregate tok/s columns, one per concurrency level C (``tok_s_c8``).
 CONCURRENCY_PREFIX = "tok_s_c"
@@ -139,14 +138,15 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
     return _cols(s.comparison, s.comparison.verdict, note)
 
 
-def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: str = "output_tok_s",
+def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: Metric,
                  judgement: Judgement | None = None) -> pd.DataFrame:
     """One row per relaunch of ``records`` (duplicate/invalid bookkeeping entries are skipped),
     sorted by trial number.
 
     Columns: :data:`tuner.record.trial.CSV_COLUMNS` (the record's fields, then ``vs_baseline``, its
     95 % CI ``vs_baseline_ci_low``/``_high``, ``verdict``, ``verdict_note``) and ``tok_s_c<C>``
-    (aggregate tok/s) per concurrency level any record measured. The judgement is
+    (aggregate tok/s) per concurrency level any record measured; list, mapping and typed cells
+    hold their plain JSON (:func:`tuner.record.trial.field_json`), as trials.csv does. The judgement is
     :func:`tuner.judging.judge.judge` on ``metric`` with ``min_effect`` (fraction), or ``judgement``
     when given: a tuned row carries its set's comparison on all of the set's launches against
     every baseline launch, the interval including the launch-to-launch noise; a confirmation
@@ -159,7 +159,7 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: s
     j = judgement or judge(relaunches, metric=metric, min_effect=min_effect)
     rows = []
     for r in relaunches:
-        row: dict[str, Any] = {name: getattr(r, name) for name in FIELDS}
+        row: dict[str, Any] = {name: field_json(name, getattr(r, name)) for name in FIELDS}
         if not r.ok:
             row["output_tok_s"] = None  # a failed relaunch has no tok/s, never 0
             row["decode_tok_s"] = None

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from tuner.record.trial import Kind, Status, Verdict
+from tuner.record import Kind, Status, Verdict
 from tuner.report.forest import (
     baseline_band,
     forest_rows,

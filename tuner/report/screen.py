@@ -1,7 +1,8 @@
 """The screen's part of the report: the bound, the screen's ranking against the relaunches', the
 predicted-vs-measured plot, and the two export paths side by side.
 
-Read from :attr:`tuner.record.trial.StudyInfo.screen` (what the stage concluded) and
+Read from :attr:`tuner.record.StudyInfo.screen` (a :class:`tuner.record.ScreenSummary`: what
+the stage concluded) and
 ``results/<study>/screen.csv`` (every screen run, :mod:`tuner.screen.table`); the measured
 gains come from the :class:`tuner.judging.judge.Judgement` the report already made. A set's predicted
 gain is what its decode-size screen time would give if every allreduce of a token took that
@@ -16,14 +17,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tuner.judging.judge import Judgement
-from tuner.record.trial import StudyInfo
+from tuner.judging import Judgement
+from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
 from tuner.report.text import export_lines, note_lines
 from tuner.screen.rank import predicted_gain_pct, screen_key, spearman
@@ -62,15 +62,15 @@ def _decode_times(screen: pd.DataFrame, decode: int) -> dict[str, float]:
     return {str(k): float(v) for k, v in at.groupby("set")["time_us_oop"].median().items()}
 
 
-def gain_points(summary: dict[str, Any], screen: pd.DataFrame, judgement: Judgement | None) -> list[GainPoint]:
+def gain_points(summary: ScreenSummary, screen: pd.DataFrame, judgement: Judgement | None) -> list[GainPoint]:
     """Predicted and measured gain of every relaunched set with a screen time at the decode size
     (the baseline as the untuned set, 0 and 0), or [] without a bound to predict from."""
-    bound = summary.get("bound") or {}
-    untuned, per_token = summary.get("untuned_us"), summary.get("allreduces_per_token")
-    tpot = bound.get("baseline_tpot_s")
-    if judgement is None or not untuned or not per_token or not tpot or not bound.get("reliable"):
+    bound = summary.bound
+    untuned, per_token = summary.untuned_us, summary.allreduces_per_token
+    tpot = bound.baseline_tpot_s if bound is not None else None
+    if judgement is None or not untuned or not per_token or not tpot or bound is None or not bound.reliable:
         return []
-    times = _decode_times(screen, int(summary["decode_bytes"]))
+    times = _decode_times(screen, summary.decode_bytes)
     points = [GainPoint("baseline", "{}", 0.0, 0.0, math.nan, math.nan, -1)] if judgement.baseline_launches else []
     for s in judgement.sets.values():
         t = times.get(screen_key(s.env))
@@ -119,12 +119,12 @@ def screen_figure(points: Sequence[GainPoint]) -> Figure:
     return fig
 
 
-def _ranking_table(summary: dict[str, Any], points: Sequence[GainPoint]) -> list[str]:
+def _ranking_table(summary: ScreenSummary, points: Sequence[GainPoint]) -> list[str]:
     """The stage's ranking (best first, ties by the prefill size) with predictions and what
     the relaunches measured."""
-    decode, prefill = int(summary["decode_bytes"]), summary.get("prefill_bytes")
-    untuned, per_token = summary.get("untuned_us"), summary.get("allreduces_per_token")
-    bound = summary.get("bound") or {}
+    decode, prefill = summary.decode_bytes, summary.prefill_bytes
+    untuned, per_token = summary.untuned_us, summary.allreduces_per_token
+    bound = summary.bound
     measured: dict[str, GainPoint] = {}
     for p in points:
         if p.trial >= 0:
@@ -132,18 +132,18 @@ def _ranking_table(summary: dict[str, Any], points: Sequence[GainPoint]) -> list
     head = (f"| rank | set | {decode} B (us) | vs untuned | "
             + (f"{prefill} B (us) | " if prefill else "") + "predicts | relaunch measured |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for i, entry in enumerate(summary.get("ranking", [])[:LISTED], 1):
-        t = float(entry["decode_us"])
+    for i, entry in enumerate(summary.ranking[:LISTED], 1):
+        t = float(entry.decode_us)
         vs = f"{(t / untuned - 1) * 100:+.1f} %" if untuned else ""
         pred = ""
-        if untuned and per_token and bound.get("reliable"):
-            g = predicted_gain_pct(t, untuned, per_token, bound["baseline_tpot_s"])
+        if untuned and per_token and bound is not None and bound.reliable and bound.baseline_tpot_s is not None:
+            g = predicted_gain_pct(t, untuned, per_token, bound.baseline_tpot_s)
             pred = f"{g:+.1f} %" if g is not None else ""
-        m = measured.get(entry["key"])
+        m = measured.get(entry.key)
         meas = f"{m.measured:+.1f} % (trial {m.trial}, CI {m.low:+.1f}..{m.high:+.1f} %)" if m is not None else ""
-        cells = [str(i), env_text(entry["env"]), f"{t:.2f}", vs]
+        cells = [str(i), env_text(entry.env), f"{t:.2f}", vs]
         if prefill:
-            cells.append(f"{entry['prefill_us']:.1f}" if entry.get("prefill_us") is not None else "")
+            cells.append(f"{entry.prefill_us:.1f}" if entry.prefill_us is not None else "")
         lines.append("| " + " | ".join([*cells, pred, meas]) + " |")
     return lines
 
@@ -153,12 +153,12 @@ def _json_env(key: str) -> dict[str, str]:
     return value.get("env", value) if isinstance(value, dict) else {}
 
 
-def _exports(summary: dict[str, Any], global_lines: Sequence[str], global_title: str) -> list[str]:
-    exp = summary.get("export") or {}
-    conf = exp.get("conf") or ""
+def _exports(summary: ScreenSummary, global_lines: Sequence[str], global_title: str) -> list[str]:
+    exp = summary.export
+    conf = exp.conf
     plugin = ([f"NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so NCCL_TUNER_CONFIG_FILE={conf}",
-               "# unset NCCL_ALGO and NCCL_PROTO", "# " + conf, *exp.get("lines", [])] if conf
-              else ["# no tuner config: " + "; ".join(exp.get("notes", []) or ["nothing screened"])])
+               "# unset NCCL_ALGO and NCCL_PROTO", "# " + conf, *exp.lines] if conf
+              else ["# no tuner config: " + "; ".join(exp.notes or ["nothing screened"])])
     cell = "<td><pre>{}</pre></td>"
     out = ["### Export: global variables and the per-size tuner plugin, side by side", "",
            "<table><tr><th>" + html.escape(global_title) + "</th><th>Tuner plugin: per message size (from the screen)"
@@ -168,11 +168,11 @@ def _exports(summary: dict[str, Any], global_lines: Sequence[str], global_title:
             "large allreduces too. The tuner plugin chooses per size. It must be built from the NCCL sources "
             "(`make` in `plugins/tuner/example`, giving `libnccl-tuner-example.so`) and loaded with "
             "`NCCL_TUNER_PLUGIN` (its path) and `NCCL_TUNER_CONFIG_FILE` (the file above)."
-            + (f" {exp['compatibility']}" if exp.get("compatibility") else
+            + (f" {exp.compatibility}" if exp.compatibility else
                " Which tuner API versions your NCCL accepts is unknown (no NCCL version was logged)."), ""]
-    if exp.get("csv"):
-        out += [f"Measurements for NCCL's `scripts/optimize_config.py`: `{exp['csv']}`.", ""]
-    notes = exp.get("notes") or []
+    if exp.csv:
+        out += [f"Measurements for NCCL's `scripts/optimize_config.py`: `{exp.csv}`.", ""]
+    notes = exp.notes
     if notes:
         out += ["What the example plugin will do that you may not expect:", "", *[f"- {n}" for n in notes], ""]
     return out
@@ -185,7 +185,7 @@ def global_export(info: StudyInfo, use: pd.Series | None) -> tuple[str, list[str
     if use is not None:
         return (f"Global variables: the set relaunches confirmed (trial {int(use['trial'])})",
                 export_lines(dict(use["env"]), info.server_command) + note_lines(dict(use["env"]), info.space_notes))
-    best = (info.screen or {}).get("best_set")
+    best = info.screen.best_set if info.screen is not None else None
     if best:
         return ("Global variables: the best screened set (no relaunch confirmed it)",
                 export_lines(dict(best), info.server_command) + note_lines(dict(best), info.space_notes))
@@ -199,23 +199,23 @@ def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None,
     set is exported, said to be unconfirmed); ``figure``: the PNG name of the
     predicted-vs-measured figure when one was written."""
     s = info.screen
-    if not s:
+    if s is None:
         return []
     screen = read_screen_csv(out_dir / SCREEN_CSV)
     points = gain_points(s, screen, judgement)
     lines = ["## Screen", "",
-             f"{s.get('runs', 0)} nccl-tests runs before the tuned relaunches ({s.get('ended', '')}); every run is in "
+             f"{s.runs} nccl-tests runs before the tuned relaunches ({s.ended}); every run is in "
              f"`{SCREEN_CSV}` and its output in `screen/`.", ""]
-    lines += [f"- {r}" for r in s.get("size_reasons", [])] + [""]
-    bound = s.get("bound")
-    if bound:
-        lines += [f"**Bound.** {bound['sentence']}" + (f" A relaunch tells about {s['noise_pct']:.1f} % from noise."
-                                                        if s.get("noise_pct") else ""), ""]
-        lines += [f"- {n}" for n in bound.get("notes", [])]
-    elif s.get("bound_note"):
-        lines += [f"**Bound.** Not given: {s['bound_note']}.", ""]
-    if s.get("untuned_drift") is not None:
-        lines += [f"The untuned set's screen time moved {s['untuned_drift'] * 100:+.1f} % from the first run to the "
+    lines += [f"- {r}" for r in s.size_reasons] + [""]
+    bound = s.bound
+    if bound is not None:
+        lines += [f"**Bound.** {bound.sentence}" + (f" A relaunch tells about {s.noise_pct:.1f} % from noise."
+                                                     if s.noise_pct else ""), ""]
+        lines += [f"- {n}" for n in bound.notes]
+    elif s.bound_note:
+        lines += [f"**Bound.** Not given: {s.bound_note}.", ""]
+    if s.untuned_drift is not None:
+        lines += [f"The untuned set's screen time moved {s.untuned_drift * 100:+.1f} % from the first run to the "
                   "last.", ""]
     lines += ["### The screen's ranking against the relaunches", "", *_ranking_table(s, points), ""]
     x, y = [p.predicted for p in points], [p.measured for p in points]
@@ -223,7 +223,7 @@ def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None,
     lines += [f"Agreement over the relaunched sets (the baseline counted as the untuned set): {rho.describe()}.", ""]
     if figure:
         lines += [f"[![predicted vs measured gain]({figure})]({figure.rsplit('.', 1)[0]}.svg)", ""]
-    bad = s.get("bad_sets") or {}
+    bad = s.bad_sets
     if bad:
         lines += ["Sets whose screen reported wrong values (never relaunched, never recommended):", "",
                   *[f"- {env_text(_json_env(k))}: {v}" for k, v in bad.items()], ""]
@@ -235,7 +235,7 @@ def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None,
 def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | None) -> str | None:
     """Write ``screen_gain.png``/``.svg`` when the study has a screen and a bound; returns the
     PNG's name, or None."""
-    if not info.screen:
+    if info.screen is None:
         return None
     points = gain_points(info.screen, read_screen_csv(out_dir / SCREEN_CSV), judgement)
     if not points:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from tuner.judging import stats
 from tuner.nccl import strtoll
-from tuner.record.trial import Verdict
+from tuner.record import Verdict
 
 #: Short names of common variables, in the order a label lists them; other variables keep their
 #: name minus ``NCCL_`` and follow, sorted.

@@ -1,7 +1,7 @@
 """The report in words: the verdict paragraph, export lines, the console and markdown tables.
 
 Everything here reads a :func:`tuner.report.frame.trials_frame` and a
-:class:`tuner.record.trial.StudyInfo`; nothing is measured or judged again. The console table is a
+:class:`tuner.record.StudyInfo`; nothing is measured or judged again. The console table is a
 ``rich.table.Table``; when the output is not a terminal (piped, CI, a log file) its rows are
 written whole, one line each, so ``grep`` sees every row.
 """
@@ -19,10 +19,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import stats
-from tuner.judging.judge import Judgement, SetJudgement
+from tuner.judging import Judgement, SetJudgement, stats
 from tuner.plaintext import plain_table
-from tuner.record.trial import Kind, Status, StudyInfo, TrialRecord, Verdict
+from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 
 #: Columns of the console table, in order.
@@ -104,7 +103,7 @@ def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
 
 
 def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
-                      judgement: Judgement | None = None, metric: str = "output_tok_s") -> str:
+                      judgement: Judgement | None = None) -> str:
     """One paragraph a person can act on, claiming only what was measured: the baseline and the
     launch-to-launch noise, the headline about the best of the K sets tried (Bonferroni) and
     its confirmation, every other set with a significant verdict, the smallest gain this design
@@ -112,7 +111,8 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
 
     ``df``: a :func:`tuner.report.frame.trials_frame`; ``judgement``: the
     :func:`tuner.judging.judge.judge` it was built from (recomputed from ``df``'s rows when None is
-    given is not possible, so pass it; without it only the baseline sentence is written).
+    given is not possible, so pass it; without it only the baseline sentence is written); the
+    metric named is the judgement's.
     ``min_effect`` (fraction): the judging threshold (default ``info.min_effect``, else
     :data:`tuner.judging.stats.DEFAULT_MIN_EFFECT`).
     """
@@ -122,7 +122,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     j = judgement
     if j is None or not j.baseline_launches:
         return "The untuned baseline has no successful measurement yet, so no trial can be judged."
-    what = "single-stream output tok/s" if j.metric == "output_tok_s" else "single-stream decode tok/s (1 / TPOT)"
+    what = j.metric.described
     base_level = stats.level(j.baseline_launches)
     k_base = len(j.baseline_launches)
     runs = sum(len(b) for b in j.baseline_launches)
@@ -236,10 +236,10 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
     return parts
 
 
-def _console_row(r: pd.Series, min_effect: float, metric: str) -> list[str]:
+def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
     ok = r["status"] == Status.OK
     has_ratio = ok and not math.isnan(r["vs_baseline"])
-    value = r[metric]
+    value = r[metric.value]
     return [str(int(r["trial"])), str(r["kind"]), str(r["status"]),
             f"{value:.1f}" if ok and not math.isnan(value) else "-",
             f"{r['vs_baseline']:.3f}" if has_ratio else "-",
@@ -248,24 +248,24 @@ def _console_row(r: pd.Series, min_effect: float, metric: str) -> list[str]:
             env_text(r["env"])]
 
 
-def console_table(df: pd.DataFrame, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                  metric: str = "output_tok_s") -> Table:
-    """The end-of-sweep table: one row per relaunch sorted by tok/s (failed last), columns
+def console_table(df: pd.DataFrame, *, metric: Metric, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Table:
+    """The end-of-sweep table: one row per relaunch sorted by ``metric`` (the study's; tok/s,
+    failed last), columns
     :data:`CONSOLE_COLUMNS`: ratio to the baseline with its 95 % CI, the verdict (with its note)
     for measured rows and the cause for failed ones, the set."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     for col in CONSOLE_COLUMNS:  # on a narrow terminal only the verdict and the set fold
         table.add_column(col, justify="right" if col in _RIGHT else "left", no_wrap=col not in _FOLDS,
                          overflow="fold")  # never an ellipsis: a cut value could be pasted
-    for _, r in df.sort_values(metric, ascending=False, na_position="last").iterrows():
+    for _, r in df.sort_values(metric.value, ascending=False, na_position="last").iterrows():
         table.add_row(*(Text(cell) for cell in _console_row(r, min_effect, metric)))  # Text: no markup in causes or values
     return table
 
 
-def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None, *,
-                  metric: str = "output_tok_s") -> None:
-    """Print the console table, the verdict paragraph and, when the best set is significantly
-    faster, the ready-to-paste "Use it:" lines (:func:`export_lines`).
+def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None) -> None:
+    """Print the console table (on the study's metric, ``info.metric``), the verdict paragraph
+    and, when the best set is significantly faster, the ready-to-paste "Use it:" lines
+    (:func:`export_lines`).
 
     ``console``: where to print (default: stdout). On a terminal rich lays the table out to its
     width; elsewhere every row is written whole on one line.
@@ -276,7 +276,7 @@ def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Cons
     for k, (host_type, rows) in enumerate(groups, 1):
         if len(groups) > 1:
             console.out(f"{chr(10) if k > 1 else ''}Host type {k}: {host_type or '(not recorded)'}", highlight=False)
-        table = console_table(rows, min_effect=min_effect, metric=metric)
+        table = console_table(rows, min_effect=min_effect, metric=info.metric)
         if console.is_terminal:
             console.print(table)
         else:

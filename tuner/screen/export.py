@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.screen.plugin_export import (
     TunerMeasurement,
     choices_by_size,

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tuner.judging import stats
-from tuner.judging.judge import Judgement
-from tuner.record.trial import TrialRecord
+from tuner.judging import Judgement, stats
+from tuner.record import TrialRecord
 from tuner.screen.bound import Bound, allreduce_bound
 from tuner.screen.rank import RankedSet
 from tuner.screen.sizes import ScreenSizes

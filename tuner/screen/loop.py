@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import optuna
 
-from tuner.record.trial import Status, set_key
+from tuner.record import Status, set_key
 from tuner.redaction import redact
 from tuner.screen.measure import RunContext, json_refused, measure
 from tuner.screen.store import DUPLICATE, FIRST, INVALID, LAST, SEARCH, UNSET, ScreenRecord, ScreenStore

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.redaction import redact
 from tuner.screen import nccltests
 from tuner.screen.run import private_json_path, run_command, screen_env

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tuner.nccl import NCCL_LINE
-from tuner.record.trial import Status
+from tuner.record import Status
 
 #: The first nccl-tests release with ``-J`` JSON output (commit 00f5281, tag v2.17.3).
 JSON_MIN_VERSION = (2, 17, 3)

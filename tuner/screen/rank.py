@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from tuner.record.trial import Status, set_key
+from tuner.record import Status, set_key
 from tuner.screen.bound import allreduce_bound
 from tuner.screen.run import screenable
 from tuner.screen.store import FIRST, LAST, SCREENED, ScreenRecord

@@ -24,14 +24,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from tuner.errors import StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
-from tuner.judging.judge import Judgement
+from tuner.judging import Judgement
 from tuner.planning.plan import Planned
-from tuner.record.trial import Kind, Status, TrialRecord
+from tuner.record import Kind, RankedEntry, ScreenBound, ScreenExport, ScreenSummary, Status, TopSet, TrialRecord
 from tuner.screen import rank
 from tuner.screen.bound import Bound
 from tuner.screen.export import Export, write_exports
@@ -42,7 +41,7 @@ from tuner.screen.run import screen_env, screenable, supports_json
 from tuner.screen.sizes import ScreenSizes, screen_sizes
 from tuner.screen.store import CHECK, ScreenRecord, ScreenStore
 from tuner.screen.table import SCREEN_CSV, write_screen_csv
-from tuner.study.storage import StudyStore
+from tuner.study import StudyStore
 
 #: Ranked sets kept in the study's summary (the report lists them).
 RANKING_KEPT = 50
@@ -91,31 +90,30 @@ class Stage:
         cause = self.bad.get(key)
         return f"the screen reported wrong values for its NCCL variables ({cause})" if cause is not None else None
 
-    def summary(self) -> dict[str, Any]:
-        """JSON-able summary for :attr:`tuner.record.trial.StudyInfo.screen` (read by the report)."""
+    def summary(self) -> ScreenSummary:
+        """What the study stores of the stage (:attr:`tuner.record.StudyInfo.screen`, read by the report)."""
         b = self.bound
-        return {
-            "decode_bytes": self.sizes.decode, "prefill_bytes": self.sizes.prefill,
-            "allreduces_per_token": self.sizes.per_token, "size_reasons": list(self.sizes.reasons),
-            "runs": sum(1 for r in self.records if r.ran), "ended": self.ended,
-            "untuned_us": self.untuned_us, "untuned_drift": self.drift,
-            "best_us": self.ranked[0].decode_us if self.ranked else None,
-            "best_set": self.ranked[0].env if self.ranked else None,
-            "top_sets": [{"env": p.env, "name": p.preset} for p in self.top_sets],
-            "ranking": [{"key": r.key, "env": r.env, "decode_us": r.decode_us, "prefill_us": r.prefill_us}
-                        for r in self.ranked[:RANKING_KEPT]],
-            "bad_sets": dict(self.bad), "noise_pct": None if math.isnan(self.noise_pct) else self.noise_pct,
-            "bound": None if b is None else {
-                "share": b.allreduce_share, "max_gain_pct": b.max_gain_pct, "best_gain_pct": b.best_gain_pct,
-                "baseline_tpot_s": b.baseline_tpot_s, "baseline_tok_s": b.baseline_tok_s,
-                "free_allreduce_tok_s": b.free_allreduce_tok_s, "best_tok_s": b.best_tok_s,
-                "reliable": b.reliable, "notes": list(b.notes), "sentence": b.sentence()},
-            "bound_note": self.bound_note,
-            "export": {"csv": str(self.export.csv or ""), "conf": str(self.export.conf or ""),
-                       "lines": self.export.lines, "notes": self.export.notes,
-                       "compatibility": self.export.compatibility},
-            "notes": list(self.notes),
-        }
+        return ScreenSummary(
+            decode_bytes=self.sizes.decode, prefill_bytes=self.sizes.prefill,
+            allreduces_per_token=self.sizes.per_token, size_reasons=list(self.sizes.reasons),
+            runs=sum(1 for r in self.records if r.ran), ended=self.ended,
+            untuned_us=self.untuned_us, untuned_drift=self.drift,
+            best_us=self.ranked[0].decode_us if self.ranked else None,
+            best_set=dict(self.ranked[0].env) if self.ranked else None,
+            top_sets=[TopSet(dict(p.env), p.preset) for p in self.top_sets],
+            ranking=[RankedEntry(r.key, dict(r.env), r.decode_us, r.prefill_us) for r in self.ranked[:RANKING_KEPT]],
+            bad_sets=dict(self.bad), noise_pct=None if math.isnan(self.noise_pct) else self.noise_pct,
+            bound=None if b is None else ScreenBound(
+                share=b.allreduce_share, max_gain_pct=b.max_gain_pct, best_gain_pct=b.best_gain_pct,
+                baseline_tpot_s=b.baseline_tpot_s, baseline_tok_s=b.baseline_tok_s,
+                free_allreduce_tok_s=b.free_allreduce_tok_s, best_tok_s=b.best_tok_s,
+                reliable=b.reliable, notes=list(b.notes), sentence=b.sentence()),
+            bound_note=self.bound_note,
+            export=ScreenExport(csv=str(self.export.csv or ""), conf=str(self.export.conf or ""),
+                                lines=list(self.export.lines), notes=list(self.export.notes),
+                                compatibility=self.export.compatibility),
+            notes=list(self.notes),
+        )
 
 
 def deadline(started_monotonic: float, timeout_s: float | None, until: datetime | None) -> float | None:

@@ -20,9 +20,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from tuner.record.trial import Status, set_key
-from tuner.study.inflight import host_name, runner_alive, runner_id
-from tuner.study.storage import CONSTRAINT, StudyStore
+from tuner.record import Status, set_key
+from tuner.study import CONSTRAINT, StudyStore, host_name, runner_alive, runner_id
 
 #: Suffix of the screen study's name.
 SUFFIX = "-screen"

@@ -1,1 +1,56 @@
-"""The Optuna study: storage, fingerprints, hosts and their runners."""
+"""The Optuna study: storage, fingerprints, hosts and their runners.
+
+:mod:`~tuner.study.storage` (every Optuna access: records in and out, the study's own
+attributes, the checks a resume must pass: format version, fingerprint, space, metric),
+:mod:`~tuner.study.host` (this runner's host and its host type), :mod:`~tuner.study.inflight`
+(this host's runners and what they have in flight).
+"""
+
+from tuner.study.host import Host, command_identity, host_type, server_version, this_host
+from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.study.storage import (
+    CONSTRAINT,
+    GRACE_PERIOD_S,
+    GRACE_VAR,
+    HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_VAR,
+    JOURNAL,
+    SETTLE_S,
+    StudyStore,
+    check_fingerprint,
+    check_format,
+    check_metric,
+    check_space,
+    default_storage,
+    heartbeat_settings,
+    hide_password,
+    open_study,
+)
+
+__all__ = [
+    "CONSTRAINT",
+    "GRACE_PERIOD_S",
+    "GRACE_VAR",
+    "HEARTBEAT_INTERVAL_S",
+    "HEARTBEAT_VAR",
+    "JOURNAL",
+    "SETTLE_S",
+    "Host",
+    "RunnerFile",
+    "StudyStore",
+    "check_fingerprint",
+    "check_format",
+    "check_metric",
+    "check_space",
+    "command_identity",
+    "default_storage",
+    "heartbeat_settings",
+    "hide_password",
+    "host_name",
+    "host_type",
+    "open_study",
+    "runner_alive",
+    "runner_id",
+    "server_version",
+    "this_host",
+]

@@ -1,8 +1,9 @@
 """Which host measured a trial, and which trials may be compared with each other: host types.
 
-Every trial records its host (``TrialRecord.host``): the name, the GPUs its server gets (model,
-count, driver, from NVML via :func:`tuner.server.gpu.describe`; on a machine without NVIDIA GPUs the
-GPU fields say so), and the NCCL and server versions its log names where it names them. A
+Every trial records its host (``TrialRecord.host``, a :class:`tuner.record.HostRecord`): the
+name, the GPUs its server gets (model, count, driver, from NVML via
+:func:`tuner.server.gpu.describe`; on a machine without NVIDIA GPUs the GPU fields say so), and
+the NCCL and server versions its log names where it names them. A
 *host type* (``TrialRecord.host_type``) is the GPU model and count plus the server command as
 the experiment file writes it: without the port and with ``${NAME}`` references unexpanded, so
 identical hosts sharing one file are one type whatever port and GPUs each was given. Each host
@@ -20,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from tuner.inputs.config import ExperimentConfig
+from tuner.record import HostRecord
 from tuner.redaction import scrub, secret_values
 from tuner.server import gpu
 from tuner.study.inflight import host_name
+
+__all__ = ["Host", "command_identity", "host_type", "server_version", "this_host"]
 
 #: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s").
 _VLLM_VERSION = re.compile(r"vLLM API server version (\S+)")
@@ -74,11 +78,12 @@ class Host:
     gpus: dict[str, Any] = field(default_factory=dict)
     host_type: str = ""
 
-    def record(self, nccl_version: str = "", log: str = "") -> dict[str, Any]:
+    def record(self, nccl_version: str = "", log: str = "") -> HostRecord:
         """``TrialRecord.host`` of a relaunch: name, ``gpu``, ``gpu_count``, ``driver``, and
         ``nccl`` and ``server`` versions where its log (``log``) names them."""
-        return {"name": self.name, **self.gpus, "nccl": nccl_version,
-                "server": server_version(log) if log else ""}
+        return HostRecord(name=self.name, gpu=str(self.gpus.get("gpu", "")),
+                          gpu_count=int(self.gpus.get("gpu_count") or 0), driver=str(self.gpus.get("driver", "")),
+                          nccl=nccl_version, server=server_version(log) if log else "")
 
 
 def this_host(cfg: ExperimentConfig, environ: Mapping[str, str] | None = None) -> Host:

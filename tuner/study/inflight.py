@@ -29,6 +29,8 @@ import psutil
 from tuner.errors import MachineNotClean
 from tuner.server import ServerIdentity
 
+__all__ = ["RunnerFile", "host_name", "runner_alive", "runner_id"]
+
 
 def host_name() -> str:
     """This host's name as runner records use it."""

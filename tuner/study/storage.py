@@ -2,9 +2,11 @@
 
 One Optuna trial per relaunch. A trial's :class:`~tuner.record.trial.TrialRecord` lives in its user
 attributes (written through :func:`tuner.record.trial.to_user_attrs`), the study's
-:class:`~tuner.record.trial.StudyInfo` in the study's. Every trial, whatever its kind, is a point of
-one categorical space (each variable's candidates plus "unset"), so presets and baselines teach
-the sampler too; a failed set is told as a violated constraint (``CONSTRAINT`` > 0), never as
+:class:`~tuner.record.study.StudyInfo` in the study's, with the stored format's version
+(:mod:`tuner.record.format`; a newer one is refused by :func:`check_format`) and the judged
+metric (recorded, and a resume with another refused, by :func:`check_metric`). Every trial,
+whatever its kind, is a point of one categorical space (each variable's candidates plus
+"unset"), so presets and baselines teach the sampler too; a failed set is told as a violated constraint (``CONSTRAINT`` > 0), never as
 0 tok/s.
 
 Sampler: TPE (``multivariate=True``, ``constant_liar=True``), not GPSampler. The space is all
@@ -76,17 +78,41 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from tuner.errors import InputError
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.schema import as_written
-from tuner.record.trial import (
+from tuner.record import (
+    FORMAT_VERSION,
+    UNVERSIONED,
     Kind,
+    Metric,
     Status,
     StudyInfo,
     TrialRecord,
     from_user_attrs,
+    newer_than_known,
+    stored_version,
     study_from_user_attrs,
     study_to_user_attrs,
     to_user_attrs,
 )
 from tuner.redaction import redact, scrub
+
+__all__ = [
+    "CONSTRAINT",
+    "GRACE_PERIOD_S",
+    "GRACE_VAR",
+    "HEARTBEAT_INTERVAL_S",
+    "HEARTBEAT_VAR",
+    "JOURNAL",
+    "SETTLE_S",
+    "StudyStore",
+    "check_fingerprint",
+    "check_format",
+    "check_metric",
+    "check_space",
+    "default_storage",
+    "heartbeat_settings",
+    "hide_password",
+    "open_study",
+]
 
 #: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
 CONSTRAINT = "server_failed"
@@ -312,8 +338,29 @@ class StudyStore:
         return out
 
     def info(self) -> StudyInfo:
-        """The study's own attributes."""
-        return study_from_user_attrs(dict(self.study.user_attrs))
+        """The study's own attributes. A version-1 study (stored without a version) did not
+        store its metric: it is the one its sweep told the sampler (:meth:`told_metric`).
+        Raises ValueError for attributes a newer format wrote (:func:`check_format` first)."""
+        attrs = dict(self.study.user_attrs)
+        info = study_from_user_attrs(attrs)
+        if "metric" not in attrs:
+            info = replace(info, metric=self.told_metric())
+        return info
+
+    def told_metric(self) -> Metric:
+        """The metric whose median a version-1 sweep told Optuna as each ok relaunch's value
+        (its ``probe.metric``): decode tok/s when the first ok relaunch whose two medians
+        differ was told its ``decode_tok_s``, else output tok/s (also without an ok relaunch:
+        what that version's ``nccl-tune report`` judged on)."""
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            rec = t.user_attrs
+            if rec.get("status") != Status.OK.value or t.value is None or not rec.get("kind"):
+                continue
+            out, dec = rec.get("output_tok_s"), rec.get("decode_tok_s")
+            if out is None or dec is None or out == dec:
+                continue
+            return Metric.DECODE if t.value == dec else Metric.OUTPUT
+        return Metric.OUTPUT
 
     def update_info(self, **fields: Any) -> StudyInfo:
         """Write the named StudyInfo fields; returns the updated info."""
@@ -470,6 +517,43 @@ def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[st
                          "resuming would judge new trials against a baseline measured under other conditions")
     if changed or not before:
         store.update_info(fingerprint=now)
+
+
+def check_format(store: StudyStore, storage: str, study_name: str) -> None:
+    """Refuse (InputError, exit 2) a study whose stored format is newer than this nccl-tune's
+    (:data:`tuner.record.format.FORMAT_VERSION`): it could be misread, or written into with
+    fields its writer would misread. Older versions pass (they read as
+    :mod:`tuner.record.format` says)."""
+    where = f"{hide_password(storage)}, study '{study_name}'"
+    accepted = f"a format version from {UNVERSIONED} to {FORMAT_VERSION}, the ones this nccl-tune reads"
+    try:
+        found = stored_version(store.study.user_attrs)
+    except ValueError as exc:
+        raise InputError(where, "format_version", store.study.user_attrs.get("format_version"), accepted,
+                         str(exc)) from None
+    if newer_than_known(found):
+        raise InputError(where, "format_version", found, accepted,
+                         f"a newer nccl-tune wrote this study in format version {found}; this one writes version "
+                         f"{FORMAT_VERSION} and would misread it, so nothing was read or written: use a nccl-tune "
+                         f"that reads version {found}")
+
+
+def check_metric(store: StudyStore, metric: Metric, config_path: str, study_name: str) -> None:
+    """Record the study's metric and format version when it has none (a new study, or a
+    version-1 study, which is upgraded in place: :mod:`tuner.record.format`), and refuse
+    (InputError, exit 2) a resume whose ``probe.metric`` differs from the study's once it holds
+    a trial (finished, running on another runner, or interrupted): the sampler was told, or is
+    being told, the other metric's values, and the verdicts would change metric between two
+    runs of the same study. Before any trial the new metric is recorded."""
+    info = store.info()
+    if info.metric is not metric and store.records(relaunched_only=False):
+        raise InputError(config_path, "probe.metric", metric.value,
+                         f'"{info.metric.value}", the metric study \'{study_name}\' is judged on, or a new '
+                         "--study name (the old study and its results stay as they are)",
+                         f"study '{study_name}' was swept on {info.metric.words}: its sampler was told those "
+                         "values and its report judges on them")
+    if info.metric is not metric or info.format_version != FORMAT_VERSION or "metric" not in store.study.user_attrs:
+        store.update_info(metric=metric, format_version=FORMAT_VERSION)
 
 
 def _as_written(value: Any) -> str:

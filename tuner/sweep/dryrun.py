@@ -28,7 +28,7 @@ from tuner.nccl import (
     unsafe_reason,
 )
 from tuner.planning.plan import split_params
-from tuner.record.trial import set_key
+from tuner.record import set_key
 from tuner.redaction import redact
 from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env

@@ -17,7 +17,7 @@ from pathlib import Path
 from tuner.diagnose import DEBUG_ENV
 from tuner.inputs.config import ExperimentConfig
 from tuner.nccl import NcclVersion, ParsedLog, Topology, confirmations, parse_log, topology_from_log
-from tuner.record.trial import TrialRecord
+from tuner.record import TrialRecord
 from tuner.server import Backend, allreduce_backend
 
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).

@@ -33,8 +33,7 @@ from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
-from tuner.judging import stats
-from tuner.judging.judge import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type
+from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
 from tuner.nccl import (
     DecodeChoice,
     NcclVersion,
@@ -46,13 +45,22 @@ from tuner.nccl import (
     unsafe_set_reason,
 )
 from tuner.planning.plan import Planned, Planner, flag_params, split_params
-from tuner.record.trial import Kind, Status, TrialRecord, set_key
+from tuner.record import Kind, Status, TopologyRecord, TrialRecord, set_key
 from tuner.redaction import redact
 from tuner.server import ServerIdentity, kill_leftover, port_holder, port_in_use, preflight, split_inherited
 from tuner.server.signals import SignalGuard
-from tuner.study.host import this_host
-from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
-from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
+from tuner.study import (
+    SETTLE_S,
+    RunnerFile,
+    StudyStore,
+    default_storage,
+    heartbeat_settings,
+    host_name,
+    open_study,
+    runner_alive,
+    runner_id,
+    this_host,
+)
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 from tuner.sweep.trial import TrialContext, log_path, relaunch
@@ -117,6 +125,9 @@ class SweepOutcome:
 class Sweep:
     """One sweep of ``config`` under ``options`` over ``space``; call :meth:`run`.
 
+    The study's metric is ``config.probe.metric``: the sampler is told its medians, ``repeats =
+    "auto"`` sizes launches from its runs, and the sweep's verdicts judge on it
+    (:func:`tuner.study.storage.check_metric` holds a study to the metric it began with).
     Opening the storage may raise what Optuna/SQLAlchemy raise for a bad URL (the CLI reports
     it as bad input) and OSError for an unusable results folder.
     """
@@ -174,7 +185,7 @@ class Sweep:
             return self._learned
         info = self.store.info()
         version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
-        topo = Topology(**info.topology) if info.topology else None
+        topo = Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None
         if info.nccl_learned:
             self._learned = (version, topo)
         return version, topo
@@ -602,7 +613,7 @@ class Sweep:
         rec.host = self.host.record(rec.nccl_version, rec.log)
         if rec.kind is Kind.BASELINE and not rec.recheck and self._earlier_baseline(trial.number):
             rec.recheck = True  # another runner's baseline of this host type came first: a re-measure
-        self.store.finish(trial, rec, getattr(rec, self.cfg.probe.metric) or 0.0)
+        self.store.finish(trial, rec, rec.median(self.cfg.probe.metric) or 0.0)
         self._report(rec, label)
         if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:
             self._learn(found)
@@ -620,7 +631,7 @@ class Sweep:
         version = found.version
         backend = found.backend
         self.store.update_info(nccl_learned=True, nccl_version=str(version or ""),
-                               topology=dataclasses.asdict(topo) if topo else {},
+                               topology=TopologyRecord(**dataclasses.asdict(topo)) if topo else None,
                                allreduce_backend=backend.name, allreduce_backend_reason=backend.reason,
                                allreduce_nccl_on_decode_path=backend.nccl_on_decode_path)
         where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
@@ -650,12 +661,12 @@ class Sweep:
 
     def _runs_wanted(self) -> int:
         """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count
-        the baseline's measured run noise asks for, chosen before the launch
+        the baseline's measured run noise on the study's metric asks for, chosen before the launch
         (:func:`tuner.judging.stats.runs_for_precision`; the first baseline makes ``max_repeats``)."""
         pc = self.cfg.probe
         if isinstance(pc.repeats, int):
             return pc.repeats
-        bases = [r.output_tok_s_runs for r in self._baselines() if len(r.output_tok_s_runs) >= 2]
+        bases = [runs for r in self._baselines() if len(runs := runs_of(r, pc.metric)) >= 2]
         if not bases:
             return pc.max_repeats
         return stats.runs_for_precision(bases, pc.ci_target, pc.max_repeats)

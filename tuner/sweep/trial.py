@@ -27,7 +27,6 @@ from tuner.measure import (
     ProbeResult,
     discover_model,
     find_api_key,
-    levels_to_json,
     make_client,
     ready_check,
     run_bench,
@@ -35,10 +34,10 @@ from tuner.measure import (
     smoke_check,
 )
 from tuner.nccl import NcclVersion
-from tuner.record.trial import Status, TrialRecord
+from tuner.record import Status, TrialRecord
 from tuner.server import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard
-from tuner.study.inflight import RunnerFile
+from tuner.study import RunnerFile
 from tuner.sweep import evidence
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
@@ -187,7 +186,7 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
                                prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
                                endpoint=pc.endpoint, api_key=key)
-            record.concurrency = levels_to_json(levels)
+            record.concurrency = list(levels)
 
 
 def counted_in_order(text: str, n: int) -> bool:

@@ -12,7 +12,8 @@ import json
 import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
-from tuner.measure.bench import LevelResult, format_table, levels_to_json, run_bench
+from tuner.measure.bench import format_table, levels_to_json, run_bench
+from tuner.record import LevelResult
 
 RATE, N, TTFT, REQUESTS = 100.0, 100, 0.02, 2  # ~1 s per request, ~2 s per level
 ATTEMPTS = 3

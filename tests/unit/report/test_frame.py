@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import sample_records, trial_record
 from tuner.judging import stats
-from tuner.record.trial import CSV_COLUMNS, JSON_FIELDS, Kind, Status, Verdict
+from tuner.record import CSV_COLUMNS, JSON_FIELDS, Kind, Metric, Status, Verdict
 from tuner.report.frame import (
     baseline_runs,
     best_row,
@@ -25,7 +25,7 @@ CONC = ["tok_s_c1", "tok_s_c2", "tok_s_c4", "tok_s_c8"]
 
 @pytest.fixture
 def df() -> pd.DataFrame:
-    return trials_frame(sample_records(), min_effect=0.01)
+    return trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)
 
 
 def by_trial(df: pd.DataFrame, trial: int) -> pd.Series:
@@ -80,7 +80,7 @@ def test_a_baseline_that_drifts_as_much_as_the_gain_calls_nothing_faster():
     records = [trial_record(0, "baseline", [70.0, 70.4, 69.8, 70.2]),
                trial_record(1, "preset", [77.0, 77.4, 76.8, 77.2], env={"NCCL_PROTO": "LL"}),
                trial_record(2, "baseline", [80.0, 80.4, 79.8, 80.2], recheck=True)]
-    row = by_trial(trials_frame(records, min_effect=0.01), 1)
+    row = by_trial(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01), 1)
     assert row["verdict"] in (Verdict.NO_DIFFERENCE, Verdict.INCONCLUSIVE)
     assert row["vs_baseline_ci_low"] < 1 < row["vs_baseline_ci_high"]
 
@@ -89,8 +89,8 @@ def test_min_effect_decides_a_small_gain():
     records = [trial_record(0, "baseline", [70.0, 70.1, 69.9, 70.0]),
                trial_record(1, "preset", [77.4, 77.5, 77.3, 77.4], env={"NCCL_PROTO": "LL"}),
                trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
-    assert by_trial(trials_frame(records, min_effect=0.01), 1)["verdict"] is Verdict.FASTER
-    assert by_trial(trials_frame(records, min_effect=0.2), 1)["verdict"] is Verdict.FASTER_BELOW_MIN
+    assert by_trial(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01), 1)["verdict"] is Verdict.FASTER
+    assert by_trial(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.2), 1)["verdict"] is Verdict.FASTER_BELOW_MIN
 
 
 def test_decode_metric_judges_on_decode_tok_s():
@@ -99,8 +99,8 @@ def test_decode_metric_judges_on_decode_tok_s():
                             decode_tok_s_runs=[96.0, 96.1, 95.9, 96.0]),
                trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True,
                             decode_tok_s_runs=[80.3, 80.1, 80.2, 80.0])]
-    assert by_trial(trials_frame(records, min_effect=0.01), 1)["verdict"] is Verdict.NO_DIFFERENCE
-    decode = by_trial(trials_frame(records, min_effect=0.01, metric="decode_tok_s"), 1)
+    assert by_trial(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01), 1)["verdict"] is Verdict.NO_DIFFERENCE
+    decode = by_trial(trials_frame(records, min_effect=0.01, metric=Metric.DECODE), 1)
     assert decode["verdict"] is Verdict.FASTER and decode["vs_baseline"] == pytest.approx(1.2, rel=0.01)
 
 
@@ -109,14 +109,14 @@ def test_a_set_whose_variable_nccl_did_not_apply_gets_no_speed_verdict():
                trial_record(1, "preset", [90.0, 90.1, 89.9, 90.0], env={"NCCL_PROTO": "LL"},
                             nccl_not_applied={"NCCL_PROTO": "echoed by no rank"}),
                trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
-    row = by_trial(trials_frame(records, min_effect=0.01), 1)
+    row = by_trial(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01), 1)
     assert row["verdict"] is Verdict.NOT_APPLIED and "NCCL_PROTO" in row["verdict_note"]
 
 
 def test_trials_before_any_ok_baseline_are_pending():
     records = [trial_record(0, "baseline", status="crashed", cause="exit 1"),
                trial_record(1, "preset", [70.0, 70.4], env={"NCCL_PROTO": "LL"})]
-    df = trials_frame(records, min_effect=0.01)
+    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01)
     assert list(df["verdict"]) == [Verdict.FAILED, Verdict.PENDING]
     assert by_trial(df, 1)["verdict_note"] == "no ok baseline to compare with"
     assert best_row(df)["trial"] == 1 and baseline_runs(df) == ([], 0.0)
@@ -134,7 +134,7 @@ def test_csv_round_trip_gives_the_same_frame(df, tmp_path):
 
 
 def test_empty_study(tmp_path):
-    df = trials_frame([], min_effect=0.01)
+    df = trials_frame([], metric=Metric.OUTPUT, min_effect=0.01)
     assert df.empty and list(df.columns) == list(CSV_COLUMNS)
     assert best_row(df) is None
     write_trials_csv(df, tmp_path / "t.csv")

@@ -11,7 +11,7 @@ from rich.console import Console
 from tests.helpers import trial_record
 from tuner import report
 from tuner.judging.judge import host_type_groups, judge, judge_by_host_type
-from tuner.record.trial import StudyInfo, Verdict
+from tuner.record import Metric, StudyInfo, Verdict
 from tuner.report.frame import read_trials_csv
 
 H100 = "8 x NVIDIA H100 80GB HBM3 | vllm serve m --tensor-parallel-size 8"
@@ -35,7 +35,7 @@ def two_types() -> list:
 
 
 def test_each_type_is_judged_against_its_own_baseline():
-    groups = judge_by_host_type(two_types())
+    groups = judge_by_host_type(two_types(), metric=Metric.OUTPUT)
     assert list(groups) == [H100, L40]
     h100, l40 = groups[H100], groups[L40]
     assert h100.baseline_trials == [0, 4] and l40.baseline_trials == [1, 5]
@@ -45,7 +45,7 @@ def test_each_type_is_judged_against_its_own_baseline():
     assert simple.comparison is not None and simple.comparison.verdict is Verdict.FASTER
     assert 1.09 < simple.comparison.ratio < 1.11
     # Mixed into one verdict, the L40S set would be judged against the H100 baselines too.
-    mixed = judge(two_types()).sets[simple.key].comparison
+    mixed = judge(two_types(), metric=Metric.OUTPUT).sets[simple.key].comparison
     assert mixed is not None and mixed.verdict is not Verdict.FASTER
 
 

@@ -22,7 +22,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
-from tuner.record.trial import Status, Verdict
+from tuner.record import Metric, Status, Verdict
 from tuner.report.frame import trials_frame
 from tuner.report.plots import report_figures, save_figures, trials_vs_baseline_figure
 from tuner.report.style import verdict_color
@@ -31,7 +31,7 @@ _TRIAL = re.compile(r"trial (\d+)")
 
 
 def frame(case: str) -> pd.DataFrame:
-    return trials_frame(CASES[case](), min_effect=0.01)
+    return trials_frame(CASES[case](), metric=Metric.OUTPUT, min_effect=0.01)
 
 
 def forest(case: str) -> tuple[pd.DataFrame, Figure]:
@@ -186,7 +186,7 @@ def test_a_cut_legend_is_caught():
 def test_every_verdict_in_its_colour_and_in_the_legend(tmp_path):
     """The verdicts today's judging rarely gives (inconclusive, not applied, ...), set on a sweep's
     tuned rows as the report would, each drawn in its colour and named once in the legend."""
-    df = trials_frame(every_verdict(), min_effect=0.01)
+    df = trials_frame(every_verdict(), metric=Metric.OUTPUT, min_effect=0.01)
     tuned = df["kind"] != "baseline"
     df.loc[tuned, "verdict"] = pd.Series([Verdict(v) for v in JUDGED], index=df.index[tuned])
     fig = trials_vs_baseline_figure(df, min_effect=0.01)

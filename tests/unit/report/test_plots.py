@@ -20,7 +20,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.helpers import sample_records, trial_record
-from tuner.record.trial import Verdict
+from tuner.record import Metric, Verdict
 from tuner.report.forest import ForestRow, baseline_band, forest_rows, truncate_rows
 from tuner.report.frame import trials_frame
 from tuner.report.plots import (
@@ -49,7 +49,7 @@ from tuner.report.style import (
 
 @pytest.fixture
 def df() -> pd.DataFrame:
-    return trials_frame(sample_records(), min_effect=0.01)
+    return trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)
 
 
 def axes():
@@ -117,7 +117,8 @@ def test_forest_rows_keep_the_launches_of_one_set_together():
     df = trials_frame([trial_record(0, "baseline", [70.0, 70.4, 69.8]),
                        trial_record(1, "preset", [77.0, 77.5, 76.8], env=tuned),
                        trial_record(2, "preset", [78.5, 78.0, 78.2], env={"NCCL_ALGO": "Ring"}),
-                       trial_record(3, "confirm", [76.0, 76.3, 75.9], env=tuned)], min_effect=0.01)
+                       trial_record(3, "confirm", [76.0, 76.3, 75.9], env=tuned)],
+                      metric=Metric.OUTPUT, min_effect=0.01)
     rows, _ = forest_rows(df)
     assert [r.label for r in rows] == ["baseline (untuned), trial 0", "ALGO=Ring (trial 2)",
                                        "PROTO=LL (trial 1)", "PROTO=LL (trial 3, confirm)"]
@@ -141,7 +142,7 @@ def test_baseline_band_from_the_launches_or_a_noise_column(df):
     low, high, label = baseline_band(with_noise)
     assert (low, high) == (pytest.approx(1 - 0.01568), pytest.approx(1 + 0.01568))
     assert label == "launch-to-launch noise (±1.96 σ, σ = 0.8 %)"
-    assert baseline_band(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is None
+    assert baseline_band(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)) is None
 
 
 def test_plot_trials_vs_baseline_on_a_given_axes(df):
@@ -199,7 +200,7 @@ def test_baselines(df):
     runs = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert sum(len(c.get_offsets()) for c in runs) == 8
     ax = axes()
-    plot_baselines(ax, trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01))
+    plot_baselines(ax, trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01))
     assert ax.get_title() == "The baseline over the sweep (1 launch: drift not measured)"
 
 
@@ -223,7 +224,7 @@ def test_concurrency_legend_whole_and_baselines_apart(df):
     relative = fig.axes[1]  # each set over the first baseline launch at the same C
     assert list(relative.lines[0].get_ydata()) == [1.0, 1.0, 1.0, 1.0]
     assert relative.lines[3].get_ydata()[0] == pytest.approx(80.6 / 70.0)
-    assert concurrency_figure(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], min_effect=0.01)) is None
+    assert concurrency_figure(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)) is None
 
 
 def test_variable_effect_panels(df):
@@ -279,7 +280,7 @@ def test_save_figures_writes_png_and_svg(df, tmp_path):
      trial_record(1, "preset", [70.0, 71.0], env={"NCCL_PROTO": "LL"})],
 ], ids=["one-baseline", "baseline-failed", "in-flight", "no-ok-baseline"])
 def test_small_studies_draw_without_error(records, tmp_path):
-    df = trials_frame(records, min_effect=0.01)
+    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01)
     names = [p.stem for p in save_figures(df, tmp_path)]
     assert names == ["trials_vs_baseline", "variable_effects", "history", "baselines"]
     rows, _ = forest_rows(df)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.helpers import trial_record
 from tuner.judging.judge import judge
-from tuner.record.trial import Status, StudyInfo
+from tuner.record import Metric, ScreenSummary, Status, StudyInfo
 from tuner.report.screen import gain_points, save_screen_figure, screen_markdown
 from tuner.screen.store import FIRST, SEARCH, ScreenRecord
 from tuner.screen.table import SCREEN_CSV, read_screen_csv, write_screen_csv
@@ -42,8 +42,9 @@ def test_section_figure_and_agreement(tmp_path):
     records = [trial_record(0, "baseline", [100.0, 101.0, 99.0]),
                trial_record(1, "preset", [110.0, 111.0, 109.5], env=LL, preset="screen-1"),
                trial_record(2, "search", [80.0, 81.0, 79.0], env={**SIMPLE, "CUDA_DEVICE_MAX_CONNECTIONS": "1"})]
-    j = judge(records)
-    info = StudyInfo(screen=_summary(), server_command=["vllm", "serve", "m", "--tensor-parallel-size", "8"])
+    j = judge(records, metric=Metric.OUTPUT)
+    info = StudyInfo(screen=ScreenSummary.from_json(_summary()),
+                     server_command=["vllm", "serve", "m", "--tensor-parallel-size", "8"])
     points = gain_points(info.screen, read_screen_csv(tmp_path / SCREEN_CSV), j)
     by_trial = {p.trial: p for p in points}
     assert set(by_trial) == {-1, 1, 2}

@@ -12,7 +12,7 @@ from rich.console import Console
 from tests.helpers import sample_records, trial_record
 from tuner.judging.judge import judge
 from tuner.plaintext import plain_table
-from tuner.record.trial import StudyInfo
+from tuner.record import Metric, StudyInfo
 from tuner.report.frame import trials_frame
 from tuner.report.text import (
     CONSOLE_COLUMNS,
@@ -39,8 +39,8 @@ def confirmed_night() -> list:
 def report(records, info=INFO, min_effect=0.01) -> tuple[pd.DataFrame, str]:
     """The frame and the verdict paragraph, as write_outputs makes them."""
     relaunched = [r for r in records if r.kind.relaunched]
-    j = judge(relaunched, min_effect=min_effect)
-    df = trials_frame(relaunched, min_effect=min_effect, judgement=j)
+    j = judge(relaunched, metric=Metric.OUTPUT, min_effect=min_effect)
+    df = trials_frame(relaunched, metric=Metric.OUTPUT, min_effect=min_effect, judgement=j)
     return df, verdict_paragraph(df, info, judgement=j)
 
 
@@ -58,7 +58,7 @@ BASE2 = trial_record(9, "baseline", [70.5, 71.0, 70.2, 70.9], recheck=True)
 
 
 def test_console_table_columns_and_order(df):
-    table = console_table(df)
+    table = console_table(df, metric=Metric.OUTPUT)
     assert tuple(c.header for c in table.columns) == CONSOLE_COLUMNS
     trials = [int(c.plain) for c in table.columns[0].cells]
     assert trials == [3, 11, 8, 12, 6, 0, 1, 4, 2, 5, 7, 9]  # by tok/s, failed and running last
@@ -147,7 +147,7 @@ def test_faster_below_the_minimum_effect_is_said_so():
                trial_record(1, "preset", [77.4, 77.5, 77.3, 77.4], env={"NCCL_PROTO": "LL"}),
                trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
     df, text = report(records, StudyInfo(min_effect=0.2), min_effect=0.2)
-    assert "faster, below the 20 % that matters" in plain_table(console_table(df, min_effect=0.2))
+    assert "faster, below the 20 % that matters" in plain_table(console_table(df, metric=Metric.OUTPUT, min_effect=0.2))
     assert "by less than the 20 % that matters: NCCL_PROTO=LL (trial 1" in text
 
 

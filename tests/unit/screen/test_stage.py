@@ -107,8 +107,9 @@ def test_untuned_first_and_last_every_run_recorded_and_the_best_planned_first(tm
     bound_line = next(line for line in lines if line.startswith("bound: NCCL tuning can gain at most"))
     assert "the best screened set predicts +" in bound_line
     info = store.info().screen
-    assert info["decode_bytes"] == 14336 and info["runs"] == 8 and info["bound"]["reliable"]
-    assert info["ranking"][0]["env"] == stage.top_sets[0].env
+    assert info is not None and info.bound is not None
+    assert info.decode_bytes == 14336 and info.runs == 8 and info.bound.reliable
+    assert info.ranking[0].env == stage.top_sets[0].env
 
 
 def test_wrong_values_are_infeasible_never_planned_and_known_to_the_main_study(tmp_path):
@@ -181,7 +182,9 @@ def test_a_bound_below_the_noise_stops_unless_forced(tmp_path):
     with pytest.raises(StoppedByCheck) as info:
         stage_of(cfg, sp, store, study_dir, base=baseline(tpot_s=0.050))
     assert info.value.exit_code == 5 and "pointless" in str(info.value) and "--force" in str(info.value)
-    assert store.info().screen["bound"]["max_gain_pct"] < 1.8  # recorded before stopping
+    summary = store.info().screen
+    assert summary is not None and summary.bound is not None
+    assert summary.bound.max_gain_pct is not None and summary.bound.max_gain_pct < 1.8  # recorded before stopping
     lines: list[str] = []
     stage = stage_of(cfg, sp, store, study_dir, lines, base=baseline(tpot_s=0.050), force=True)
     assert stage.bound is not None and any("--force: relaunching anyway" in line for line in lines)
@@ -193,7 +196,8 @@ def test_no_bound_when_nccl_does_not_carry_the_decode_allreduce(tmp_path):
     stage = stage_of(cfg, sp, store, study_dir, lines, base=baseline(backend="custom_allreduce"))
     assert stage.bound is None and "NCCL does not carry the decode allreduce (custom_allreduce)" in stage.bound_note
     assert not any(line.startswith("bound:") for line in lines)
-    assert store.info().screen["bound"] is None
+    summary = store.info().screen
+    assert summary is not None and summary.bound is None
 
 
 def test_no_screen_run_starts_past_the_deadline(tmp_path):
@@ -234,7 +238,7 @@ def test_a_set_never_screened_is_screened_once_before_its_relaunch(tmp_path):
     assert stage.check(bad_env) is not None and stage.check(good_env) is None  # not screened twice
     assert len([r for r in ScreenStore(store, {}).records() if r.role == CHECK]) == 2
     assert set(pd.read_csv(study_dir / "screen.csv")["role"]) >= {CHECK}
-    assert screen_key(bad_env) in known_bad(store) and screen_key(bad_env) in store.info().screen["bad_sets"]
+    assert screen_key(bad_env) in known_bad(store) and screen_key(bad_env) in store.info().screen.bad_sets
 
 
 def test_a_failed_untuned_run_stops_the_screen_and_a_broken_benchmark_stops_it_soon(tmp_path):

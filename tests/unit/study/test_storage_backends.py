@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import run_cli, write_config
-from tuner.record.trial import Kind, Status, TrialRecord
+from tuner.record import HostRecord, Kind, LevelResult, Status, TrialRecord
 from tuner.study.storage import JOURNAL, StudyStore, hide_password, open_study
 
 CHOICES = {"NCCL_PROTO": ("unset", "LL", "Simple"), "NCCL_ALGO": ("unset", "Ring", "Tree")}
@@ -52,7 +52,8 @@ def test_records_round_trip(storage: str):
     a = StudyStore(open_study("s", storage, seed=1), CHOICES)
     a.update_info(min_effect=0.02, storage_hint=hide_password(storage), server_command=["vllm", "serve", "m"])
     _, base = _run(a, {}, Kind.BASELINE, Status.OK, (70.1, 70.9, 70.4), load_s=12.5, wall_s=40.0,
-                   concurrency=[{"concurrency": 2, "ok": 8, "total": 8, "wall_s": 10.0, "aggregate_tok_s": 131.0}])
+                   concurrency=[LevelResult(concurrency=2, ok=8, total=8, wall_s=10.0, aggregate_tok_s=131.0)],
+                   host=HostRecord(name="host-a", gpu="NVIDIA H100", gpu_count=8, driver="550.54", nccl="2.27.3"))
     _, fast = _run(a, {"NCCL_PROTO": "LL"}, Kind.PRESET, Status.OK, (75.0, 75.5), preset="ll")
     _, crash = _run(a, {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Tree"}, Kind.SEARCH, Status.CRASHED,
                     cause="exited with code 1: NCCL WARN")

@@ -1,0 +1,57 @@
+"""The stored format's version: what each version stores, and how older ones read.
+
+A study stores its format version as the study user attribute ``format_version``
+(:attr:`tuner.record.study.StudyInfo.format_version`). This nccl-tune writes
+:data:`FORMAT_VERSION` and reads every version up to it; a study written by a newer format is
+refused (:func:`tuner.study.storage.check_format`, exit 2), never read half-understood nor
+written into.
+
+Versions:
+
+1. Before the version was stored (nccl-tune up to commit f0e244d): no ``format_version`` and no
+   ``metric`` study attribute. Read as version 1 (:data:`UNVERSIONED`). Its judged metric is
+   the one its sweep told the sampler: that sweep's ``probe.metric``, whose median it gave
+   Optuna as each ok relaunch's objective value, so a relaunch whose value is its record's
+   ``decode_tok_s`` (and not its ``output_tok_s``) marks a ``decode_tok_s`` study
+   (:meth:`tuner.study.storage.StudyStore.info`); without an ok relaunch it is ``output_tok_s``,
+   the only metric that version's ``nccl-tune report`` judged on. (The version-1 sweep wrote
+   its own report.md on ``probe.metric``, and ``report --study`` then rewrote it on output
+   tok/s: the defect version 2 removes.)
+2. ``format_version`` and ``metric`` (:class:`tuner.record.metric.Metric`) are stored with the
+   study, and ``nccl-tune report`` judges on the stored metric. The typed parts (the screen
+   summary, a trial's concurrency levels and host, the study's topology) keep version 1's JSON
+   shapes, so version 1 values read unchanged. A version-1 study a sweep resumes is upgraded
+   in place (its metric and the version are written).
+
+A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
+its line above (what is new, and what an older study reads as), and gives the new field a
+default that says "written before this version".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
+
+#: The format this nccl-tune writes (and the newest it reads).
+FORMAT_VERSION = 2
+#: The version of a study stored without one.
+UNVERSIONED = 1
+
+
+def stored_version(attrs: Mapping[str, Any]) -> int:
+    """The format version of a study's user attributes ``attrs``: its ``format_version``, or
+    :data:`UNVERSIONED` without one. Raises ValueError when it is not a whole number >= 1."""
+    value = attrs.get("format_version")
+    if value is None:
+        return UNVERSIONED
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"format_version {value!r} is not a whole number >= 1")
+    return value
+
+
+def newer_than_known(version: int) -> bool:
+    """True when ``version`` is newer than :data:`FORMAT_VERSION`: this nccl-tune cannot read it."""
+    return version > FORMAT_VERSION
