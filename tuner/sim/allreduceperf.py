@@ -48,6 +48,7 @@ from .nccllog import (
     matrix_message,
     op_message,
     output_plan,
+    split_echoes,
     tuning_table,
     version_message,
 )
@@ -293,12 +294,13 @@ class Run:
         for r in range(self.n):
             tid = tid0 + 1 + r
             vmsg = version_message(self.p, self.debug, r)
-            msgs = ([vmsg] if vmsg else []) + (report.messages if report else [])
+            early, late = split_echoes(report.messages if report else [])
+            msgs = ([vmsg] if vmsg else []) + (early if error is None else list(report.messages if report else []))
             if error is not None:
                 msgs += error.messages
             elif model is not None:
                 tm = model.tune(self.n)
-                msgs += init_messages(self.p, report.settings, tm, r, 0x55D0A0000)
+                msgs += init_messages(self.p, report.settings, tm, r, 0x55D0A0000, tuning_echoes=late)
                 if r == 0:
                     matrix = matrix_message(report.settings, tm.algos)
                     msgs += ([matrix] if matrix else []) + tuning_table(tm)

@@ -179,6 +179,18 @@ def _cross_hops(profile: Profile, n: int) -> set[int]:
     return {(i + 1) * n // k - 1 for i in range(k)} if k else set()
 
 
+#: Variables NCCL reads, and so echoes, in ``ncclTopoTuneModel`` (src/graph/tuning.cc: NCCL_PROTO,
+#: NCCL_ALGO, NCCL_THREAD_THRESHOLDS with ``ncclGetEnv``, the thread counts as ``NCCL_PARAM``s):
+#: after the rings and trees are connected, not where the other echoes come.
+TUNING_VARS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_THREAD_THRESHOLDS", "NCCL_NTHREADS", "NCCL_LL128_NTHREADS")
+
+
+def split_echoes(messages) -> tuple[list[Message], list[Message]]:
+    """(messages of the start of init, echoes of TUNING_VARS that come at tuning time)."""
+    late = [m for m in messages if m.text.split(" ", 1)[0] in TUNING_VARS]
+    return [m for m in messages if m not in late], late
+
+
 def node_layout(nranks: int, nodes: int, rank: int) -> tuple[int, int, int]:
     """(node, local rank, ranks on that node) of ``rank`` when ``nranks`` are spread over
     ``nodes`` in blocks, the driver's node first (as vLLM's Ray executor sorts its workers)."""
@@ -189,11 +201,12 @@ def node_layout(nranks: int, nodes: int, rank: int) -> tuple[int, int, int]:
 
 
 def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank: int,
-                  comm_id: int, nodes: int = 1) -> list[Message]:
+                  comm_id: int, nodes: int = 1, tuning_echoes=()) -> list[Message]:
     """INFO messages of one rank's ``ncclCommInitRank``, in log order (src/init.cc,
-    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc); with
-    ``nodes`` > 1 the comm line counts nodes and local ranks (node_layout) and the GPU is the
-    local one; the transports stay those of one node."""
+    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc), with
+    ``tuning_echoes`` (split_echoes) where ncclTopoTuneModel logs them; with ``nodes`` > 1 the
+    comm line counts nodes and local ranks (node_layout) and the GPU is the local one; the
+    transports stay those of one node."""
     n, nch = tm.nranks, tm.nchannels
     _, local, local_n = node_layout(n, nodes, rank)
     if nodes <= 1:
@@ -229,7 +242,7 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
             out.append(info(text, "INIT", "NET"))
     suffix = ", use ring PXN 0 GDR 0" if version_tuple(settings.version) >= (2, 24, 0) else ""
     out += [info(f"Connected all rings{suffix}", "INIT"), info("Connected all trees", "INIT")]
-    out += list(tm.messages)
+    out += list(tuning_echoes) + list(tm.messages)
     t = tm.thresholds
     out.append(info(f"threadThresholds {t['Tree']['LL']}/{t['Tree']['LL128']}/{t['Tree']['Simple']} | "
                     f"{t['Ring']['LL']}/{t['Ring']['LL128']}/{t['Ring']['Simple']} | "

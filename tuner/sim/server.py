@@ -251,20 +251,12 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
     comm_id = random.getrandbits(44) << 4
     nodes = max(1, opts.ray_nodes) if opts.ray else 1
     # On Ray the workers' NCCL reads another environment: theirs sets the lines and the speed.
-    w_env, w_debug, w_report, w_model = environ, debug, report, model
+    w_env, w_report, w_model = environ, report, model
     monitor = logs = None
     if opts.ray:
-        w_env = raycluster.worker_environ(environ, raycluster.DEFAULT_START_ENV if opts.ray_start_env is None
-                                          else opts.ray_start_env)
-        w_debug = DebugConfig(load_conf_file(w_env))
-        w_report = _worker_report(w_env, p.nccl_version)
-        w_model = CostModel(p, w_report.settings) if w_report is not None else None
-        for entry in raycluster.executor_lines(environ):
-            log.line(vllmlog.plain(*entry))
-        session = tempfile.mkdtemp(prefix="sim-ray-session-")
-        logs = [os.path.join(session, f"worker-{r}.out") for r in range(1, opts.workers + 1)]
-        monitor = raycluster.RayLogMonitor(
-            [(path, node_layout(p.tp, nodes, r)[0]) for r, path in enumerate(logs, 1)], environ)
+        w_env, w_report, w_model, monitor, logs = _ray_workers(opts, p, environ, log, nodes)
+    w_merged = load_conf_file(w_env)
+    w_debug = DebugConfig(w_merged)
     host = host_name()
     payloads = []
     for r in range(1, opts.workers + 1):
@@ -272,7 +264,7 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
         r_host = host if node == 0 else f"{host}-node{node}"
         lines = rank_lines(p, opts.model_name, w_debug, w_report, w_model, outcome, r, comm_id,
                            host=r_host, nodes=nodes, plain_vllm=opts.ray)
-        plan = output_plan(load_conf_file(w_env), w_debug, p.nccl_version, opts.stdout_buffering, r_host)
+        plan = output_plan(w_merged, w_debug, p.nccl_version, opts.stdout_buffering, r_host)
         payloads.append({"lines": lines, "nccl_output": plan})
     ignore = opts.faults.has("orphan-workers") or opts.faults.has("stuck-workers")
     workers = Workers(opts.workers, uuid.uuid4().hex[:12], ignore, environ, payloads,
@@ -291,6 +283,22 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
             log.line(text)
     speed = w_model if opts.ray and opts.workers and w_model is not None else model
     return model, workers, outcome, monitor, speed
+
+
+def _ray_workers(opts: ServeOptions, p: Profile, environ: dict, log: NcclLog, nodes: int):
+    """The Ray side of the start: (the workers' environment, what their NCCL reads, their cost
+    model, the log monitor, their log files); logs what vLLM's executor logs."""
+    start_env = raycluster.DEFAULT_START_ENV if opts.ray_start_env is None else opts.ray_start_env
+    env = raycluster.worker_environ(environ, start_env)
+    report = _worker_report(env, p.nccl_version)
+    model = CostModel(p, report.settings) if report is not None else None
+    for entry in raycluster.executor_lines(environ):
+        log.line(vllmlog.plain(*entry))
+    session = tempfile.mkdtemp(prefix="sim-ray-session-")
+    logs = [os.path.join(session, f"worker-{r}.out") for r in range(1, opts.workers + 1)]
+    monitor = raycluster.RayLogMonitor(
+        [(path, node_layout(p.tp, nodes, r)[0]) for r, path in enumerate(logs, 1)], environ)
+    return env, report, model, monitor, logs
 
 
 def _drain(log: NcclLog, monitor: raycluster.RayLogMonitor | None) -> None:

@@ -25,6 +25,7 @@ from .nccllog import (
     matrix_message,
     node_layout,
     op_message,
+    split_echoes,
     tuning_table,
     version_message,
 )
@@ -107,9 +108,9 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
         nccl(vmsg)
     failure = outcome.failure
     init_failed = failure is not None and failure[0] == "init"
-    if report is not None:
-        for m in report.messages:
-            nccl(m)
+    early, late = split_echoes(report.messages if report is not None else [])
+    for m in (report.messages if init_failed and report is not None else early):
+        nccl(m)
     if init_failed or report is None:
         exc = failure[1] if failure is not None else None
         if isinstance(exc, NcclInitError):  # without a report it holds what was read before
@@ -118,7 +119,7 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
         return out
     assert model is not None
     tm = model.tune()
-    for m in init_messages(profile, report.settings, tm, rank, comm_id, nodes):
+    for m in init_messages(profile, report.settings, tm, rank, comm_id, nodes, late):
         nccl(m)
     if rank == 0:
         matrix = matrix_message(report.settings, tm.algos)

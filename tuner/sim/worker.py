@@ -67,16 +67,25 @@ def _print_lines(ack_fd: int | None) -> ncclstdio.Sink | None:
         text = str(line).replace("@@PID@@", pid).replace("@@TID@@", tid)
         if kind == "nccl" and sink is not None:
             sink.write(text)
-        else:
+        elif sink is not None:  # vLLM's logging flushes each line as it comes, between NCCL's
+            _write_err(text + "\n")
+        else:  # the tidy default: the rank's lines in one write
             out.append(text + "\n")
+    _write_err("".join(out))
     try:
-        sys.stderr.write("".join(out))
-        sys.stderr.flush()
         if ack_fd is not None:
             os.write(ack_fd, b"1")  # tells the server the lines are out
     except (OSError, ValueError):
         pass
     return sink
+
+
+def _write_err(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _exit_cleanly(sink: ncclstdio.Sink | None, sig: int | None = None) -> None:
