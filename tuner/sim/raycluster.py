@@ -156,10 +156,11 @@ class LogDeduplicator:
 
 class RayLogMonitor:
     """The worker log files of one simulated cluster, read as Ray's log monitor reads them and
-    printed as its driver prints them. ``workers`` holds ``(path, node)`` per worker rank 1..;
-    pids are learnt with ``started``."""
+    printed as its driver prints them. ``workers`` holds ``(path, node)`` per worker rank 1..,
+    in the folder ``session``; pids are learnt with ``started``."""
 
-    def __init__(self, workers: list[tuple[str, int]], environ: dict):
+    def __init__(self, session: str, workers: list[tuple[str, int]], environ: dict):
+        self.session = session
         self.files = [path for path, _ in workers]
         self.ips = [node_ip(node) for _, node in workers]
         self.pids = [0] * len(workers)
@@ -203,10 +204,10 @@ class RayLogMonitor:
         return [f"{self.prefix(src)} {text}" for src, text in self.dedup.flush()]
 
     def remove_files(self) -> None:
-        """Delete the worker files and their folder (a normal shutdown)."""
+        """Delete the worker files and their folder (a normal shutdown; a SIGKILLed server
+        leaves its ``sim-ray-session-*`` folder in the temp dir, as Ray leaves /tmp/ray)."""
         for path in self.files:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        if self.files:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(self.files[0]))
+        with contextlib.suppress(OSError):
+            os.rmdir(self.session)

@@ -297,7 +297,7 @@ def _ray_workers(opts: ServeOptions, p: Profile, environ: dict, log: NcclLog, no
     session = tempfile.mkdtemp(prefix="sim-ray-session-")
     logs = [os.path.join(session, f"worker-{r}.out") for r in range(1, opts.workers + 1)]
     monitor = raycluster.RayLogMonitor(
-        [(path, node_layout(p.tp, nodes, r)[0]) for r, path in enumerate(logs, 1)], environ)
+        session, [(path, node_layout(p.tp, nodes, r)[0]) for r, path in enumerate(logs, 1)], environ)
     return env, report, model, monitor, logs
 
 

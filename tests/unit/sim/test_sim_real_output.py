@@ -219,6 +219,7 @@ def test_ray_dedup_off_and_start_env(sim):
     for rank in (1, 2):  # ray start's NCCL_ALGO is what they echo; each logs in full
         assert [ln for ln in ray if f"[{rank}] NCCL INFO NCCL_ALGO set by environment to Tree" in ln]
     assert not [ln for ln in s.lines if "[0] NCCL INFO" in ln]  # the driver runs at WARN
+    assert s.finish() == 0
 
 
 def test_dedup_rules_of_ray():
