@@ -16,7 +16,8 @@ doc/PERFORMANCE.md; src/all_reduce.cu ``AllReduceGetBw``).
 
 A set that runs a protocol where NCCL would not have enabled it (LL128 forced on PCIe) corrupts
 the results: non-zero ``#wrong``. NCCL's per-operation TUNING line is printed once per size
-(NCCL prints one per call). The JSON ``env`` list keeps only NCCL_*, CUDA_* and SIM_* variables
+(NCCL prints one per call). With NCCL_DEBUG_FILE (``%h``/``%p``), NCCL's lines go to that
+file instead of the output, as NCCL does (ncclstdio). The JSON ``env`` list keeps only NCCL_*, CUDA_* and SIM_* variables
 (nccl-tests writes the whole environment; the stand-in never writes a secret).
 """
 
@@ -38,7 +39,7 @@ from .costmodel import CollectiveCrash, CostModel, check_init
 from .faults import FAULT_MODES, FaultError, parse_faults
 from .jsonout import iter_stats
 from .ncclconst import DATATYPE_BYTES, ERROR_STRINGS, version_code
-from .ncclenv import NcclInitError, read_env
+from .ncclenv import NcclInitError, load_conf_file, read_env
 from .nccllog import (
     DebugConfig,
     format_line,
@@ -46,9 +47,12 @@ from .nccllog import (
     init_messages,
     matrix_message,
     op_message,
+    output_plan,
+    split_echoes,
     tuning_table,
     version_message,
 )
+from .ncclstdio import open_sink
 from .profiles import BUILTIN, DEFAULT_PROFILE, Profile, ProfileError, load_profile
 
 FORMATS = ("2.11", "2.13", "2.19")
@@ -160,10 +164,20 @@ class Run:
         self.version = profile.nccl_version
         self.dtype: str = args.datatype
         self.op: str = args.op
+        # NCCL_DEBUG_FILE takes NCCL's lines out of the output, as NCCL does (nccllog.output_plan)
+        self.sink = open_sink(output_plan(load_conf_file(environ), self.debug, self.version,
+                                          host=self.host), os.getpid())
 
     def say(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+    def say_nccl(self, text: str) -> None:
+        """One NCCL line: to NCCL_DEBUG_FILE's file when it names one, else with the output."""
+        if self.sink is not None:
+            self.sink.write(text)
+        else:
+            self.say(text)
 
     # -- header ----------------------------------------------------------------------------
     def header(self) -> None:
@@ -280,19 +294,20 @@ class Run:
         for r in range(self.n):
             tid = tid0 + 1 + r
             vmsg = version_message(self.p, self.debug, r)
-            msgs = ([vmsg] if vmsg else []) + (report.messages if report else [])
+            early, late = split_echoes(report.messages if report else [])
+            msgs = ([vmsg] if vmsg else []) + (early if error is None else list(report.messages if report else []))
             if error is not None:
                 msgs += error.messages
             elif model is not None:
                 tm = model.tune(self.n)
-                msgs += init_messages(self.p, report.settings, tm, r, 0x55D0A0000)
+                msgs += init_messages(self.p, report.settings, tm, r, 0x55D0A0000, tuning_echoes=late)
                 if r == 0:
                     matrix = matrix_message(report.settings, tm.algos)
                     msgs += ([matrix] if matrix else []) + tuning_table(tm)
             for m in msgs:
                 text = format_line(m, self.debug, r, self.version, pid, tid, self.host)
                 if text is not None:
-                    self.say(text)
+                    self.say_nccl(text)
 
     def nccl_failure(self, exc: NcclInitError) -> int:
         last = exc.warn_lines[-1] if exc.warn_lines else ""
@@ -418,7 +433,7 @@ def _main(argv: list[str], environ: dict | None, prog: str, out, holder: list) -
             text = format_line(m, run.debug, 0, run.version, os.getpid(), threading.get_native_id(),
                                run.host)
             if text:
-                run.say(text)
+                run.say_nccl(text)
         return run.nccl_failure(exc)
     except CollectiveCrash:
         _die_fpe()
@@ -439,7 +454,7 @@ def _main(argv: list[str], environ: dict | None, prog: str, out, holder: list) -
             text = format_line(msg, run.debug, 0, run.version, os.getpid(), threading.get_native_id(),
                                run.host)
             if text:
-                run.say(text)
+                run.say_nccl(text)
         wrong = check and (cost.corrupt or faults.has("wrong-output"))
         halves = [run.measure(model, s, run_factor, wrong),
                   run.measure(model, s, run_factor * 0.99, wrong)]

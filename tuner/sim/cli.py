@@ -18,6 +18,7 @@ from . import faults as faults_mod
 from .profiles import BUILTIN, DEFAULT_PROFILE, ProfileError, load_profile
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
+STDOUT_BUFFERING = ("line", "block")
 DEFAULT_PROG = "nccl-tune sim"
 
 
@@ -78,6 +79,21 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "SIM_IGNORE_VARS, comma-separated)")
     s.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: NCCL carries the decode allreduces")
+    s.add_argument("--stdout-buffering", choices=STDOUT_BUFFERING, default=None,
+                   help="where NCCL's lines go without NCCL_DEBUG_FILE: 'line', whole lines with "
+                        "the other lines (tidy); 'block', each process's stdout through a "
+                        "4096-byte buffer as on a real server's pipe: cut mid-line, mixed with "
+                        "other output, lost when the process is SIGKILLed (default: "
+                        "SIM_STDOUT_BUFFERING, else line)")
+    s.add_argument("--ray", action="store_true", default=None,
+                   help="vLLM 0.8.2 on Ray: workers get the environment of 'ray start' and only "
+                        "the variables vLLM copies (no NCCL_*); their lines come back prefixed "
+                        "'(RayWorkerWrapper pid=N)' and folded '[repeated Nx across cluster]' "
+                        "(default: SIM_RAY=1)")
+    s.add_argument("--ray-nodes", type=int, default=1, metavar="N",
+                   help="nodes of the Ray cluster; workers off the driver's node show ip=")
+    s.add_argument("--ray-start-env", action="append", default=None, metavar="NAME=VALUE",
+                   help="a variable 'ray start' had (repeatable; default: NCCL_DEBUG=INFO)")
     s.add_argument("--fault", default=None, metavar="MODE[,MODE]",
                    help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)} (default: SIM_FAULT)")
     s.add_argument("--fault-after", type=int, default=None, metavar="K",
@@ -152,11 +168,29 @@ def _serve(args, environ: dict, prog: str) -> int:
     if not 0 <= args.port <= 65535:
         print(f"{prog} serve: --port must be within 0-65535, got {args.port}", file=sys.stderr)
         return 2
+    buffering = args.stdout_buffering or environ.get("SIM_STDOUT_BUFFERING") or "line"
+    if buffering not in STDOUT_BUFFERING:
+        print(f"{prog} serve: SIM_STDOUT_BUFFERING must be one of {', '.join(STDOUT_BUFFERING)}, "
+              f"got {buffering!r}", file=sys.stderr)
+        return 2
+    start_env = None
+    for item in args.ray_start_env or []:
+        if "=" not in item:
+            print(f"{prog} serve: --ray-start-env expects NAME=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        start_env = start_env or {}
+        k, v = item.split("=", 1)
+        start_env[k] = v
+    if args.ray_nodes < 1:
+        print(f"{prog} serve: --ray-nodes must be >= 1, got {args.ray_nodes}", file=sys.stderr)
+        return 2
+    ray = args.ray if args.ray is not None else environ.get("SIM_RAY", "") not in ("", "0")
     opts = ServeOptions(profile=profile, model_name=args.model or profile.model, host=args.host,
                         port=args.port, load_time_s=load, noise=noise, launch_noise=launch,
                         seed=seed, workers=workers, reasoning_tokens=reasoning,
                         reasoning_field=args.reasoning_field, faults=plan, environ=environ,
-                        ignore_vars=ignored_vars(args.ignore_var, environ))
+                        ignore_vars=ignored_vars(args.ignore_var, environ), stdout_buffering=buffering,
+                        ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env)
     return serve(opts)
 
 

@@ -24,6 +24,9 @@ Modes:
   HTTP 500 ``{"error": "EngineCore encountered an issue"}`` (vLLM EngineDeadError).
 * ``orphan-workers``: workers ignore SIGTERM and the server exits on SIGTERM without waiting
   for them: they outlive it (like vLLM's EngineCore) until SIGKILL of the process group.
+* ``stuck-workers``: workers ignore SIGTERM, as ranks blocked in a CUDA/NCCL call; the server
+  waits for them (5 s, then SIGKILL), so a launcher with a shorter grace SIGKILLs the group.
+  Their buffered NCCL output (``--stdout-buffering block``) is lost either way.
 * ``slow-teardown``: on SIGTERM the server closes its port, then takes T seconds to exit.
 * ``wrong-output``: every answer is filler text: no "Paris", no counting.
 
@@ -41,6 +44,7 @@ FAULT_MODES = {
     "hang-mid-stream": "stream stalls after K tokens of the fault's request",
     "healthy-then-500": "/health 200, completions HTTP 500 from the fault's request on",
     "orphan-workers": "workers ignore SIGTERM; server exits without waiting for them",
+    "stuck-workers": "workers ignore SIGTERM; the teardown must SIGKILL them",
     "slow-teardown": "on SIGTERM take T seconds to exit",
     "wrong-output": "answers without Paris / without counting",
 }

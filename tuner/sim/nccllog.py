@@ -22,6 +22,7 @@ import time
 from .costmodel import TuneModel, hop_transports, select
 from .ncclconst import ALGO_UPPER, FUNCS, PROTO_UPPER, PROTOS, version_tuple
 from .ncclenv import Message, NcclSettings, info
+from .ncclstdio import Sink
 from .profiles import Profile
 
 #: ``ncclDebugLogLevel`` (src/include/nccl_common.h).
@@ -95,16 +96,31 @@ def format_line(msg: Message, debug: DebugConfig, dev: int, version: str, pid, t
     return f"{pre}{host or host_name()}:{pid}:{tid} {post}"
 
 
+def output_plan(environ: dict, debug: DebugConfig, version: str, stdout: str = "line",
+                host: str | None = None) -> dict:
+    """Where a process's NCCL lines go, as src/debug.cc ``ncclDebugInit`` decides, for
+    ``ncclstdio.open_sink``: the NCCL_DEBUG_FILE pattern of ``environ`` (after the NCCL_CONF_FILE
+    merge) when NCCL_DEBUG is above VERSION (NCCL opens no file otherwise), line-buffered from
+    2.27 and unbuffered before; else stdout, ``stdout`` = ``"line"`` (the simulator's tidy
+    whole lines) or ``"block"`` (glibc's 4096-byte blocks on a pipe)."""
+    pattern = environ.get("NCCL_DEBUG_FILE") if debug.level > LEVELS["VERSION"] else None
+    return {"debug_file": pattern, "line_buffered": version_tuple(version) >= (2, 27, 0),
+            "host": host or host_name(), "stdout": stdout}
+
+
 class NcclLog:
-    """Writes NCCL-formatted, vLLM-formatted and ``SIM`` lines to ``stream`` (stderr)."""
+    """Writes NCCL-formatted, vLLM-formatted and ``SIM`` lines to ``stream`` (stderr); NCCL's
+    own lines go to ``sink`` instead when one is given (ncclstdio: NCCL_DEBUG_FILE or a
+    block-buffered stdout)."""
 
     def __init__(self, stream=None, dev: int = 0, debug: DebugConfig | None = None,
-                 version: str = "2.27.3"):
+                 version: str = "2.27.3", sink: Sink | None = None):
         self.stream = stream if stream is not None else sys.stderr
         self.host = host_name()
         self.dev = dev
         self.debug = debug or DebugConfig({})
         self.version = version
+        self.sink = sink
         self._lock = threading.Lock()
 
     def line(self, text: str) -> None:
@@ -121,7 +137,19 @@ class NcclLog:
         text = format_line(msg, self.debug, self.dev, self.version, os.getpid(),
                            threading.get_native_id(), self.host)
         if text is not None:
+            self.nccl_line(text)
+
+    def nccl_line(self, text: str) -> None:
+        """Write one formatted NCCL message where NCCL writes it (the sink, else the stream)."""
+        if self.sink is not None:
+            self.sink.write(text)
+        else:
             self.line(text)
+
+    def flush_nccl(self) -> None:
+        """What a normal exit does to NCCL's buffered output: write it out."""
+        if self.sink is not None:
+            self.sink.flush()
 
     def info(self, text: str, *subsys: str) -> None:
         """An INFO message (subsystem ALL unless given)."""
@@ -151,13 +179,40 @@ def _cross_hops(profile: Profile, n: int) -> set[int]:
     return {(i + 1) * n // k - 1 for i in range(k)} if k else set()
 
 
+#: Variables NCCL reads, and so echoes, in ``ncclTopoTuneModel`` (src/graph/tuning.cc: NCCL_PROTO,
+#: NCCL_ALGO, NCCL_THREAD_THRESHOLDS with ``ncclGetEnv``, the thread counts as ``NCCL_PARAM``s):
+#: after the rings and trees are connected, not where the other echoes come.
+TUNING_VARS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_THREAD_THRESHOLDS", "NCCL_NTHREADS", "NCCL_LL128_NTHREADS")
+
+
+def split_echoes(messages) -> tuple[list[Message], list[Message]]:
+    """(messages of the start of init, echoes of TUNING_VARS that come at tuning time)."""
+    late = [m for m in messages if m.text.split(" ", 1)[0] in TUNING_VARS]
+    return [m for m in messages if m not in late], late
+
+
+def node_layout(nranks: int, nodes: int, rank: int) -> tuple[int, int, int]:
+    """(node, local rank, ranks on that node) of ``rank`` when ``nranks`` are spread over
+    ``nodes`` in blocks, the driver's node first (as vLLM's Ray executor sorts its workers)."""
+    nodes = max(1, min(nodes, nranks))
+    per = -(-nranks // nodes)
+    node = rank // per
+    return node, rank - node * per, min(per, nranks - node * per)
+
+
 def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank: int,
-                  comm_id: int) -> list[Message]:
-    """INFO messages of one rank's ``ncclCommInitRank`` on one node, in log order (src/init.cc,
-    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc)."""
+                  comm_id: int, nodes: int = 1, tuning_echoes=()) -> list[Message]:
+    """INFO messages of one rank's ``ncclCommInitRank``, in log order (src/init.cc,
+    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc), with
+    ``tuning_echoes`` (split_echoes) where ncclTopoTuneModel logs them; with ``nodes`` > 1 the
+    comm line counts nodes and local ranks (node_layout) and the GPU is the local one; the
+    transports stay those of one node."""
     n, nch = tm.nranks, tm.nchannels
-    out = [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes 1 localRanks {n} "
-                f"localRank {rank} MNNVL 0", "INIT")]
+    _, local, local_n = node_layout(n, nodes, rank)
+    if nodes <= 1:
+        local, local_n = rank, n
+    out = [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes {max(1, min(nodes, n))} "
+                f"localRanks {local_n} localRank {local} MNNVL 0", "INIT")]
     if rank == 0:
         width = len(str(n - 1))
         ring = "".join(f" {r:>{width}}" for r in range(n))
@@ -187,7 +242,7 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
             out.append(info(text, "INIT", "NET"))
     suffix = ", use ring PXN 0 GDR 0" if version_tuple(settings.version) >= (2, 24, 0) else ""
     out += [info(f"Connected all rings{suffix}", "INIT"), info("Connected all trees", "INIT")]
-    out += list(tm.messages)
+    out += list(tuning_echoes) + list(tm.messages)
     t = tm.thresholds
     out.append(info(f"threadThresholds {t['Tree']['LL']}/{t['Tree']['LL128']}/{t['Tree']['Simple']} | "
                     f"{t['Ring']['LL']}/{t['Ring']['LL128']}/{t['Ring']['Simple']} | "
@@ -197,7 +252,7 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
     out.append(info(f"{nch} coll channels, {nch} collnet channels, {profile.nvls_channels} nvls "
                     f"channels, {p2p} p2p channels, {per_peer} p2p channels per peer", "INIT"))
     out.append(info(f"ncclCommInitRank comm 0x{comm_id + rank * 0x400:x} rank {rank} nranks {n} "
-                    f"cudaDev {rank} nvmlDev {rank} busId {bus_id(rank)} commId "
+                    f"cudaDev {local} nvmlDev {local} busId {bus_id(local)} commId "
                     f"0x{comm_id ^ 0x5EED5EED5EED:x} - Init COMPLETE", "INIT"))
     return out
 

@@ -12,6 +12,15 @@ Life cycle of ``serve(opts)``:
    then close the port, stop the workers (SIGTERM, then SIGKILL after 5 s) and exit 0. If a
    worker dies on its own the server logs an error and exits 1 (EngineCore-died behaviour).
 
+Where the lines go: the simulator's own and vLLM's lines on stderr, whole. NCCL's lines of each
+process go where NCCL writes them (ncclstdio): the process's own file when NCCL_DEBUG_FILE names
+one (``%h``/``%p`` expanded), else with ``stdout_buffering="line"`` (the default) with the other
+lines, whole; with ``"block"`` on stdout through a 4096-byte buffer, as a real server on a pipe
+(cut mid-line, mixed with other processes' output, lost with a SIGKILLed process). With ``ray``
+the server is vLLM 0.8.2 on Ray (raycluster.py): rank 0 runs in this process with the launch
+environment, the workers get the environment of ``ray start`` and what vLLM copies (no
+``NCCL_*``), and their output comes back through Ray's log files, prefixed and folded.
+
 Endpoints: ``GET /health`` (200, empty body), ``GET /v1/models``, ``GET /metrics`` (a few vLLM
 Prometheus counters), ``POST /v1/chat/completions`` and ``POST /v1/completions``, streaming (SSE
 over chunked transfer encoding, one token per chunk, role-only first chunk for chat, usage chunk
@@ -32,25 +41,30 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
 
-from . import vllmlog
+from . import raycluster, vllmlog
 from .costmodel import CollectiveCrash, CostModel
 from .faults import FaultPlan
 from .http_api import Handler, SimHTTPServer, SimHTTPServer6
-from .ncclenv import NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
-from .nccllog import DebugConfig, NcclLog, op_message
+from .ncclenv import EnvReport, NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
+from .nccllog import DebugConfig, NcclLog, host_name, node_layout, op_message, output_plan
+from .ncclstdio import open_sink
 from .procs import Workers
 from .profiles import Profile
-from .startup import failure_lines, rank_lines, run_startup
+from .startup import NCCL, failure_lines, rank_lines, run_startup
 
 
 @dataclasses.dataclass
 class ServeOptions:
     """Everything ``serve`` needs. Times in seconds, noise as fractions (1 sigma);
-    ``ignore_vars`` are dropped from ``environ`` before NCCL or the workers see it."""
+    ``ignore_vars`` are dropped from ``environ`` before NCCL or the workers see it;
+    ``stdout_buffering`` ``"line"`` or ``"block"`` (see the module docstring); ``ray``: vLLM
+    0.8.2 on a Ray cluster of ``ray_nodes`` nodes whose ``ray start`` had ``ray_start_env``
+    (None: raycluster.DEFAULT_START_ENV)."""
 
     profile: Profile
     model_name: str
@@ -66,6 +80,10 @@ class ServeOptions:
     faults: FaultPlan = dataclasses.field(default_factory=FaultPlan)
     environ: dict = dataclasses.field(default_factory=dict)
     ignore_vars: tuple = ()
+    stdout_buffering: str = "line"
+    ray: bool = False
+    ray_nodes: int = 1
+    ray_start_env: dict | None = None
 
 
 class Engine:
@@ -193,7 +211,7 @@ class Engine:
         self.log.line("Last error:")
         self.log.line("Cuda failure 'an illegal memory access was encountered'")
         self.workers.kill_now()
-        self.log.sim("EXIT", f"code=1 reason={reason.split(':')[0]}")
+        _exit_line(self.log, f"code=1 reason={reason.split(':')[0]}")
         with contextlib.suppress(Exception):
             sys.stderr.flush()
         os._exit(1)
@@ -207,9 +225,23 @@ def _install_signals(stop: threading.Event) -> None:
         signal.signal(sig, lambda *_: stop.set())
 
 
-def _start(opts: ServeOptions, log: NcclLog, debug: DebugConfig, environ: dict):
-    """Play the start: (model or None, workers, outcome). Prints rank 0's lines."""
-    p = opts.profile
+def _exit_line(log: NcclLog, text: str) -> None:
+    """``SIM EXIT``, after what a normal exit writes out of NCCL's buffered output."""
+    log.flush_nccl()
+    log.sim("EXIT", text)
+
+
+def _worker_report(environ: dict, version: str) -> EnvReport | None:
+    """What a worker's NCCL reads from its environment (None: its init would fail)."""
+    try:
+        return read_env(environ, version)
+    except NcclInitError:
+        return None
+
+
+def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, environ: dict):
+    """Play the start: (model or None, workers, outcome, Ray log monitor or None, the model
+    that sets the speed). Prints rank 0's lines (and, on Ray, the workers' as Ray shows them)."""
     try:
         report, init_error = read_env(environ, p.nccl_version), None
     except NcclInitError as exc:
@@ -217,40 +249,102 @@ def _start(opts: ServeOptions, log: NcclLog, debug: DebugConfig, environ: dict):
     model = CostModel(p, report.settings) if report is not None else None
     outcome = run_startup(p, report, model, init_error)
     comm_id = random.getrandbits(44) << 4
-    lines = [rank_lines(p, opts.model_name, debug, report, model, outcome, r, comm_id)
-             for r in range(1, opts.workers + 1)]
-    workers = Workers(opts.workers, uuid.uuid4().hex[:12], opts.faults.has("orphan-workers"),
-                      environ, lines)
-    for text in rank_lines(p, opts.model_name, debug, report, model, outcome, 0, comm_id,
-                           pid=os.getpid(), tid=threading.get_native_id()):
+    nodes = max(1, opts.ray_nodes) if opts.ray else 1
+    # On Ray the workers' NCCL reads another environment: theirs sets the lines and the speed.
+    w_env, w_report, w_model = environ, report, model
+    monitor = logs = None
+    if opts.ray:
+        w_env, w_report, w_model, monitor, logs = _ray_workers(opts, p, environ, log, nodes)
+    w_merged = load_conf_file(w_env)
+    w_debug = DebugConfig(w_merged)
+    host = host_name()
+    payloads = []
+    for r in range(1, opts.workers + 1):
+        node = node_layout(p.tp, nodes, r)[0]
+        r_host = host if node == 0 else f"{host}-node{node}"
+        lines = rank_lines(p, opts.model_name, w_debug, w_report, w_model, outcome, r, comm_id,
+                           host=r_host, nodes=nodes, plain_vllm=opts.ray)
+        plan = output_plan(w_merged, w_debug, p.nccl_version, opts.stdout_buffering, r_host)
+        payloads.append({"lines": lines, "nccl_output": plan})
+    ignore = opts.faults.has("orphan-workers") or opts.faults.has("stuck-workers")
+    workers = Workers(opts.workers, uuid.uuid4().hex[:12], ignore, environ, payloads,
+                      environs=[w_env] * opts.workers if opts.ray else None, logs=logs)
+    for kind, text in rank_lines(p, opts.model_name, debug, report, model, outcome, 0, comm_id,
+                                 pid=os.getpid(), tid=threading.get_native_id(), nodes=nodes,
+                                 plain_vllm=opts.ray):
+        if kind == NCCL:
+            log.nccl_line(text)
+        else:
+            log.line(text)
+    if monitor is not None:
+        workers.wait_logged()
+        monitor.started(workers.pids)
+        for text in monitor.poll() + monitor.flush():  # the aggregation window ends with the start
+            log.line(text)
+    speed = w_model if opts.ray and opts.workers and w_model is not None else model
+    return model, workers, outcome, monitor, speed
+
+
+def _ray_workers(opts: ServeOptions, p: Profile, environ: dict, log: NcclLog, nodes: int):
+    """The Ray side of the start: (the workers' environment, what their NCCL reads, their cost
+    model, the log monitor, their log files); logs what vLLM's executor logs."""
+    start_env = raycluster.DEFAULT_START_ENV if opts.ray_start_env is None else opts.ray_start_env
+    env = raycluster.worker_environ(environ, start_env)
+    report = _worker_report(env, p.nccl_version)
+    model = CostModel(p, report.settings) if report is not None else None
+    for entry in raycluster.executor_lines(environ):
+        log.line(vllmlog.plain(*entry))
+    session = tempfile.mkdtemp(prefix="sim-ray-session-")
+    logs = [os.path.join(session, f"worker-{r}.out") for r in range(1, opts.workers + 1)]
+    monitor = raycluster.RayLogMonitor(
+        session, [(path, node_layout(p.tp, nodes, r)[0]) for r, path in enumerate(logs, 1)], environ)
+    return env, report, model, monitor, logs
+
+
+def _drain(log: NcclLog, monitor: raycluster.RayLogMonitor | None) -> None:
+    """On Ray: what the workers wrote last (their buffers, written out at exit), then the
+    folded lines; the worker files are removed."""
+    if monitor is None:
+        return
+    for text in monitor.poll() + monitor.flush():
         log.line(text)
-    return model, workers, outcome
+    monitor.remove_files()
 
 
 def serve(opts: ServeOptions) -> int:
     """Run the simulated server until SIGTERM/SIGINT; returns the process exit status."""
     p = opts.profile
+    if opts.ray:
+        p = dataclasses.replace(p, vllm_version=raycluster.RAY_VLLM_VERSION)
     environ = drop_vars(opts.environ, opts.ignore_vars)
     merged = load_conf_file(environ)
     debug = DebugConfig(merged)
-    log = NcclLog(debug=debug, version=p.nccl_version)
+    sink = open_sink(output_plan(merged, debug, p.nccl_version, opts.stdout_buffering), os.getpid())
+    log = NcclLog(debug=debug, version=p.nccl_version, sink=sink)
     log.sim("ENV", relevant_env(merged))
     if opts.ignore_vars:
         log.sim("IGNORED", sorted(set(opts.ignore_vars)))
-    log.line(vllmlog.text(*vllmlog.chunked_prefill(p), "APIServer", os.getpid()))
-    log.line(vllmlog.text(*vllmlog.engine_config(p, opts.model_name), "EngineCore_DP0",
-                          os.getpid()))
+    if opts.ray:  # vLLM 0.8's format: no process prefix
+        log.line(vllmlog.plain("INFO", "api_server.py:1007", f"vLLM API server version {p.vllm_version}"))
+        log.line(vllmlog.plain(*vllmlog.chunked_prefill(p)))
+        log.line(vllmlog.plain(*vllmlog.engine_config(p, opts.model_name, "V0")))
+    else:
+        log.line(vllmlog.text(*vllmlog.chunked_prefill(p), "APIServer", os.getpid()))
+        log.line(vllmlog.text(*vllmlog.engine_config(p, opts.model_name), "EngineCore_DP0",
+                              os.getpid()))
     stop = threading.Event()
     _install_signals(stop)
-    model, workers, outcome = _start(opts, log, debug, environ)
+    model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ)
     if outcome.failure is not None:
         workers.wait_logged()
         for text in failure_lines(outcome):
             log.line(text)
         workers.terminate()
-        log.sim("EXIT", f"code=1 reason=nccl-{outcome.failure[0]}")
+        _drain(log, monitor)
+        _exit_line(log, f"code=1 reason=nccl-{outcome.failure[0]}")
         return 1
-    assert model is not None
+    assert model is not None and speed is not None
+    model = speed
     faults = opts.faults
     engine = Engine(opts, model, log, workers)
     bd = model.breakdown(1)
@@ -273,7 +367,8 @@ def serve(opts: ServeOptions) -> int:
             log.line('  File "vllm/v1/worker/gpu_worker.py", line 214, in load_model')
             log.line("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
             workers.terminate()
-            log.sim("EXIT", "code=1 reason=crash-start")
+            _drain(log, monitor)
+            _exit_line(log, "code=1 reason=crash-start")
             return 1
     elif faults.has("hang-start"):
         while not stop.wait(0.5):
@@ -288,7 +383,8 @@ def serve(opts: ServeOptions) -> int:
             log.line(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
                      f"({opts.host!r}, {opts.port}): {exc.strerror}")
             workers.terminate()
-            log.sim("EXIT", "code=1 reason=bind")
+            _drain(log, monitor)
+            _exit_line(log, "code=1 reason=bind")
             return 1
         httpd.engine = engine
         threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
@@ -307,12 +403,13 @@ def serve(opts: ServeOptions) -> int:
                          "unexpectedly, shutting down executor.")
                 code = 1
                 break
-    return _teardown(log, httpd, workers, engine, faults, code)
+    return _teardown(log, httpd, workers, engine, faults, code, monitor)
 
 
 def _teardown(log: NcclLog, httpd, workers: Workers, engine: Engine, faults: FaultPlan,
-              code: int) -> int:
-    """Close the port, play slow-teardown / orphan-workers, stop workers, return ``code``."""
+              code: int, monitor: raycluster.RayLogMonitor | None = None) -> int:
+    """Close the port, play slow-teardown / orphan-workers, stop workers (stuck ones take the
+    SIGKILL after the grace), return ``code``."""
     log.line("INFO:     Shutting down")
     engine.stopping.set()
     if httpd is not None:
@@ -321,5 +418,6 @@ def _teardown(log: NcclLog, httpd, workers: Workers, engine: Engine, faults: Fau
     if faults.has("slow-teardown"):
         time.sleep(faults.teardown_s)
     workers.terminate(wait=not faults.has("orphan-workers"))
-    log.sim("EXIT", f"code={code}")
+    _drain(log, monitor)
+    _exit_line(log, f"code={code}")
     return code

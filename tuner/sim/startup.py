@@ -23,7 +23,9 @@ from .nccllog import (
     host_name,
     init_messages,
     matrix_message,
+    node_layout,
     op_message,
+    split_echoes,
     tuning_table,
     version_message,
 )
@@ -74,23 +76,31 @@ def run_startup(profile: Profile, report: EnvReport | None, model: CostModel | N
     return Outcome(None, ops)
 
 
+NCCL, LOG = "nccl", "log"  # the two kinds of a rank's lines: NCCL's own, and vLLM's logging
+
+
 def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: EnvReport | None,
                model: CostModel | None, outcome: Outcome, rank: int, comm_id: int,
-               pid=PID, tid=TID) -> list[str]:
-    """Every line rank ``rank`` prints during the start, in order (NCCL lines filtered by
-    NCCL_DEBUG); rank 0 also prints the tuning table and the per-operation lines."""
-    host = host_name()
+               pid=PID, tid=TID, host: str | None = None, nodes: int = 1,
+               plain_vllm: bool = False) -> list[tuple[str, str]]:
+    """Every line rank ``rank`` prints during the start, in order, as ``(kind, text)`` with
+    kind ``NCCL`` (filtered by NCCL_DEBUG; they go where NCCL writes) or ``LOG`` (vLLM's
+    logging); rank 0 also prints the tuning table and the per-operation lines. ``host`` and
+    ``nodes`` place the rank on a node of a multi-node cluster (its GPU is the local one);
+    ``plain_vllm``: vLLM lines without the ``(process pid=N)`` prefix (vLLM 0.8 format)."""
+    host = host or host_name()
     version = profile.nccl_version
     proc = f"Worker_TP{rank}"
-    out: list[str] = []
+    dev = node_layout(profile.tp, nodes, rank)[1] if nodes > 1 else rank
+    out: list[tuple[str, str]] = []
 
     def vllm(entry: tuple[str, str, str]) -> None:
-        out.append(vllmlog.text(*entry, proc, pid))
+        out.append((LOG, vllmlog.plain(*entry) if plain_vllm else vllmlog.text(*entry, proc, pid)))
 
     def nccl(msg: Message) -> None:
-        text = format_line(msg, debug, rank, version, pid, tid, host)
+        text = format_line(msg, debug, dev, version, pid, tid, host)
         if text is not None:
-            out.append(text)
+            out.append((NCCL, text))
 
     vllm(vllmlog.using_nccl(profile))
     vmsg = version_message(profile, debug, rank)
@@ -98,9 +108,9 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
         nccl(vmsg)
     failure = outcome.failure
     init_failed = failure is not None and failure[0] == "init"
-    if report is not None:
-        for m in report.messages:
-            nccl(m)
+    early, late = split_echoes(report.messages if report is not None else [])
+    for m in (report.messages if init_failed and report is not None else early):
+        nccl(m)
     if init_failed or report is None:
         exc = failure[1] if failure is not None else None
         if isinstance(exc, NcclInitError):  # without a report it holds what was read before
@@ -109,7 +119,7 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
         return out
     assert model is not None
     tm = model.tune()
-    for m in init_messages(profile, report.settings, tm, rank, comm_id):
+    for m in init_messages(profile, report.settings, tm, rank, comm_id, nodes, late):
         nccl(m)
     if rank == 0:
         matrix = matrix_message(report.settings, tm.algos)

@@ -25,11 +25,18 @@ def text(level: str, src: str, msg: str, process: str, pid: int | str) -> str:
     return f"({process} pid={pid}) {level} {stamp()} [{src}] {msg}"
 
 
-def engine_config(profile: Profile, model: str) -> tuple[str, str, str]:
-    """The EngineCore's start line (vllm/v1/engine/core.py), with the flags a tool reads."""
+def plain(level: str, src: str, msg: str) -> str:
+    """One vLLM line in the format of vLLM 0.8 and earlier (no process prefix):
+    ``LEVEL MM-DD HH:MM:SS [file:line] message``."""
+    return f"{level} {stamp()} [{src}] {msg}"
+
+
+def engine_config(profile: Profile, model: str, engine: str = "V1") -> tuple[str, str, str]:
+    """The engine's start line (vllm/v1/engine/core.py; vllm/engine/llm_engine.py for
+    ``engine="V0"``), with the flags a tool reads."""
     flag = profile.disable_custom_all_reduce
-    return ("INFO", "core.py:77",
-            f"Initializing a V1 LLM engine (v{profile.vllm_version}) with config: model='{model}', "
+    return ("INFO", "core.py:77" if engine == "V1" else "llm_engine.py:242",
+            f"Initializing a {engine} LLM engine (v{profile.vllm_version}) with config: model='{model}', "
             f"speculative_config=None, tokenizer='{model}', skip_tokenizer_init=False, "
             f"tokenizer_mode=auto, revision=None, tokenizer_revision=None, trust_remote_code=False, "
             f"dtype=torch.bfloat16, max_seq_len={profile.max_model_len}, download_dir=None, "

@@ -11,9 +11,15 @@ It only prints its log lines and sleeps; what matters is its life cycle:
   SIGKILL always does;
 * safety net: it exits by itself after ``--max-lifetime`` seconds (default 3600, env
   ``SIM_WORKER_MAX_LIFETIME_S``) so a leaked worker does not live forever on a dev machine;
-* with ``--log-stdin`` it reads one JSON list of log lines from stdin (the server writes the
-  rank's NCCL and vLLM lines there, then closes it) and prints them on stderr with its own pid
-  and thread id in place of ``@@PID@@`` / ``@@TID@@``, as a real rank process logs its own.
+* with ``--log-stdin`` it reads one JSON payload from stdin (the server writes it, then closes
+  it): ``{"lines": [[kind, text], ...], "nccl_output": plan}``, kind ``"nccl"`` or ``"log"``
+  (a plain list of strings is taken as ``"log"`` lines). It prints them with its own pid and
+  thread id in place of ``@@PID@@`` / ``@@TID@@``, as a real rank process logs its own: vLLM's
+  lines on stderr, whole; NCCL's where NCCL would write them (ncclstdio: the file named by
+  NCCL_DEBUG_FILE, or stdout in 4096-byte blocks when the plan says ``"stdout": "block"``,
+  else with the vLLM lines), then writes one byte on ``--ack-fd``;
+* a normal end (SIGTERM unless ignored, the max lifetime) writes out NCCL's buffered output
+  first, as ``exit()`` flushes C stdio; SIGKILL loses it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ import sys
 import threading
 import time
 
+if __package__:
+    from . import ncclstdio
+else:  # run as a plain script (python -S .../worker.py): its own folder is sys.path[0]
+    import ncclstdio  # type: ignore[no-redef]
+
 DEFAULT_MAX_LIFETIME_S = 3600.0
 
 
@@ -40,22 +51,51 @@ def _set_comm_name(name: str) -> None:
         pass
 
 
-def _print_lines() -> None:
-    """Print the lines the server wrote on stdin (see the module docstring)."""
+def _print_lines(ack_fd: int | None) -> ncclstdio.Sink | None:
+    """Print the lines the server wrote on stdin (see the module docstring); returns the NCCL
+    sink, whose buffer a normal exit must write out."""
     try:
-        lines = json.loads(sys.stdin.read() or "[]")
+        payload = json.loads(sys.stdin.read() or "{}")
     except (OSError, ValueError):
-        return
+        return None
+    if isinstance(payload, list):
+        payload = {"lines": [["log", line] for line in payload]}
     pid, tid = str(os.getpid()), str(threading.get_native_id())
-    out = "".join(str(line).replace("@@PID@@", pid).replace("@@TID@@", tid) + "\n"
-                  for line in lines)
+    sink = ncclstdio.open_sink(payload.get("nccl_output"), os.getpid())
+    out = []
+    for kind, line in payload.get("lines", []):
+        text = str(line).replace("@@PID@@", pid).replace("@@TID@@", tid)
+        if kind == "nccl" and sink is not None:
+            sink.write(text)
+        elif sink is not None:  # vLLM's logging flushes each line as it comes, between NCCL's
+            _write_err(text + "\n")
+        else:  # the tidy default: the rank's lines in one write
+            out.append(text + "\n")
+    _write_err("".join(out))
     try:
-        sys.stderr.write(out)
-        sys.stderr.flush()
-        sys.stdout.write("1")  # tells the server the lines are out
-        sys.stdout.flush()
+        if ack_fd is not None:
+            os.write(ack_fd, b"1")  # tells the server the lines are out
     except (OSError, ValueError):
         pass
+    return sink
+
+
+def _write_err(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _exit_cleanly(sink: ncclstdio.Sink | None, sig: int | None = None) -> None:
+    """A normal exit: C stdio buffers are written out; then die of ``sig`` (keeps the status
+    a SIGTERM gives) or return."""
+    if sink is not None:
+        sink.flush()
+    if sig is not None:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                          "SIM_WORKER_MAX_LIFETIME_S)")
     ap.add_argument("--ignore-sigterm", action="store_true", help="fault orphan-workers")
     ap.add_argument("--log-stdin", action="store_true",
-                    help="print the log lines given as a JSON list on stdin")
+                    help="print the log lines given as a JSON payload on stdin")
+    ap.add_argument("--ack-fd", type=int, default=None,
+                    help="file descriptor to write one byte on once the lines are out")
     args = ap.parse_args(argv)
     lifetime = args.max_lifetime
     if lifetime is None:
@@ -85,12 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # Ctrl-C in a terminal reaches the whole group: let the server orchestrate shutdown.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if args.log_stdin:
-        _print_lines()
+    sink = _print_lines(args.ack_fd) if args.log_stdin else None
+    if sink is not None and not args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, lambda sig, _frame: _exit_cleanly(sink, sig))
     deadline = time.monotonic() + max(0.0, lifetime)
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
+            _exit_cleanly(sink)
             return 0
         time.sleep(min(left, 30.0))
 

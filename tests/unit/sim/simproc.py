@@ -32,27 +32,50 @@ def sim_env(extra: dict | None = None) -> dict:
 
 
 class Sim:
-    """One ``python -m tuner.sim serve`` process in its own session; stderr collected."""
+    """One ``python -m tuner.sim serve`` process in its own session; stderr collected. With
+    ``pipe``, stdout and stderr share one pipe as nccl-tune gives a server: ``raw`` holds every
+    byte in arrival order and ``lines`` is it split at newlines (a SIM line may then follow a
+    cut NCCL line on the same line)."""
 
-    def __init__(self, *args, env=None, profile="fast-tiny", load=0.2, workers=0):
+    def __init__(self, *args, env=None, profile="fast-tiny", load=0.2, workers=0, pipe=False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "tuner.sim", "serve", "--port", str(self.port),
                "--profile", profile, "--load-time", str(load), "--workers", str(workers),
                "--noise", "0", "--launch-noise", "0", "--seed", "1", *args]
+        streams = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT) if pipe else \
+            dict(stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=sim_env(env), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, **streams)
         self.pgid = self.proc.pid
         self.lines: list[str] = []
+        self.raw = bytearray()
         self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read_pipe if pipe else self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         for line in self.proc.stderr:
             self.lines.append(line.rstrip("\n"))
             if line.startswith("SIM READY"):
                 self.ready.set()
+
+    def _read_pipe(self):
+        pending = b""
+        while chunk := self.proc.stdout.read1(65536):
+            self.raw += chunk
+            *done, pending = (pending + chunk).split(b"\n")
+            for line in done:
+                text = line.decode(errors="replace")
+                self.lines.append(text)
+                if "SIM READY" in text:
+                    self.ready.set()
+
+    def all_output(self, timeout=10.0) -> bytes:
+        """Every byte the server's pipe carried, once the server and its workers closed it."""
+        self.reader.join(timeout)
+        assert not self.reader.is_alive(), "the pipe is still open"
+        return bytes(self.raw)
 
     def wait_ready(self, timeout=20.0) -> None:
         assert self.ready.wait(timeout), "server not ready:\n" + self.text()
@@ -62,12 +85,12 @@ class Sim:
 
     def sim_json(self, tag: str) -> dict:
         for line in self.lines:
-            if line.startswith(f"SIM {tag} "):
-                return json.loads(line[len(tag) + 5:])
+            if f"SIM {tag} " in line:
+                return json.loads(line[line.index(f"SIM {tag} ") + len(tag) + 5:])
         raise AssertionError(f"no SIM {tag} line:\n{self.text()}")
 
     def ready_tok_s(self) -> float:
-        line = next(ln for ln in self.lines if ln.startswith("SIM READY"))
+        line = next(ln for ln in self.lines if "SIM READY" in ln)
         return float(re.search(r" tok_s=([\d.]+)", line).group(1))
 
     def wait_line(self, needle: str, timeout=8.0) -> None:

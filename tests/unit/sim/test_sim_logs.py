@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from tuner.sim.costmodel import tune_model
-from tuner.sim.ncclenv import Message, info, settings_from, warn
+from tuner.sim.costmodel import CostModel, tune_model
+from tuner.sim.ncclenv import Message, info, read_env, settings_from, warn
 from tuner.sim.nccllog import DebugConfig, format_line, init_messages, op_message, tuning_table, version_message
 from tuner.sim.profiles import BUILTIN
+from tuner.sim.startup import NCCL, rank_lines, run_startup
 
 PCIE = BUILTIN["pcie-8x-mla"]
 ENV_MSG = info("NCCL_PROTO set by environment to LL", "ENV")
@@ -101,3 +102,16 @@ def test_tuning_table_layout_of_tuning_cc():
 def test_per_operation_line_by_version(version, text):
     msg = op_message(tune_model(PCIE, settings_from({}, version)), version, 14336, 1)
     assert (msg.text if msg else None) == text
+
+
+def test_tuning_variables_are_echoed_where_tuning_cc_reads_them():
+    env = {"NCCL_DEBUG": "INFO", "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_BUFFSIZE": "1048576"}
+    report = read_env(env, PCIE.nccl_version)
+    model = CostModel(PCIE, report.settings)
+    outcome = run_startup(PCIE, report, model, None)
+    texts = [t.split(" NCCL INFO ", 1)[1] for kind, t in
+             rank_lines(PCIE, "m", DebugConfig(env), report, model, outcome, 1, 0x1000) if kind == NCCL]
+    at = {key: next(i for i, t in enumerate(texts) if t.startswith(key))
+          for key in ("NCCL_BUFFSIZE", "comm ", "Connected all trees", "NCCL_PROTO", "NCCL_ALGO", "threadThresholds")}
+    assert at["NCCL_BUFFSIZE"] < at["comm "] < at["Connected all trees"] < at["NCCL_PROTO"] < at["NCCL_ALGO"] \
+        < at["threadThresholds"]
