@@ -19,6 +19,12 @@ from typing import Any
 
 from tuner.errors import ExitCode, InputError, NcclTuneError
 
+__all__ = [
+    "CLI",
+    "build_parser",
+    "main",
+]
+
 CLI = "(command line)"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

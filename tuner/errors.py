@@ -11,6 +11,28 @@ from __future__ import annotations
 import signal
 from enum import IntEnum
 
+__all__ = [
+    "EXIT_MEANINGS",
+    "BaselineFailed",
+    "ExitCode",
+    "InputError",
+    "Interrupted",
+    "MachineFault",
+    "MachineNotClean",
+    "NcclTuneError",
+    "PortBusy",
+    "ProbeConnectError",
+    "ProbeDisconnected",
+    "ProbeError",
+    "ProbeHTTPError",
+    "ProbeIncomplete",
+    "ProbeStalled",
+    "ServerListensElsewhere",
+    "StoppedByCheck",
+    "SweepAborted",
+    "TrialFailed",
+]
+
 
 class ExitCode(IntEnum):
     """Exit statuses of ``nccl-tune`` (the simulator's own CLI keeps its own)."""

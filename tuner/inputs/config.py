@@ -43,6 +43,25 @@ from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import NcclVersion
 from tuner.record import Metric
 
+__all__ = [
+    "DEFAULT_SPACE",
+    "MODES",
+    "PLACEHOLDER",
+    "PLACEHOLDERS",
+    "PROGRAM_ACCEPTED",
+    "SIZE_PLACEHOLDERS",
+    "BeforeTuple",
+    "ExperimentConfig",
+    "ModelConfig",
+    "NcclConfig",
+    "ProbeConfig",
+    "ScreenConfig",
+    "ServerConfig",
+    "SmokeCheck",
+    "SweepConfig",
+    "load_config",
+]
+
 MODES = ("search", "presets")
 PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
 #: An argument that is only a placeholder (``{port}``, ``--port={port}``); braces inside longer

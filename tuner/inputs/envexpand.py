@@ -21,6 +21,14 @@ from typing import Any
 
 from tuner.errors import InputError
 
+__all__ = [
+    "ACCEPTED",
+    "NumericOf",
+    "expand",
+    "expand_text",
+    "references",
+]
+
 _REF = re.compile(r"\$\$|\$\{([^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ACCEPTED = "a value whose ${NAME} references name set environment variables (write $$ for a literal $)"

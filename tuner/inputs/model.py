@@ -23,6 +23,17 @@ from typing import Any
 
 from tuner.errors import InputError
 
+__all__ = [
+    "DTYPE_BYTES",
+    "AllreduceCount",
+    "MessageSize",
+    "ModelShape",
+    "allreduces_per_token",
+    "decode_allreduce_bytes",
+    "load_model_shape",
+    "prefill_allreduce_bytes",
+]
+
 #: Bytes per element of the activation dtypes a server computes in.
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 _DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "torch.bfloat16": "bfloat16",

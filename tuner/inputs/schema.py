@@ -39,6 +39,30 @@ from tuner.nccl import (
 )
 from tuner.redaction import REDACTED, is_secret
 
+__all__ = [
+    "MISSING",
+    "SECRET_ACCEPTED",
+    "SECRET_WHY",
+    "UNSAFE_ACCEPTED",
+    "AsWritten",
+    "FileModel",
+    "LoadContext",
+    "NcclCheck",
+    "PresetEnv",
+    "ServerEnv",
+    "as_written",
+    "check_nccl",
+    "check_nccl_set",
+    "detail",
+    "dotted",
+    "input_error",
+    "input_problems",
+    "load_context",
+    "problem",
+    "raise_all",
+    "read_toml",
+]
+
 
 class FileModel(BaseModel):
     """A table of a user's TOML file: no unknown keys, no type coercion ("8000" is not a

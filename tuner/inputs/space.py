@@ -44,6 +44,14 @@ from tuner.inputs.schema import (
 from tuner.nccl import NcclVersion
 from tuner.redaction import REDACTED, is_secret
 
+__all__ = [
+    "UNSET",
+    "Preset",
+    "Scalar",
+    "SearchSpace",
+    "load_space",
+]
+
 #: The candidate meaning "do not set the variable; let NCCL choose".
 UNSET = "unset"
 

@@ -14,7 +14,7 @@ its subclasses (exit status 1).
 The leaves import each other by leaf path, never through this face.
 """
 
-from tuner.measure.bench import BENCH_HELP, REQUESTS_HELP, LevelResult, format_table, levels_to_json, run_bench
+from tuner.measure.bench import BENCH_HELP, REQUESTS_HELP, format_table, levels_to_json, run_bench
 from tuner.measure.client import (
     API_KEY_ENV,
     SERVER_API_KEY_ENV,
@@ -65,7 +65,6 @@ __all__ = [
     "CheckResult",
     "Endpoint",
     "FixedRuns",
-    "LevelResult",
     "ProbeResult",
     "RunMetrics",
     "SseFramer",

@@ -8,99 +8,162 @@ storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.
 (the bound, its ranking against the relaunches, the tuner-plugin export) when the study had one.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from pathlib import Path
-
-import pandas as pd
-
-from tuner.judging import UNKNOWN_TYPE, host_type_groups, judge, level
-from tuner.record import Kind, StudyInfo, TrialRecord
+from tuner.report.forest import (
+    BAND_COLOR,
+    KEEP_ROWS,
+    LAUNCH_NOISE_KEYS,
+    MAX_ROWS,
+    ForestRow,
+    baseline_band,
+    forest_figure_size,
+    forest_rows,
+    plot_trials_vs_baseline,
+    trials_vs_baseline_figure,
+    truncate_rows,
+)
 from tuner.report.frame import (
+    CONCURRENCY_PREFIX,
     baseline_runs,
     best_row,
     combine_frames,
+    concurrency_columns,
+    env_text,
+    host_type_frames,
+    ok_baselines,
     read_trials_csv,
     trials_frame,
+    verdict_text,
     write_trials_csv,
 )
-from tuner.report.plots import save_figures
-from tuner.report.screen import save_screen_figure, screen_markdown
+from tuner.report.outputs import write_outputs
+from tuner.report.plots import (
+    FAILED_COLOR,
+    baselines_figure,
+    concurrency_figure,
+    history_figure,
+    plot_baselines,
+    plot_concurrency,
+    plot_history,
+    plot_variable_effect,
+    report_figures,
+    save_figures,
+    variable_effects_figure,
+    variable_names,
+)
+from tuner.report.screen import (
+    FIGURE,
+    LISTED,
+    GainPoint,
+    gain_points,
+    global_export,
+    plot_predicted_vs_measured,
+    save_screen_figure,
+    screen_figure,
+    screen_markdown,
+)
+from tuner.report.style import (
+    SHORT_NAMES,
+    VERDICT_STYLE,
+    is_size_variable,
+    names_key,
+    plural,
+    set_label,
+    short_name,
+    size_text,
+    value_text,
+    verdict_color,
+    verdict_marker,
+    verdict_words,
+)
 from tuner.report.text import (
+    CONSOLE_COLUMNS,
+    FIGURE_SECTIONS,
     HostTypeSection,
     confirmed_row,
     console_table,
     export_lines,
+    markdown_table,
     not_launched_markdown,
+    note_lines,
     print_results,
     report_markdown,
     report_markdown_by_host_type,
+    summary_table,
+    tp_size,
     verdict_paragraph,
 )
 
 __all__ = [
+    "BAND_COLOR",
+    "CONCURRENCY_PREFIX",
+    "CONSOLE_COLUMNS",
+    "FAILED_COLOR",
+    "FIGURE",
+    "FIGURE_SECTIONS",
+    "KEEP_ROWS",
+    "LAUNCH_NOISE_KEYS",
+    "LISTED",
+    "MAX_ROWS",
+    "SHORT_NAMES",
+    "VERDICT_STYLE",
+    "ForestRow",
+    "GainPoint",
+    "HostTypeSection",
+    "baseline_band",
     "baseline_runs",
+    "baselines_figure",
     "best_row",
+    "combine_frames",
+    "concurrency_columns",
+    "concurrency_figure",
+    "confirmed_row",
     "console_table",
+    "env_text",
     "export_lines",
+    "forest_figure_size",
+    "forest_rows",
+    "gain_points",
+    "global_export",
+    "history_figure",
+    "host_type_frames",
+    "is_size_variable",
+    "markdown_table",
+    "names_key",
+    "not_launched_markdown",
+    "note_lines",
+    "ok_baselines",
+    "plot_baselines",
+    "plot_concurrency",
+    "plot_history",
+    "plot_predicted_vs_measured",
+    "plot_trials_vs_baseline",
+    "plot_variable_effect",
+    "plural",
     "print_results",
     "read_trials_csv",
+    "report_figures",
+    "report_markdown",
+    "report_markdown_by_host_type",
+    "save_figures",
+    "save_screen_figure",
+    "screen_figure",
+    "screen_markdown",
+    "set_label",
+    "short_name",
+    "size_text",
+    "summary_table",
+    "tp_size",
     "trials_frame",
+    "trials_vs_baseline_figure",
+    "truncate_rows",
+    "value_text",
+    "variable_effects_figure",
+    "variable_names",
+    "verdict_color",
+    "verdict_marker",
     "verdict_paragraph",
+    "verdict_text",
+    "verdict_words",
     "write_outputs",
     "write_trials_csv",
 ]
-
-
-def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
-                  min_effect: float) -> tuple[pd.DataFrame, str]:
-    """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
-    and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
-    record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
-    (fraction) on the study's metric (``info.metric``, :func:`tuner.judging.judge.judge`).
-    Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
-    relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
-
-    A study measured on several host types (:func:`tuner.judging.judge.host_type_groups`) is judged per
-    type, each against its own baseline: the frame holds every row (its ``host_type`` column
-    says which), the verdict is one paragraph per type, each type's figures go to
-    ``host-type-<k>/`` and report.md has a section per type (the screen's section, which ranks
-    the screen against one type's relaunches, only with one type). Raises OSError when
-    ``out_dir`` cannot be written.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    relaunches = [r for r in records if r.kind.relaunched]
-    not_launched = not_launched_markdown([r for r in records if r.kind is Kind.INVALID])
-    metric = info.metric
-    sections = []
-    judgements = []
-    for k, (host_type, group) in enumerate((host_type_groups(relaunches) or {UNKNOWN_TYPE: []}).items(), 1):
-        judgement = judge(group, metric=metric, min_effect=min_effect)
-        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=judgement)
-        if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
-            df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
-        df.attrs["metric"] = metric
-        if judgement.baseline_launches:
-            df.attrs["baseline_level"] = level(judgement.baseline_launches)
-        verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
-        sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}"))
-        judgements.append(judgement)
-    if len(sections) == 1:
-        first = judgements[0]
-        df, verdict = sections[0].df, sections[0].verdict
-        write_trials_csv(df, out_dir / "trials.csv")
-        figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
-        screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
-        extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
-                                figure=screen_png)
-        (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures,
-                                                           [*extra, *not_launched]))
-        return df, verdict
-    for s in sections:
-        s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]
-    df = combine_frames([s.df for s in sections])
-    write_trials_csv(df, out_dir / "trials.csv")
-    verdict = "\n\n".join(s.titled_verdict(k) for k, s in enumerate(sections, 1))
-    (out_dir / "report.md").write_text(report_markdown_by_host_type(sections, info, study_name, not_launched))
-    return df, verdict

@@ -44,6 +44,20 @@ from tuner.report.style import (
     verdict_words,
 )
 
+__all__ = [
+    "BAND_COLOR",
+    "KEEP_ROWS",
+    "LAUNCH_NOISE_KEYS",
+    "MAX_ROWS",
+    "ForestRow",
+    "baseline_band",
+    "forest_figure_size",
+    "forest_rows",
+    "plot_trials_vs_baseline",
+    "trials_vs_baseline_figure",
+    "truncate_rows",
+]
+
 #: More rows than this and only the first and last :data:`KEEP_ROWS` are drawn.
 MAX_ROWS = 60
 KEEP_ROWS = 25

@@ -30,6 +30,21 @@ import pandas as pd
 from tuner.judging import Judgement, judge, runs_of, stats
 from tuner.record import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Metric, Status, TrialRecord, Verdict, field_json
 
+__all__ = [
+    "CONCURRENCY_PREFIX",
+    "baseline_runs",
+    "best_row",
+    "combine_frames",
+    "concurrency_columns",
+    "env_text",
+    "host_type_frames",
+    "ok_baselines",
+    "read_trials_csv",
+    "trials_frame",
+    "verdict_text",
+    "write_trials_csv",
+]
+
 #: Prefix of the aggregate tok/s columns, one per concurrency level C (``tok_s_c8``).
 CONCURRENCY_PREFIX = "tok_s_c"
 

@@ -29,11 +29,7 @@ from matplotlib.ticker import MaxNLocator
 
 from tuner.record import Kind, Status, Verdict
 from tuner.report.forest import (
-    baseline_band,
-    forest_rows,
-    plot_trials_vs_baseline,
     trials_vs_baseline_figure,
-    truncate_rows,
 )
 from tuner.report.frame import baseline_runs, concurrency_columns, ok_baselines
 from tuner.report.style import (
@@ -49,21 +45,15 @@ from tuner.report.style import (
 
 __all__ = [
     "FAILED_COLOR",
-    "VERDICT_STYLE",
-    "baseline_band",
     "baselines_figure",
     "concurrency_figure",
-    "forest_rows",
     "history_figure",
     "plot_baselines",
     "plot_concurrency",
     "plot_history",
-    "plot_trials_vs_baseline",
     "plot_variable_effect",
     "report_figures",
     "save_figures",
-    "trials_vs_baseline_figure",
-    "truncate_rows",
     "variable_effects_figure",
     "variable_names",
 ]

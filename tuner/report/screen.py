@@ -29,6 +29,18 @@ from tuner.report.text import export_lines, note_lines
 from tuner.screen.rank import predicted_gain_pct, screen_key, spearman
 from tuner.screen.table import SCREEN_CSV, read_screen_csv
 
+__all__ = [
+    "FIGURE",
+    "LISTED",
+    "GainPoint",
+    "gain_points",
+    "global_export",
+    "plot_predicted_vs_measured",
+    "save_screen_figure",
+    "screen_figure",
+    "screen_markdown",
+]
+
 #: File stem of the predicted-vs-measured figure.
 FIGURE = "screen_gain"
 #: Screened sets listed in report.md.

@@ -24,6 +24,21 @@ from tuner.judging import stats
 from tuner.nccl import strtoll
 from tuner.record import Verdict
 
+__all__ = [
+    "SHORT_NAMES",
+    "VERDICT_STYLE",
+    "is_size_variable",
+    "names_key",
+    "plural",
+    "set_label",
+    "short_name",
+    "size_text",
+    "value_text",
+    "verdict_color",
+    "verdict_marker",
+    "verdict_words",
+]
+
 #: Short names of common variables, in the order a label lists them; other variables keep their
 #: name minus ``NCCL_`` and follow, sorted.
 SHORT_NAMES: dict[str, str] = {

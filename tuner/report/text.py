@@ -24,6 +24,24 @@ from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 
+__all__ = [
+    "CONSOLE_COLUMNS",
+    "FIGURE_SECTIONS",
+    "HostTypeSection",
+    "confirmed_row",
+    "console_table",
+    "export_lines",
+    "markdown_table",
+    "not_launched_markdown",
+    "note_lines",
+    "print_results",
+    "report_markdown",
+    "report_markdown_by_host_type",
+    "summary_table",
+    "tp_size",
+    "verdict_paragraph",
+]
+
 #: Columns of the console table, in order.
 CONSOLE_COLUMNS: tuple[str, ...] = ("trial", "kind", "status", "tok/s", "vs base", "95% CI", "verdict", "env")
 _RIGHT = frozenset({"trial", "tok/s", "vs base"})

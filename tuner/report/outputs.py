@@ -1,0 +1,82 @@
+"""The files of a study's results folder, written in one call: trials.csv, the figures, report.md."""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from tuner.judging import UNKNOWN_TYPE, host_type_groups, judge, level
+from tuner.record import Kind, StudyInfo, TrialRecord
+from tuner.report.frame import (
+    combine_frames,
+    trials_frame,
+    write_trials_csv,
+)
+from tuner.report.plots import save_figures
+from tuner.report.screen import save_screen_figure, screen_markdown
+from tuner.report.text import (
+    HostTypeSection,
+    confirmed_row,
+    not_launched_markdown,
+    report_markdown,
+    report_markdown_by_host_type,
+    verdict_paragraph,
+)
+
+__all__ = ["write_outputs"]
+
+
+def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
+                  min_effect: float) -> tuple[pd.DataFrame, str]:
+    """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
+    and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
+    record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
+    (fraction) on the study's metric (``info.metric``, :func:`tuner.judging.judge.judge`).
+    Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
+    relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
+
+    A study measured on several host types (:func:`tuner.judging.judge.host_type_groups`) is judged per
+    type, each against its own baseline: the frame holds every row (its ``host_type`` column
+    says which), the verdict is one paragraph per type, each type's figures go to
+    ``host-type-<k>/`` and report.md has a section per type (the screen's section, which ranks
+    the screen against one type's relaunches, only with one type). Raises OSError when
+    ``out_dir`` cannot be written.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    relaunches = [r for r in records if r.kind.relaunched]
+    not_launched = not_launched_markdown([r for r in records if r.kind is Kind.INVALID])
+    metric = info.metric
+    sections = []
+    judgements = []
+    for k, (host_type, group) in enumerate((host_type_groups(relaunches) or {UNKNOWN_TYPE: []}).items(), 1):
+        judgement = judge(group, metric=metric, min_effect=min_effect)
+        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=judgement)
+        if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
+            df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
+        df.attrs["metric"] = metric
+        if judgement.baseline_launches:
+            df.attrs["baseline_level"] = level(judgement.baseline_launches)
+        verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
+        sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}"))
+        judgements.append(judgement)
+    if len(sections) == 1:
+        first = judgements[0]
+        df, verdict = sections[0].df, sections[0].verdict
+        write_trials_csv(df, out_dir / "trials.csv")
+        figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
+        screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
+        extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
+                                figure=screen_png)
+        (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures,
+                                                           [*extra, *not_launched]))
+        return df, verdict
+    for s in sections:
+        s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]
+    df = combine_frames([s.df for s in sections])
+    write_trials_csv(df, out_dir / "trials.csv")
+    verdict = "\n\n".join(s.titled_verdict(k) for k, s in enumerate(sections, 1))
+    (out_dir / "report.md").write_text(report_markdown_by_host_type(sections, info, study_name, not_launched))
+    return df, verdict
