@@ -48,14 +48,13 @@ class SamplerView:
 class Plan:
     """The forecast: ``entries`` in the night's order (the fixed part; a SCREENED and a
     PROPOSAL entry carry their bound in ``up_to``; the reserved checks last), the ``budget``
-    (relaunches, baseline included), ``rules`` it was judged with, ``sampler`` (search mode),
-    ``facts_from``: the diagnose.json that gave the NCCL version and topology (``""``: none)."""
+    (relaunches, baseline included), ``rules`` it was judged with (``rules.decode`` names the
+    diagnose.json that gave the NCCL version and topology, if one did), ``sampler`` (search mode)."""
 
     entries: list[PlanEntry]
     budget: int
     rules: Rules
     sampler: SamplerView | None = None
-    facts_from: str = ""
 
     @property
     def fixed(self) -> list[PlanEntry]:
@@ -183,8 +182,7 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
         entries.append(PlanEntry(Step.FINAL_BASELINE, kind=Kind.BASELINE))
     planned = {rules.key_of(e.env, e.flags) for e in entries if e.step in (Step.BASELINE, Step.SET)}
     sampler = _sampler_view(space, rules, planned) if mode != "presets" else None
-    return Plan(entries, budget, rules, sampler,
-                facts_from=str(rules.decode.source) if rules.decode is not None else "")
+    return Plan(entries, budget, rules, sampler)
 
 
 def _sampler_view(space: SearchSpace, rules: Rules, planned: set[str]) -> SamplerView:
