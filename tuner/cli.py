@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-effect", type=_fraction, default=None,
                    help="smallest gain worth calling faster (fraction; default 0.01, or what the study stored)")
     s.add_argument("--dry-run", action="store_true",
-                   help="check the config and the space, print the plan (values as NCCL reads them, presets in "
-                        "order, the sampler's sets) and launch nothing")
+                   help="check the config and the space, print the plan (values as NCCL reads them, the "
+                        "relaunches in order with every skip and its reason, the screen's and the sampler's share "
+                        "with their bounds, the checks after the budget) and launch nothing")
     s.add_argument("--force", action="store_true",
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
@@ -233,7 +234,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         from tuner.sweep.dryrun import plan_lines
 
-        print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode)))
+        try:  # a diagnose.json of the study shapes the plan as it shapes the sweep
+            study_dir: Path | None = args.results / (args.study or _study_name_from(args.config))
+        except InputError:
+            study_dir = None
+        print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
+                                   baseline_every=args.baseline_every, confirm=not args.no_confirm,
+                                   final_baseline=not args.no_final_baseline, study_dir=study_dir)))
         return ExitCode.OK
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials

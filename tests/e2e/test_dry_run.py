@@ -86,3 +86,19 @@ def test_dry_run_says_which_preset_may_not_launch_and_what_the_sampler_draws_fro
     assert "the presets' values of NCCL_ALGO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE are in it too" in res.stdout
     assert "Risky but reversible values are in the space" in res.stdout  # default.toml's PHB and SYS
     assert "  - NCCL_P2P_LEVEL=PHB allows P2P beyond a PCIe switch" in res.stdout
+
+
+def test_dry_run_gives_what_only_the_night_decides_with_its_bound():
+    res = cli("sweep", "examples/sim-screen.toml", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "2-4. up to 3 screened sets: the best of up to 40 nccl-tests runs" in out
+    assert "ring-ll: NCCL_ALGO=Ring NCCL_PROTO=LL - reached only if the screen hands fewer than 3 sets" in out
+    assert "p2p-disable: NCCL_P2P_DISABLE=1 - not reached: the budget of 6 relaunches is spent before it" in out
+    res = cli("sweep", "examples/sim.toml", "--dry-run", "--trials", "20", "--baseline-every", "3", "--no-confirm")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    # 20 relaunches less the baseline and the 7 presets that certainly run (tree-ll may not)
+    assert "Then the sampler (TPE): up to 12 proposals (a baseline re-measure every 3 relaunches)" in out
+    assert "  5. baseline re-measure (every 3 relaunches)" in out
+    assert "Budget: 20 relaunches (the baseline included), then the final baseline re-measure, outside it." in out

@@ -29,8 +29,8 @@ from tuner.errors import StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
 from tuner.judging import Judgement
-from tuner.planning.plan import Planned
-from tuner.record import Kind, RankedEntry, ScreenBound, ScreenExport, ScreenSummary, Status, TopSet, TrialRecord
+from tuner.planning import ScreenedSet
+from tuner.record import RankedEntry, ScreenBound, ScreenExport, ScreenSummary, Status, TopSet, TrialRecord
 from tuner.screen import rank
 from tuner.screen.bound import Bound
 from tuner.screen.export import Export, write_exports
@@ -50,15 +50,15 @@ RANKING_KEPT = 50
 @dataclass
 class Stage:
     """What the screen found: ``sizes``, every run (``records``), the ranking (``ranked``,
-    best first), ``top_sets`` (the first ``top_k`` as planned relaunches, kind preset, named
-    ``screen-1``...), ``bad`` (``{screen key: cause}`` of sets with wrong values), the
+    best first), ``top_sets`` (the first ``top_k``, as the planner takes them: ``(name, env)``
+    pairs named ``screen-1``...), ``bad`` (``{screen key: cause}`` of sets with wrong values), the
     ``bound`` (None when it does not apply, ``bound_note`` says why), ``untuned_us`` (us at the
     decode size), ``export`` (tuner-plugin files), ``ended`` (why the runs stopped)."""
 
     sizes: ScreenSizes
     records: list[ScreenRecord]
     ranked: list[rank.RankedSet]
-    top_sets: list[Planned]
+    top_sets: list[ScreenedSet]
     bad: dict[str, str]
     bound: Bound | None
     bound_note: str
@@ -100,7 +100,7 @@ class Stage:
             untuned_us=self.untuned_us, untuned_drift=self.drift,
             best_us=self.ranked[0].decode_us if self.ranked else None,
             best_set=dict(self.ranked[0].env) if self.ranked else None,
-            top_sets=[TopSet(dict(p.env), p.preset) for p in self.top_sets],
+            top_sets=[TopSet(dict(p.env), p.name) for p in self.top_sets],
             ranking=[RankedEntry(r.key, dict(r.env), r.decode_us, r.prefill_us) for r in self.ranked[:RANKING_KEPT]],
             bad_sets=dict(self.bad), noise_pct=None if math.isnan(self.noise_pct) else self.noise_pct,
             bound=None if b is None else ScreenBound(
@@ -214,7 +214,7 @@ def _conclude(cfg: ExperimentConfig, sizes: ScreenSizes, records: list[ScreenRec
     # Only sets at least as fast as the untuned one (within the tie) are worth a relaunch.
     limit = math.inf if untuned is None else untuned * (1.0 + cfg.screen.tie_pct / 100.0)
     worth = [s for s in ranked if s.decode_us <= limit][:cfg.screen.top_k]
-    top = [Planned(dict(s.env), [], Kind.PRESET, f"screen-{i + 1}") for i, s in enumerate(worth)]
+    top = [ScreenedSet(f"screen-{i + 1}", dict(s.env)) for i, s in enumerate(worth)]
     notes = []
     if ranked and len(worth) < min(cfg.screen.top_k, len(ranked)):
         notes.append(f"only {len(worth)} screened set(s) were as fast as the untuned one at the decode size "

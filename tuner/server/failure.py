@@ -28,7 +28,7 @@ from tuner.errors import (
     TrialFailed,
 )
 from tuner.inputs.config import ServerConfig
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, CauseKind, announced_port, extract_cause, find_cause, line_kind
 from tuner.server.ports import port_in_use

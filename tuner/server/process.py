@@ -21,7 +21,7 @@ import psutil
 
 from tuner.errors import TrialFailed
 from tuner.inputs.config import ServerConfig
-from tuner.record.trial import Status
+from tuner.record import Status
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import failure, gpu, readiness
 from tuner.server.env import build_env

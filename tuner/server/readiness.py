@@ -16,7 +16,7 @@ import httpx
 
 from tuner.errors import ProbeError, ProbeHTTPError, TrialFailed
 from tuner.inputs.config import ServerConfig
-from tuner.record.trial import Status
+from tuner.record import Status
 
 __all__ = ["Starting", "says_loading", "wait_ready"]
 

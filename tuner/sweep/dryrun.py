@@ -2,39 +2,28 @@
 
 Before a 36-minute load, a user sees which NCCL release's rules checked the values, what every
 candidate value means to NCCL (its canonical form, a value equal to NCCL's default, clamps),
-which environment every launch gets, the presets in the order they would run (or why one is
-skipped: equal to the untuned set or to an earlier preset, rejected), and how many distinct
-sets the sampler may draw from. Values NCCL would reject or silently ignore never get here:
-loading the files refuses them, all at once, with the reason (exit 2).
+which environment every launch gets, and the relaunches in the order the sweep will make them:
+planning's forecast (:func:`tuner.planning.forecast`, the same planner the sweep asks), with
+the skips and their reasons, what only the night decides given with its bound (``up to k
+screened sets``, ``up to k proposals``) and the checks reserved after the budget. This module
+only words that plan. Values NCCL would reject or silently ignore never get here: loading the
+files refuses them, all at once, with the reason (exit 2).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 import os
-from collections.abc import Callable
+from pathlib import Path
 
 from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import UNSET, SearchSpace
-from tuner.nccl import (
-    OLDEST_SUPPORTED,
-    NcclVersion,
-    canonical_set,
-    canonical_value,
-    cross_problems,
-    cross_warnings,
-    risky_reason,
-    unsafe_reason,
-)
-from tuner.planning.plan import split_params
-from tuner.record import set_key
+from tuner.inputs.space import SearchSpace
+from tuner.nccl import OLDEST_SUPPORTED, canonical_set, canonical_value, risky_reason, unsafe_reason
+from tuner.planning import Plan, PlanEntry, SamplerView, Step, forecast, rules_before_the_night
 from tuner.redaction import redact
 from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env
 
-#: Above this many points the sampler's distinct sets are not counted one by one.
-COUNT_LIMIT = 200_000
+__all__ = ["plan_lines"]
 
 
 def _env_text(env: dict[str, str]) -> str:
@@ -42,13 +31,17 @@ def _env_text(env: dict[str, str]) -> str:
 
 
 def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool = False,
-               mode: str | None = None, environ: dict[str, str] | None = None) -> list[str]:
-    """The plan as printable lines (see the module docstring)."""
+               mode: str | None = None, trials: int | None = None, baseline_every: int | None = None,
+               confirm: bool = True, final_baseline: bool = True, study_dir: Path | None = None,
+               environ: dict[str, str] | None = None) -> list[str]:
+    """The plan as printable lines (see the module docstring). ``trials``, ``mode`` and
+    ``baseline_every`` override the config's like the sweep's options; ``study_dir``: where a
+    ``diagnose.json`` of the study may be (the sweep reads the same one)."""
     version = cfg.nccl.nccl_version
-    rules = (f"NCCL {version} ([nccl] version)" if version else
-             f"NCCL {OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
-             "log gives the real one)")
-    out = [f"Values checked by the rules of {rules}; nothing is launched (--dry-run)."]
+    rules_text = (f"NCCL {version} ([nccl] version)" if version else
+                  f"NCCL {OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
+                  "log gives the real one)")
+    out = [f"Values checked by the rules of {rules_text}; nothing is launched (--dry-run)."]
     removed, kept = split_inherited(environ if environ is not None else dict(os.environ), frozenset(space.choices()))
     every = {**cfg.server.env, **debug_env(cfg)}
     out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
@@ -70,29 +63,27 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
             else:
                 shown.append(v)
         out.append(f"  {name}: unset, " + ", ".join(shown))
-    key_of = _key_of(version)
-    seen = {key_of({}, []): "the untuned baseline"}
-    out.append("Relaunches in order: 1. the untuned baseline")
-    for i, preset in enumerate(space.presets, 2):
-        key = key_of(preset.env, [])
-        problems = [r for _, r in cross_problems({**cfg.server.env, **preset.env}, version)]
-        if problems:
-            out.append(f"  {i}. {preset.name}: {_env_text(preset.env)} - skipped: {problems[0]}")
-        elif key in seen:
-            out.append(f"  {i}. {preset.name}: {_env_text(preset.env)} - skipped: to NCCL the same set as {seen[key]}")
-        else:
-            seen[key] = f"preset {preset.name}"
-            as_read = canonical_set(preset.env, version)
-            extra = f" (to NCCL: {_env_text(as_read)})" if as_read != preset.env else ""
-            if cross_warnings({**cfg.server.env, **preset.env}, version):
-                extra += " - may not be launched (see Notes): the baseline's NCCL version and topology decide"
-            out.append(f"  {i}. {preset.name}: {_env_text(preset.env)}{extra}")
-    if (mode or cfg.sweep.mode) == "presets":
+    mode = mode or cfg.sweep.mode
+    every_k = baseline_every if baseline_every is not None else cfg.sweep.baseline_every
+    rules = rules_before_the_night(cfg, study_dir, allow_unsafe=allow_unsafe)
+    plan = forecast(space, rules, mode=mode, budget=trials or cfg.sweep.trials, baseline_every=every_k,
+                    screen_top_k=cfg.screen.top_k if cfg.screen else None, confirm=confirm,
+                    final_baseline=final_baseline)
+    if rules.decode is not None:
+        d, facts = rules.decode, rules.facts()
+        gpus = f" on {facts.topology.nranks} GPUs" if facts.topology is not None else ""
+        out.append(f"Planned with what {d.source} found: NCCL {facts.version or '(not logged)'}{gpus}; the decode "
+                   f"allreduce ({d.nbytes} B) runs {d.choice.algorithm}/{d.choice.protocol}, so sets that differ only "
+                   "by variables that cannot act there are relaunched once.")
+    out += _relaunch_lines(plan, cfg, notes, every_k)
+    proposals = next((e for e in plan.entries if e.step is Step.PROPOSAL), None)
+    if proposals is None:
         out.append("Mode presets: the sampler proposes nothing after them.")
-    else:
-        out.append(_sampler_line(space, key_of, set(seen)))
-    out.append(f"Budget: {cfg.sweep.trials} relaunches (the baseline included), then the final baseline "
-               "re-measure and one confirmation of a winner.")
+    elif plan.sampler is not None:
+        out.append(_sampler_line(proposals, plan.sampler, every_k))
+    reserved = [_RESERVED_WORDS[e.step] for e in plan.entries if e.step in _RESERVED_WORDS]
+    out.append(f"Budget: {plan.budget} relaunches (the baseline included)"
+               + (f", then {' and '.join(reserved)}, outside it" if reserved else "") + ".")
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
     risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version))]
@@ -102,29 +93,59 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     return out
 
 
-def _key_of(version: NcclVersion | None) -> Callable[[dict[str, str], list[str]], str]:
-    def key_of(env: dict[str, str], flags: list[str]) -> str:
-        return set_key(canonical_set(env, version), flags)
-    return key_of
+_RESERVED_WORDS = {Step.CONFIRM: "one confirmation of a winner", Step.FINAL_BASELINE: "the final baseline re-measure"}
 
 
-def _sampler_line(space: SearchSpace, key_of: Callable[[dict[str, str], list[str]], str], planned: set[str]) -> str:
-    choices = space.choices()
-    points = math.prod(len(v) for v in choices.values())
-    if points > COUNT_LIMIT:
-        return f"Then the sampler (TPE) draws from {points} points (too many to count distinct sets here)."
-    names = list(choices)
-    extra = [n for n, v in choices.items() if set(v) - {UNSET} - set(space.variables.get(n, ()))]
-    keys = set()
-    for combo in itertools.product(*choices.values()):
-        env, flags = split_params(dict(zip(names, combo, strict=True)))
-        keys.add(key_of(env, flags))
-    fresh = len(keys - planned)
-    return (f"Then the sampler (TPE) draws from {points} points of {len(choices)} variables "
-            f"({', '.join(f'{n}: {_values(len(v) - (UNSET in v))}' for n, v in choices.items())}, each also unset): "
-            f"{len(keys)} distinct sets to NCCL, {fresh} not already planned above"
-            + (f"; the presets' values of {', '.join(extra)} are in it too (one Optuna distribution per "
-               "variable holds every value a trial used)" if extra else "") + ".")
+def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k: int) -> list[str]:
+    out: list[str] = []
+    n = 0
+    for e in plan.entries:
+        if e.step in (Step.PROPOSAL, *_RESERVED_WORDS):
+            continue
+        first = n + 1
+        n += e.up_to or 1
+        number = f"{first}-{n}" if n > first else f"{first}"
+        if e.step is Step.BASELINE:
+            out.append(f"Relaunches in order: {number}. the untuned baseline")
+        elif e.step is Step.REMEASURE:
+            out.append(f"  {number}. baseline re-measure (every {every_k} relaunches)")
+        elif e.step is Step.SCREENED:
+            runs = cfg.screen.trials if cfg.screen else 0
+            out.append(f"  {number}. up to {e.up_to} screened set{'s' if e.up_to != 1 else ''}: the best of up to "
+                       f"{runs} nccl-tests runs at the decode size (seconds each, outside the budget); a preset "
+                       "NCCL treats as one of them is not relaunched" + (f"; {e.reason}" if e.reason else ""))
+        else:
+            out.append(f"  {number}. {e.name}: {_env_text(e.env)}{_suffix(e, notes, plan)}")
+    return out
+
+
+def _suffix(e: PlanEntry, notes: list[str], plan: Plan) -> str:
+    if e.step is Step.SKIP:
+        at = f" at {plan.rules.decode.nbytes} B" if plan.rules.decode is not None else ""
+        return f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
+    f = plan.rules.facts()
+    as_read = canonical_set(e.env, f.version, f.topology)
+    text = f" (to NCCL: {_env_text(as_read)})" if as_read != e.env else ""
+    if e.doubt:
+        text += (" - may not be launched (see Notes): the baseline's NCCL version and topology decide"
+                 if any(e.doubt in note for note in notes) else f" - may not be launched: {e.doubt}")
+    if e.reach:
+        text += f" - {e.reach}"
+    return text
+
+
+def _sampler_line(proposals: PlanEntry, view: SamplerView, every_k: int) -> str:
+    k = proposals.up_to or 0
+    bound = (f"up to {k} proposal{'s' if k != 1 else ''}" + (f" (a baseline re-measure every {every_k} relaunches)"
+                                                             if every_k else "")
+             if k else "no proposal, the sets above spend the budget")
+    counts = ", ".join(f"{n}: {_values(c)}" for n, c in view.values.items())
+    if view.distinct is None:
+        return f"Then the sampler (TPE): {bound}; it draws from {view.points} points (too many to count distinct sets here)."
+    return (f"Then the sampler (TPE): {bound}; it draws from {view.points} points of {len(view.values)} variables "
+            f"({counts}, each also unset): {view.distinct} distinct sets to NCCL, {view.fresh} not already planned above"
+            + (f"; the presets' values of {', '.join(view.widened)} are in it too (one Optuna distribution per "
+               "variable holds every value a trial used)" if view.widened else "") + ".")
 
 
 def _values(n: int) -> str:

@@ -1,11 +1,13 @@
 """The sweep loop: recover, baseline, presets and proposals within the budget, final baseline.
 
-Order of relaunches: the untuned baseline (first), the retry of a trial whose runner died, the
-space's presets in order, then the sampler's proposals (search mode); a baseline re-measure
-every ``--baseline-every`` trials, and once more at the end (the drift check). The budget
-(``--trials``) counts the baseline and the tuned relaunches of the whole study, those in flight
-on other runners included; re-measures are outside it, bounded only by ``--timeout``/``--until``.
-A trial is started only when the measured trial time says it fits.
+What to relaunch, in which order, what to skip and which checks follow the budget is planning's
+(:class:`tuner.planning.Planner`, the same rules ``--dry-run`` prints): the untuned baseline
+first, then re-measures, retries, the screen's best, presets and proposals as it says, then
+its reserved checks. The budget (``--trials``) counts the baseline and the tuned relaunches of
+the whole study, those in flight on other runners included
+(:func:`tuner.planning.counts_in_budget`); re-measures and the reserved checks are outside it,
+bounded only by ``--timeout``/``--until``. A trial is started only when the measured trial time
+says it fits.
 
 Several runners (one per host, or per server of a host) may share one study through a
 PostgreSQL storage (tuner.study.storage): each measures the baseline of its host type
@@ -18,9 +20,7 @@ leave them unretried.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -29,51 +29,38 @@ from pathlib import Path
 
 import optuna
 
-from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis
 from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
 from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
-from tuner.nccl import (
-    DecodeChoice,
-    NcclVersion,
-    Topology,
-    canonical_set,
-    cross_problems,
-    decode_effect,
-    infeasible_reason,
-    unsafe_set_reason,
+from tuner.nccl import NcclVersion, Topology
+from tuner.planning import (
+    EXHAUSTED,
+    MAX_SKIPPED_PROPOSALS,
+    Facts,
+    PlanEntry,
+    Planner,
+    Rules,
+    Step,
+    counts_in_budget,
+    final_baseline_owed,
+    flag_params,
+    load_decode_context,
+    split_params,
 )
-from tuner.planning.plan import Planned, Planner, flag_params, split_params
-from tuner.record import Kind, Status, TopologyRecord, TrialRecord, set_key
+from tuner.record import Kind, Status, TopologyRecord, TrialRecord
 from tuner.redaction import redact
 from tuner.server import ServerIdentity, kill_leftover, port_holder, port_in_use, preflight, split_inherited
 from tuner.server.signals import SignalGuard
-from tuner.study import (
-    SETTLE_S,
-    RunnerFile,
-    StudyStore,
-    default_storage,
-    heartbeat_settings,
-    host_name,
-    open_study,
-    runner_alive,
-    runner_id,
-    this_host,
-)
+from tuner.study.host import this_host
+from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 from tuner.sweep.trial import TrialContext, log_path, relaunch
 
 #: The next relaunch is estimated at this factor times the longest measured one (loads vary).
 ESTIMATE_MARGIN = 1.2
-#: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
-MAX_SKIPPED_PROPOSALS = 50
-#: Kinds of relaunch the budget (``--trials``) counts (re-measures of the baseline excepted).
-BUDGETED = (Kind.BASELINE, Kind.PRESET, Kind.SEARCH)
-#: Spaces up to this many points are enumerated to tell, without asking the sampler, that
-#: every set is measured, in flight or cannot run (so nothing is added to the study).
-ENUMERABLE_POINTS = 20_000
 
 
 @dataclass
@@ -150,34 +137,36 @@ class Sweep:
         self.baseline_every = (options.baseline_every if options.baseline_every is not None
                                else config.sweep.baseline_every)
         self.progress = options.progress or Progress(self.budget)
+        self._learned: Facts | None = None
+        # identity at the decode size, from a `nccl-tune diagnose` of this study (results/<study>/diagnose.json)
+        self.decode = load_decode_context(self.dir)
+        self.rules = Rules(config.server.env, self._facts, decode=self.decode, allow_unsafe=options.allow_unsafe)
         self.planner = Planner(space, self.mode, records=lambda: self.store.records(relaunched_only=False),
-                               busy_keys=self._busy_keys, problems=self._problems, key_of=self._key_of)
-        self.planner.on_skip = lambda planned, why: self.progress.log(
-            f"preset {planned.preset} {json.dumps(redact(planned.env))} not launched: {why}")
+                               busy_keys=self._busy_keys, problems=self.rules.problems, key_of=self.rules.key_of,
+                               decode_bytes=self.decode.nbytes if self.decode is not None else None,
+                               baseline_every=self.baseline_every, confirm=options.confirm,
+                               final_baseline=options.final_baseline)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self._strict_port = False
-        self._decode: tuple[Diagnosis, int, DecodeChoice] | None = None
-        self._decode_read = False
         self.started = time.monotonic()
         self.outcome = SweepOutcome()
         self._backend_said = False
-        self._learned: tuple[NcclVersion | None, Topology | None] | None = None
 
     # -- helpers -------------------------------------------------------------------------
     def _busy_keys(self) -> set[str]:
-        return {self._key_of(*split_params(params)) for params in self.store.pending_params()}
+        return {self.rules.key_of(*split_params(params)) for params in self.store.pending_params()}
 
     def _taken(self, trial: optuna.Trial, key: str) -> bool:
         """True when a trial asked before ``trial`` (any runner's, queued or running) holds the
         set ``key``: the earlier one measures it, ``trial`` is dropped."""
-        return any(self._key_of(*split_params(p)) == key for p in self.store.pending_params(before=trial.number))
+        return any(self.rules.key_of(*split_params(p)) == key for p in self.store.pending_params(before=trial.number))
 
     def _baselines(self) -> list[TrialRecord]:
         """Ok baseline launches of this runner's host type, oldest first."""
         return self.store.ok_baselines(self.host.host_type)
 
-    def _nccl(self) -> tuple[NcclVersion | None, Topology | None]:
+    def _facts(self) -> Facts:
         """The NCCL version and topology the baseline's log showed (else ``[nccl] version``).
         Kept once learned (the study records them once): every set key and check reads them,
         thousands of times per proposal, and each read would be a storage query."""
@@ -185,60 +174,16 @@ class Sweep:
             return self._learned
         info = self.store.info()
         version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
-        topo = Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None
+        facts = Facts(version, Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None)
         if info.nccl_learned:
-            self._learned = (version, topo)
-        return version, topo
-
-    def _key_of(self, env: dict[str, str], flags: list[str]) -> str:
-        """A set's identity in its canonical form for this NCCL and topology (``ring`` is
-        ``Ring``, ``0x400000`` is ``4194304``, a value equal to the default is unset); with a
-        ``nccl-tune diagnose`` of this study (results/<study>/diagnose.json), also without the
-        variables that cannot act on the decode allreduce under NCCL's pick there
-        (:func:`tuner.nccl.decode.decode_effect`): sets differing only by those are one set."""
-        version, topo = self._nccl()
-        canon = canonical_set(env, version, topo)
-        decode = self._decode_context()
-        if decode is not None:
-            diag, nbytes, choice = decode
-            canon = decode_effect(canon, nbytes, (diag.topology_info() or topo or Topology(8)).nranks, choice,
-                                  version=version or diag.version(), topology=topo or diag.topology_info(),
-                                  search_channels=diag.topology.get("coll_channels"),
-                                  transports=diag.topology.get("transports", ())).effective
-        return set_key(canon, flags)
-
-    def _decode_context(self) -> tuple[Diagnosis, int, DecodeChoice] | None:
-        """The study's diagnosis, the decode size and NCCL's pick there, when known (cached)."""
-        if not self._decode_read:
-            self._decode_read = True
-            diag = load_diagnosis(self.dir)
-            pick = decode_pick(diag) if diag is not None else None
-            choice = diag.decode_choice() if diag is not None else None
-            if diag is not None and pick is not None and choice is not None:
-                self._decode = (diag, pick[0], choice)
-                self.progress.log(f"{self.dir / 'diagnose.json'}: the decode allreduce ({pick[0]} B) runs "
-                                  f"{choice.algorithm}/{choice.protocol}; sets that differ only by variables that "
-                                  "cannot act there are relaunched once")
-        return self._decode
-
-    def _problems(self, env: dict[str, str]) -> list[str]:
-        """Why the set must not be launched here: NCCL rejects it with ``server.env``, it
-        cannot run on the baseline's topology, or it is unsafe there (without --allow-unsafe)."""
-        version, topo = self._nccl()
-        full = {**self.cfg.server.env, **env}
-        found = [reason for _, reason in cross_problems(full, version)]
-        if topo is not None:
-            found.append(infeasible_reason(full, topo, version) or "")
-            if not self.opt.allow_unsafe:
-                found.append(unsafe_set_reason(full, topo, version) or "")
-        return [f for f in found if f]
+            self._learned = facts
+        return facts
 
     def _spent(self) -> int:
         """Relaunches the budget counts: baseline, preset and search trials of the whole study,
         finished or in flight on any runner (a resumed sweep continues the count); re-measures,
         confirmations and interrupted trials (their retry counts instead) not."""
-        return sum(1 for r in self.store.records()
-                   if r.kind in BUDGETED and not r.recheck and r.status is not Status.INTERRUPTED)
+        return sum(1 for r in self.store.records() if counts_in_budget(r))
 
     def _over_budget(self, trial: optuna.Trial) -> bool:
         """True when trials asked before ``trial`` (any runner's) already spend the budget:
@@ -247,8 +192,7 @@ class Sweep:
         (milliseconds; at most :data:`tuner.study.storage.SETTLE_S`)."""
         deadline = time.monotonic() + SETTLE_S
         while True:
-            before = sum(1 for r in self.store.records() if r.trial < trial.number and r.kind in BUDGETED
-                         and not r.recheck and r.status is not Status.INTERRUPTED)
+            before = sum(1 for r in self.store.records() if r.trial < trial.number and counts_in_budget(r))
             if before >= self.budget:
                 return True
             if before + self.store.undecided(trial.number) < self.budget or time.monotonic() > deadline:
@@ -327,6 +271,8 @@ class Sweep:
         for notice in [*self.cfg.notices, *self.space.notices]:
             self.progress.log(notice)
         self._say_environment()
+        if self.decode is not None:
+            self.progress.log(self.decode.sentence())
         self.runner_file.claim(self.opt.study)
         try:
             with self.signals:
@@ -375,8 +321,8 @@ class Sweep:
                 log=self.progress.log, judgement=self._judgement(), force=self.opt.force,
                 deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
                 seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
-                problems=self._problems, held=self.signals.held)
-            self.planner.extra, self.planner.screen_check = stage.top_sets, stage.check
+                problems=self.rules.problems, held=self.signals.held)
+            self.planner.screened_first(stage.top_sets, stage.check)
         # -- end of the screen stage --------------------------------------------------------------
         since_baseline = 0
         while True:
@@ -387,7 +333,7 @@ class Sweep:
                     continue
                 self.outcome.stop_reason = why
                 break
-            if self.baseline_every and since_baseline >= self.baseline_every:
+            if self.planner.remeasure_due(since_baseline):
                 self._baseline(recheck=True)
                 since_baseline = 0
                 continue
@@ -398,15 +344,16 @@ class Sweep:
                     continue
                 break
             since_baseline += 1
-        if self.opt.confirm:
-            self._confirm()
-        if self.opt.final_baseline and self._final_owed():
-            fits, why = self._fits(extra=True)
-            if fits:
-                self._baseline(recheck=True)
-            else:
-                self.outcome.final_baseline_skipped = why
-                self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
+        for check in self.planner.reserved:  # the confirmation, then the final baseline
+            if check is Step.CONFIRM:
+                self._confirm()
+            elif final_baseline_owed(self._baselines(), self.store.finished(), self.host.host_type):
+                fits, why = self._fits(extra=True)
+                if fits:
+                    self._baseline(recheck=True)
+                else:
+                    self.outcome.final_baseline_skipped = why
+                    self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
 
     def _earlier_baseline(self, number: int) -> bool:
         """True when a first (not re-measure) baseline of this host type, ok or still running,
@@ -423,7 +370,7 @@ class Sweep:
     def _retry_owed(self) -> bool:
         """True when the planner's next relaunch is the retry of an interrupted trial."""
         planned = self.planner.next_planned()
-        return planned is not None and planned.retry_of is not None
+        return planned is not None and planned.step is Step.RETRY
 
     def _await_silent_runners(self) -> bool:
         """Before this runner ends while other runners' trials are in flight: watch their
@@ -460,40 +407,32 @@ class Sweep:
         return mine if mine is not None else judge([], metric=self.cfg.probe.metric)
 
     def _confirm(self) -> None:
-        """Relaunch the headline's winner once more (kind confirm); the final baseline that
-        follows completes the alternating pair its gain must hold on. Outside the budget,
-        bounded by --timeout/--until; made once per winner (also on a resume)."""
+        """Relaunch the headline's winner once more (planning's confirmation entry, kind
+        confirm); the final baseline that follows completes the alternating pair its gain must
+        hold on. Outside the budget, bounded by --timeout/--until; made once per winner (also on
+        a resume)."""
         if self.outcome.target_reached_by is not None:
             self.outcome.confirm_skipped = "the sweep stopped at --target"
             return  # the user asked to stop there
         j = self._judgement()
-        if j.winner is None or j.sets[j.winner].confirm_trials:
+        entry = self.planner.confirmation(j)
+        if entry is None or j.winner is None:
             return
-        winner = j.sets[j.winner]
         fits, why = self._fits(extra=True)
         if not fits:
             self.outcome.confirm_skipped = why
-            self.progress.log(f"the confirmation of trial {winner.first_trial}'s set was skipped: {why}")
+            self.progress.log(f"the confirmation of trial {entry.equals_trial}'s set was skipped: {why}")
             return
-        rec = TrialRecord(trial=-1, kind=Kind.CONFIRM, preset="confirm")
-        trial, params, rec = self.store.ask_fixed(self.store.params_of(winner.env, flag_params(winner.flags)), rec)
-        if self._taken(trial, winner.key):
+        rec = TrialRecord(trial=-1, kind=entry.kind, preset=entry.name)
+        trial, params, rec = self.store.ask_fixed(self.store.params_of(entry.env, flag_params(entry.flags)), rec)
+        if self._taken(trial, self.rules.key_of(entry.env, entry.flags)):
             self.store.drop(trial, "the confirmation of this set is in flight on an earlier trial")
             return
-        gain = winner.comparison.gain_pct if winner.comparison else float("nan")
-        self.progress.log(f"confirming trial {winner.first_trial}'s set ({gain:+.1f} %): relaunched once more, "
+        comparison = j.sets[j.winner].comparison
+        gain = comparison.gain_pct if comparison else float("nan")
+        self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
                           "then the baseline; the gain must hold on those launches alone")
         self._relaunch(trial, params, rec)
-
-    def _final_owed(self) -> bool:
-        """A final re-measure is owed when a tuned relaunch finished after the last ok baseline
-        (also on a resume whose budget was already spent: a killed runner still gets it)."""
-        bases = self._baselines()
-        if not bases:
-            return False
-        last = bases[-1].started_at or 0.0
-        return any(r.kind is not Kind.BASELINE and r.host_type in ("", self.host.host_type)
-                   and (r.started_at or 0.0) > last for r in self.store.finished())
 
     def _target_met(self, rec: TrialRecord) -> bool:
         """True when ``rec``'s CI lower bound of tok/s meets ``--target``."""
@@ -503,37 +442,19 @@ class Sweep:
         low = rec.output_tok_s * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec.output_tok_s
         return low >= self.target
 
-    def _open_sets(self) -> int | None:
-        """How many sets of the space (canonical, flags included) are neither measured, in
-        flight, nor unlaunchable here; None when the space is too large to enumerate."""
-        choices = self.space.choices()
-        if math.prod(len(v) for v in choices.values()) > ENUMERABLE_POINTS:
-            return None
-        records = self.store.records(relaunched_only=False)
-        done = {self._key_of(r.env, r.flags) for r in records
-                if r.status not in (Status.RUNNING, Status.INTERRUPTED, Status.MACHINE_FAULT)}
-        done |= self._busy_keys()
-        open_keys = set()
-        names = list(choices)
-        for combo in itertools.product(*choices.values()):
-            env, flags = split_params(dict(zip(names, combo, strict=True)))
-            key = self._key_of(env, flags)
-            if key not in done and key not in open_keys and not self._problems(env):
-                open_keys.add(key)
-        return len(open_keys)
-
     def _next_trial(self) -> bool:
-        """Ask for the next set and relaunch it; False when nothing is left to try."""
+        """Ask planning for the next set and relaunch it; False when nothing is left to try.
+        Named sets not launched are recorded and passed over; :data:`MAX_SKIPPED_PROPOSALS`
+        proposals in a row that are not launched end the search."""
         skipped = 0
         while skipped < MAX_SKIPPED_PROPOSALS:
-            if self.mode == "search" and not self.planner.next_planned() and self._open_sets() == 0:
-                break
-            planned = self.planner.next_planned()
+            step = self.planner.next_launch()
+            if step.step is Step.DONE:
+                self.outcome.stop_reason = step.reason
+                return False
+            planned = step if step.step is not Step.PROPOSAL else None
             if planned is not None:
                 trial, params, rec = self._ask_planned(planned)
-            elif self.mode == "presets":
-                self.outcome.stop_reason = "all presets measured"
-                return False
             else:
                 trial, params, rec = self.store.ask()
             env, flags = split_params(params)
@@ -543,9 +464,10 @@ class Sweep:
             bases = self._baselines()
             decision = self.planner.judge(env, flags, baseline=bases[0] if bases else None)
             rec.env, rec.flags, rec.runner = redact(env), flags, runner_id()
-            if decision.launch and self._taken(trial, self._key_of(env, flags)):
+            if decision.launch and self._taken(trial, self.rules.key_of(env, flags)):
                 self.store.drop(trial, "its set is in flight on an earlier trial (another runner's)")
-                skipped += 1
+                if planned is None:  # a named set is passed over once in flight: only proposals repeat
+                    skipped += 1
                 continue
             if decision.launch and self._over_budget(trial):
                 self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
@@ -556,13 +478,12 @@ class Sweep:
                     self.progress.log(f"resume: retrying trial {planned.retry_of} (interrupted), once")
                 self._relaunch(trial, params, rec)
                 return True
-            skipped += 1
+            if planned is None:
+                skipped += 1
             rec.status = Status.SKIPPED
             if planned is not None:  # say why a planned set is not launched (a sampler's repeat is not news)
-                why = (f"to NCCL at this size the same set as trial {decision.duplicate_of.trial}"
-                       if decision.duplicate_of is not None else decision.invalid_reason)
-                self.progress.log(f"trial {trial.number} [{planned.preset or planned.kind}] "
-                                  f"{json.dumps(rec.env)} not launched: {why}")
+                self.progress.log(f"trial {trial.number} [{planned.name or planned.kind}] "
+                                  f"{json.dumps(rec.env)} not launched: {decision.reason}")
             if decision.duplicate_of is not None:
                 rec.kind, rec.duplicate_of = Kind.DUPLICATE, decision.duplicate_of.trial
                 value, constraint = self.store.trial_value(decision.duplicate_of.trial)
@@ -570,11 +491,11 @@ class Sweep:
             else:
                 rec.kind, rec.cause = Kind.INVALID, decision.invalid_reason
                 self.store.tell_known(trial, rec, None, 1.0)
-        self.outcome.stop_reason = "search space exhausted (only measured or invalid sets proposed)"
+        self.outcome.stop_reason = EXHAUSTED
         return False
 
-    def _ask_planned(self, planned: Planned) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
-        rec = TrialRecord(trial=-1, kind=planned.kind, preset=planned.preset, retry_of_trial=planned.retry_of)
+    def _ask_planned(self, planned: PlanEntry) -> tuple[optuna.Trial, dict[str, str], TrialRecord]:
+        rec = TrialRecord(trial=-1, kind=planned.kind, preset=planned.name, retry_of_trial=planned.retry_of)
         return self.store.ask_fixed(self.store.params_of(planned.env, flag_params(planned.flags)), rec)
 
     def _baseline(self, *, recheck: bool) -> TrialRecord:
@@ -594,7 +515,7 @@ class Sweep:
         rec.log = str(log_path(self.dir, trial.number))
         rec.host, rec.host_type = self.host.record(), self.host.host_type
         self.store.start(trial, rec)
-        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._nccl()[0],
+        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._facts().version,
                            frozenset(self.space.choices()), self._strict_port)
         title = f"trial {trial.number}: {label}"
 

@@ -1,5 +1,6 @@
 """Planning against a real Optuna study in memory: retries first and once, presets in order,
-never a set twice, sets in flight skipped, duplicates and invalid sets never launched."""
+never a set twice, sets in flight skipped, duplicates and invalid sets never launched, the
+re-measures when due and the reserved checks in their order."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import optuna
 import pytest
 
 from tuner.inputs.space import load_space
-from tuner.planning.plan import Planner, flag_params, split_params
-from tuner.record.trial import Kind, Status, TrialRecord
+from tuner.planning.entry import PlanEntry, ScreenedSet, Step
+from tuner.planning.order import (
+    EXHAUSTED,
+    RESERVED,
+    Planner,
+    counts_in_budget,
+    final_baseline_owed,
+)
+from tuner.planning.params import flag_params, split_params
+from tuner.record import Kind, Metric, Status, TrialRecord
 from tuner.study.storage import StudyStore
 
 SPACE = """
@@ -39,23 +48,27 @@ def store(tmp_path: Path) -> StudyStore:
     return s
 
 
-def planner(store: StudyStore, problems=lambda env: []) -> Planner:
-    return Planner(store.space, "search", records=store.records,  # type: ignore[attr-defined]
+def planner(store: StudyStore, problems=lambda env: [], mode: str = "search", **options) -> Planner:
+    return Planner(store.space, mode, records=lambda: store.records(relaunched_only=False),  # type: ignore[attr-defined]
                    busy_keys=lambda: {TrialRecord(trial=0, kind=Kind.SEARCH, env=split_params(p)[0]).set_key
                                       for p in store.pending_params()},
-                   problems=problems)
+                   problems=problems, **options)
 
 
-def run(store: StudyStore, env: dict[str, str], kind: Kind, status: Status = Status.OK, *,
+def run(store: StudyStore, env: dict[str, str], kind: Kind, status: Status = Status.OK, *, preset: str = "",
         retry_of: int | None = None, started_at: float = 0.0) -> TrialRecord:
     """Take one trial through the store as the sweep does (enqueue, ask, start, finish)."""
-    store.enqueue(store.params_of(env), TrialRecord(trial=-1, kind=kind, retry_of_trial=retry_of))
+    store.enqueue(store.params_of(env), TrialRecord(trial=-1, kind=kind, preset=preset, retry_of_trial=retry_of))
     trial, params, rec = store.ask()
     assert split_params(params)[0] == env
     rec.env, rec.status, rec.started_at = env, Status.RUNNING, started_at
     store.start(trial, rec)
     if status is Status.INTERRUPTED:
         store.abandon(trial, replace(rec, status=Status.INTERRUPTED))
+        return rec
+    if kind in (Kind.DUPLICATE, Kind.INVALID):
+        rec.status = Status.SKIPPED
+        store.tell_known(trial, rec, None, 1.0)
         return rec
     rec.status = status
     rec.output_tok_s_runs = [70.0, 71.0] if status is Status.OK else []
@@ -66,45 +79,49 @@ def run(store: StudyStore, env: dict[str, str], kind: Kind, status: Status = Sta
 
 def test_presets_in_order_then_none(store):
     p = planner(store)
-    assert p.next_planned().preset == "ll"
-    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET)
+    assert p.next_planned().name == "ll"
+    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET, preset="ll")
     nxt = p.next_planned()
-    assert (nxt.preset, nxt.env, nxt.kind) == ("simple", {"NCCL_PROTO": "Simple"}, Kind.PRESET)
-    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.CRASHED)  # a failed set is measured too
+    assert (nxt.step, nxt.name, nxt.env, nxt.kind) == (Step.SET, "simple", {"NCCL_PROTO": "Simple"}, Kind.PRESET)
+    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.CRASHED, preset="simple")  # a failed set is measured too
     assert p.next_planned() is None
 
 
 def test_interrupted_trial_is_retried_first_and_only_once(store):
     p = planner(store)
-    first = run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.INTERRUPTED)
+    first = run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.INTERRUPTED, preset="simple")
     retry = p.next_planned()
-    assert (retry.env, retry.retry_of, retry.kind) == ({"NCCL_PROTO": "Simple"}, first.trial, Kind.PRESET)
-    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.INTERRUPTED, retry_of=first.trial)
+    assert (retry.step, retry.env, retry.retry_of, retry.kind) == (Step.RETRY, {"NCCL_PROTO": "Simple"}, first.trial,
+                                                                   Kind.PRESET)
+    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, Status.INTERRUPTED, preset="simple", retry_of=first.trial)
     # The retry died too: given up, and its preset is not tried a third time.
     nxt = p.next_planned()
-    assert nxt.preset == "ll" and nxt.retry_of is None
-    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET)
+    assert nxt.name == "ll" and nxt.retry_of is None
+    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET, preset="ll")
     assert p.next_planned() is None
 
 
 def test_interrupted_baseline_is_not_planned(store):
     run(store, {}, Kind.BASELINE, Status.INTERRUPTED)
-    assert planner(store).next_planned().preset == "ll"
+    assert planner(store).next_planned().name == "ll"
 
 
 def test_set_in_flight_is_not_planned(store):
     store.enqueue(store.params_of({"NCCL_PROTO": "LL"}), TrialRecord(trial=-1, kind=Kind.PRESET))
-    assert planner(store).next_planned().preset == "simple"
+    assert planner(store).next_planned().name == "simple"
 
 
 def test_judge_duplicates_baseline_and_invalid(store):
     base = run(store, {}, Kind.BASELINE)
-    measured = run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET)
+    measured = run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET, preset="ll")
     p = planner(store, problems=lambda env: ["MIN above MAX"] if env.get("NCCL_MAX_NCHANNELS") == "4" else [])
-    assert p.judge({"NCCL_PROTO": "LL"}, [], baseline=base).duplicate_of.trial == measured.trial
+    dup = p.judge({"NCCL_PROTO": "LL"}, [], baseline=base)
+    assert dup.duplicate_of.trial == measured.trial and dup.reason == f"to NCCL the same set as trial {measured.trial} (ll)"
     assert p.judge({}, [], baseline=base).duplicate_of.trial == base.trial
     assert p.judge({"NCCL_MAX_NCHANNELS": "4"}, [], baseline=base).invalid_reason == "MIN above MAX"
     assert p.judge({"NCCL_PROTO": "Simple"}, [], baseline=base).launch
+    at_size = planner(store, decode_bytes=14336).judge({"NCCL_PROTO": "LL"}, [], baseline=base)
+    assert at_size.reason.startswith("to NCCL at 14336 B the same set as trial")
 
 
 def test_flags_round_trip():
@@ -115,23 +132,84 @@ def test_flags_round_trip():
     assert flag_params(flags) == {"--disable-custom-all-reduce": "on", "--max-num-seqs": "4"}
 
 
-def test_the_screens_best_come_before_the_presets(store):
-    from tuner.planning.plan import Planned
-
+def test_the_screens_best_come_before_the_presets_and_a_preset_equal_to_one_is_judged_a_duplicate(store):
+    base = run(store, {}, Kind.BASELINE)
     p = planner(store)
-    p.extra = [Planned({"NCCL_MAX_NCHANNELS": "8"}, [], Kind.PRESET, "screen-1"),
-               Planned({"NCCL_PROTO": "LL"}, [], Kind.PRESET, "screen-2")]
-    assert p.next_planned().preset == "screen-1"
-    run(store, {"NCCL_MAX_NCHANNELS": "8"}, Kind.PRESET)
-    assert p.next_planned().preset == "screen-2"
-    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET)
-    assert p.next_planned().preset == "simple"  # the preset "ll" is the same set as screen-2: not twice
+    p.screened_first([ScreenedSet("screen-1", {"NCCL_MAX_NCHANNELS": "8"}), ScreenedSet("screen-2", {"NCCL_PROTO": "LL"})])
+    assert p.next_planned().name == "screen-1"
+    run(store, {"NCCL_MAX_NCHANNELS": "8"}, Kind.PRESET, preset="screen-1")
+    assert p.next_planned().name == "screen-2"
+    second = run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET, preset="screen-2")
+    # the preset "ll" is the same set as screen-2: planned, judged, recorded as a duplicate, never launched
+    ll = p.next_planned()
+    assert ll.name == "ll"
+    decision = p.judge(ll.env, ll.flags, baseline=base)
+    assert not decision.launch and decision.duplicate_of.trial == second.trial and "screen-2" in decision.reason
+    run(store, ll.env, Kind.DUPLICATE, preset="ll")
+    assert p.next_planned().name == "simple"
 
 
 def test_a_set_the_screen_forbids_is_never_launched(store):
     base = run(store, {}, Kind.BASELINE)
     p = planner(store)
-    p.screen_check = lambda env: "wrong values" if env.get("NCCL_PROTO") == "Simple" else None
+    p.screened_first([], lambda env: "wrong values" if env.get("NCCL_PROTO") == "Simple" else None)
     decision = p.judge({"NCCL_PROTO": "Simple", "NCCL_MAX_NCHANNELS": "8"}, [], baseline=base)
     assert not decision.launch and decision.invalid_reason == "wrong values"
     assert p.judge({"NCCL_PROTO": "LL"}, [], baseline=base).launch
+
+
+def test_next_launch_ends_presets_mode_and_a_searched_out_space(store):
+    run(store, {}, Kind.BASELINE)
+    for name, env in (("ll", {"NCCL_PROTO": "LL"}), ("simple", {"NCCL_PROTO": "Simple"})):
+        run(store, env, Kind.PRESET, preset=name)
+    assert planner(store, mode="presets").next_launch() == PlanEntry(Step.DONE, reason="all presets measured")
+    assert planner(store).next_launch().step is Step.PROPOSAL
+    for proto, channels in [(a, b) for a in ("unset", "LL", "Simple") for b in ("unset", "4", "8")][1:]:
+        env = {k: v for k, v in (("NCCL_PROTO", proto), ("NCCL_MAX_NCHANNELS", channels)) if v != "unset"}
+        if env not in ({"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}):
+            run(store, env, Kind.SEARCH)
+    assert planner(store).next_launch() == PlanEntry(Step.DONE, reason=EXHAUSTED)
+
+
+def test_re_measures_when_due_and_the_reserved_checks_in_order(store):
+    assert not planner(store).remeasure_due(5)
+    p = planner(store, baseline_every=2)
+    assert [p.remeasure_due(n) for n in range(4)] == [False, False, True, True]
+    assert planner(store).reserved == (Step.CONFIRM, Step.FINAL_BASELINE) == RESERVED
+    assert planner(store, confirm=False).reserved == (Step.FINAL_BASELINE,)
+    assert planner(store, confirm=False, final_baseline=False).reserved == ()
+
+
+def test_the_budget_counts_baseline_preset_and_search_launches_only():
+    counted = [TrialRecord(0, Kind.BASELINE, Status.OK), TrialRecord(1, Kind.PRESET, Status.CRASHED),
+               TrialRecord(2, Kind.SEARCH, Status.RUNNING)]
+    not_counted = [TrialRecord(3, Kind.BASELINE, Status.OK, recheck=True), TrialRecord(4, Kind.CONFIRM, Status.OK),
+                   TrialRecord(5, Kind.PRESET, Status.INTERRUPTED), TrialRecord(6, Kind.DUPLICATE, Status.SKIPPED)]
+    assert all(counts_in_budget(r) for r in counted) and not any(counts_in_budget(r) for r in not_counted)
+
+
+def test_final_baseline_owed_after_a_tuned_relaunch_only():
+    base = TrialRecord(0, Kind.BASELINE, Status.OK, started_at=10.0, host_type="h")
+    tuned = TrialRecord(1, Kind.PRESET, Status.OK, started_at=20.0, host_type="h")
+    assert final_baseline_owed([base], [base, tuned], "h")
+    assert not final_baseline_owed([base], [base, replace(tuned, started_at=5.0)], "h")
+    assert not final_baseline_owed([base], [base, replace(tuned, host_type="other")], "h")
+    assert not final_baseline_owed([], [tuned], "h")
+
+
+def test_the_confirmation_is_the_winners_set_once(store):
+    from tuner.judging.judge import judge
+
+    def launch(trial: int, kind: Kind, env: dict[str, str], level: float) -> TrialRecord:
+        runs = [level, level * 1.001, level * 0.999]
+        return TrialRecord(trial, kind, Status.OK, env=env, output_tok_s=level, output_tok_s_runs=runs,
+                           started_at=float(trial))
+
+    records = [launch(0, Kind.BASELINE, {}, 70.0), launch(1, Kind.PRESET, {"NCCL_PROTO": "LL"}, 140.0),
+               launch(2, Kind.BASELINE, {}, 70.2)]
+    entry = planner(store).confirmation(judge(records, metric=Metric.OUTPUT))
+    assert (entry.step, entry.kind, entry.env, entry.equals_trial) == (Step.CONFIRM, Kind.CONFIRM,
+                                                                       {"NCCL_PROTO": "LL"}, 1)
+    confirmed = [*records, launch(3, Kind.CONFIRM, {"NCCL_PROTO": "LL"}, 139.0)]
+    assert planner(store).confirmation(judge(confirmed, metric=Metric.OUTPUT)) is None  # made once per winner, also on a resume
+    assert planner(store).confirmation(judge(records[:1], metric=Metric.OUTPUT)) is None  # no winner, no confirmation

@@ -18,6 +18,7 @@ from tests.helpers import ROOT, standin_command
 from tuner.errors import StoppedByCheck
 from tuner.inputs.config import load_config
 from tuner.inputs.space import load_space
+from tuner.planning import ScreenedSet
 from tuner.record.trial import Kind, Status, TrialRecord
 from tuner.screen import known_bad, run_stage, screen_key
 from tuner.screen.store import CHECK, FIRST, INVALID, LAST, SEARCH, ScreenStore
@@ -98,10 +99,10 @@ def test_untuned_first_and_last_every_run_recorded_and_the_best_planned_first(tm
     for r in runs:
         assert Path(r.log).name == f"{r.number:04d}.log" and Path(r.log).parent == study_dir / "screen"
     # the fastest screened sets come first, each faster than the untuned set, none with wrong values
-    assert [p.preset for p in stage.top_sets] == ["screen-1", "screen-2"][:len(stage.top_sets)]
+    assert [p.name for p in stage.top_sets] == ["screen-1", "screen-2"][:len(stage.top_sets)]
     assert stage.top_sets and stage.top_sets[0].env.get("NCCL_PROTO") == "LL"
     assert all(p.env.get("NCCL_ALGO") != "Tree" for p in stage.top_sets)
-    assert all(p.kind is Kind.PRESET for p in stage.top_sets)
+    assert all(isinstance(p, ScreenedSet) for p in stage.top_sets)  # (name, env) pairs for the planner
     # the bound: 100 x 40 us of a 6 ms TPOT
     assert stage.bound is not None and stage.bound.allreduce_share == pytest.approx(4.0 / 6.0, rel=0.05)
     bound_line = next(line for line in lines if line.startswith("bound: NCCL tuning can gain at most"))

@@ -1,0 +1,89 @@
+"""The forecast ``--dry-run`` prints: the planner's own steps over an imagined study. Skips
+with their reasons, the budget's cut, the screen's and the sampler's share given as bounds,
+re-measures where due and the reserved checks last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.inputs.space import load_space
+from tuner.nccl.types import NcclVersion
+from tuner.planning import Facts, Rules, Step, forecast
+
+SPACE = """
+[variables.NCCL_PROTO]
+values = ["LL", "Simple"]
+[variables.NCCL_ALGO]
+values = ["Ring", "ring"]
+[[presets]]
+name = "ring"
+env = { NCCL_ALGO = "Ring" }
+[[presets]]
+name = "ring-again"
+env = { NCCL_ALGO = "ring" }
+[[presets]]
+name = "default-buffer"
+env = { NCCL_BUFFSIZE = "4194304" }
+[[presets]]
+name = "ll"
+env = { NCCL_PROTO = "LL" }
+[[presets]]
+name = "tree-ll"
+env = { NCCL_ALGO = "Tree", NCCL_PROTO = "LL" }
+[[presets]]
+name = "simple"
+env = { NCCL_PROTO = "Simple" }
+"""
+
+
+def _plan(tmp_path: Path, **options):
+    (tmp_path / "space.toml").write_text(SPACE)
+    space = load_space(tmp_path / "space.toml", version=NcclVersion.parse("2.24.3"))
+    rules = Rules({}, lambda: Facts(NcclVersion.parse("2.24.3")))
+    return forecast(space, rules, **{"mode": "search", "budget": 10, **options})
+
+
+def _steps(plan):
+    return [(e.step, e.name) for e in plan.entries]
+
+
+def test_skips_name_the_set_they_equal_and_reserved_checks_come_last(tmp_path):
+    plan = _plan(tmp_path)
+    assert _steps(plan) == [(Step.BASELINE, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
+                            (Step.SKIP, "default-buffer"), (Step.SET, "ll"), (Step.SET, "tree-ll"),
+                            (Step.SET, "simple"), (Step.PROPOSAL, ""), (Step.CONFIRM, "confirm"),
+                            (Step.FINAL_BASELINE, "")]
+    by_name = {e.name: e for e in plan.entries}
+    assert by_name["ring-again"].equals == "preset ring"
+    assert by_name["default-buffer"].equals == "the untuned baseline"
+    assert "AllGather" in by_name["tree-ll"].doubt  # the baseline's topology decides: said, not acted on
+    # the sampler gets what the fixed part leaves, counting tree-ll as possibly not launched
+    assert plan.entries[7].up_to == 10 - 4
+    assert [e.name for e in plan.fixed] == ["", "ring", "ring-again", "default-buffer", "ll", "simple"]
+
+
+def test_the_budget_cuts_the_presets_and_says_which_may_still_run(tmp_path):
+    plan = _plan(tmp_path, budget=4, confirm=False)
+    reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
+    assert reach == {"ring": "", "ll": "", "tree-ll": "",
+                     "simple": "reached only if a set marked 'may not be launched' is not launched"}
+    assert plan.entries[-2].step is Step.PROPOSAL and plan.entries[-2].up_to == 0
+    assert plan.entries[-1].step is Step.FINAL_BASELINE
+
+
+def test_the_screens_share_is_a_bound_and_pushes_the_presets(tmp_path):
+    plan = _plan(tmp_path, budget=5, screen_top_k=2, mode="presets", final_baseline=False)
+    screened = plan.entries[1]
+    assert (screened.step, screened.up_to) == (Step.SCREENED, 2)
+    reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
+    assert reach["ring"] == "" and reach["ll"] == ""
+    assert reach["tree-ll"].startswith("reached only if the screen hands fewer than 2 sets")
+    assert not any(e.step is Step.PROPOSAL for e in plan.entries)  # presets mode
+    assert plan.entries[-1].step is Step.CONFIRM
+
+
+def test_re_measures_fall_where_the_sweep_makes_them(tmp_path):
+    plan = _plan(tmp_path, budget=5, baseline_every=2, mode="presets", confirm=False)
+    assert _steps(plan)[:8] == [(Step.BASELINE, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
+                                (Step.SKIP, "default-buffer"), (Step.SET, "ll"), (Step.REMEASURE, ""),
+                                (Step.SET, "tree-ll"), (Step.SET, "simple")]

@@ -1,0 +1,187 @@
+"""What to relaunch next: a re-measure, a retry, a named set, the sampler's proposal, never a set twice.
+
+Order of the night: the untuned baseline (first), then, between any two steps below, a baseline
+re-measure once ``--baseline-every`` relaunches have passed since the last one; the retry of a
+trial whose runner died (once: a retry interrupted again is given up); the screen's best sets
+(:meth:`Planner.screened_first`, with a ``[screen]``); the space's presets in order; then (search
+mode) the sampler's proposals. After the budget, the reserved checks in :data:`RESERVED`
+order: one confirmation of the winner, then the final baseline re-measure (the drift check).
+
+A named set already handled (measured, or decided not to launch, under its name), in flight on
+any worker, or given up is passed over. Every other set about to run is judged
+(:meth:`Planner.judge`): one NCCL would reject, that cannot run or is unsafe on this topology,
+or that the screen saw give wrong values is recorded invalid; one that is to NCCL the same as a
+measured set (the untuned one included) is told the known result. Neither spends a relaunch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tuner.inputs.space import SearchSpace
+from tuner.judging import Judgement
+from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
+from tuner.planning.sets import open_keys
+from tuner.record import Kind, Status, TrialRecord, set_key
+
+__all__ = ["BUDGETED", "EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget",
+           "final_baseline_owed"]
+
+#: Kinds of relaunch the budget (``--trials``) counts (re-measures of the baseline excepted).
+BUDGETED = (Kind.BASELINE, Kind.PRESET, Kind.SEARCH)
+#: The checks the night reserves after its budget, in their order.
+RESERVED = (Step.CONFIRM, Step.FINAL_BASELINE)
+#: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
+MAX_SKIPPED_PROPOSALS = 50
+#: Why a search ends when no set of the space is left.
+EXHAUSTED = "search space exhausted (only measured or invalid sets proposed)"
+#: Statuses of a trial whose set is not settled by it (still running, or not the set's doing).
+_UNSETTLED = (Status.RUNNING, Status.INTERRUPTED, Status.MACHINE_FAULT)
+
+
+def counts_in_budget(rec: TrialRecord) -> bool:
+    """True for a relaunch the budget counts: a baseline, preset or search trial, finished or
+    in flight; re-measures, confirmations and interrupted trials (their retry counts) not."""
+    return rec.kind in BUDGETED and not rec.recheck and rec.status is not Status.INTERRUPTED
+
+
+def final_baseline_owed(baselines: Sequence[TrialRecord], finished: Sequence[TrialRecord], host_type: str) -> bool:
+    """True when a tuned relaunch of ``host_type`` finished after the last ok baseline
+    (``baselines``, oldest first): the drift check is owed (also on a resume whose budget was
+    already spent: a killed runner still gets it)."""
+    if not baselines:
+        return False
+    last = baselines[-1].started_at or 0.0
+    return any(r.kind is not Kind.BASELINE and r.host_type in ("", host_type) and (r.started_at or 0.0) > last
+               for r in finished)
+
+
+class Planner:
+    """Plans relaunches for one sweep (and for its forecast, :func:`tuner.planning.forecast.forecast`).
+
+    ``records`` (every trial with a record, invalid-set bookkeeping included) and ``busy_keys``
+    (sets queued or running anywhere) are read fresh by the caller's callables, so several
+    workers on one study see each other's work. ``problems(env)`` says why a set must not be
+    launched, empty when it may; ``key_of(env, flags)`` is a set's identity (both usually from
+    :class:`tuner.planning.rules.Rules`). ``decode_bytes``: the decode size identity is judged at
+    (None without a diagnosis), for the words of a skip. ``baseline_every`` (0: never),
+    ``confirm`` and ``final_baseline`` are the sweep's options.
+    """
+
+    def __init__(self, space: SearchSpace, mode: str, *,
+                 records: Callable[[], list[TrialRecord]],
+                 busy_keys: Callable[[], set[str]],
+                 problems: Callable[[dict[str, str]], list[str]],
+                 key_of: Callable[[dict[str, str], list[str]], str] = set_key,
+                 decode_bytes: int | None = None, baseline_every: int = 0,
+                 confirm: bool = True, final_baseline: bool = True) -> None:
+        self.space = space
+        self.mode = mode
+        self._records = records
+        self._busy = busy_keys
+        self._problems = problems
+        self.key_of = key_of
+        self.decode_bytes = decode_bytes
+        self.baseline_every = baseline_every
+        self.reserved = tuple(s for s, on in zip(RESERVED, (confirm, final_baseline), strict=True) if on)
+        self.screened: list[ScreenedSet] = []
+        self.screen_check: Callable[[dict[str, str]], str | None] | None = None
+
+    def screened_first(self, sets: Sequence[ScreenedSet],
+                       check: Callable[[dict[str, str]], str | None] | None = None) -> None:
+        """Plan the screen's best ``sets`` before the presets, and let ``check(env)`` forbid a
+        set (why, else None; asked only for sets NCCL would accept)."""
+        self.screened, self.screen_check = list(sets), check
+
+    def named(self) -> list[PlanEntry]:
+        """The named sets in plan order: the screen's best, then the space's presets."""
+        return [*(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.screened),
+                *(PlanEntry(Step.SET, p.name, dict(p.env)) for p in self.space.presets)]
+
+    def _keyed(self, records: list[TrialRecord]) -> list[tuple[TrialRecord, str]]:
+        """Each record with its set's key (computed once: with a diagnosis a key is not cheap)."""
+        return [(r, self.key_of(r.env, r.flags)) for r in records]
+
+    @staticmethod
+    def _measured(keyed: list[tuple[TrialRecord, str]]) -> dict[str, TrialRecord]:
+        """First settled record of each set, by key (sets NCCL treats as equal share one)."""
+        out: dict[str, TrialRecord] = {}
+        for r, key in keyed:
+            if r.kind is not Kind.BASELINE and r.status not in _UNSETTLED:
+                out.setdefault(key, r)
+        return out
+
+    def remeasure_due(self, since_baseline: int) -> bool:
+        """True when ``since_baseline`` relaunches since the last baseline call for a re-measure."""
+        return bool(self.baseline_every) and since_baseline >= self.baseline_every
+
+    def next_planned(self) -> PlanEntry | None:
+        """The next retry or named set that must run before the sampler proposes, or None."""
+        keyed = self._keyed(self._records())
+        measured = set(self._measured(keyed))
+        busy = self._busy()
+        retried = {r.retry_of_trial for r, _ in keyed if r.retry_of_trial is not None}
+        gave_up: set[str] = set()
+        for r, key in keyed:
+            if r.status is not Status.INTERRUPTED or r.kind is Kind.BASELINE:
+                continue  # baselines are re-measured by the loop itself when owed
+            if r.retry_of_trial is not None:
+                gave_up.add(key)
+            elif r.trial not in retried and key not in measured | busy:
+                return PlanEntry(Step.RETRY, r.preset, dict(r.env), list(r.flags), r.kind, retry_of=r.trial)
+        handled = {(r.preset, key) for r, key in keyed if r.kind is not Kind.BASELINE and r.status not in _UNSETTLED}
+        for entry in self.named():
+            key = self.key_of(entry.env, entry.flags)
+            if (entry.name, key) not in handled and key not in busy | gave_up:
+                return entry
+        return None
+
+    def exhausted(self) -> bool:
+        """True when the space (enumerable only) holds no set that is neither measured, in
+        flight, nor unlaunchable here."""
+        done = {self.key_of(r.env, r.flags) for r in self._records() if r.status not in _UNSETTLED} | self._busy()
+        left = open_keys(self.space.choices(), self.key_of, self._problems, done)
+        return left is not None and not left
+
+    def next_launch(self) -> PlanEntry:
+        """What the next tuned relaunch is: a RETRY or SET entry, a PROPOSAL (ask the sampler),
+        or DONE with the reason nothing is left."""
+        planned = self.next_planned()
+        if planned is not None:
+            return planned
+        if self.mode == "presets":
+            return PlanEntry(Step.DONE, reason="all presets measured")
+        if self.exhausted():
+            return PlanEntry(Step.DONE, reason=EXHAUSTED)
+        return PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH)
+
+    def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
+        """Whether a set about to run must be relaunched: not when NCCL would reject it, it
+        cannot run or is unsafe here, or the screen forbids it (invalid), nor when it was
+        measured before (the untuned set: the ``baseline``)."""
+        problems = self._problems(env)
+        bad = self.screen_check(env) if self.screen_check is not None and not problems else None
+        if problems or bad:
+            why = problems[0] if problems else str(bad)
+            return Decision(False, invalid_reason=why, reason=why)
+        key = self.key_of(env, flags)
+        records = self._records()
+        untuned = key == self.key_of({}, []) and baseline is not None  # the untuned set, or one NCCL treats as equal
+        earlier = baseline if untuned else self._measured(self._keyed(records)).get(key)
+        if earlier is not None and earlier.kind is Kind.DUPLICATE and earlier.duplicate_of is not None:
+            earlier = next((r for r in records if r.trial == earlier.duplicate_of), earlier)  # the set measured
+        if earlier is not None:
+            at = f" at {self.decode_bytes} B" if self.decode_bytes is not None else ""
+            return Decision(False, duplicate_of=earlier,
+                            reason=f"to NCCL{at} the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
+        return Decision(True)
+
+    def confirmation(self, judgement: Judgement) -> PlanEntry | None:
+        """The reserved confirmation: the winner's set once more (kind confirm), unless there
+        is no winner or it was confirmed already (also on a resume)."""
+        if judgement.winner is None or judgement.sets[judgement.winner].confirm_trials:
+            return None
+        winner = judgement.sets[judgement.winner]
+        return PlanEntry(Step.CONFIRM, "confirm", dict(winner.env), list(winner.flags), Kind.CONFIRM,
+                         equals_trial=winner.first_trial)
+
