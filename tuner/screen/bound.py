@@ -33,6 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = [
+    "Bound",
+    "allreduce_bound",
+]
+
 
 @dataclass(frozen=True)
 class Bound:

@@ -27,6 +27,14 @@ from tuner.screen.plugin_export import (
 )
 from tuner.screen.store import ScreenRecord
 
+__all__ = [
+    "CONF_NAME",
+    "CSV_NAME",
+    "Export",
+    "measurements",
+    "write_exports",
+]
+
 CSV_NAME = "tuner_perf.csv"
 CONF_NAME = "nccl_tuner.conf"
 _HEADER = ("nccl-tune: per-size allreduce choices from the screen (nccl-tests times). Load with NCCL's example "

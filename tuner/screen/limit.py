@@ -17,6 +17,13 @@ from tuner.screen.bound import Bound, allreduce_bound
 from tuner.screen.rank import RankedSet
 from tuner.screen.sizes import ScreenSizes
 
+__all__ = [
+    "announce",
+    "bound_for",
+    "nccl_carries",
+    "noise_pct",
+]
+
 
 def noise_pct(judgement: Judgement | None) -> float:
     """The smallest decode gain (%) a relaunch can tell from noise: the larger of the launch

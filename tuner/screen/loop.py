@@ -23,6 +23,14 @@ from tuner.redaction import redact
 from tuner.screen.measure import RunContext, json_refused, measure
 from tuner.screen.store import DUPLICATE, FIRST, INVALID, LAST, SEARCH, UNSET, ScreenRecord, ScreenStore
 
+__all__ = [
+    "ESTIMATE_MARGIN",
+    "MAX_ENUMERATED",
+    "MAX_FAILED",
+    "MAX_SKIPS",
+    "ScreenLoop",
+]
+
 #: Proposals of screened or rejected sets in a row before a random unscreened set is run.
 MAX_SKIPS = 30
 #: Largest screened space enumerated to find an unscreened set (points).

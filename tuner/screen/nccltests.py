@@ -46,6 +46,23 @@ from dataclasses import dataclass, field
 from tuner.nccl import NCCL_LINE
 from tuner.record import Status
 
+__all__ = [
+    "JSON_MIN_VERSION",
+    "PER_ITER_MIN_VERSION",
+    "VERSION_LINE_MIN_VERSION",
+    "Half",
+    "PerfResult",
+    "PerfRow",
+    "RankDevice",
+    "busbw_factor",
+    "collective_name",
+    "command_supports_json",
+    "nccl_tests_version",
+    "parse_json",
+    "parse_output",
+    "screen_status",
+]
+
 #: The first nccl-tests release with ``-J`` JSON output (commit 00f5281, tag v2.17.3).
 JSON_MIN_VERSION = (2, 17, 3)
 #: The first release printing ``# nccl-tests version`` (9641693, v2.17.4): its presence alone

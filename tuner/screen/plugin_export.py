@@ -53,6 +53,24 @@ from pathlib import Path
 
 from tuner.nccl import strtoll
 
+__all__ = [
+    "MAX_LINE_BYTES",
+    "PERF_CSV_COLUMNS",
+    "PLUGIN_ALGORITHMS",
+    "PLUGIN_COLLECTIVES",
+    "PLUGIN_PROTOCOLS",
+    "SIZE_MAX",
+    "TunerChoice",
+    "TunerMeasurement",
+    "choices_by_size",
+    "example_plugin_exports",
+    "plugin_compatibility",
+    "plugin_names_from_env",
+    "tuner_api_versions",
+    "write_tuner_config",
+    "write_tuner_perf_csv",
+]
+
 #: Names the example plugin parses (plugin.c parseCollType / parseAlgorithm / parseProtocol).
 PLUGIN_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 PLUGIN_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")

@@ -26,6 +26,18 @@ from tuner.screen.bound import allreduce_bound
 from tuner.screen.run import screenable
 from tuner.screen.store import FIRST, LAST, SCREENED, ScreenRecord
 
+__all__ = [
+    "RankedSet",
+    "Spearman",
+    "bad_sets",
+    "predicted_gain_pct",
+    "rank_sets",
+    "screen_key",
+    "spearman",
+    "untuned_drift",
+    "untuned_time",
+]
+
 
 def screen_key(env: Mapping[str, str]) -> str:
     """The identity of ``env`` as the screen sees it: its screened variables only

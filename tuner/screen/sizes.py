@@ -20,6 +20,11 @@ from tuner.inputs.model import (
     prefill_allreduce_bytes,
 )
 
+__all__ = [
+    "ScreenSizes",
+    "screen_sizes",
+]
+
 
 @dataclass(frozen=True)
 class ScreenSizes:

@@ -23,6 +23,16 @@ from optuna.trial import TrialState
 from tuner.record import Status, set_key
 from tuner.study import CONSTRAINT, StudyStore, host_name, runner_alive, runner_id
 
+__all__ = [
+    "NEAREST_FACTOR",
+    "SCREENED",
+    "SUFFIX",
+    "UNSET",
+    "ScreenRecord",
+    "ScreenStore",
+    "known_bad",
+]
+
 #: Suffix of the screen study's name.
 SUFFIX = "-screen"
 #: Roles of a screen trial: the untuned set first and last, the sampler's sets, a set screened

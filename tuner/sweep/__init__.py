@@ -1,11 +1,32 @@
-"""The sweep: one Optuna study, one server relaunch per trial, every trial against the baseline.
+"""The night: one Optuna study, one server relaunch per trial, every trial against the baseline.
 
-:mod:`~tuner.study.storage` (every Optuna access), :mod:`~tuner.planning` (what to relaunch
-next), :mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.runner` (the
-loop, budget, recovery), :mod:`~tuner.study.inflight` (this host's runners and what they have in
-flight), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM).
+:mod:`~tuner.sweep.runner` (the loop: recovery, the steps planning gives, budget, confirmation),
+:mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.evidence` (what NCCL
+did in a relaunch, from its log), :mod:`~tuner.sweep.dryrun` (``--dry-run``: planning's plan in
+words), :mod:`~tuner.sweep.progress` (what the runner shows). What to relaunch next is
+:mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
 """
 
-from tuner.sweep.runner import Sweep, SweepOptions, SweepOutcome
+from tuner.sweep.dryrun import plan_lines
+from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, read
+from tuner.sweep.progress import Progress
+from tuner.sweep.runner import ESTIMATE_MARGIN, Sweep, SweepOptions, SweepOutcome
+from tuner.sweep.trial import PhaseCallback, TrialContext, counted_in_order, log_path, relaunch
 
-__all__ = ["Sweep", "SweepOptions", "SweepOutcome"]
+__all__ = [
+    "CHANNEL_LINES",
+    "ESTIMATE_MARGIN",
+    "Evidence",
+    "PhaseCallback",
+    "Progress",
+    "Sweep",
+    "SweepOptions",
+    "SweepOutcome",
+    "TrialContext",
+    "counted_in_order",
+    "debug_env",
+    "log_path",
+    "plan_lines",
+    "read",
+    "relaunch",
+]

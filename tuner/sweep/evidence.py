@@ -20,6 +20,13 @@ from tuner.nccl import NcclVersion, ParsedLog, Topology, confirmations, parse_lo
 from tuner.record import TrialRecord
 from tuner.server import Backend, allreduce_backend
 
+__all__ = [
+    "CHANNEL_LINES",
+    "Evidence",
+    "debug_env",
+    "read",
+]
+
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).
 CHANNEL_LINES = 8
 

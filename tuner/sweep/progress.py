@@ -12,6 +12,10 @@ from datetime import datetime
 
 from rich.console import Console
 
+__all__ = [
+    "Progress",
+]
+
 
 class Progress:
     """Prints progress events; ``interactive`` (a TTY) uses a rich live status."""

@@ -59,6 +59,13 @@ from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 from tuner.sweep.trial import TrialContext, log_path, relaunch
 
+__all__ = [
+    "ESTIMATE_MARGIN",
+    "Sweep",
+    "SweepOptions",
+    "SweepOutcome",
+]
+
 #: The next relaunch is estimated at this factor times the longest measured one (loads vary).
 ESTIMATE_MARGIN = 1.2
 

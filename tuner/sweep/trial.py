@@ -40,6 +40,14 @@ from tuner.server.signals import SignalGuard
 from tuner.study import RunnerFile
 from tuner.sweep import evidence
 
+__all__ = [
+    "PhaseCallback",
+    "TrialContext",
+    "counted_in_order",
+    "log_path",
+    "relaunch",
+]
+
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
 PhaseCallback = Callable[[str, str], None]
 
