@@ -23,8 +23,9 @@ from matplotlib.figure import Figure
 
 from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
 from tuner.record import Metric, Status, Verdict
+from tuner.report.forest import trials_vs_baseline_figure
 from tuner.report.frame import trials_frame
-from tuner.report.plots import report_figures, save_figures, trials_vs_baseline_figure
+from tuner.report.plots import report_figures, save_figures
 from tuner.report.style import verdict_color
 
 _TRIAL = re.compile(r"trial (\d+)")

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from tests.helpers import sample_records, trial_record
 from tuner.record import Metric, Verdict
-from tuner.report.forest import ForestRow, baseline_band, forest_rows, truncate_rows
+from tuner.report.forest import ForestRow, baseline_band, forest_rows, plot_trials_vs_baseline, truncate_rows
 from tuner.report.frame import trials_frame
 from tuner.report.plots import (
     FAILED_COLOR,
@@ -29,7 +29,6 @@ from tuner.report.plots import (
     plot_baselines,
     plot_concurrency,
     plot_history,
-    plot_trials_vs_baseline,
     plot_variable_effect,
     report_figures,
     save_figures,
