@@ -15,27 +15,13 @@ import time
 import httpx
 import psutil
 import pytest
-from simproc import ROOT, Sim, chat, content_deltas, content_of, run_sim, sim_env, stream_chunks
 
+from tests.simproc import ROOT, Sim, chat, content_deltas, content_of, run_sim, sim_env, stream_chunks
 from tuner.sim.costmodel import CostModel
 from tuner.sim.ncclenv import settings_from
 from tuner.sim.profiles import BUILTIN
 
 NCCL_LINE = re.compile(r"^\S+:(\d+):\d+ \[(\d+)\] NCCL INFO (.*)$")
-
-
-@pytest.fixture
-def sim():
-    started: list[Sim] = []
-
-    def start(*args, **kw) -> Sim:
-        s = Sim(*args, **kw)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.close()
 
 
 def nccl_info(s: Sim) -> list[tuple[int, int, str]]:

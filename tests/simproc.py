@@ -19,7 +19,7 @@ import psutil
 
 from tests.helpers import free_port
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 CLEAN_ENV = {k: v for k, v in os.environ.items()
              if not k.startswith(("NCCL_", "SIM_")) and k != "CUDA_DEVICE_MAX_CONNECTIONS"}
 
