@@ -66,6 +66,17 @@ class Sim:
                 return json.loads(line[len(tag) + 5:])
         raise AssertionError(f"no SIM {tag} line:\n{self.text()}")
 
+    def schedules(self, count: int, timeout: float = 8.0) -> list[dict]:
+        """``{"due": [...], "batch": [...]}`` of the first ``count`` streams (``--log-schedule``:
+        one ``SIM SCHEDULE`` line after each), waiting for them up to ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [json.loads(ln[len("SIM SCHEDULE "):]) for ln in self.lines if ln.startswith("SIM SCHEDULE ")]
+            if len(found) >= count:
+                return found[:count]
+            assert time.monotonic() < deadline, f"{len(found)} of {count} SIM SCHEDULE lines:\n{self.text()}"
+            time.sleep(0.02)
+
     def ready_tok_s(self) -> float:
         line = next(ln for ln in self.lines if ln.startswith("SIM READY"))
         return float(re.search(r" tok_s=([\d.]+)", line).group(1))

@@ -145,12 +145,14 @@ def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
 
 
 def test_target_reached_stops_early(tmp_path, space_file):
-    # The baseline, 25 tok/s, can never meet 27: 28 tokens take at least 27 / 25 s (a busy machine
-    # only ever measures a server slower). The first preset, LL, is 4x faster: it meets 27 with its
-    # CI's lower bound (3 runs) unless one of its 0.27 s runs is delayed by about 0.3 s.
+    # The baseline, 70 tok/s, can never meet 75: its 28 tokens take at least 27 / 70 s (a busy
+    # machine only ever measures a server slower). The first preset, LL, is 4x faster (280): the
+    # lower bound of its 5 runs' CI stays above 75 (0.27 of its median) even with two of them
+    # delayed without limit (tuner.judging.stats.median_ci_halfwidth), so it meets the target.
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
-                       max_tokens=28, extra_server="""env = { ENVRATE_BASE = "25", ENVRATE_EFFECTS = '{"NCCL_PROTO=LL": 4}' }""")
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "27",
+                       max_tokens=28, repeats=5,
+                       extra_server="""env = { ENVRATE_BASE = "70", ENVRATE_EFFECTS = '{"NCCL_PROTO=LL": 4}' }""")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "75",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
