@@ -20,10 +20,10 @@ when ``stream_options.include_usage``) or not. Token i of a request is due at
 where step is the cost model's decode step for the streams running at that moment, times a
 per-launch and a per-request noise factor; with ``log_schedule`` (``--log-schedule``) each stream
 is followed by ``SIM SCHEDULE {"due": [...], "batch": [...]}``, those due times
-(``time.perf_counter`` s) and each step's batch, so a test can check the pace without timing it. With NCCL_DEBUG=INFO and TUNING in
-NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's per-operation line for its prefill
-allreduce. A request whose allreduces run on a protocol NCCL would not have enabled (LL128
-forced on PCIe) answers with corrupted text.
+(``time.perf_counter`` s) and each step's batch, so a test can check the pace without timing it.
+With NCCL_DEBUG=INFO and TUNING in NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's
+per-operation line for its prefill allreduce. A request whose allreduces run on a protocol NCCL
+would not have enabled (LL128 forced on PCIe) answers with corrupted text.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-__all__ = ["SLACK", "Exchange", "Line", "RunSpans", "Span", "Tap", "burst_known", "check_run", "check_stall",
-           "level_spans", "run_spans"]
+__all__ = ["SLACK", "Exchange", "Line", "RunSpans", "Span", "Tap", "burst_known", "check_medians", "check_run",
+           "check_stall", "level_spans", "run_spans"]
 
 SLACK = 1e-12  # relative: float rounding of perf_counter arithmetic, not a timing tolerance
 TOKEN_GAP_S = 1e-4  # the burst rule's 10,000 tok/s (tuner.measure.probe.is_burst's docstring)
