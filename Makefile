@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-# Parallel workers for the tests that may share the machine (timing-sensitive ones run alone
-# afterwards). Most of them wait on real servers, so 4 workers overlap those waits on 2 cores.
+# Parallel workers. Most tests wait on real servers, so 4 workers overlap those waits on 2
+# cores; no test's outcome depends on how busy that makes the machine, except the two marked
+# alone (tests/e2e/test_verdicts.py), whose subject is noise itself: they run afterwards.
 WORKERS ?= 4
 
 .PHONY: demo test lint test-fast bench clean
@@ -25,8 +26,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check tuner tests benchmarks
 	$(VENV)/bin/mypy
 
-# Everything: lint, the parallel-safe tests on $(WORKERS) workers, then the timing-sensitive
-# ones alone; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+# Everything: lint, the tests on $(WORKERS) workers, then the two verdict-calibration sweeps
+# alone; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
 # The tests marked postgres use a throwaway PostgreSQL on 127.0.0.1 that tests/pgserver.py
 # starts before pytest and stops after it, whatever pytest does; its exit status is pytest's.
 # With NCCL_TUNE_TEST_PG_URL already set, that server is used instead.

@@ -76,6 +76,18 @@ Field behaviours (seen in real servers and proxies):
 * ``--unicode``: tokens include U+2028, U+0085 (NEL) and an emoji, written as raw UTF-8.
 * ``--burst-after K``: the first K token chunks leave when due, the rest are held and written in
   one piece when the last is due (a starved HTTP layer; ``0`` = every token in one burst).
+
+Timeline (what the server really did, for tests that must not depend on how busy the machine
+is): every streamed request appends a record to ``server.timeline`` (in-thread), and with
+``--timeline FILE`` writes it as one JSON line to FILE (a process), before its ``[DONE]`` leaves
+(so a client that has read ``[DONE]`` finds the record). Times are ``time.perf_counter()``
+seconds, ``CLOCK_MONOTONIC`` on Linux, the clock of every process on the machine. A record:
+``{"conn": n, "read": t, "tokens": [[t, k], ...], "done": t | None, "held": t | None}``:
+``conn`` numbers the TCP connection (1, 2, ... in accept order); ``read``: the request body had
+been read; ``tokens``: a chunk of k tokens was about to be written at t (held chunks of a burst:
+the time of the burst's write); ``done``: ``[DONE]`` was about to be written; ``held``: the
+stream began to hold (``--stall-after``). Bytes reach a client after these times, and a client
+sends its next request on a connection only after it read the previous answer to its end.
 """
 
 from __future__ import annotations
@@ -116,6 +128,7 @@ DEFAULTS = {
     "unicode": False,
     "burst_after": None,
     "fail_after_requests": None,
+    "timeline": None,  # a file path: one JSON line per streamed request (see the module docstring)
 }
 
 KEEPALIVE_KINDS = ("comment", "empty-data", "empty-delta", "role", "empty-content", "null-content",
@@ -209,6 +222,7 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.server.count_lock:
             self.server.connections += 1
+            self.conn_id = self.server.connections
 
     def log_message(self, format, *args):  # the stdlib's signature
         if self.server.opts.get("verbose"):
@@ -365,6 +379,9 @@ class Handler(BaseHTTPRequestHandler):
         stall_after, drop_after = opts.get("stall_after"), opts.get("drop_after")
         error_after, burst_after = opts.get("error_after"), opts.get("burst_after")
         self.held = None
+        record: dict = {"conn": self.conn_id, "read": t0, "tokens": [], "done": None, "held": None}
+        self.server.timeline.append(record)
+        pending: list[list] = []  # token entries of held chunks: stamped when the burst is written
 
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -398,9 +415,12 @@ class Handler(BaseHTTPRequestHandler):
                 self._error_event()
                 break
             if stall_after is not None and sent >= stall_after:
+                record["held"] = time.perf_counter()
+                self._publish(record)
                 self._hold()
                 return
             if drop_after is not None and sent >= drop_after:
+                self._publish(record)
                 self._drop()
                 return
             if capacity is None:
@@ -421,6 +441,8 @@ class Handler(BaseHTTPRequestHandler):
             obj = dict(head, choices=[choice])
             if include_usage:
                 obj["usage"] = None
+            entry = [time.perf_counter(), last - first + 1]
+            (record["tokens"] if self.held is None else pending).append(entry)
             self._event(obj)
             self._keepalive()
             if self.held is None:
@@ -430,12 +452,25 @@ class Handler(BaseHTTPRequestHandler):
             if include_usage:
                 usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
                 self._event(dict(head, choices=[], usage=usage))
+        record["done"] = time.perf_counter()
+        for entry in pending:
+            entry[0] = record["done"]
+        record["tokens"] += pending
+        self._publish(record)
         self._chunk(self._frame("[DONE]"))
         if self.held is not None:
             held, self.held = self.held, None
             self._chunk(b"".join(held))
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _publish(self, record: dict) -> None:
+        """Write ``record`` to the ``timeline`` file, when there is one (before the bytes it
+        describes the end of leave: a client that has them finds the record)."""
+        path = self.server.opts.get("timeline")
+        if path:
+            with self.server.count_lock, open(path, "a") as f:
+                f.write(json.dumps(record) + "\n")
 
     def _error_event(self) -> None:
         """Report ERROR_MESSAGE mid-stream in the server's ``error_style``."""
@@ -495,6 +530,7 @@ class RefServer(ThreadingHTTPServer):
         self.connections = 0  # TCP connections accepted so far (keep-alive reuse shows here)
         self.completions = 0  # completion requests received
         self.count_lock = threading.Lock()
+        self.timeline: list[dict] = []  # one record per streamed request (module docstring)
 
     def shutdown(self):
         self.stopping.set()
@@ -606,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unicode", action="store_true", help="tokens with U+2028, NEL, emoji")
     ap.add_argument("--burst-after", type=int, default=None, help="hold tokens after K and send them at once")
     ap.add_argument("--fail-after-requests", type=int, default=None, help="HTTP 500 after N completion requests")
+    ap.add_argument("--timeline", default=None, help="append one JSON line per streamed request to this file")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     server = make_server(
@@ -635,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         unicode=a.unicode,
         burst_after=a.burst_after,
         fail_after_requests=a.fail_after_requests,
+        timeline=a.timeline,
         verbose=a.verbose,
     )
     print(f"READY http://{a.host}:{server.server_address[1]}", flush=True)

@@ -26,7 +26,9 @@ env = { NCCL_PROTO = "Simple" }
 def test_sighup_tears_down_exits_129_and_resumes(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3,
                        extra_server='env = { ENVRATE_LOAD_S = "1" }', max_tokens=20, repeats=2)
-    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "hup", "--no-final-baseline"]
+    # --no-confirm: the rows are then certain, whatever the verdicts (this is about signals)
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "hup", "--no-final-baseline",
+            "--no-confirm"]
     proc = start_cli(*args)
     wait_for_log(tmp_path / "r" / "hup", 1, "SAW_ENV")
     proc.send_signal(signal.SIGHUP)
@@ -60,7 +62,8 @@ def test_nohup_survives_a_hang_up(tmp_path, space_file):
 def test_second_runner_of_the_same_study_and_port_is_refused(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
                        extra_server='env = { ENVRATE_LOAD_S = "3" }', max_tokens=20, repeats=2)
-    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", "--no-final-baseline"]
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", "--no-final-baseline",
+            "--no-confirm"]
     first = start_cli(*args)
     wait_for_log(tmp_path / "r" / "two", 0, "SAW_ENV")
     second = cli(*args)
@@ -75,7 +78,7 @@ def test_second_runner_of_the_same_study_and_port_is_refused(tmp_path, space_fil
 def test_kill_during_last_trial_still_gets_the_final_baseline(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
                        extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=20, repeats=2)
-    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "last"]
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "last", "--no-confirm"]
     proc = start_cli(*args)
     wait_for_log(tmp_path / "r" / "last", 1, "SAW_ENV")  # the last budgeted trial
     proc.kill()

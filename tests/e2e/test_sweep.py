@@ -115,7 +115,7 @@ env = { NCCL_PROTO = "LL" }
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=10, max_tokens=20,
                        repeats=2)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "dup", "--seed", "1",
-                  "--no-final-baseline")
+                  "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "dup" / "trials.csv")
     assert len(df) == 6
@@ -137,7 +137,7 @@ def test_target_met_by_baseline_spends_one_launch(tmp_path, space_file):
 def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100000",
-                  "--no-final-baseline")
+                  "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
     assert len(df) == 3
@@ -145,11 +145,14 @@ def test_target_out_of_reach_ends_at_budget(tmp_path, space_file):
 
 
 def test_target_reached_stops_early(tmp_path, space_file):
-    # Baseline 400 tok/s misses 480; the first preset (LL, 600 here) meets it: stop there. The
-    # margins are wide because a busy machine only ever measures a server slower.
+    # The baseline, 70 tok/s, can never meet 75: its 28 tokens take at least 27 / 70 s (a busy
+    # machine only ever measures a server slower). The first preset, LL, is 4x faster (280): the
+    # lower bound of its 5 runs' CI stays above 75 (0.27 of its median) even with two of them
+    # delayed without limit (tuner.judging.stats.median_ci_halfwidth), so it meets the target.
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
-                       extra_server="""env = { ENVRATE_EFFECTS = '{"NCCL_PROTO=LL": 1.5}' }""")
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "480",
+                       max_tokens=28, repeats=5,
+                       extra_server="""env = { ENVRATE_BASE = "70", ENVRATE_EFFECTS = '{"NCCL_PROTO=LL": 4}' }""")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "75",
                   "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")

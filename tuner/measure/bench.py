@@ -29,6 +29,7 @@ mapping as the probe).
 
 from __future__ import annotations
 
+import re
 import statistics
 import threading
 import time
@@ -48,6 +49,7 @@ from tuner.record import LevelResult
 __all__ = [
     "BENCH_HELP",
     "REQUESTS_HELP",
+    "error_kinds",
     "format_table",
     "levels_to_json",
     "run_bench",
@@ -61,6 +63,7 @@ BENCH_HELP = (
 REQUESTS_HELP = "requests per worker at each level (a level sends C x REQUESTS requests in total)"
 
 _ERR_CHARS = 160
+_FIGURE = re.compile(r"\d+(?:\.\d+)?")  # the figures in an error message: durations, counts, statuses
 
 
 def _short(e: BaseException) -> str:
@@ -190,11 +193,32 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def error_kinds(errors: Sequence[str]) -> list[tuple[int, str]]:
+    """``errors`` grouped by kind, in order of first occurrence: ``[(count, message), ...]``.
+
+    Messages that differ only in their figures (each request's measured silence before a stall,
+    the keep-alive lines it saw) are one kind; a figure that differs within a kind is shown as
+    its range, ``0.3-0.4``, so the line says what happened without a line per duration.
+    """
+    groups: dict[str, list[str]] = {}
+    for e in errors:
+        groups.setdefault(_FIGURE.sub("#", e), []).append(e)
+    kinds = []
+    for members in groups.values():
+        ranges = []
+        for column in zip(*(_FIGURE.findall(m) for m in members), strict=True):
+            lo, hi = min(column, key=float), max(column, key=float)
+            ranges.append(lo if float(lo) == float(hi) else f"{lo}-{hi}")
+        text = _FIGURE.split(members[0])  # the words around the figures
+        kinds.append((len(members), text[0] + "".join(f + t for f, t in zip(ranges, text[1:], strict=True))))
+    return kinds
+
+
 def format_table(levels: Sequence[LevelResult]) -> str:
     """Fixed-width text table: C, ok/total, errors, wall s, agg tok/s, lat avg, p50, p99 (s).
 
-    Distinct error messages follow the table, one line each with their count and level, then a
-    note when token counts were guessed (aggregate tok/s is then a lower bound).
+    The errors follow the table, one line per kind (:func:`error_kinds`) with its count and
+    level, then a note when token counts were guessed (aggregate tok/s is then a lower bound).
     """
     header = ("C", "ok/total", "errors", "wall s", "agg tok/s", "lat avg s", "p50 s", "p99 s")
     rows = [
@@ -215,10 +239,7 @@ def format_table(levels: Sequence[LevelResult]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
     for lv in levels:
-        seen: dict[str, int] = {}
-        for e in lv.errors:
-            seen[e] = seen.get(e, 0) + 1
-        for e, n in seen.items():
+        for n, e in error_kinds(lv.errors):
             lines.append(f"C={lv.concurrency}: {n}x {e}")
     guessed = [str(lv.concurrency) for lv in levels if lv.tokens_counted]
     if guessed:

@@ -103,6 +103,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="request-bound faults hit the N-th completion request of any kind "
                         "(default: SIM_FAULT_REQUEST, else the first streamed request asking for "
                         "more than 8 tokens: a probe run, not the readiness request)")
+    s.add_argument("--log-schedule", action="store_true",
+                   help="after each stream print SIM SCHEDULE {\"due\": [...], \"batch\": [...]}: when each "
+                        "token was due (time.perf_counter s; none leaves before it) and each step's batch")
     s.add_argument("--teardown-s", type=float, default=None, metavar="S",
                    help="slow-teardown delay in seconds (default: SIM_TEARDOWN_S, else 3)")
 
@@ -190,7 +193,7 @@ def _serve(args, environ: dict, prog: str) -> int:
                         seed=seed, workers=workers, reasoning_tokens=reasoning,
                         reasoning_field=args.reasoning_field, faults=plan, environ=environ,
                         ignore_vars=ignored_vars(args.ignore_var, environ), stdout_buffering=buffering,
-                        ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env)
+                        ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule)
     return serve(opts)
 
 

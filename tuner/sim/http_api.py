@@ -208,19 +208,30 @@ class Handler(BaseHTTPRequestHandler):
                 "max_tokens": max_tokens}
 
     def _paced(self, req: dict, req_no: int | None, factor: float):
-        """Yield (index, kind, text) at each token's due time (absolute schedule)."""
+        """Yield (index, kind, text) at each token's due time (absolute schedule). With
+        ``log_schedule``, ``SIM SCHEDULE {"due": [...], "batch": [...]}`` follows the stream: each
+        token's due time (``time.perf_counter()`` s, the machine's monotonic clock; none is sent
+        before it) and the batch whose decode step led to it (0 for the first token: prefill)."""
         eng = self.server.engine
         t_due = getattr(self, "_t_arrival", time.perf_counter()) + eng.prefill_s(req["prompt_tokens"], factor)
+        due: list[float] = []
+        batches: list[int] = []
         with eng.decoding():
             for i, (kind, text) in enumerate(req["tokens"]):
+                batch = 0
                 if i:
-                    t_due += eng.step_s(factor)
+                    batch = max(1, eng.active)
+                    t_due += eng.step_s(factor, batch)
+                due.append(t_due)
+                batches.append(batch)
                 left = t_due - time.perf_counter()
                 if left > 0:
                     time.sleep(left)
                 eng.checkpoint(req_no, i)
                 eng.count_token()
                 yield i, kind, text
+        if eng.opts.log_schedule:
+            eng.log.sim("SCHEDULE", {"due": due, "batch": batches})
 
     def _delta(self, kind: str, text: str) -> dict:
         field = self.server.engine.opts.reasoning_field

@@ -27,10 +27,12 @@ over chunked transfer encoding, one token per chunk, role-only first chunk for c
 when ``stream_options.include_usage``) or not. Token i of a request is due at
 ``t0 + prefill + i * step`` (absolute schedule, so the average rate holds at thousands of tok/s),
 where step is the cost model's decode step for the streams running at that moment, times a
-per-launch and a per-request noise factor. With NCCL_DEBUG=INFO and TUNING in
-NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's per-operation line for its prefill
-allreduce. A request whose allreduces run on a protocol NCCL would not have enabled (LL128
-forced on PCIe) answers with corrupted text.
+per-launch and a per-request noise factor; with ``log_schedule`` (``--log-schedule``) each stream
+is followed by ``SIM SCHEDULE {"due": [...], "batch": [...]}``, those due times
+(``time.perf_counter`` s) and each step's batch, so a test can check the pace without timing it.
+With NCCL_DEBUG=INFO and TUNING in NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's
+per-operation line for its prefill allreduce. A request whose allreduces run on a protocol NCCL
+would not have enabled (LL128 forced on PCIe) answers with corrupted text.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class ServeOptions:
     ray: bool = False
     ray_nodes: int = 1
     ray_start_env: dict | None = None
+    log_schedule: bool = False  # SIM SCHEDULE after each stream: when its tokens were due (for tests)
 
 
 class Engine:
@@ -134,10 +137,11 @@ class Engine:
             self.dead = True
         return self.dead
 
-    def step_s(self, factor: float) -> float:
-        """Seconds until the next token of a stream with noise ``factor``, at current batch."""
+    def step_s(self, factor: float, batch: int | None = None) -> float:
+        """Seconds until the next token of a stream with noise ``factor``, at ``batch`` streams
+        (default: those decoding now)."""
         try:
-            ms = self.model.decode_step_ms(max(1, self.active))
+            ms = self.model.decode_step_ms(batch or max(1, self.active))
         except (CollectiveCrash, NcclInitError) as exc:
             self.crash(f"{exc}")
         return ms / 1000.0 * self.launch_factor * factor

@@ -83,9 +83,11 @@ def test_command_identity_drops_the_port_and_the_programs_folder():
     assert command_identity(["srv", "--gpus", "${CUDA_VISIBLE_DEVICES}"]) == "srv --gpus '${CUDA_VISIBLE_DEVICES}'"
 
 
-def test_host_type_never_holds_a_secret(tmp_path: Path):
+def test_host_type_never_holds_a_secret(tmp_path: Path, nvml):
+    nvml(["NVIDIA H100 80GB HBM3"] * 8)
     path = _file(tmp_path, f'command = ["{sys.executable}", "-c", "pass", "--token", "hf_abcdef123456"]')
     cfg = load_config(path, environ={})
-    host = this_host(cfg, environ={"HF_TOKEN": "hf_abcdef123456"})
+    host = this_host(cfg, environ={"HF_TOKEN": "hf_abcdef123456", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert "hf_abcdef" not in host.host_type and "--token '***'" in host.host_type
-    assert host.gpus["gpu_count"] == 0 or host.gpus["gpu"]  # NVML's answer, or none
+    assert host.gpus == {"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "driver": "550.54.15"}
+    assert host.host_type.startswith("2 x NVIDIA H100 80GB HBM3 | ")  # the GPUs the server gets

@@ -1,10 +1,13 @@
-"""Servers for the probe tests: the reference server (tests/refserver.py, in a thread or a
-process), the real-server cases (tests/cases/NN-*/server.py) and the simulator, all on real
-sockets on 127.0.0.1."""
+"""Servers for the probe and bench tests, one fixture each: the reference server
+(tests/refserver.py) in a thread (``ref``) or a process (``ref_process``), the real-server cases
+(tests/cases/NN-*/server.py, ``case``), all on real sockets on 127.0.0.1 (the simulator's
+``sim`` is in tests/conftest.py); and ``tap``, the client-side record of when bytes moved
+(tests/unit/measure/oracle.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -17,24 +20,78 @@ import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
 from tests.helpers import free_port
+from tests.unit.measure.oracle import Tap
 
 ROOT = Path(__file__).resolve().parents[3]
 CASES = ROOT / "tests" / "cases"
 
 
-@pytest.fixture
-def ref():
-    """Factory: ref(**opts) -> base_url of an in-thread reference server, stopped afterwards."""
-    servers = []
+class _InThread:
+    """``ref(**opts)`` -> base_url of a new in-thread reference server; ``ref.timeline(url)``: its
+    timeline records (tests/refserver.py), ``ref.server(url)``: the server itself."""
 
-    def start(**opts):
+    def __init__(self) -> None:
+        self.servers: dict[str, refserver.RefServer] = {}
+
+    def __call__(self, **opts) -> str:
         server, url = refserver.start_in_thread(**opts)
-        servers.append(server)
+        self.servers[url] = server
         return url
 
-    yield start
-    for s in servers:
+    def server(self, url: str) -> refserver.RefServer:
+        return self.servers[url]
+
+    def timeline(self, url: str) -> list[dict]:
+        return list(self.servers[url].timeline)
+
+
+class _Processes:
+    """``ref_process(*cli_args)`` -> base_url of the reference server run as its own process (GIL
+    not shared with the client); ``ref_process.timeline(url)``: its records, from its
+    ``--timeline`` file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.procs: list[subprocess.Popen] = []
+        self.files: dict[str, Path] = {}
+
+    def __call__(self, *args: str) -> str:
+        path = self.folder / f"timeline-{len(self.procs)}.jsonl"
+        proc, url = refserver.spawn(*args, "--timeline", str(path))
+        self.procs.append(proc)
+        self.files[url] = path
+        return url
+
+    def timeline(self, url: str) -> list[dict]:
+        path = self.files[url]
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def ref():
+    """Factory of in-thread reference servers (:class:`_InThread`), stopped afterwards."""
+    servers = _InThread()
+    yield servers
+    for s in servers.servers.values():
         refserver.stop(s)
+
+
+@pytest.fixture
+def ref_process(tmp_path):
+    """Factory of reference-server processes (:class:`_Processes`), killed afterwards."""
+    procs = _Processes(tmp_path)
+    yield procs
+    for p in procs.procs:
+        refserver.kill_process(p)
+
+
+@pytest.fixture
+def tap():
+    """A :class:`tests.unit.measure.oracle.Tap`: ``tap.client()`` is an httpx client whose
+    exchanges it records (closed afterwards)."""
+    t = Tap()
+    yield t
+    t.close()
 
 
 @pytest.fixture
@@ -88,13 +145,3 @@ def case(serve):
 
     return start
 
-
-@pytest.fixture
-def sim(serve):
-    """Factory: sim(*args) -> base_url of ``python -m tuner.sim serve --profile fast-tiny ARGS``."""
-
-    def start(*args: str) -> str:
-        argv = [sys.executable, "-m", "tuner.sim", "serve", "--profile", "fast-tiny", "--port", "{port}", *args]
-        return serve(argv)
-
-    return start

@@ -4,6 +4,7 @@ import pytest
 
 from tuner.nccl import NcclVersion, Topology
 from tuner.nccl.decode import DecodeChoice, Launch, comm_channels, decode_effect, launch, nccl_name
+from tuner.record import set_key
 
 V221, V224, V227 = NcclVersion(2, 21, 5), NcclVersion(2, 24, 3), NcclVersion(2, 27, 3)
 PCIE = Topology(nranks=8, nnodes=1, link="pcie", has_nvls=False, gpu_arch=120)
@@ -95,7 +96,16 @@ def test_buffer_size_can_act_under_simple_for_large_messages():
 
 
 def test_sets_differing_only_by_inert_knobs_share_a_key():
+    """The sweep's identity of a set (set_key of what can act, as tuner/sweep/runner.py keys
+    it): sets differing only by knobs inert at the decode size are one set, a knob that acts
+    keeps them apart."""
     choice = DecodeChoice("Ring", "LL")
-    a = decode_effect({**TUNED, "NCCL_MAX_NCHANNELS": "8"}, DECODE, 8, choice, version=V227, topology=PCIE)
-    b = decode_effect({**TUNED, "NCCL_BUFFSIZE": "0x400000"}, DECODE, 8, choice, version=V227, topology=PCIE)
-    assert a.effective == b.effective
+
+    def key(env: dict[str, str]) -> str:
+        return set_key(decode_effect(env, DECODE, 8, choice, version=V227, topology=PCIE).effective)
+
+    a = key({**TUNED, "NCCL_MAX_NCHANNELS": "8"})
+    b = key({**TUNED, "NCCL_BUFFSIZE": "0x400000"})
+    assert a == b == set_key({"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    assert key({**TUNED, "CUDA_DEVICE_MAX_CONNECTIONS": "2"}) != a
+    assert key({**TUNED, "NCCL_PROTO": "Simple"}) != a  # Simple is not what NCCL picks here: it acts

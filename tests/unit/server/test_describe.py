@@ -16,9 +16,16 @@ def test_cuda_visible_devices_narrows_the_gpus_by_index_or_uuid():
     assert gpu._selected(8, UUIDS, "9") == list(range(8))
 
 
-def test_a_machine_without_nvml_says_so():
-    found = gpu.describe("0")
-    if found["gpu"] == gpu.NO_GPU:
-        assert found == {"gpu": gpu.NO_GPU, "gpu_count": 0, "driver": ""}
-    else:  # a machine with NVIDIA GPUs: what NVML names
-        assert found["gpu_count"] == 1 and found["driver"]
+def test_a_machine_without_nvml_says_so(nvml):
+    nvml(None)
+    assert gpu.describe("0") == {"gpu": gpu.NO_GPU, "gpu_count": 0, "driver": ""}
+    assert gpu.used_bytes() is None and gpu.count() is None and gpu.wait_released(None) is None
+
+
+def test_the_gpus_a_server_gets_as_nvml_names_them(nvml):
+    nvml(["NVIDIA H100 80GB HBM3"] * 6 + ["NVIDIA A100-SXM4-80GB"] * 2, driver="550.54.15")
+    assert gpu.describe(None) == {"gpu": "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-80GB", "gpu_count": 8,
+                                  "driver": "550.54.15"}
+    assert gpu.describe("6,7") == {"gpu": "NVIDIA A100-SXM4-80GB", "gpu_count": 2, "driver": "550.54.15"}
+    assert gpu.describe("GPU-0aaaaaaa") == {"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 1, "driver": "550.54.15"}
+    assert gpu.count() == 8

@@ -10,7 +10,7 @@ from tuner.errors import ServerListensElsewhere
 from tuner.record.trial import Status
 from tuner.server import ELSEWHERE_GRACE_S, ServerProcess
 
-from ._support import config, free_port, python_server
+from ._support import config, free_port, python_server, wait_for
 
 # Listens on sys.argv[2] (not the configured port) and says so as uvicorn does.
 UVICORN_LIKE = r"""
@@ -55,25 +55,33 @@ def test_announcing_the_configured_port_is_fine(tmp_path):
 
 
 # A router-like launcher: a worker announces its own port first, then the front end listens on
-# the configured port (sglang_router starts workers on other ports).
+# the configured port (sglang_router starts workers on other ports). Each says which port a
+# request reached; the worker is never ready, so a readiness poll of its port would never end.
 ROUTER_LIKE = r"""
 import sys, threading, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
-class H(BaseHTTPRequestHandler):
-    def log_message(self, *a): pass
-    def do_GET(self):
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+def handler(name, status):
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a): pass
+        def do_GET(self):
+            print(f"{name} GET {self.path}", flush=True)
+            self.send_response(status); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    return H
 worker = int(sys.argv[2])
-threading.Thread(target=HTTPServer(("127.0.0.1", worker), H).serve_forever, daemon=True).start()
+threading.Thread(target=HTTPServer(("127.0.0.1", worker), handler("WORKER", 503)).serve_forever, daemon=True).start()
 print(f"INFO:     Uvicorn running on http://127.0.0.1:{worker} (Press CTRL+C to quit)", flush=True)
 time.sleep(1)
 front = int(sys.argv[1])
 print(f"INFO:     Uvicorn running on http://127.0.0.1:{front} (Press CTRL+C to quit)", flush=True)
-HTTPServer(("127.0.0.1", front), H).serve_forever()
+HTTPServer(("127.0.0.1", front), handler("FRONT", 200)).serve_forever()
 """
 
 
 def test_another_port_then_the_configured_one_is_fine(tmp_path):
+    """Ready from the configured port's answer: the front end was asked, the worker never."""
+    log = tmp_path / "log"
     cfg = config([*python_server(ROUTER_LIKE), str(free_port())])
-    with ServerProcess(cfg, {}, tmp_path / "log") as server:
-        assert server.wait_ready(20) < 10
+    with ServerProcess(cfg, {}, log) as server:
+        server.wait_ready(20)
+        assert wait_for(lambda: "FRONT GET /" in log.read_text())
+        assert "WORKER GET" not in log.read_text()

@@ -12,8 +12,8 @@ import sys
 import time
 
 import pytest
-from simproc import ROOT, run_sim, sim_env
 
+from tests.simproc import ROOT, run_sim, sim_env
 from tuner.sim.allreduceperf import float_str, main, parse_size
 
 ROW = re.compile(r"^\s+\d+\s+\d+\s+\w+\s+\w+")

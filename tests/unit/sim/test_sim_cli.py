@@ -6,8 +6,8 @@ import contextlib
 import io
 
 import pytest
-from simproc import run_sim
 
+from tests.simproc import run_sim
 from tuner.sim.cli import main
 
 

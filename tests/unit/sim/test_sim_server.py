@@ -3,6 +3,7 @@ variables, the allreduce backend, failures at start and mid-stream, process hand
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -15,27 +16,13 @@ import time
 import httpx
 import psutil
 import pytest
-from simproc import ROOT, Sim, chat, content_deltas, content_of, run_sim, sim_env, stream_chunks
 
+from tests.simproc import ROOT, Sim, chat, content_deltas, content_of, run_sim, sim_env, stream_chunks
 from tuner.sim.costmodel import CostModel
 from tuner.sim.ncclenv import settings_from
 from tuner.sim.profiles import BUILTIN
 
 NCCL_LINE = re.compile(r"^\S+:(\d+):\d+ \[(\d+)\] NCCL INFO (.*)$")
-
-
-@pytest.fixture
-def sim():
-    started: list[Sim] = []
-
-    def start(*args, **kw) -> Sim:
-        s = Sim(*args, **kw)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.close()
 
 
 def nccl_info(s: Sim) -> list[tuple[int, int, str]]:
@@ -45,8 +32,8 @@ def nccl_info(s: Sim) -> list[tuple[int, int, str]]:
 
 
 def test_server_lifecycle_endpoints_and_rate(sim):
-    s = sim(env={"NCCL_PROTO": "LL", "NCCL_BUFFSIZE": "1048576", "NCCL_ALGO": "Ring",
-                 "CUDA_DEVICE_MAX_CONNECTIONS": "1"}, load=0.8, workers=2)
+    s = sim("--log-schedule", env={"NCCL_PROTO": "LL", "NCCL_BUFFSIZE": "1048576", "NCCL_ALGO": "Ring",
+                                   "CUDA_DEVICE_MAX_CONNECTIONS": "1"}, load=0.8, workers=2)
     time.sleep(0.3)
     with pytest.raises(httpx.ConnectError):  # loading: port not bound, like vLLM
         httpx.get(s.url + "/health", timeout=1)
@@ -64,11 +51,13 @@ def test_server_lifecycle_endpoints_and_rate(sim):
     assert "Paris" in content_of(chunks)
     assert chunks[-1][1]["usage"]["completion_tokens"] == 7
 
-    n = 250  # one token per chunk at the cost model's pace
+    n = 250  # one token per chunk at the cost model's pace: its schedule, and none sent before it
     chunks, _ = stream_chunks(s.url, chat("hi", max_tokens=n, ignore_eos=True))
     times = [t for t, c in chunks if c.get("choices") and c["choices"][0]["delta"].get("content")]
     assert len(times) == n and chunks[-1][1]["usage"]["completion_tokens"] == n
-    assert (n - 1) / (times[-1] - times[0]) == pytest.approx(s.ready_tok_s(), rel=0.03)
+    due = s.schedules(2)[1]["due"]
+    assert len(due) == n and (n - 1) / (due[-1] - due[0]) == pytest.approx(s.ready_tok_s(), rel=1e-5)
+    assert all(t >= d for t, d in zip(times, due, strict=True))
 
     r = httpx.post(s.url + "/v1/completions", json={"prompt": "Count from 1 to 6", "max_tokens": 40,
                                                     "model": "sim/tiny-tp4"})
@@ -92,7 +81,8 @@ def test_nccl_info_lines_from_every_rank_process(sim):
     s = sim(env=env, workers=3)
     s.wait_ready()
     workers = s.sim_json("WORKERS")["pids"]
-    s.wait_line("[3] NCCL INFO ncclCommInitRank comm")
+    for rank in range(4):  # each rank is its own process: their lines come in any order
+        s.wait_line(f"[{rank}] NCCL INFO ncclCommInitRank comm")
     lines = nccl_info(s)
     by_rank = {rank: pid for pid, rank, _ in lines}
     assert by_rank == {0: s.proc.pid, 1: workers[0], 2: workers[1], 3: workers[2]}
@@ -342,10 +332,12 @@ def test_noise_is_seeded_and_sized():
 
 
 def test_concurrent_streams_share_the_box(sim):
-    s = sim()
+    """Four streams at once: each step of each stream is the cost model's for the batch decoding
+    then (their schedules), the four overlapped, and a batch of four beats one stream twice over."""
+    s = sim("--log-schedule")
     s.wait_ready()
     n, conc = 300, 4
-    rates = []
+    arrivals = []
     barrier = threading.Barrier(conc)
 
     def one():
@@ -357,18 +349,24 @@ def test_concurrent_streams_share_the_box(sim):
                 for line in r.iter_lines():
                     if line.startswith("data: {") and '"content"' in line:
                         times.append(time.perf_counter())
-        rates.append((len(times[50:250]) - 1) / (times[249] - times[50]))  # all streams running
+        arrivals.append(times)
 
     threads = [threading.Thread(target=one) for _ in range(conc)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(20)
-    assert len(rates) == conc
-    fast = BUILTIN["fast-tiny"]
-    expected = CostModel(fast, settings_from({})).breakdown(conc).tok_s
-    assert all(r == pytest.approx(expected, rel=0.04) for r in rates), (rates, expected)
-    assert sum(rates) > 2 * s.ready_tok_s()  # batching: aggregate grows with concurrency
+    assert len(arrivals) == conc
+    schedules = s.schedules(conc)
+    model = CostModel(BUILTIN["fast-tiny"], settings_from({}))
+    for sched in schedules:
+        due, batch = sched["due"], sched["batch"]
+        assert len(due) == n and batch[0] == 0 and conc in batch
+        for (a, b), k in zip(itertools.pairwise(due), batch[1:], strict=True):
+            assert b - a == pytest.approx(model.decode_step_ms(k) / 1000, rel=1e-9)
+    for times in arrivals:  # each stream's tokens, whichever schedule is its own, never early
+        assert len(times) == n and any(all(t >= d for t, d in zip(times, sc["due"], strict=True)) for sc in schedules)
+    assert model.breakdown(conc).tok_s * conc > 2 * s.ready_tok_s()  # batching: aggregate grows with concurrency
 
 
 def test_model_command():

@@ -19,7 +19,7 @@ import psutil
 
 from tests.helpers import free_port
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 CLEAN_ENV = {k: v for k, v in os.environ.items()
              if not k.startswith(("NCCL_", "SIM_")) and k != "CUDA_DEVICE_MAX_CONNECTIONS"}
 
@@ -88,6 +88,17 @@ class Sim:
             if f"SIM {tag} " in line:
                 return json.loads(line[line.index(f"SIM {tag} ") + len(tag) + 5:])
         raise AssertionError(f"no SIM {tag} line:\n{self.text()}")
+
+    def schedules(self, count: int, timeout: float = 8.0) -> list[dict]:
+        """``{"due": [...], "batch": [...]}`` of the first ``count`` streams (``--log-schedule``:
+        one ``SIM SCHEDULE`` line after each), waiting for them up to ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [json.loads(ln[len("SIM SCHEDULE "):]) for ln in self.lines if ln.startswith("SIM SCHEDULE ")]
+            if len(found) >= count:
+                return found[:count]
+            assert time.monotonic() < deadline, f"{len(found)} of {count} SIM SCHEDULE lines:\n{self.text()}"
+            time.sleep(0.02)
 
     def ready_tok_s(self) -> float:
         line = next(ln for ln in self.lines if "SIM READY" in ln)
