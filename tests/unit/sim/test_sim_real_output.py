@@ -12,8 +12,8 @@ import socket
 import time
 
 import pytest
-from simproc import Sim, run_sim, sim_env
 
+from tests.simproc import Sim, run_sim, sim_env
 from tuner.sim.allreduceperf import main as all_reduce_perf
 from tuner.sim.nccllog import DebugConfig, output_plan
 from tuner.sim.ncclstdio import BLOCK_SIZE, BlockSink, FileSink, expand_debug_file, open_sink
