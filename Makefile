@@ -35,7 +35,7 @@ PGRUN := $(PY) tests/pgserver.py run --
 
 test: lint
 	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone"
-	$(PY) -m pytest -q -rs -m alone
+	$(PY) -m pytest -q -rs -n 2 -m alone
 
 test-fast: $(STAMP)
 	$(PGRUN) $(PY) -m pytest -q -n $(WORKERS) --dist worksteal -m "not slow and not alone"

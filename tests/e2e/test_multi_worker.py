@@ -132,10 +132,13 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
     down its own leftover server and retries its own trial; the other runner's trials and server
     are untouched. A second runner of the same study, host and port is refused."""
     cfg = _config(tmp_path, trials=4, load_s=1.0)
+    cfg.write_text(cfg.read_text().replace("ready_timeout_s = 20", "ready_timeout_s = 300"))
     results = tmp_path / "r"
     px, py = free_port(), free_port()
+    hold = tmp_path / "hold-x"  # x's first server stays in its load until y's part is done: x is certainly alive
+    hold.touch()
     x = start_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
-                  "--no-confirm", "--no-final-baseline", env=_worker_env(px))
+                  "--no-confirm", "--no-final-baseline", env={**_worker_env(px), "ENVRATE_HOLD_FILE": str(hold)})
 
     def start_y() -> subprocess.Popen:
         return start_cli("sweep", str(cfg), "--results", str(results), "--study", "sy", "--storage", pg_url,
@@ -153,6 +156,7 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
     twin = run_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
                    env=_worker_env(px))  # a second runner of x's study, host and port
     assert twin.returncode == 3 and f"pid {x.pid}" in twin.stderr, twin.stderr[-2000:]
+    hold.unlink()
     y_again = _finish(start_y())
     assert "tore down its server" in y_again and "resume: retrying trial 1" in y_again
     x_err = _finish(x)

@@ -231,7 +231,7 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     """The runner dies (SIGKILL) while trial 2's server loads; the same command resumes."""
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
                        extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=30)
-    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "res"]
+    args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "res", "--no-confirm"]  # no verdict-made row
     study_dir = tmp_path / "r" / "res"
     proc = start_cli(*args)
     wait_for_log(study_dir, 2, "SAW_ENV")

@@ -16,6 +16,8 @@ times ENVRATE_SCALE and the ENVRATE_EFFECTS factors (for what a benchmark cannot
 CUDA_DEVICE_MAX_CONNECTIONS), and ENVRATE_BASE is not used. ENVRATE_LAUNCH_NOISE (fraction, 1 sigma, lognormal) draws one factor per launch
 from the system's entropy, or with ENVRATE_SEED and ENVRATE_COUNT_FILE (a launch counter) from
 the seed and the launch's number: the launch-to-launch noise of a real relaunch, reproducible.
+With ENVRATE_HOLD_FILE, a launch stays in its load while that file exists (a test holds a runner
+mid-trial for as long as it needs, whatever the machine's speed).
 
 NCCL's log, as NCCL 2.21.5 writes it, only when NCCL_DEBUG is INFO or TRACE: the version line, a
 communicator line (rank 0 of ENVRATE_NRANKS, 2) and ``NAME set by environment to VALUE`` for each
@@ -131,6 +133,9 @@ def main() -> int:
     if landscape.active(env) and landscape.holds(env, "ENVRATE_AR_WRONG"):
         fault = "wrong-answer"  # a set whose allreduce corrupts data answers wrongly too
     port = int(sys.argv[sys.argv.index("--port") + 1])
+    hold = env.get("ENVRATE_HOLD_FILE")
+    while hold and os.path.exists(hold):  # a test holds this launch in its load until it removes the file
+        time.sleep(0.05)
     time.sleep(float(env.get("ENVRATE_LOAD_S", "0.3")))
     if fault == "crash-start" or env.get("NCCL_PROTO") == "LL128":
         print("host:1:1 [0] NCCL WARN Cuda failure 'out of memory' while forcing protocol", flush=True)
