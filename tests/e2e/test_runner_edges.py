@@ -51,7 +51,7 @@ def test_nohup_survives_a_hang_up(tmp_path, space_file):
     log = tmp_path / "night.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(["nohup", sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results",
-                                 str(tmp_path / "r"), "--study", "nohup", "--no-final-baseline"],
+                                 str(tmp_path / "r"), "--study", "nohup", "--no-final-baseline", "--no-confirm"],
                                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     wait_for_log(tmp_path / "r" / "nohup", 0, "SAW_ENV")
     proc.send_signal(signal.SIGHUP)
