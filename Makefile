@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 # Parallel workers. Most tests wait on real servers, so 4 workers overlap those waits on 2
 # cores; no test's outcome depends on how busy that makes the machine, except the two marked
-# alone (tests/e2e/test_verdicts.py), whose subject is noise itself: they run afterwards.
+# alone (tests/e2e/test_verdicts.py), whose subject is noise itself: they run afterwards, side by
+# side (each is one sweep at a time, so two of them leave each a core).
 WORKERS ?= 4
 
 .PHONY: demo test lint test-fast bench clean
@@ -27,7 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Everything: lint, the tests on $(WORKERS) workers, then the two verdict-calibration sweeps
-# alone; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
+# on their own; the slow real-vLLM end-to-end test included (it builds a cached vLLM CPU venv).
 # The tests marked postgres use a throwaway PostgreSQL on 127.0.0.1 that tests/pgserver.py
 # starts before pytest and stops after it, whatever pytest does; its exit status is pytest's.
 # With NCCL_TUNE_TEST_PG_URL already set, that server is used instead.
