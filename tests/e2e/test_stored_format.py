@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from tests.helpers import ROOT, STORES, cli, free_port, old_store
+from tests.helpers import ROOT, STORES, cli, envrate_command, free_port, old_store, write_config
 from tuner.record import FORMAT_VERSION
 
 OLD = STORES / "f0e244d"
@@ -30,6 +30,23 @@ def test_report_of_a_decode_study_keeps_the_decode_metric(tmp_path):
     assert "single-stream decode tok/s (1 / TPOT)" in text and "output tok/s" not in text
     assert "(judged on decode tok/s, the study's metric)" in res.stdout
 
+
+
+def test_a_decode_sweep_of_today_stores_its_metric_and_report_keeps_it(tmp_path, space_file):
+    """probe.metric = "decode_tok_s" in the experiment file: the sweep, its stored study and a
+    later ``nccl-tune report`` all say decode tok/s."""
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(
+        '[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n'), trials=2, max_tokens=20, repeats=2,
+        extra_probe='metric = "decode_tok_s"', extra_sweep='mode = "presets"')
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "dec", "--no-confirm",
+              "--no-final-baseline")
+    assert res.returncode == 0, res.stderr[-2000:]
+    info = optuna.load_study(study_name="dec", storage=f"sqlite:///{tmp_path / 'r' / 'dec' / 'study.db'}").user_attrs
+    assert info["metric"] == "decode_tok_s" and info["format_version"] == FORMAT_VERSION
+    res = cli("report", "--study", "dec", "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "r" / "dec" / "report.md").read_text()
+    assert "single-stream decode tok/s (1 / TPOT)" in text and "output tok/s" not in text
 
 def test_report_refuses_a_store_of_a_newer_format(tmp_path):
     out = old_store("output", tmp_path)

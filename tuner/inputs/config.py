@@ -217,8 +217,8 @@ class ProbeConfig(FileModel):
     concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
     endpoint: Annotated[Literal["chat", "completions"], Field(
         description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
-    metric: Annotated[Metric, Field(
-        description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
+    metric: Annotated[Metric, Field(strict=False,  # the file holds the enum's value, a string
+                                    description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
 
 
 class SweepConfig(FileModel):

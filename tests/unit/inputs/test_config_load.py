@@ -60,6 +60,19 @@ def test_a_good_file_with_defaults(tmp_path, space):
     assert (s.space, s.trials, s.mode, s.seed, s.baseline_every, s.target) == (space, 12, "search", None, 0, None)
 
 
+
+@pytest.mark.parametrize("written", ["output_tok_s", "decode_tok_s"])
+def test_the_metric_is_read_from_the_file(tmp_path, space, written):
+    from tuner.record import Metric
+
+    cfg = _load(tmp_path, SERVER + f'[probe]\nmetric = "{written}"\n[sweep]\nspace = "{space}"\n')
+    assert cfg.probe.metric is Metric(written)
+
+
+def test_an_unknown_metric_is_refused_naming_both(tmp_path, space):
+    err = _one(tmp_path, SERVER + f'[probe]\nmetric = "tok_s"\n[sweep]\nspace = "{space}"\n')
+    assert err.key == "probe.metric" and '"output_tok_s"' in str(err) and '"decode_tok_s"' in str(err)
+
 def test_every_field_set(tmp_path, space):
     cfg = _load(tmp_path, f"""
 [server]
