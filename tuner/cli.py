@@ -269,7 +269,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     stored_effect = store.info().min_effect
     min_effect = args.min_effect if args.min_effect is not None else (
         stored_effect if stored_effect is not None else DEFAULT_MIN_EFFECT)
-    fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k)}
+    # where NCCL writes its log (NCCL_DEBUG_FILE) changes no measurement: not called "fixed tuning"
+    fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k) and k != "NCCL_DEBUG_FILE"}
     store.update_info(server_command=[scrub(a, secrets) for a in cfg.server.argv()], target=sweep.target,
                       storage_hint=hide_password(sweep.storage_url), server_env=redact(cfg.server.env),
                       fixed_tuning_env=redact(fixed), min_effect=min_effect, space_notes=space.notes)

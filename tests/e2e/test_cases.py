@@ -7,6 +7,7 @@ tests/unit/measure/test_probe_cases.py, with 01, 10, 11, 15, 17 and 19 as well.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -141,3 +142,79 @@ def test_19_bursty_delivery_keeps_output_tok_s_flags_timing(tmp_path):
 def test_the_cases_readme_lists_every_case():
     readme = (CASES / "README.md").read_text()
     assert [f.name for f in CASES.iterdir() if f.is_dir() and f.name not in readme] == []
+
+
+def _proof(df: pd.DataFrame, trial: int) -> dict[str, dict[str, str]]:
+    return {row["name"]: row for row in json.loads(df.loc[trial, "nccl_proof"])}
+
+
+def test_20_ray_workers_that_never_got_the_set_make_it_not_applied(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "20-ray-dedup-silent-ranks"), "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    assert df.loc[1, "verdict"].startswith("not applied")
+    assert json.loads(df.loc[1, "nccl_confirmed"]) == {}
+    why = json.loads(df.loc[1, "nccl_not_applied"])["NCCL_ALGO"]
+    assert why.startswith("ranks 1, 7 logged communicator init through Init COMPLETE but never echoed NCCL_ALGO")
+    assert "ranks 2-6 are hidden in Ray-folded lines" in why and "1 echo for 8 ranks" in why
+    assert "Ray workers keep the environment of `ray start`" in why and "vLLM 0.8.2" in why
+    proof = _proof(df, 1)["NCCL_ALGO"]
+    assert proof["ranks"] == "0 (1/8)" and proof["source"] == "NCCL_DEBUG_FILE x1"  # the driver wrote its file
+    assert "trial 1 proof: NCCL_ALGO not applied on 0 (1/8)" in res.stderr
+
+
+@pytest.mark.parametrize("variant", ["sweep.toml", "sweep-stuck.toml"])
+def test_26_nccl_files_confirm_every_rank_even_when_workers_need_sigkill(tmp_path, variant):
+    res, df = sweep(tmp_path, case_config(tmp_path, "26-nccl-stdout-block-buffered", variant),
+                    "--no-final-baseline", "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    assert (df["nccl_version"].astype(str) == "2.27.3").all() and (df["nccl_not_applied"] == "{}").all()
+    assert json.loads(df.loc[1, "nccl_ranks"]) == [0, 1, 2, 3]
+    for name in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE"):
+        row = _proof(df, 1)[name]
+        assert (row["status"], row["ranks"], row["source"]) == ("confirmed", "0-3 (4/4)", "NCCL_DEBUG_FILE x4"), row
+    files = sorted((tmp_path / "r" / "case" / "logs" / "trial-0001.nccl").glob("*.log"))
+    assert len(files) == 4 and "NCCL INFO NCCL_ALGO set by environment to Ring" not in (
+        tmp_path / "r" / "case" / "logs" / "trial-0001.log").read_text()
+
+
+def test_26_cut_lines_on_the_pipe_are_rejoined_never_read_as_another_value(tmp_path):
+    # the server's NCCL cannot open the file it is given (a container path): its lines go to the pipe
+    cfg = case_config(tmp_path, "26-nccl-stdout-block-buffered", **{"port = 18227": "port = 18237"},
+                      **{"teardown_grace_s = 4": 'teardown_grace_s = 4\nenv = { NCCL_DEBUG_FILE = '
+                                                 '"/nonexistent-dir/nccl.%h.%p.log" }'})
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline", "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    assert (df["nccl_not_applied"] == "{}").all(), df["nccl_not_applied"].tolist()
+    log = (tmp_path / "r" / "case" / "logs" / "trial-0001.log").read_text()
+    assert "to RingINFO" in log or "to RiINFO" in log or "Custom allreduce" in log
+    row = _proof(df, 1)["NCCL_ALGO"]
+    assert (row["status"], row["ranks"], row["source"]) == ("confirmed", "0-3 (4/4)", "server log x4"), row
+
+
+def test_26_lines_lost_at_sigkill_are_unverifiable_never_not_applied(tmp_path):
+    cfg = case_config(tmp_path, "26-nccl-stdout-block-buffered", "sweep-stuck.toml", **{"port = 18228": "port = 18238"},
+                      **{"teardown_grace_s = 4": 'teardown_grace_s = 2\nenv = { NCCL_DEBUG_FILE = '
+                                                 '"/nonexistent-dir/nccl.%h.%p.log" }'})
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline", "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    assert (df["nccl_not_applied"] == "{}").all(), df["nccl_not_applied"].tolist()
+    assert json.loads(df.loc[1, "nccl_confirmed"]) == {}
+    assert set(json.loads(df.loc[1, "nccl_unverifiable"])) >= {"NCCL_ALGO", "NCCL_PROTO"}
+    assert "no speed verdict" not in df.loc[1, "verdict"]
+    why = _proof(df, 1)["NCCL_ALGO"]["why"]
+    assert "stop before Init COMPLETE" in why or "reached the log" in why, why
+
+
+def test_26_a_users_own_nccl_debug_file_is_read_where_it_points(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    cfg = case_config(tmp_path, "26-nccl-stdout-block-buffered", "sweep-stuck.toml", **{"port = 18228": "port = 18239"},
+                      **{"teardown_grace_s = 4": f'teardown_grace_s = 2\nenv = {{ NCCL_DEBUG_FILE = '
+                                                 f'"{mine}/n.%h.%p.txt" }}'})
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline", "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    assert (df["nccl_version"].astype(str) == "2.27.3").all()
+    row = _proof(df, 1)["NCCL_ALGO"]
+    assert (row["status"], row["ranks"], row["source"]) == ("confirmed", "0-3 (4/4)", "NCCL_DEBUG_FILE x4"), row
+    assert not (tmp_path / "r" / "case" / "logs" / "trial-0001.nccl").exists()
+    assert any(str(mine) in s for s in json.loads(df.loc[1, "nccl_sources"]))

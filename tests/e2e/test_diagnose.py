@@ -38,7 +38,10 @@ def test_pcie_profile_nccl_carries_decode_on_ring_ll_one_channel(tmp_path):
     assert diag.prefill_bytes and all(n % 14336 == 0 for n in diag.prefill_bytes)
     assert {(r.algorithm, r.protocol) for r in diag.tuning if r.bandwidth_gbps > 0} >= {("Ring", "LL")}
     log = Path(diag.launch["log"]).read_text()
-    assert "NCCL INFO AllReduce: 14336 Bytes -> Algo RING proto LL" in log and "teardown:" in log
+    assert "teardown:" in log and "NCCL INFO" not in log  # NCCL wrote to its own files, one per process
+    files = [Path(f) for f in diag.launch["nccl_files"]]
+    assert len(files) == 8 and all(f.parent == study / "logs" / "diagnose.nccl" for f in files)
+    assert any("NCCL INFO AllReduce: 14336 Bytes -> Algo RING proto LL" in f.read_text() for f in files)
     assert "**decode**" in (study / "diagnose.md").read_text()
     assert server_processes(cfg) == []
 

@@ -38,7 +38,7 @@ def test_every_trial_carries_what_nccl_echoed(tmp_path, space_file):
     # CUDA's variable is never echoed by NCCL: unverifiable, never reported as applied
     assert json.loads(df.loc[2, "nccl_unverifiable"]) == ["CUDA_DEVICE_MAX_CONNECTIONS"]
     assert (df["nccl_not_applied"] == "{}").all()
-    assert json.loads(df.loc[0, "nccl_ranks"]) == [0]
+    assert json.loads(df.loc[0, "nccl_ranks"]) == [0, 1]
     assert "NCCL 2.21.5" in res.stderr  # said right after the baseline
 
 

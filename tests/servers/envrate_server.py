@@ -102,16 +102,23 @@ def _count(path: str) -> int:
 
 
 def _nccl_log(env) -> None:
-    prefix = f"envrate:{os.getpid()}:{os.getpid()} [0] NCCL INFO"
+    """NCCL's init lines for each of ENVRATE_NRANKS ranks (each its own "process", as TP
+    workers are): echoes, the communicator line, Init COMPLETE (src/init.cc)."""
     hidden = set(filter(None, env.get("ENVRATE_NO_ECHO", "").split(",")))
-    print(f"{prefix} NCCL version 2.21.5+cuda12.4", flush=True)
-    for name in sorted(env):
-        if name.startswith("NCCL_") and name not in hidden and not name.startswith("NCCL_DEBUG"):
-            end = "." if env[name].lstrip("-").isdigit() else ""  # NCCL: "%lld." for integers, "%s" for text
-            print(f"{prefix} {name} set by environment to {env[name]}{end}", flush=True)
-    nranks = env.get("ENVRATE_NRANKS", "2")
-    print(f"{prefix} comm 0x5555deadbeef rank 0 nRanks {nranks} nNodes 1 localRanks {nranks} localRank 0 MNNVL 0",
-          flush=True)
+    nranks = int(env.get("ENVRATE_NRANKS", "2"))
+    for rank in range(nranks):
+        pid = os.getpid() * 10 + rank
+        prefix = f"envrate:{pid}:{pid} [{rank}] NCCL INFO"
+        if rank == 0:
+            print(f"{prefix} NCCL version 2.21.5+cuda12.4", flush=True)
+        for name in sorted(env):
+            if name.startswith("NCCL_") and name not in hidden and not name.startswith("NCCL_DEBUG"):
+                end = "." if env[name].lstrip("-").isdigit() else ""  # NCCL: "%lld." for integers, "%s" for text
+                print(f"{prefix} {name} set by environment to {env[name]}{end}", flush=True)
+        print(f"{prefix} comm 0x5555deadbee{rank} rank {rank} nRanks {nranks} nNodes 1 localRanks {nranks} "
+              f"localRank {rank} MNNVL 0", flush=True)
+        print(f"{prefix} ncclCommInitRank comm 0x5555deadbee{rank} rank {rank} nranks {nranks} cudaDev {rank} "
+              f"nvmlDev {rank} busId {rank + 1}8000 commId 0x6b1c - Init COMPLETE", flush=True)
 
 
 def _worker_argv(fault: str) -> list[str]:

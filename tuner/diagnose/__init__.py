@@ -24,7 +24,7 @@ Leaves: ``model`` (the dataclasses, ``diagnose.json``), ``analysis`` (a log -> a
 """
 
 from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
-from tuner.diagnose.debug import DEBUG_ENV, TUNING_DEBUG_ENV
+from tuner.diagnose.debug import DEBUG_ENV, LOGGING_ENV, TUNING_DEBUG_ENV
 from tuner.diagnose.launch import LOG_NAME, check_inputs, model_decode_size, run
 from tuner.diagnose.model import SCHEMA, DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow, decode_pick
 from tuner.diagnose.render import markdown, print_diagnosis, sizes_table, summary_rows, tuning_table
@@ -33,6 +33,7 @@ from tuner.diagnose.store import JSON_NAME, MD_NAME, load_diagnosis, write_diagn
 __all__ = [
     "DEBUG_ENV",
     "JSON_NAME",
+    "LOGGING_ENV",
     "LOG_NAME",
     "MD_NAME",
     "PROBE_MARK",

@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
-from tuner.diagnose.debug import TUNING_DEBUG_ENV
+from tuner.diagnose.debug import LOGGING_ENV, TUNING_DEBUG_ENV
 from tuner.diagnose.model import DecodeSize, Diagnosis
 from tuner.errors import MachineNotClean, ProbeError, TrialFailed
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
 from tuner.measure import RunMetrics, find_api_key, make_client, ready_check, run_probe
-from tuner.nccl import is_tuning_variable
+from tuner.nccl import (
+    DEBUG_FILE_VAR,
+    TRIAL_PATTERN,
+    DebugFile,
+    find_debug_files,
+    has_pid,
+    is_tuning_variable,
+    server_log_source,
+)
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import ServerProcess, build_env, port_holder, port_in_use, preflight
 from tuner.server.signals import SignalGuard
@@ -71,35 +79,78 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     if port_in_use(server_cfg.host, server_cfg.port):
         raise MachineNotClean(f"port {server_cfg.port} is already in use by {port_holder(server_cfg.port)}")
     log_path = study_dir / "logs" / LOG_NAME
-    full_env, removed = build_env(os.environ, server_cfg.env, TUNING_DEBUG_ENV)
+    launch_env = dict(TUNING_DEBUG_ENV)
+    pattern = server_cfg.env.get(DEBUG_FILE_VAR)
+    if pattern is None:  # NCCL's own files: whole lines, kept at SIGKILL (tuner.nccl.files)
+        folder = log_path.with_suffix(".nccl")
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.log"):
+            old.unlink()
+        pattern = launch_env[DEBUG_FILE_VAR] = str(folder.resolve() / TRIAL_PATTERN)
+    launch_env.update({k: v for k, v in LOGGING_ENV.items() if k not in server_cfg.env})
+    full_env, removed = build_env(os.environ, server_cfg.env, launch_env)
     overridden = {k: server_cfg.env[k] for k in TUNING_DEBUG_ENV
                   if k in server_cfg.env and server_cfg.env[k] != TUNING_DEBUG_ENV[k]}
     info: dict[str, Any] = {"requests": 0, "max_tokens": max_tokens, "completion_tokens": 0}
+    started = time.time() - 1.0
+    at_mark: dict[Path, int] = {}
     try:
-        with SignalGuard() as signals, _serving(cfg, TUNING_DEBUG_ENV, log_path, signals) as server:
+        with SignalGuard() as signals, _serving(cfg, launch_env, log_path, signals) as server:
             log(f"diagnose: launched {' '.join(server_cfg.argv())[:160]} (log {log_path})")
             load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(cfg))
             log(f"diagnose: ready after {load_s:.1f} s; probing ({repeats} x {max_tokens} tokens)")
             time.sleep(0.2)  # let the log pump write the start-up lines before the mark
             if server.pump is not None:
                 server.pump.note(PROBE_MARK)
+            at_mark = {f.path: _size(f.path) for f in find_debug_files(pattern, since=started)}
             _probe(cfg, server, max_tokens, repeats, info)
     except TrialFailed as exc:
         raise TrialFailed(exc.status, f"{exc.cause} (server log: {log_path})") from None
-    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    files = find_debug_files(pattern, since=started)
+    lines = _startup_then_probe(log_path, files, at_mark)
     diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
                            probe_info=info)
     secrets = secret_values(full_env)
-    diag.launch = {"config": str(cfg.path), "log": str(log_path), "load_s": round(load_s, 2),
+    diag.launch = {"config": str(cfg.path), "log": str(log_path), "nccl_files": [str(f.path) for f in files],
+                   "load_s": round(load_s, 2),
                    "server_command": [scrub(a, secrets) for a in server_cfg.argv()],
                    "env": redact({**{k: v for k, v in server_cfg.env.items() if is_tuning_variable(k)},
-                                           **TUNING_DEBUG_ENV}),
+                                           **launch_env}),
                    "removed_inherited": removed}
     for name, value in overridden.items():
         diag.notes.append(f"server.env sets {name}={value}; this launch used {name}={TUNING_DEBUG_ENV[name]} instead.")
-    if "NCCL_DEBUG_FILE" in full_env:
-        diag.notes.append("NCCL_DEBUG_FILE is set: NCCL wrote its lines to that file, not to the server log.")
+    if DEBUG_FILE_VAR in server_cfg.env:
+        diag.notes.append(f"server.env sets NCCL_DEBUG_FILE={server_cfg.env[DEBUG_FILE_VAR]}: NCCL's lines were read "
+                          "from the files it names" + ("" if has_pid(server_cfg.env[DEBUG_FILE_VAR]) else
+                          " (no %p in it: every process opened the same file with fopen(..., \"w\") and overwrote "
+                          "the others' lines; add %p)") + ".")
     return diag
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _startup_then_probe(log_path: Path, files: list[DebugFile], at_mark: Mapping[Path, int]) -> list[str]:
+    """Every line the launch logged, in an order :func:`build_diagnosis` splits at its probe
+    mark: the NCCL files' lines written before the mark, the server log (cut lines rejoined)
+    up to and with the mark, the files' lines written after it, then the rest of the server log."""
+    server = server_log_source(log_path.read_text(encoding="utf-8", errors="replace")).lines
+    mark = next((i for i, line in enumerate(server) if PROBE_MARK in line and "[nccl-tune]" in line), len(server))
+    before: list[str] = []
+    after: list[str] = []
+    for found in files:
+        try:
+            data = found.path.read_bytes()
+        except OSError:
+            continue
+        cut = at_mark.get(found.path, len(data))
+        before += data[:cut].decode(errors="replace").splitlines()
+        after += data[cut:].decode(errors="replace").splitlines()
+    return [*before, *server[:mark + 1], *after, *server[mark + 1:]]
 
 
 def _probe(cfg: ExperimentConfig, server: ServerProcess, max_tokens: int, repeats: int, info: dict[str, Any]) -> None:

@@ -16,7 +16,10 @@ The leaves, lowest first:
 * :mod:`~tuner.nccl.decode`: which variables can act at the decode size;
 * :mod:`~tuner.nccl.lines`: NCCL's line prefix and the wrappers before it (:data:`NCCL_LINE`);
   :mod:`~tuner.nccl.tuning`: the TUNING table; :mod:`~tuner.nccl.log`: :func:`parse_log`;
-  :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial launched.
+  :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
+  patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
+  (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
+  launched, rank by rank.
 """
 
 from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
@@ -34,11 +37,22 @@ from tuner.nccl.decode import (
     nccl_name,
     thread_threshold,
 )
+from tuner.nccl.files import (
+    DEBUG_FILE_VAR,
+    TRIAL_PATTERN,
+    DebugFile,
+    expand_debug_file,
+    find_debug_files,
+    has_pid,
+    host_name,
+)
 from tuner.nccl.lines import (
     NCCL_LINE,
     NCCL_MARK,
     NCCL_VERSION,
+    RAY_COPIED_ENV,
     SERVER_NCCL_VERSION,
+    VLLM_VERSION,
     NcclLine,
     read_line,
     strip_wrappers,
@@ -57,7 +71,17 @@ from tuner.nccl.lists import (
     elements,
     read_list,
 )
-from tuner.nccl.log import Operation, ParsedLog, decode_choice, parse_log, topology_from_log
+from tuner.nccl.log import (
+    SERVER_LOG,
+    Fold,
+    LogSource,
+    Operation,
+    ParsedLog,
+    decode_choice,
+    parse_log,
+    parse_sources,
+    topology_from_log,
+)
 from tuner.nccl.names import (
     HARDWARE_SELECTORS,
     KNOWN_NAMES,
@@ -72,9 +96,18 @@ from tuner.nccl.names import (
     read_by,
 )
 from tuner.nccl.p2p import p2p_levels, read_p2p_level
-from tuner.nccl.proof import P2P_DISABLE_ECHO_FROM, Confirmations, confirmations
+from tuner.nccl.proof import (
+    P2P_DISABLE_ECHO_FROM,
+    RAY_COPIES_NCCL_FROM,
+    Confirmations,
+    ProofRow,
+    confirmations,
+    rank_list,
+)
+from tuner.nccl.rejoin import CutLine, Rejoined, rejoin
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
+from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
 from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, Link, NcclVersion, Topology, judged_version
@@ -100,6 +133,7 @@ __all__ = [
     "CUDA_DEFAULT_CONNECTIONS",
     "CUMEM_AUTO_FROM",
     "C_SPACE",
+    "DEBUG_FILE_VAR",
     "DEBUG_LEVELS",
     "DEFAULT_BUFFSIZE",
     "FUNCS",
@@ -118,25 +152,36 @@ __all__ = [
     "P2P_DISABLE_ECHO_FROM",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
+    "RAY_COPIED_ENV",
+    "RAY_COPIES_NCCL_FROM",
     "RULED_NAMES",
     "SERVER_COLLECTIVES",
+    "SERVER_LOG",
     "SERVER_NCCL_VERSION",
     "TREE_ALL_THREADS_FROM",
+    "TRIAL_PATTERN",
     "TUNING_NAMES",
     "TUNING_PREFIXES",
+    "VLLM_VERSION",
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CutLine",
+    "DebugFile",
     "DecodeChoice",
     "DecodeEffect",
+    "Fold",
     "Launch",
     "Link",
     "ListReading",
+    "LogSource",
     "Matrix",
     "NcclLine",
     "NcclVersion",
     "Operation",
     "ParsedLog",
+    "ProofRow",
+    "Rejoined",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -158,6 +203,10 @@ __all__ = [
     "default_matrix",
     "default_thread_thresholds",
     "elements",
+    "expand_debug_file",
+    "find_debug_files",
+    "has_pid",
+    "host_name",
     "infeasible_reason",
     "is_hardware_selector",
     "is_tuning_variable",
@@ -171,13 +220,18 @@ __all__ = [
     "nccl_name",
     "p2p_levels",
     "parse_log",
+    "parse_sources",
+    "rank_list",
     "read_by",
     "read_int_param",
     "read_line",
     "read_list",
     "read_p2p_level",
+    "read_sources",
     "read_thread_thresholds",
+    "rejoin",
     "risky_reason",
+    "server_log_source",
     "strip_wrappers",
     "strtoll",
     "strtoll_erange",

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 from tuner.nccl.types import NcclVersion
 
-__all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "SERVER_NCCL_VERSION", "NcclLine", "read_line",
-           "strip_wrappers", "version_in_text"]
+__all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "RAY_COPIED_ENV", "SERVER_NCCL_VERSION", "VLLM_VERSION",
+           "NcclLine", "read_line", "strip_wrappers", "version_in_text"]
 
 _RAY = re.compile(r"^\((?P<actor>[\w.-]+) pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\)\s?")
 _WORKER = re.compile(r"^\((?P<actor>[\w.-]+)(?P<inner>[^()]*?\bpid=\d+[^()]*)\)\s?")
 _SGLANG = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<tags>(?: [A-Z]+\d+)*)\]\s?")
-_RAY_DEDUP = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_RAY_DEDUP = re.compile(r"\s*\[repeated (\d+)x across cluster\](?:\s*\(Ray deduplicates logs[^)]*\))?\s*$")
 
 # NCCL prints INFO, WARN and TRACE (src/debug.cc); ABORT, NCCL_DEBUG's last level, in case a build does.
 _LEVEL_AND_MESSAGE = r"NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
@@ -38,6 +38,11 @@ NCCL_MARK = re.compile(r"\b" + _LEVEL_AND_MESSAGE)
 NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?P<suffix>\S*)")
 #: vLLM's and SGLang's ``... is using nccl==2.21.5`` (the NCCL the server loaded): ``server``, ``v``.
 SERVER_NCCL_VERSION = re.compile(r"\b(?P<server>vLLM|sglang(?:-diffusion)?) is using nccl==(?P<v>\d+\.\d+\.\d+)")
+#: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s"): ``v``.
+VLLM_VERSION = re.compile(r"vLLM API server version (?P<v>\S+)")
+#: vLLM's Ray executor naming what it passes to Ray workers (vllm/executor/ray_distributed_executor.py
+#: up to 0.16: "Copying the following environment variables to workers: %s"): ``names``, a Python list.
+RAY_COPIED_ENV = re.compile(r"Copying the following environment variables to workers: \[(?P<names>[^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -56,18 +61,20 @@ class NcclLine:
         return None if self.process == "?" else self.process.rsplit(":", 1)[0]
 
 
-def strip_wrappers(line: str) -> tuple[str, int | None, bool]:
-    """``(line without wrapper prefixes, rank named by a prefix, Ray folded duplicates)``.
+def strip_wrappers(line: str) -> tuple[str, int | None, int]:
+    """``(line without wrapper prefixes, rank named by a prefix, Ray's fold count)``.
 
     Up to three prefixes are stripped: Ray's ``(Actor pid=N, ip=...)``, a vLLM worker's
-    ``(VllmWorker rank=3 pid=N)``, SGLang's ``[date time TP3]``; a Ray ``[repeated Nx across
-    cluster]`` tail is removed and reported as folded.
+    ``(VllmWorker rank=3 pid=N)``, SGLang's ``[date time TP3]``. A Ray ``[repeated Nx across
+    cluster]`` tail (with or without Ray's "(Ray deduplicates logs by default ...)" note) is
+    removed and its N returned: the line stands for N copies, numbers in them possibly differing
+    (ray/_private/ray_logging.py, LogDeduplicator); 0 when the line is not folded.
     """
     rank: int | None = None
-    folded = False
+    folded = 0
     m = _RAY_DEDUP.search(line)
     if m:
-        folded, line = True, line[:m.start()]
+        folded, line = int(m.group(1)), line[:m.start()]
     for _ in range(3):
         m = _RAY.match(line) or _WORKER.match(line) or _SGLANG.match(line)
         if not m:

@@ -15,14 +15,27 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tuner.nccl.decode import DecodeChoice, nccl_name
-from tuner.nccl.lines import NCCL_VERSION, SERVER_NCCL_VERSION, NcclLine, read_line, strip_wrappers
+from tuner.nccl.lines import (
+    NCCL_VERSION,
+    RAY_COPIED_ENV,
+    SERVER_NCCL_VERSION,
+    VLLM_VERSION,
+    NcclLine,
+    read_line,
+    strip_wrappers,
+)
 from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NcclVersion, Topology
 
-__all__ = ["Operation", "ParsedLog", "decode_choice", "parse_log", "topology_from_log"]
+__all__ = ["SERVER_LOG", "Fold", "LogSource", "Operation", "ParsedLog", "decode_choice", "parse_log", "parse_sources",
+           "topology_from_log"]
+
+#: The label of the server's own output (stdout and stderr through nccl-tune's pipe).
+SERVER_LOG = "server log"
 
 _ECHO = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)$")
 _INVALID = re.compile(r"^Invalid value (?P<value>.*) for (?P<name>NCCL_[A-Z0-9_]+), using default (?P<default>-?\d+)\.$")
+_COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _COMM = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)"
                    r"(?: nNodes (?P<nnodes>\d+) localRanks (?P<local>\d+))?")
 _RING = re.compile(r"^Channel (?P<c>\d+)/(?P<n>\d+) :\s+(?P<order>(?:\d+\s*)+)$")
@@ -82,6 +95,31 @@ class Operation:
         return sum(self.choices.values())
 
 
+@dataclass(frozen=True)
+class LogSource:
+    """One place NCCL's lines were read from: ``label`` (:data:`SERVER_LOG`, or an NCCL_DEBUG_FILE
+    path as shown to the user), its whole ``lines``, and for a pipe the fragments of cut lines
+    whose tails never came (``cut``: ``(process or None, text)``) and how many were rejoined."""
+
+    label: str
+    lines: list[str]
+    cut: tuple[tuple[str | None, str], ...] = ()
+    rejoined: int = 0
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A Ray-folded line (``[repeated Nx across cluster]``): it stands for ``count`` copies, the
+    one shown (``process``'s own line, read as such) and ``count - 1`` hidden ones from processes
+    it does not name; numbers may differ between them (Ray's dedup ignores words holding digits). ``kind``: ``"echo"`` (then ``name`` and ``value``), ``"comm"``, ``"complete"``, ``"other"``."""
+
+    count: int
+    kind: str
+    process: str
+    name: str = ""
+    value: str = ""
+
+
 @dataclass
 class ParsedLog:
     """Everything nccl-tune reads from one server log (all ranks interleaved).
@@ -92,6 +130,14 @@ class ParsedLog:
     ``ring_lines``/``tree_lines``: ``Channel 00/16 : 0 1 ...`` and ``Trees ...``; ``transports``:
     ``via`` targets (``P2P/IPC``, ``SHM/direct/direct``, ``NET/IB/0``); ``coll_channels`` and
     ``nvls_channels`` from the "N coll channels" line; ``operations[(func, bytes)]``.
+
+    Provenance, for the per-rank proof (:mod:`tuner.nccl.proof`): ``comm_ranks[process]`` the
+    ``(rank, nRanks)`` of each communicator it joined; ``complete`` the processes whose
+    ``Init COMPLETE`` reached the log (every init-time echo comes before it); ``source_of[process]``
+    and ``echo_source[name][process]`` the :class:`LogSource` label a process's lines and echo
+    came from; ``cut[process]`` fragments of its lines that lost their tails (``cut_unknown``: of
+    no known process); ``folds`` Ray-folded lines; ``vllm_version``, ``ray_copied_env`` (what
+    vLLM's Ray executor says it copies to workers) and ``ray_workers`` (Ray worker prefixes seen).
     """
 
     nccl_version: NcclVersion | None = None
@@ -120,6 +166,18 @@ class ParsedLog:
     nvlink_peers: set[str] = field(default_factory=set)
     pcie_only: bool = False
     folded: bool = False
+    folds: list[Fold] = field(default_factory=list)
+    comm_ranks: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    complete: set[str] = field(default_factory=set)
+    source_of: dict[str, str] = field(default_factory=dict)
+    echo_source: dict[str, dict[str, str]] = field(default_factory=dict)
+    cut: dict[str, int] = field(default_factory=dict)
+    cut_unknown: int = 0
+    rejoined: int = 0
+    sources: list[str] = field(default_factory=list)
+    vllm_version: str | None = None
+    ray_copied_env: list[str] | None = None
+    ray_workers: bool = False
 
     @property
     def ranks(self) -> list[int]:
@@ -142,13 +200,40 @@ def _add_rank(parsed: ParsedLog, process: str, rank: int) -> None:
 
 def parse_log(lines: Iterable[str]) -> ParsedLog:
     """Parse every line of a server log (any mix of ranks, wrappers and NCCL versions)."""
+    return parse_sources([LogSource(SERVER_LOG, list(lines))])
+
+
+def parse_sources(sources: Iterable[LogSource]) -> ParsedLog:
+    """Parse NCCL's files and the server log together into one :class:`ParsedLog`, remembering
+    which source each process's lines came from (the first that named it)."""
     parsed = ParsedLog()
+    for source in sources:
+        parsed.sources.append(source.label)
+        parsed.rejoined += source.rejoined
+        _parse_lines(parsed, source.lines, source.label)
+        for process, _text in source.cut:
+            if process is None:
+                parsed.cut_unknown += 1
+            else:
+                parsed.cut[process] = parsed.cut.get(process, 0) + 1
+                parsed.processes.add(process)
+                parsed.source_of.setdefault(process, source.label)
+    return parsed
+
+
+def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str) -> None:
     table = TuningTableReader()
     last_coll: tuple[str, int] | None = None
     for raw in lines:
         raw = raw.rstrip("\n")
+        if raw.startswith("("):
+            parsed.ray_workers |= raw.startswith("(RayWorkerWrapper") or "ip=" in raw[:80]
         body, prefix_rank, folded = strip_wrappers(raw)
-        parsed.folded |= folded
+        parsed.folded |= bool(folded)
+        if parsed.vllm_version is None and (vv := VLLM_VERSION.search(body)):
+            parsed.vllm_version = vv.group("v")
+        if rc := RAY_COPIED_ENV.search(body):
+            parsed.ray_copied_env = [a or b for a, b in re.findall(r"'([^']*)'|\"([^\"]*)\"", rc.group("names"))]
         sv = SERVER_NCCL_VERSION.search(body)
         if sv:
             parsed.server_nccl_version = NcclVersion.parse(sv.group("v"))
@@ -161,6 +246,7 @@ def parse_log(lines: Iterable[str]) -> ParsedLog:
                 _note_version(parsed, vm)
             continue
         parsed.processes.add(line.process)
+        parsed.source_of.setdefault(line.process, label)
         if line.host:
             parsed.hosts.add(line.host)
         if prefix_rank is not None:
@@ -170,8 +256,23 @@ def parse_log(lines: Iterable[str]) -> ParsedLog:
             continue
         if line.level == "INFO":
             parsed.info_lines += 1
-        last_coll = _read_message(parsed, line, table, last_coll)
-    return parsed
+        if folded:  # the copy shown is its process's own line; the others are counted apart
+            _note_fold(parsed, line, folded)
+        if _COMPLETE.search(line.message):
+            parsed.complete.add(line.process)
+        last_coll = _read_message(parsed, line, table, last_coll, label)
+
+
+def _note_fold(parsed: ParsedLog, line: NcclLine, count: int) -> None:
+    msg = line.message.strip()
+    if m := _ECHO.match(msg):
+        parsed.folds.append(Fold(count, "echo", line.process, m.group("name"), m.group("value")))
+    elif _COMPLETE.search(msg):
+        parsed.folds.append(Fold(count, "complete", line.process))
+    elif _COMM.search(msg):
+        parsed.folds.append(Fold(count, "comm", line.process))
+    else:
+        parsed.folds.append(Fold(count, "other", line.process))
 
 
 def _note_version(parsed: ParsedLog, m: re.Match[str]) -> None:
@@ -183,7 +284,7 @@ def _note_version(parsed: ParsedLog, m: re.Match[str]) -> None:
 
 
 def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
-                  last_coll: tuple[str, int] | None) -> tuple[str, int] | None:
+                  last_coll: tuple[str, int] | None, label: str = SERVER_LOG) -> tuple[str, int] | None:
     msg = line.message.strip()
     vm = NCCL_VERSION.match(msg)
     if vm:
@@ -196,11 +297,15 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
         value = m.group("value")
         if re.fullmatch(r"-?\d+\.", value):
             value = value[:-1]
-        parsed.echoes.setdefault(m.group("name"), {})[line.process] = value
+        name = m.group("name")
+        if line.process not in parsed.echoes.get(name, {}) or label != SERVER_LOG:
+            parsed.echoes.setdefault(name, {})[line.process] = value  # a file's whole line wins over the pipe
+            parsed.echo_source.setdefault(name, {})[line.process] = label
     elif m := _INVALID.match(msg):
         parsed.invalid[m.group("name")] = m.group("value")
     elif m := _COMM.search(msg):
         _add_rank(parsed, line.process, int(m.group("rank")))
+        parsed.comm_ranks.setdefault(line.process, set()).add((int(m.group("rank")), int(m.group("nranks"))))
         parsed.nranks = max(parsed.nranks or 0, int(m.group("nranks")))
         if m.group("nnodes"):
             parsed.nnodes = int(m.group("nnodes"))

@@ -7,16 +7,21 @@ variable into confirmed, not applied, or unverifiable from a :class:`~tuner.nccl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from tuner.nccl.log import ParsedLog
+from tuner.nccl.log import SERVER_LOG, ParsedLog
 from tuner.nccl.types import NcclVersion
 from tuner.nccl.values import canonical_value
 
-__all__ = ["P2P_DISABLE_ECHO_FROM", "Confirmations", "confirmations"]
+__all__ = ["P2P_DISABLE_ECHO_FROM", "RAY_COPIES_NCCL_FROM", "Confirmations", "ProofRow", "confirmations",
+           "rank_list"]
 
 P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel echoes the disable env
+#: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);
+#: before, only its own registered variables ("Copying the following environment variables to workers").
+RAY_COPIES_NCCL_FROM = (0, 17, 0)
 
 #: Variables NCCL reads, and so echoes, during every communicator init when they are set.
 _ECHOED_AT_INIT = frozenset({
@@ -27,12 +32,56 @@ _ECHOED_AT_INIT = frozenset({
 })
 
 
+class ProofRow(NamedTuple):
+    """One launched variable's proof, rank by rank: ``status`` (``confirmed``, ``not applied``,
+    ``unverifiable``), ``echoed`` the ranks whose own line echoed the launched value, ``nranks``
+    the communicator size NCCL logged (None when it logged none), ``sources`` how many of those
+    ranks each source gave (:data:`tuner.nccl.log.SERVER_LOG` or an NCCL_DEBUG_FILE path),
+    ``echo`` the value as echoed, ``why`` the reason for anything but a full confirmation."""
+
+    name: str
+    value: str
+    status: str
+    echoed: tuple[int, ...]
+    nranks: int | None
+    sources: tuple[tuple[str, int], ...]
+    echo: str
+    why: str
+
+    def ranks_text(self) -> str:
+        """``"0-7 (8/8)"``, ``"0, 3 (2/8)"``, ``"none (0/8)"``; ``"-"`` when NCCL logged no ranks."""
+        if not self.nranks:
+            return rank_list(self.echoed) or "-"
+        return f"{rank_list(self.echoed) or 'none'} ({len(self.echoed)}/{self.nranks})"
+
+    def source_text(self) -> str:
+        """``"NCCL_DEBUG_FILE x8"``, ``"server log x1"``, both joined by ``+``."""
+        kinds: dict[str, int] = {}
+        for label, n in self.sources:
+            kind = label if label == SERVER_LOG else "NCCL_DEBUG_FILE"
+            kinds[kind] = kinds.get(kind, 0) + n
+        return " + ".join(f"{k} x{n}" for k, n in kinds.items()) or "-"
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` as ``"0-2, 5, 7-8"``."""
+    out: list[str] = []
+    for r in sorted(set(ranks)):
+        if out and out[-1].split("-")[-1] == str(r - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out)
+
+
 class Confirmations(NamedTuple):
-    """``confirmed`` name -> value NCCL echoed; ``not_applied`` name -> why; ``unverifiable`` names."""
+    """``confirmed`` name -> value NCCL echoed; ``not_applied`` name -> why; ``unverifiable``
+    names; ``rows`` the per-rank :class:`ProofRow` of every launched variable."""
 
     confirmed: dict[str, str]
     not_applied: dict[str, str]
     unverifiable: list[str]
+    rows: tuple[ProofRow, ...] = ()
 
 
 def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
@@ -51,63 +100,205 @@ def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
     return f"NCCL echoes {name} only when it reads it, which this run may not have needed"
 
 
+CONFIRMED, NOT_APPLIED, UNVERIFIABLE = "confirmed", "not applied", "unverifiable"
+
+
 def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
                   version: NcclVersion | None = None) -> Confirmations:
-    """Compare the set a trial launched with what NCCL echoed on every rank.
+    """Compare the set a trial launched with what NCCL echoed, rank by rank.
 
-    A variable is *confirmed* when every process that logged NCCL lines echoed it with the
-    launched value (compared canonically: ``ring`` = ``Ring``, ``0x400000`` = ``4194304``,
-    ``2`` = ``PXB``); *not applied* when NCCL reads it at every init yet no process echoed it,
-    some did not (unless Ray folded duplicate lines), one echoed another value, or NCCL refused
-    it ("Invalid value"); *unverifiable* when NCCL never echoes it (CUDA_DEVICE_MAX_CONNECTIONS,
-    ``NCCL_P2P_DISABLE=0``), reads it only on some paths (NCCL_SHM_DISABLE), or the log has no
-    NCCL INFO line at all. NCCL_DEBUG itself is confirmed by the presence of INFO lines.
+    Each rank of the largest communicator NCCL logged (``comm ... rank R nRanks N``) is
+    accounted for. A variable is *confirmed* when every one of the N ranks echoed it with the
+    launched value on its own line (compared canonically: ``ring`` = ``Ring``, ``0x400000`` =
+    ``4194304``, ``2`` = ``PXB``); a variable NCCL reads only on some paths is confirmed by the
+    ranks that read it. It is *not applied* when a rank echoed another value, NCCL refused it
+    ("Invalid value"), or ranks whose init reached the log in full (``Init COMPLETE``, after
+    every init-time echo) echoed nothing while fewer than N echoes exist, Ray-folded copies
+    counted; the reason names those ranks and the likely cause (Ray workers keep the
+    environment of ``ray start``). It is *unverifiable* when NCCL never echoes it
+    (CUDA_DEVICE_MAX_CONNECTIONS, ``NCCL_P2P_DISABLE=0``), the log holds no NCCL INFO line, or
+    the ranks left over could not be read: their lines stop before ``Init COMPLETE`` (a buffer
+    lost at SIGKILL), were never seen (another host's files), are hidden in Ray's ``[repeated Nx
+    across cluster]`` (a fold is never proof for the ranks it hides), or their echo was cut by
+    the pipe. NCCL_DEBUG itself is confirmed by the presence of INFO lines.
     """
     v = parsed.nccl_version or parsed.server_nccl_version or version
+    ranks = _Ranks(parsed)
     confirmed: dict[str, str] = {}
     not_applied: dict[str, str] = {}
     unverifiable: list[str] = []
-    logged = {p for p in parsed.processes if p != "?"}
-    if parsed.ranks_of:  # a process that never initialised a communicator cannot echo init-time reads
-        logged &= set(parsed.ranks_of)
+    rows: list[ProofRow] = []
     for name, value in launched_env.items():
-        if name == "NCCL_DEBUG":
-            if parsed.info_lines:
-                confirmed[name] = "INFO"
-            elif value.upper() in ("INFO", "TRACE"):
-                not_applied[name] = "no NCCL INFO line in the log: NCCL never saw NCCL_DEBUG"
-            else:
-                unverifiable.append(name)
-            continue
-        if not name.startswith("NCCL_") or parsed.info_lines == 0 or name == "NCCL_DEBUG_SUBSYS":
+        row = _prove(name, value, launched_env, parsed, ranks, v)
+        rows.append(row)
+        if row.status == CONFIRMED:
+            confirmed[name] = row.echo
+        elif row.status == NOT_APPLIED:
+            not_applied[name] = row.why
+        else:
             unverifiable.append(name)
-            continue
-        if name in parsed.invalid:
-            not_applied[name] = f"NCCL refused {parsed.invalid[name]!r} (\"Invalid value\") and used its default"
-            continue
-        want = canonical_value(name, value, v)
-        echoes = _echoes_for(name, want, parsed, v)
-        if not echoes:
-            if name == "NCCL_SHM_DISABLE" and want == "1" and "SHM" in parsed.transport_kinds:
-                not_applied[name] = "NCCL connected peers over SHM, yet no rank echoed NCCL_SHM_DISABLE=1"
-            elif _always_read(name, launched_env, parsed, v):
-                not_applied[name] = "no rank echoed it, though NCCL reads it at every communicator init"
-            else:
-                unverifiable.append(name)
-            continue
-        wrong = {p: e for p, e in echoes.items() if canonical_value(name, e, v) != want}
-        if wrong:
-            who, got = next(iter(sorted(wrong.items())))
-            not_applied[name] = (f"{_who(parsed, who)} echoed {name}={got} but the trial launched {value}"
-                                 + (f" ({len(wrong)} processes differ)" if len(wrong) > 1 else ""))
-            continue
-        silent = sorted(logged - set(echoes)) if _always_read(name, launched_env, parsed, v) and not parsed.folded else []
-        if silent:
-            not_applied[name] = (f"{', '.join(_who(parsed, p) for p in silent)} logged NCCL lines but did not "
-                                 "echo it")
-            continue
-        confirmed[name] = next(iter(echoes.values()))
-    return Confirmations(confirmed, not_applied, unverifiable)
+    return Confirmations(confirmed, not_applied, unverifiable, tuple(rows))
+
+
+class _Ranks:
+    """Which process is which rank of the largest communicator, and whose lines are whole."""
+
+    def __init__(self, parsed: ParsedLog) -> None:
+        self.parsed = parsed
+        self.n = parsed.nranks
+        self.rank_of: dict[str, int] = {}
+        for process, pairs in parsed.comm_ranks.items():
+            mine = sorted(r for r, n in pairs if n == self.n)
+            if mine and process != "?":
+                self.rank_of[process] = mine[0]
+        self.init_logged = bool(parsed.comm_ranks)
+        self.hidden_by_folds = max(sum(f.count - 1 for f in parsed.folds if f.kind == kind)
+                                   for kind in ("comm", "complete"))
+
+    def complete(self, process: str) -> bool:
+        """Whether every init-time line of ``process`` reached the log (none lost or cut)."""
+        if self.parsed.cut.get(process):
+            return False
+        return process in self.parsed.complete if self.init_logged else True
+
+    def processes(self) -> list[str]:
+        """The processes that count: the ranks' (when NCCL logged ranks), else every one named."""
+        if self.rank_of:
+            return sorted(self.rank_of, key=lambda p: self.rank_of[p])
+        return sorted(p for p in self.parsed.processes if p != "?")
+
+    def who(self, processes: Iterable[str]) -> str:
+        """``"ranks 1, 7"`` or ``"processes host:1, host:2"``."""
+        ps = list(processes)
+        ranked = [self.rank_of[p] for p in ps if p in self.rank_of]
+        if len(ranked) == len(ps) and ranked:
+            return f"rank{'s' if len(ranked) > 1 else ''} {rank_list(ranked)}"
+        return f"process{'es' if len(ps) > 1 else ''} {', '.join(ps)}"
+
+
+def _row(name: str, value: str, status: str, why: str = "", echo: str = "", ok: Iterable[str] = (),
+         ranks: _Ranks | None = None) -> ProofRow:
+    ok = list(ok)
+    echoed = tuple(sorted(ranks.rank_of[p] for p in ok if p in ranks.rank_of)) if ranks else ()
+    counts: dict[str, int] = {}
+    if ranks:
+        for p in ok:
+            label = ranks.parsed.echo_source.get(name, {}).get(p, SERVER_LOG)
+            counts[label] = counts.get(label, 0) + 1
+    return ProofRow(name, value, status, echoed, ranks.n if ranks else None, tuple(sorted(counts.items())),
+                    echo, why)
+
+
+def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ranks: _Ranks,
+           v: NcclVersion | None) -> ProofRow:
+    if name == "NCCL_DEBUG":
+        if parsed.info_lines:
+            return _row(name, value, CONFIRMED, echo="INFO", ranks=ranks)
+        if value.upper() in ("INFO", "TRACE"):
+            return _row(name, value, NOT_APPLIED, "no NCCL INFO line in the log: NCCL never saw NCCL_DEBUG")
+        return _row(name, value, UNVERIFIABLE, _why_unverifiable(name, value, parsed))
+    if not name.startswith("NCCL_") or parsed.info_lines == 0 or name == "NCCL_DEBUG_SUBSYS":
+        return _row(name, value, UNVERIFIABLE, _why_unverifiable(name, value, parsed))
+    if name in parsed.invalid:
+        return _row(name, value, NOT_APPLIED,
+                    f"NCCL refused {parsed.invalid[name]!r} (\"Invalid value\") and used its default")
+    want = canonical_value(name, value, v)
+    echoes = _echoes_for(name, want, parsed, v)
+    ok = {p: e for p, e in echoes.items() if canonical_value(name, e, v) == want}
+    garbled = {p: e for p, e in echoes.items() if p not in ok and _garbled(e, value, want, parsed.cut.get(p, 0))}
+    wrong = {p: e for p, e in echoes.items() if p not in ok and p not in garbled}
+    if wrong:
+        who, got = next(iter(sorted(wrong.items())))
+        return _row(name, value, NOT_APPLIED, f"{ranks.who([who])} echoed {name}={got} but the trial launched {value}"
+                    + (f" ({len(wrong)} processes differ)" if len(wrong) > 1 else ""), got, ok, ranks)
+    always = _always_read(name, env, parsed, v)
+    echo = next(iter(ok.values()), "")
+    if not always:
+        if ok:
+            return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
+        if name == "NCCL_SHM_DISABLE" and want == "1" and "SHM" in parsed.transport_kinds:
+            return _row(name, value, NOT_APPLIED, "NCCL connected peers over SHM, yet no rank echoed NCCL_SHM_DISABLE=1")
+        return _row(name, value, UNVERIFIABLE, _why_unverifiable(name, value, parsed), ranks=ranks)
+    counted = ranks.processes()
+    silent = [p for p in counted if p not in echoes and ranks.complete(p)]
+    hidden_echoes = sum(f.count - 1 for f in parsed.folds if f.kind == "echo" and f.name == name)
+    n = ranks.n if ranks.rank_of and ranks.n else len(counted)
+    if ranks.rank_of and ranks.n and len({ranks.rank_of[p] for p in ok if p in ranks.rank_of}) == ranks.n:
+        return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
+    if not ranks.rank_of and counted and all(p in ok for p in counted):
+        return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
+    if not counted and not ok and not parsed.cut and not parsed.cut_unknown:
+        return _row(name, value, NOT_APPLIED, "no rank echoed it, though NCCL reads it at every communicator init",
+                    ranks=ranks)
+    if silent and len(ok) + len(garbled) + hidden_echoes < n:
+        why = (f"{ranks.who(silent)} logged {'communicator init through Init COMPLETE' if ranks.init_logged else 'NCCL lines'}"
+               f" but never echoed {name}")
+        unseen = sorted(set(range(ranks.n or 0)) - set(ranks.rank_of.values()))
+        if ranks.hidden_by_folds and unseen:
+            why += (f"; ranks {rank_list(unseen)} are hidden in Ray-folded lines ('[repeated Nx across cluster]'), "
+                    + (f"with {hidden_echoes} folded echoes of {name}" if hidden_echoes else f"and no echo of {name} "
+                       "was folded"))
+        why += f": {len(ok) + hidden_echoes} echo{'es' if len(ok) + hidden_echoes != 1 else ''} for {n} ranks. "
+        return _row(name, value, NOT_APPLIED, why + _silent_cause(name, parsed), echo, ok, ranks)
+    return _row(name, value, UNVERIFIABLE, _unaccounted(name, ranks, ok, garbled, silent, hidden_echoes), echo, ok, ranks)
+
+
+def _garbled(echo: str, launched: str, want: str, cuts: int) -> bool:
+    """An echo that is no proof of another value: another writer's text stuck to it (whitespace
+    inside), or a cut (a prefix of, or longer than, the launched value) from a process whose lines
+    the pipe cut."""
+    e = echo.strip()
+    if re.search(r"\s", e):
+        return True
+    return bool(cuts) and any(w and e != w and (e.startswith(w) or w.startswith(e)) for w in {launched, want})
+
+
+def _unaccounted(name: str, ranks: _Ranks, ok: Mapping[str, str], garbled: Mapping[str, str],
+                 silent: list[str], hidden_echoes: int) -> str:
+    """Why the ranks without a whole echo cannot be judged, kind by kind."""
+    parts: list[str] = []
+    if garbled:
+        parts.append(f"the echo of {ranks.who(garbled)} was cut by the pipe")
+    incomplete = [p for p in ranks.processes() if p not in ok and p not in garbled and p not in silent]
+    if incomplete:
+        parts.append(f"the lines of {ranks.who(incomplete)} stop before Init COMPLETE (the rest was lost: a buffer "
+                     "that never reached the pipe, e.g. a worker killed with SIGKILL)")
+    if silent:
+        parts.append(f"{ranks.who(silent)} did not echo it, but Ray-folded echoes may be theirs")
+    if ranks.n and ranks.rank_of:
+        unseen = sorted(set(range(ranks.n)) - set(ranks.rank_of.values()))
+        if unseen and ranks.hidden_by_folds:
+            parts.append(f"ranks {rank_list(unseen)} are hidden in Ray-folded lines ('[repeated Nx across cluster]'"
+                         f"{f', {hidden_echoes} folded echoes' if hidden_echoes else ''}); a fold does not say which "
+                         "rank printed it: run with RAY_DEDUP_LOGS=0")
+        elif unseen:
+            parts.append(f"no line of ranks {rank_list(unseen)} reached the log (lost at SIGKILL, or written on "
+                         "another host)")
+    return "; ".join(parts) or "no rank's echo could be read"
+
+
+def _vllm_tuple(version: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def _silent_cause(name: str, parsed: ParsedLog) -> str:
+    """The likely reason ranks never saw ``name``, for the server version the log names."""
+    if not (parsed.ray_workers or parsed.ray_copied_env is not None):
+        return ("Those processes never got the variable: a launcher or container that does not pass the server's "
+                "environment on to its workers.")
+    v = parsed.vllm_version
+    vt = _vllm_tuple(v)
+    copied = parsed.ray_copied_env
+    if vt is not None and vt >= RAY_COPIES_NCCL_FROM and name.startswith("NCCL_") and (
+            copied is None or any(c.startswith("NCCL_") for c in copied)):
+        return (f"vLLM {v} copies NCCL_* to its Ray workers (vllm/ray/ray_env.py), so the worker node withheld "
+                "it: a value set where that node's `ray start` ran wins; check that node's environment.")
+    listed = f" (this log: 'Copying the following environment variables to workers: {copied}')" if copied is not None else ""
+    who = f"vLLM {v}" if v else "vLLM before 0.17.0 (this log names no vLLM version)"
+    return (f"Ray workers keep the environment of `ray start`, and {who} copies only its own variables to them"
+            f"{listed}. Export {name} before `ray start` on every node, or pass it to Ray in "
+            "runtime_env={'env_vars': {...}}; vLLM 0.17.0 and later copy NCCL_* to Ray workers themselves.")
 
 
 def _always_read(name: str, env: Mapping[str, str], parsed: ParsedLog, version: NcclVersion | None) -> bool:
@@ -131,8 +322,3 @@ def _echoes_for(name: str, want: str, parsed: ParsedLog, version: NcclVersion | 
             version is None or version < P2P_DISABLE_ECHO_FROM):
         echoes = {p: "1" for p, e in parsed.echoed("NCCL_P2P_LEVEL").items() if e == "LOC"}
     return echoes
-
-
-def _who(parsed: ParsedLog, process: str) -> str:
-    ranks = sorted(parsed.ranks_of.get(process, ()))
-    return f"rank {ranks[0]}" if len(ranks) == 1 else (f"ranks {ranks}" if ranks else f"process {process}")

@@ -54,6 +54,11 @@ time in seconds):
 ``nccl_not_applied``  variable -> why: set for the trial but echoed by no rank, or with
                       another value; such a trial gets no speed verdict
 ``nccl_unverifiable`` variables of the set NCCL never echoes (CUDA_DEVICE_MAX_CONNECTIONS)
+``nccl_proof``        one row per launched variable: ``name``, ``value``, ``status``
+                      (confirmed / not applied / unverifiable), ``ranks`` that echoed it
+                      (``0-7 (8/8)``), ``echo`` (the value as echoed), ``source``
+                      (``NCCL_DEBUG_FILE x8``, ``server log x1``), ``why``
+``nccl_sources``      where NCCL's lines were read: NCCL_DEBUG_FILE paths, ``server log``
 ``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
 ``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
 ``nccl_warnings``     every ``NCCL WARN`` line
@@ -195,6 +200,8 @@ class TrialRecord:
     nccl_confirmed: dict[str, str] = field(default_factory=dict)
     nccl_not_applied: dict[str, str] = field(default_factory=dict)
     nccl_unverifiable: list[str] = field(default_factory=list)
+    nccl_proof: list[dict[str, str]] = field(default_factory=list)
+    nccl_sources: list[str] = field(default_factory=list)
     nccl_ranks: list[int] = field(default_factory=list)
     nccl_channels: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
@@ -241,7 +248,8 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 #: Fields stored as JSON text in trials.csv (lists, mappings and typed parts).
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
                                          "concurrency", "removed_inherited", "nccl_confirmed",
-                                         "nccl_not_applied", "nccl_unverifiable", "nccl_ranks",
+                                         "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
+                                         "nccl_sources", "nccl_ranks",
                                          "nccl_channels", "nccl_warnings", "host"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",

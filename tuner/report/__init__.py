@@ -50,6 +50,7 @@ from tuner.report.plots import (
     variable_effects_figure,
     variable_names,
 )
+from tuner.report.proof import PROOF_COLUMNS, proof_frame, proof_markdown
 from tuner.report.screen import (
     FIGURE,
     LISTED,
@@ -104,6 +105,7 @@ __all__ = [
     "LAUNCH_NOISE_KEYS",
     "LISTED",
     "MAX_ROWS",
+    "PROOF_COLUMNS",
     "SHORT_NAMES",
     "VERDICT_STYLE",
     "ForestRow",
@@ -140,6 +142,8 @@ __all__ = [
     "plot_variable_effect",
     "plural",
     "print_results",
+    "proof_frame",
+    "proof_markdown",
     "read_trials_csv",
     "report_figures",
     "report_markdown",

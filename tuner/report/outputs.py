@@ -16,6 +16,7 @@ from tuner.report.frame import (
     write_trials_csv,
 )
 from tuner.report.plots import save_figures
+from tuner.report.proof import proof_markdown
 from tuner.report.screen import save_screen_figure, screen_markdown
 from tuner.report.text import (
     HostTypeSection,
@@ -47,7 +48,7 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     relaunches = [r for r in records if r.kind.relaunched]
-    not_launched = not_launched_markdown([r for r in records if r.kind is Kind.INVALID])
+    not_launched = [*proof_markdown(relaunches), *not_launched_markdown([r for r in records if r.kind is Kind.INVALID])]
     metric = info.metric
     sections = []
     judgements = []
@@ -70,8 +71,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
         extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
                                 figure=screen_png)
-        (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures,
-                                                           [*extra, *not_launched]))
+        (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures, extra,
+                                                           after=not_launched))
         return df, verdict
     for s in sections:
         s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]

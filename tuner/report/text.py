@@ -356,19 +356,20 @@ FIGURE_SECTIONS: dict[str, tuple[str, str]] = {
 
 
 def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name: str,
-                    figures: Sequence[str] = (), sections: Sequence[str] = ()) -> str:
+                    figures: Sequence[str] = (), sections: Sequence[str] = (), after: Sequence[str] = ()) -> str:
     """The text of report.md: the verdict, the best set's export lines when it is significantly
     faster, a section per figure (``figures``: PNG file names written next to report.md, in
     :data:`FIGURE_SECTIONS` order, each linking to the SVG beside it) with the trials table under
     the first, failed relaunches,
     why the sweep stopped and how to open the study in optuna-dashboard. ``sections``: more
-    lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`)."""
+    lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`);
+    ``after``: lines placed after the figures (the proof, the sets not launched)."""
     lines = [f"# nccl-tune report: {study_name}", ""]
     if df.empty:
         return "\n".join([*lines, "No trial recorded yet.", ""])
     lines += ["## Verdict", "", verdict, ""]
     lines += _markdown_body(df, info, figures, "##", sections)
-    return "\n".join(lines + _markdown_end(df, info))
+    return "\n".join(lines + list(after) + _markdown_end(df, info))
 
 
 @dataclass

@@ -67,17 +67,27 @@ class Launch(Protocol):
         """Wait up to ``timeout_s`` s for the main process to exit; True if it has."""
         ...
 
+    def nccl_warnings(self) -> list[str]:
+        """NCCL's WARN lines from the launch's NCCL_DEBUG_FILE files (empty when it names none)."""
+        ...
+
+
+def _tail(launch: Launch) -> list[str]:
+    """The lines a cause is read from: NCCL's WARNs from its own files (they come before the
+    error that quotes them), then the server log's tail."""
+    return [*launch.nccl_warnings(), *launch.pump.tail()] if launch.pump else []
+
 
 def log_cause(launch: Launch) -> Cause | None:
     """The cause found in the log tail so far (:func:`tuner.server.logtail.find_cause`), or None."""
-    return find_cause(launch.pump.tail()) if launch.pump else None
+    return find_cause(_tail(launch)) if launch.pump else None
 
 
 def crash_cause(launch: Launch) -> str:
     """One line explaining an exit: the log's cause, else the exit status."""
     if launch.pump and not launch.alive():
         launch.pump.drain(1.0)  # the last lines (the cause) may still be in the pipe
-    text = extract_cause(launch.pump.tail()) if launch.pump else ""
+    text = extract_cause(_tail(launch)) if launch.pump else ""
     code = launch.proc.poll() if launch.proc else None
     exit_text = (f"exit status {code}" if code is not None and code >= 0 else
                  f"killed by signal {-code}" if code else "")

@@ -21,6 +21,7 @@ import psutil
 
 from tuner.errors import TrialFailed
 from tuner.inputs.config import ServerConfig
+from tuner.nccl import DEBUG_FILE_VAR, find_debug_files
 from tuner.record import Status
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import failure, gpu, readiness
@@ -175,6 +176,21 @@ class ServerProcess:
         self._watch.check(self)
 
     # -- causes --------------------------------------------------------------------------
+    def nccl_warnings(self, last: int = 40) -> list[str]:
+        """The last ``last`` NCCL WARN lines of the NCCL_DEBUG_FILE files this launch wrote
+        (NCCL's WARNs are there, not in the server log, when the launch names a file)."""
+        pattern = self._env.get(DEBUG_FILE_VAR)
+        if not pattern or self.proc is None:
+            return []
+        found: list[str] = []
+        for debug_file in find_debug_files(pattern, since=self.create_time - 1.0):
+            try:
+                with open(debug_file.path, errors="replace") as fh:
+                    found += [line.rstrip("\n") for line in fh if " NCCL WARN " in line]
+            except OSError:
+                continue
+        return found[-last:]
+
     def log_cause(self) -> Cause | None:
         """The cause found in the log tail so far (:func:`tuner.server.failure.log_cause`)."""
         return failure.log_cause(self)

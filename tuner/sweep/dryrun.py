@@ -17,7 +17,15 @@ from pathlib import Path
 
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
-from tuner.nccl import OLDEST_SUPPORTED, canonical_set, canonical_value, risky_reason, unsafe_reason
+from tuner.nccl import (
+    DEBUG_FILE_VAR,
+    OLDEST_SUPPORTED,
+    TRIAL_PATTERN,
+    canonical_set,
+    canonical_value,
+    risky_reason,
+    unsafe_reason,
+)
 from tuner.planning import Plan, PlanEntry, SamplerView, Step, forecast, rules_before_the_night
 from tuner.redaction import redact
 from tuner.server import split_inherited
@@ -44,6 +52,8 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     out = [f"Values checked by the rules of {rules_text}; nothing is launched (--dry-run)."]
     removed, kept = split_inherited(environ if environ is not None else dict(os.environ), frozenset(space.choices()))
     every = {**cfg.server.env, **debug_env(cfg)}
+    if cfg.nccl.debug and DEBUG_FILE_VAR not in cfg.server.env:
+        every[DEBUG_FILE_VAR] = f"<study>/logs/trial-NNNN.nccl/{TRIAL_PATTERN}"
     out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
                + (f"; inherited {', '.join(removed)} removed" if removed else "")
                + (f"; inherited hardware selectors {', '.join(kept)} kept" if kept else "") + ".")

@@ -6,6 +6,15 @@ included, gets ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV``: init-time
 (the ``set by environment to`` echoes of src/misc/param.cc, the communicator and channel lines),
 no per-operation logging during the probe. ``[nccl] debug = false`` turns it off; a
 ``NCCL_DEBUG`` the user put in ``server.env`` is respected (and then what it logs is used).
+
+NCCL's stdout is block-buffered on a pipe (:mod:`tuner.nccl.files`), so each launch also names a
+per-trial ``NCCL_DEBUG_FILE`` (``logs/trial-NNNN.nccl/%h.%p.log``: whole lines, one file per
+process, kept at SIGKILL) and is read from those files first; a user's own ``NCCL_DEBUG_FILE``
+in ``server.env`` is kept and read where it points. ``PYTHONUNBUFFERED=1`` (CPython then
+unbuffers C stdio in each Python process it starts: Python/initconfig.c, config_init_stdio)
+keeps the lines of a process that cannot open the file whole, and ``RAY_DEDUP_LOGS=0`` stops a
+Ray driver folding its workers' lines (ray/_private/ray_logging.py). None of these is part of
+a set, a fingerprint or the "removed inherited" list.
 """
 
 from __future__ import annotations
@@ -14,9 +23,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.diagnose import DEBUG_ENV
+from tuner.diagnose import DEBUG_ENV, LOGGING_ENV
 from tuner.inputs.config import ExperimentConfig
-from tuner.nccl import NcclVersion, ParsedLog, Topology, confirmations, parse_log, topology_from_log
+from tuner.nccl import (
+    DEBUG_FILE_VAR,
+    TRIAL_PATTERN,
+    NcclVersion,
+    ParsedLog,
+    Topology,
+    confirmations,
+    read_sources,
+    topology_from_log,
+)
 from tuner.record import TrialRecord
 from tuner.server import Backend, allreduce_backend
 
@@ -24,19 +42,35 @@ __all__ = [
     "CHANNEL_LINES",
     "Evidence",
     "debug_env",
+    "nccl_dir",
     "read",
 ]
+
 
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).
 CHANNEL_LINES = 8
 
 
-def debug_env(cfg: ExperimentConfig) -> dict[str, str]:
-    """The logging variables to add to a launch: :data:`DEBUG_ENV`, or nothing when
-    ``[nccl] debug = false`` or ``server.env`` sets ``NCCL_DEBUG`` itself."""
-    if not cfg.nccl.debug or "NCCL_DEBUG" in cfg.server.env:
+def nccl_dir(log: Path) -> Path:
+    """The folder of a trial's NCCL files: ``logs/trial-NNNN.nccl`` beside ``logs/trial-NNNN.log``."""
+    return log.with_suffix(".nccl")
+
+
+def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
+    """The logging variables to add to a launch whose server log is ``log``: :data:`DEBUG_ENV`
+    (unless ``server.env`` sets ``NCCL_DEBUG`` itself), a per-trial ``NCCL_DEBUG_FILE`` in
+    :func:`nccl_dir` (created here; unless ``server.env`` names one) and :data:`LOGGING_ENV`;
+    nothing when ``[nccl] debug = false``."""
+    if not cfg.nccl.debug:
         return {}
-    return dict(DEBUG_ENV)
+    user = cfg.server.env
+    env = {} if "NCCL_DEBUG" in user else dict(DEBUG_ENV)
+    if log is not None and DEBUG_FILE_VAR not in user:
+        folder = nccl_dir(log)
+        folder.mkdir(parents=True, exist_ok=True)
+        env[DEBUG_FILE_VAR] = str(folder.resolve() / TRIAL_PATTERN)
+    env.update({k: v for k, v in LOGGING_ENV.items() if k not in user})
+    return env
 
 
 @dataclass
@@ -57,22 +91,29 @@ class Evidence:
 
 
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
-         version: NcclVersion | None) -> Evidence | None:
-    """Parse ``record.log`` into the record's NCCL fields (``nccl_version``, ``nccl_confirmed``,
-    ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_ranks``, ``nccl_channels``,
-    ``nccl_warnings``, ``allreduce_backend``), comparing what NCCL echoed with ``launched``
-    (the set's variables as launched). None when the log cannot be read."""
+         version: NcclVersion | None, *, pattern: str | None = None) -> Evidence | None:
+    """Parse the trial's NCCL files (``pattern``: the launch's NCCL_DEBUG_FILE; written since
+    ``record.started_at``) and ``record.log`` into the record's NCCL fields (``nccl_version``,
+    ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
+    ``nccl_sources``, ``nccl_ranks``, ``nccl_channels``, ``nccl_warnings``,
+    ``allreduce_backend``), comparing what NCCL echoed with ``launched`` (the set's variables as
+    launched). None when the server log cannot be read."""
     path = Path(record.log)
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        text = path.read_text(errors="replace")
     except OSError:
         return None
-    parsed = parse_log(lines)
+    lines = text.splitlines()
+    since = record.started_at - 1.0 if record.started_at else None
+    parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent)
     conf = confirmations(launched, parsed, version)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
     record.nccl_unverifiable = list(conf.unverifiable)
+    record.nccl_proof = [{"name": r.name, "value": r.value, "status": r.status, "ranks": r.ranks_text(),
+                          "echo": r.echo, "source": r.source_text(), "why": r.why} for r in conf.rows]
+    record.nccl_sources = list(parsed.sources)
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)

@@ -14,6 +14,7 @@ from rich.console import Console
 
 __all__ = [
     "Progress",
+    "proof_line",
 ]
 
 
@@ -65,3 +66,15 @@ class Progress:
         """Stop the live status."""
         if self._status:
             self._status.stop()
+
+
+def proof_line(rows: list[dict[str, str]]) -> str:
+    """One console line of a trial's proof rows (:attr:`tuner.record.TrialRecord.nccl_proof`):
+    ``NCCL_ALGO confirmed on 0-7 (8/8) [NCCL_DEBUG_FILE x8]; NCCL_PROTO not applied: <why>``."""
+    parts = []
+    for row in rows:
+        status, ranks, source = row.get("status", ""), row.get("ranks", ""), row.get("source", "")
+        where = f" on {ranks} [{source}]" if ranks and ranks != "-" else ""
+        why = f": {row['why']}" if status != "confirmed" and row.get("why") else ""
+        parts.append(f"{row.get('name', '')} {status}{where}{why}")
+    return "; ".join(parts)

@@ -56,7 +56,7 @@ from tuner.study.host import this_host
 from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
 from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
 from tuner.sweep import evidence
-from tuner.sweep.progress import Progress
+from tuner.sweep.progress import Progress, proof_line
 from tuner.sweep.trial import TrialContext, log_path, relaunch
 
 __all__ = [
@@ -609,6 +609,8 @@ class Sweep:
             summary = f"{rec.status}: {rec.cause}"
         flags = f" {' '.join(rec.flags)}" if rec.flags else ""
         self.progress.log(f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}")
+        if rec.nccl_proof:
+            self.progress.log(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
         if rec.teardown_problem:
             raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
                                   "The next trial was not launched; results so far are kept.")

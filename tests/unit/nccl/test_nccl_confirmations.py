@@ -13,27 +13,32 @@ def parse_log_file(path: Path) -> ParsedLog:
         return parse_log(f)
 
 
-def test_folded_ray_log_confirms_what_was_echoed():
+def test_a_fold_is_never_proof_for_the_ranks_it_hides():
+    # every line of this real excerpt is folded: rank 6 is shown, 7 ranks are behind "[repeated 15x]"
     p = parse_log_file(LOGS / "nccl-ray-folded-echoes.log")
-    confirmed, not_applied, unverifiable = confirmations(
+    confirmed, not_applied, unverifiable, rows = confirmations(
         {"NCCL_P2P_LEVEL": "NVL", "NCCL_CUMEM_ENABLE": "0", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}, p)
-    assert confirmed == {"NCCL_P2P_LEVEL": "NVL", "NCCL_CUMEM_ENABLE": "0"}
-    assert not_applied == {} and unverifiable == ["CUDA_DEVICE_MAX_CONNECTIONS"]
+    assert confirmed == {} and not_applied == {}
+    assert unverifiable == ["NCCL_P2P_LEVEL", "NCCL_CUMEM_ENABLE", "CUDA_DEVICE_MAX_CONNECTIONS"]
+    level = rows[0]
+    assert level.echoed == (6,) and level.ranks_text() == "6 (1/8)" and level.echo == "NVL"
+    assert "ranks 0-5, 7 are hidden in Ray-folded lines" in level.why and "RAY_DEDUP_LOGS=0" in level.why
     assert "never echoes" in _why_unverifiable("CUDA_DEVICE_MAX_CONNECTIONS", "1", p)
 
 
 def test_another_value_or_no_echo_is_not_applied():
     p = parse_log_file(LOGS / "nccl-ray-folded-echoes.log")
-    _confirmed, not_applied, _unverifiable = confirmations(
+    _confirmed, not_applied, _unverifiable, _rows = confirmations(
         {"NCCL_P2P_LEVEL": "PXB", "NCCL_PROTO": "LL", "NCCL_CUMEM_ENABLE": "1"}, p)
     assert "echoed NCCL_P2P_LEVEL=NVL" in not_applied["NCCL_P2P_LEVEL"] and "rank 6" in not_applied["NCCL_P2P_LEVEL"]
-    assert "no rank echoed it" in not_applied["NCCL_PROTO"]
     assert "NCCL_CUMEM_ENABLE=0" in not_applied["NCCL_CUMEM_ENABLE"]
+    # the excerpt stops before Init COMPLETE: silence there proves nothing
+    assert "NCCL_PROTO" not in not_applied
 
 
 def test_spellings_are_compared_canonically():
     p = parse_log_file(LOGS / "nccl-2.25.1-ctas.log")
-    confirmed, not_applied, _ = confirmations({"NCCL_MAX_CTAS": "0x10", "NCCL_MIN_CTAS": "16"}, p)
+    confirmed, not_applied, _, _rows = confirmations({"NCCL_MAX_CTAS": "0x10", "NCCL_MIN_CTAS": "16"}, p)
     assert confirmed == {"NCCL_MAX_CTAS": "16", "NCCL_MIN_CTAS": "16"} and not_applied == {}
     p = parse_log_file(LOGS / "nccl-ray-folded-echoes.log")
     # a legacy integer level is echoed as its name: 1 -> PIX, which is not NVL
@@ -55,25 +60,29 @@ TWO_RANKS = [
     "h:100:100 [0] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC",
     "h:200:200 [1] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC",
     "h:100:100 [0] NCCL INFO Invalid value 99999999999999999999 for NCCL_BUFFSIZE, using default -2.",
+    "h:100:100 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 - Init COMPLETE",
+    "h:200:200 [1] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 19000 - Init COMPLETE",
 ]
 
 
 def test_a_rank_that_logged_but_did_not_echo_is_named():
-    _c, not_applied, _u = confirmations({"NCCL_PROTO": "LL"}, parse_log(TWO_RANKS))
-    assert not_applied["NCCL_PROTO"] == "rank 1 logged NCCL lines but did not echo it"
+    _c, not_applied, _u, _rows = confirmations({"NCCL_PROTO": "LL"}, parse_log(TWO_RANKS))
+    assert not_applied["NCCL_PROTO"].startswith(
+        "rank 1 logged communicator init through Init COMPLETE but never echoed NCCL_PROTO: 1 echo for 2 ranks. ")
+    assert "never got the variable" in not_applied["NCCL_PROTO"]
 
 
 def test_p2p_disable_before_2_23_is_echoed_as_level_loc():
-    confirmed, _n, _u = confirmations({"NCCL_P2P_DISABLE": "1"}, parse_log(TWO_RANKS))
+    confirmed, _n, _u, _rows = confirmations({"NCCL_P2P_DISABLE": "1"}, parse_log(TWO_RANKS))
     assert confirmed == {"NCCL_P2P_DISABLE": "1"}
-    _c, not_applied, _unverifiable = confirmations({"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "SYS"},
+    _c, not_applied, _unverifiable, _rows = confirmations({"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "SYS"},
                                                   parse_log(TWO_RANKS))
     assert "NCCL_P2P_LEVEL" in not_applied  # echoed LOC: the disable won
     assert confirmations({"NCCL_P2P_DISABLE": "0"}, parse_log(TWO_RANKS)).unverifiable == ["NCCL_P2P_DISABLE"]
 
 
 def test_refused_values_are_not_applied():
-    _c, not_applied, _u = confirmations({"NCCL_BUFFSIZE": "99999999999999999999"}, parse_log(TWO_RANKS))
+    _c, not_applied, _u, _rows = confirmations({"NCCL_BUFFSIZE": "99999999999999999999"}, parse_log(TWO_RANKS))
     assert "Invalid value" in not_applied["NCCL_BUFFSIZE"]
 
 
@@ -86,7 +95,7 @@ def test_shm_disable_depends_on_whether_nccl_used_shm():
 
 def test_no_nccl_lines_means_nccl_debug_never_arrived():
     p = parse_log(["INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2"])
-    confirmed, not_applied, unverifiable = confirmations({"NCCL_DEBUG": "INFO", "NCCL_PROTO": "LL"}, p)
+    confirmed, not_applied, unverifiable, _rows = confirmations({"NCCL_DEBUG": "INFO", "NCCL_PROTO": "LL"}, p)
     assert confirmed == {} and "NCCL_DEBUG" in not_applied and unverifiable == ["NCCL_PROTO"]
     assert "no NCCL INFO line" in _why_unverifiable("NCCL_PROTO", "LL", p)
     p = parse_log_file(LOGS / "nccl-2.27.5-sglang-init.log")

@@ -25,7 +25,7 @@ def test_every_fixture_names_its_source():
 def test_prefixes():
     assert strip_wrappers("(VllmWorker rank=3 pid=12) x")[:2] == ("x", 3)
     assert strip_wrappers("(Worker_TP5 pid=12) x")[:2] == ("x", 5)
-    assert strip_wrappers("(RayWorkerWrapper pid=539, ip=10.0.0.1) x [repeated 15x across cluster]") == ("x", None, True)
+    assert strip_wrappers("(RayWorkerWrapper pid=539, ip=10.0.0.1) x [repeated 15x across cluster]") == ("x", None, 15)
     assert strip_wrappers("[2026-06-28 13:34:12 TP7] x")[:2] == ("x", 7)
     line = read_line("[2026-03-03 12:11:38] h:1:2 [1] transport/net_ib.cc:2453 NCCL WARN NET/IB: boom")
     assert line is not None and line.level == "WARN" and line.process == "h:1" and line.message == "NET/IB: boom"

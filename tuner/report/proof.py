@@ -1,0 +1,42 @@
+"""The proof section of report.md: for each relaunched set, what NCCL echoed rank by rank.
+
+Reads each record's ``nccl_proof`` rows (:func:`tuner.nccl.proof.confirmations`, stored by
+:func:`tuner.sweep.evidence.read`); nothing is parsed again. The baseline launches no variable
+and has no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from tuner.record import TrialRecord
+from tuner.report.text import markdown_table
+
+__all__ = ["PROOF_COLUMNS", "proof_frame", "proof_markdown"]
+
+#: The proof table's columns, in order.
+PROOF_COLUMNS = ("trial", "variable", "status", "ranks that echoed it", "value echoed", "source", "why")
+
+
+def proof_frame(records: Sequence[TrialRecord]) -> pd.DataFrame:
+    """One row per (trial, launched variable) of the relaunched records that carry a proof:
+    :data:`PROOF_COLUMNS`. Empty (with those columns) when none does."""
+    rows = [(r.trial, p.get("name", ""), p.get("status", ""), p.get("ranks", ""), p.get("echo", ""),
+             p.get("source", ""), p.get("why", ""))
+            for r in records if r.kind.relaunched for p in r.nccl_proof]
+    return pd.DataFrame(rows, columns=list(PROOF_COLUMNS))
+
+
+def proof_markdown(records: Sequence[TrialRecord]) -> list[str]:
+    """report.md lines: the proof table and where NCCL's lines were read from, or nothing when
+    no trial carries a proof (studies recorded before proofs were kept)."""
+    df = proof_frame(records)
+    if df.empty:
+        return []
+    return ["## Proof that each set reached NCCL", "",
+            "Each launched variable against what NCCL echoed (`NAME set by environment to VALUE`, src/misc/param.cc) "
+            "on every rank of its communicator. Source: `NCCL_DEBUG_FILE` is NCCL's own per-process file (whole lines, "
+            "kept at SIGKILL); `server log` is the server's piped output, lines cut by the pipe rejoined.", "",
+            markdown_table(df), ""]
