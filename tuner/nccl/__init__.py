@@ -16,7 +16,8 @@ The leaves, lowest first:
 * :mod:`~tuner.nccl.decode`: which variables can act at the decode size;
 * :mod:`~tuner.nccl.lines`: NCCL's line prefix and the wrappers before it (:data:`NCCL_LINE`);
   :mod:`~tuner.nccl.tuning`: the TUNING table; :mod:`~tuner.nccl.log`: :func:`parse_log`;
-  :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial launched.
+  :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial launched;
+  :mod:`~tuner.nccl.rejoin`: :func:`rejoin`, NCCL lines cut by stdout's 4096-byte blocks put back.
 """
 
 from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
@@ -73,6 +74,7 @@ from tuner.nccl.names import (
 )
 from tuner.nccl.p2p import p2p_levels, read_p2p_level
 from tuner.nccl.proof import P2P_DISABLE_ECHO_FROM, Confirmations, confirmations
+from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
@@ -107,7 +109,9 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "KNOWN_NAMES",
+    "LINE_STARTS",
     "MAX_CHANNELS_FROM",
+    "MAX_PENDING",
     "NCCL_LINE",
     "NCCL_MARK",
     "NCCL_STEPS",
@@ -127,6 +131,7 @@ __all__ = [
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CutLine",
     "DecodeChoice",
     "DecodeEffect",
     "Launch",
@@ -137,6 +142,7 @@ __all__ = [
     "NcclVersion",
     "Operation",
     "ParsedLog",
+    "Rejoined",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -177,6 +183,7 @@ __all__ = [
     "read_list",
     "read_p2p_level",
     "read_thread_thresholds",
+    "rejoin",
     "risky_reason",
     "strip_wrappers",
     "strtoll",
