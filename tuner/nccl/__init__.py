@@ -104,7 +104,7 @@ from tuner.nccl.proof import (
     confirmations,
     rank_list,
 )
-from tuner.nccl.rejoin import CutLine, Rejoined, rejoin
+from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
 from tuner.nccl.sources import read_sources, server_log_source
@@ -141,7 +141,9 @@ __all__ = [
     "INT32_MAX",
     "INT64_MAX",
     "KNOWN_NAMES",
+    "LINE_STARTS",
     "MAX_CHANNELS_FROM",
+    "MAX_PENDING",
     "NCCL_LINE",
     "NCCL_MARK",
     "NCCL_STEPS",

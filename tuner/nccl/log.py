@@ -99,12 +99,14 @@ class Operation:
 class LogSource:
     """One place NCCL's lines were read from: ``label`` (:data:`SERVER_LOG`, or an NCCL_DEBUG_FILE
     path as shown to the user), its whole ``lines``, and for a pipe the fragments of cut lines
-    whose tails never came (``cut``: ``(process or None, text)``) and how many were rejoined."""
+    whose tails never came (``cut``: ``(process or None, text)``), how many were rejoined, and
+    which ``lines`` (indices) a join made: an echo on one proves the launched value, never another."""
 
     label: str
     lines: list[str]
     cut: tuple[tuple[str | None, str], ...] = ()
     rejoined: int = 0
+    joined_lines: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class ParsedLog:
     ``Init COMPLETE`` reached the log (every init-time echo comes before it); ``source_of[process]``
     and ``echo_source[name][process]`` the :class:`LogSource` label a process's lines and echo
     came from; ``cut[process]`` fragments of its lines that lost their tails (``cut_unknown``: of
-    no known process); ``folds`` Ray-folded lines; ``vllm_version``, ``ray_copied_env`` (what
+    no known process); ``joined_echoes[name]`` the processes whose echo of it is on a line the
+    pipe cut and :func:`tuner.nccl.rejoin.rejoin` put back; ``folds`` Ray-folded lines; ``vllm_version``, ``ray_copied_env`` (what
     vLLM's Ray executor says it copies to workers) and ``ray_workers`` (Ray worker prefixes seen).
     """
 
@@ -173,6 +176,7 @@ class ParsedLog:
     echo_source: dict[str, dict[str, str]] = field(default_factory=dict)
     cut: dict[str, int] = field(default_factory=dict)
     cut_unknown: int = 0
+    joined_echoes: dict[str, set[str]] = field(default_factory=dict)
     rejoined: int = 0
     sources: list[str] = field(default_factory=list)
     vllm_version: str | None = None
@@ -210,7 +214,7 @@ def parse_sources(sources: Iterable[LogSource]) -> ParsedLog:
     for source in sources:
         parsed.sources.append(source.label)
         parsed.rejoined += source.rejoined
-        _parse_lines(parsed, source.lines, source.label)
+        _parse_lines(parsed, source.lines, source.label, source.joined_lines)
         for process, _text in source.cut:
             if process is None:
                 parsed.cut_unknown += 1
@@ -221,10 +225,10 @@ def parse_sources(sources: Iterable[LogSource]) -> ParsedLog:
     return parsed
 
 
-def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str) -> None:
+def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: frozenset[int] = frozenset()) -> None:
     table = TuningTableReader()
     last_coll: tuple[str, int] | None = None
-    for raw in lines:
+    for index, raw in enumerate(lines):
         raw = raw.rstrip("\n")
         if raw.startswith("("):
             parsed.ray_workers |= raw.startswith("(RayWorkerWrapper") or "ip=" in raw[:80]
@@ -261,6 +265,8 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str) -> None:
         if _COMPLETE.search(line.message):
             parsed.complete.add(line.process)
         last_coll = _read_message(parsed, line, table, last_coll, label)
+        if index in joined and (m := _ECHO.match(line.message.strip())):
+            parsed.joined_echoes.setdefault(m.group("name"), set()).add(line.process)
 
 
 def _note_fold(parsed: ParsedLog, line: NcclLine, count: int) -> None:

@@ -205,7 +205,9 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
     want = canonical_value(name, value, v)
     echoes = _echoes_for(name, want, parsed, v)
     ok = {p: e for p, e in echoes.items() if canonical_value(name, e, v) == want}
-    garbled = {p: e for p, e in echoes.items() if p not in ok and _garbled(e, value, want, parsed.cut.get(p, 0))}
+    rejoined = parsed.joined_echoes.get(name, set())
+    garbled = {p: e for p, e in echoes.items()
+               if p not in ok and (p in rejoined or _garbled(e, value, want, parsed.cut.get(p, 0)))}
     wrong = {p: e for p, e in echoes.items() if p not in ok and p not in garbled}
     if wrong:
         who, got = next(iter(sorted(wrong.items())))
@@ -258,7 +260,8 @@ def _unaccounted(name: str, ranks: _Ranks, ok: Mapping[str, str], garbled: Mappi
     """Why the ranks without a whole echo cannot be judged, kind by kind."""
     parts: list[str] = []
     if garbled:
-        parts.append(f"the echo of {ranks.who(garbled)} was cut by the pipe")
+        parts.append(f"the echo of {ranks.who(garbled)} was cut by the pipe (a cut or rejoined line proves no other "
+                     "value)")
     incomplete = [p for p in ranks.processes() if p not in ok and p not in garbled and p not in silent]
     if incomplete:
         parts.append(f"the lines of {ranks.who(incomplete)} stop before Init COMPLETE (the rest was lost: a buffer "

@@ -23,7 +23,8 @@ __all__ = ["read_sources", "server_log_source"]
 def server_log_source(text: str) -> LogSource:
     """The server log as a :class:`LogSource`: cut lines rejoined, lost tails listed as cut."""
     joined = rejoin(text)
-    return LogSource(SERVER_LOG, joined.lines, tuple((c.process, c.text) for c in joined.cut), joined.joined)
+    return LogSource(SERVER_LOG, joined.lines, tuple((c.process, c.text) for c in joined.cut), joined.joined,
+                     frozenset(joined.rejoined))
 
 
 def read_sources(server_log: str, pattern: str | None, *, since: float | None = None,
