@@ -92,7 +92,7 @@ def test_on_ray_the_variables_the_workers_never_got_are_not_applied(tmp_path):
         assert (row["status"], row["ranks"]) == ("not applied", "0 (1/8)"), row
         assert row["why"].startswith(f"ranks 1-7 logged communicator init through Init COMPLETE but never echoed {name}")
         assert "Ray workers keep the environment of `ray start`" in row["why"] and "vLLM 0.8.2" in row["why"]
-    assert "trial 1 proof: NCCL_ALGO not applied" in res.stderr
+    assert "trial 1 proof: NCCL_ALGO, NCCL_PROTO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE not applied" in res.stderr
 
 
 def test_on_ray_with_folding_on_a_fold_is_never_proof_for_the_ranks_it_hides(tmp_path):

@@ -103,6 +103,7 @@ from tuner.nccl.proof import (
     ProofRow,
     confirmations,
     rank_list,
+    unlaunched_echoes,
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
@@ -239,6 +240,7 @@ __all__ = [
     "strtoll_erange",
     "thread_threshold",
     "topology_from_log",
+    "unlaunched_echoes",
     "unsafe_reason",
     "unsafe_set_reason",
     "value_warnings",

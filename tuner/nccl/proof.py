@@ -16,7 +16,7 @@ from tuner.nccl.types import NcclVersion
 from tuner.nccl.values import canonical_value
 
 __all__ = ["P2P_DISABLE_ECHO_FROM", "RAY_COPIES_NCCL_FROM", "Confirmations", "ProofRow", "confirmations",
-           "rank_list"]
+           "rank_list", "unlaunched_echoes"]
 
 P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel echoes the disable env
 #: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);
@@ -300,7 +300,7 @@ def _silent_cause(name: str, parsed: ParsedLog) -> str:
     listed = f" (this log: 'Copying the following environment variables to workers: {copied}')" if copied is not None else ""
     who = f"vLLM {v}" if v else "vLLM before 0.17.0 (this log names no vLLM version)"
     return (f"Ray workers keep the environment of `ray start`, and {who} copies only its own variables to them"
-            f"{listed}. Export {name} before `ray start` on every node, or pass it to Ray in "
+            f"{listed}. Export {name} before `ray start` on every node, or put {name} in Ray's "
             "runtime_env={'env_vars': {...}}; vLLM 0.17.0 and later copy NCCL_* to Ray workers themselves.")
 
 
@@ -325,3 +325,25 @@ def _echoes_for(name: str, want: str, parsed: ParsedLog, version: NcclVersion | 
             version is None or version < P2P_DISABLE_ECHO_FROM):
         echoes = {p: "1" for p, e in parsed.echoed("NCCL_P2P_LEVEL").items() if e == "LOC"}
     return echoes
+
+
+#: NCCL variables a launch sets for its own logging, never part of a set.
+_LOGGING = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+
+
+def unlaunched_echoes(launched_env: Mapping[str, str], parsed: ParsedLog) -> dict[str, str]:
+    """NCCL variables NCCL echoed that the launch did not set: ``{name: "VALUE on ranks 1-7"}``.
+
+    Each came from where the processes were started (a Ray node's ``ray start``, a container's
+    image, the server itself: vLLM sets NCCL_CUMEM_ENABLE, SGLang NCCL_CUMEM_ENABLE and
+    NCCL_NVLS_ENABLE); in a baseline they mean it is not untuned on those ranks."""
+    ranks = _Ranks(parsed)
+    out: dict[str, str] = {}
+    for name, by_process in sorted(parsed.echoes.items()):
+        if name in launched_env or name in _LOGGING or not name.startswith("NCCL_"):
+            continue
+        values: dict[str, list[str]] = {}
+        for process, value in by_process.items():
+            values.setdefault(value, []).append(process)
+        out[name] = "; ".join(f"{value} on {ranks.who(ps)}" for value, ps in sorted(values.items()))
+    return out

@@ -59,6 +59,8 @@ time in seconds):
                       (``0-7 (8/8)``), ``echo`` (the value as echoed), ``source``
                       (``NCCL_DEBUG_FILE x8``, ``server log x1``), ``why``
 ``nccl_sources``      where NCCL's lines were read: NCCL_DEBUG_FILE paths, ``server log``
+``nccl_unlaunched``   NCCL variables NCCL echoed that the launch did not set -> ``VALUE on
+                      ranks 1-7`` (set where the processes start: ``ray start``, an image, the server)
 ``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
 ``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
 ``nccl_warnings``     every ``NCCL WARN`` line
@@ -202,6 +204,7 @@ class TrialRecord:
     nccl_unverifiable: list[str] = field(default_factory=list)
     nccl_proof: list[dict[str, str]] = field(default_factory=list)
     nccl_sources: list[str] = field(default_factory=list)
+    nccl_unlaunched: dict[str, str] = field(default_factory=dict)
     nccl_ranks: list[int] = field(default_factory=list)
     nccl_channels: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
@@ -249,7 +252,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
-                                         "nccl_sources", "nccl_ranks",
+                                         "nccl_sources", "nccl_unlaunched", "nccl_ranks",
                                          "nccl_channels", "nccl_warnings", "host"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",

@@ -34,6 +34,7 @@ from tuner.nccl import (
     confirmations,
     read_sources,
     topology_from_log,
+    unlaunched_echoes,
 )
 from tuner.record import TrialRecord
 from tuner.server import Backend, allreduce_backend
@@ -114,6 +115,7 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.nccl_proof = [{"name": r.name, "value": r.value, "status": r.status, "ranks": r.ranks_text(),
                           "echo": r.echo, "source": r.source_text(), "why": r.why} for r in conf.rows]
     record.nccl_sources = list(parsed.sources)
+    record.nccl_unlaunched = unlaunched_echoes({**server_env, **launched}, parsed)
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)

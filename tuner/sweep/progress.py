@@ -69,12 +69,18 @@ class Progress:
 
 
 def proof_line(rows: list[dict[str, str]]) -> str:
-    """One console line of a trial's proof rows (:attr:`tuner.record.TrialRecord.nccl_proof`):
-    ``NCCL_ALGO confirmed on 0-7 (8/8) [NCCL_DEBUG_FILE x8]; NCCL_PROTO not applied: <why>``."""
-    parts = []
+    """One console line of a trial's proof rows (:attr:`tuner.record.TrialRecord.nccl_proof`),
+    variables with the same outcome said once: ``NCCL_ALGO, NCCL_PROTO confirmed on 0-7 (8/8)
+    [NCCL_DEBUG_FILE x8]; CUDA_DEVICE_MAX_CONNECTIONS unverifiable: <why>``."""
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
     for row in rows:
-        status, ranks, source = row.get("status", ""), row.get("ranks", ""), row.get("source", "")
+        name = row.get("name", "")
+        why = row.get("why", "") if row.get("status") != "confirmed" else ""
+        key = (row.get("status", ""), row.get("ranks", ""), row.get("source", ""), why.replace(name, "\0") if name else why)
+        groups.setdefault(key, []).append(name)
+    parts = []
+    for (status, ranks, source, why), names in groups.items():
         where = f" on {ranks} [{source}]" if ranks and ranks != "-" else ""
-        why = f": {row['why']}" if status != "confirmed" and row.get("why") else ""
-        parts.append(f"{row.get('name', '')} {status}{where}{why}")
+        said = why.replace("\0", names[0] if len(names) == 1 else "them")
+        parts.append(f"{', '.join(names)} {status}{where}" + (f": {said.rstrip('.')}" if said else ""))
     return "; ".join(parts)

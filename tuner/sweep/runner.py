@@ -611,6 +611,11 @@ class Sweep:
         self.progress.log(f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}")
         if rec.nccl_proof:
             self.progress.log(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
+        if rec.nccl_unlaunched:
+            said = "; ".join(f"{k}={v}" for k, v in rec.nccl_unlaunched.items())
+            self.progress.log(f"trial {rec.trial}: NCCL read variables this launch did not set: {said} (set where "
+                              "those processes start: `ray start`, the image, or the server itself)"
+                              + ("; this baseline is not untuned on those ranks" if rec.kind is Kind.BASELINE else ""))
         if rec.teardown_problem:
             raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
                                   "The next trial was not launched; results so far are kept.")
