@@ -55,6 +55,7 @@ from tuner.nccl.lines import (
     VLLM_VERSION,
     NcclLine,
     read_line,
+    strip_ansi,
     strip_wrappers,
     version_in_text,
 )
@@ -235,6 +236,7 @@ __all__ = [
     "rejoin",
     "risky_reason",
     "server_log_source",
+    "strip_ansi",
     "strip_wrappers",
     "strtoll",
     "strtoll_erange",

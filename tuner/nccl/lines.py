@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from tuner.nccl.types import NcclVersion
 
 __all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "RAY_COPIED_ENV", "SERVER_NCCL_VERSION", "VLLM_VERSION",
-           "NcclLine", "read_line", "strip_wrappers", "version_in_text"]
+           "NcclLine", "read_line", "strip_ansi", "strip_wrappers", "version_in_text"]
 
 _RAY = re.compile(r"^\((?P<actor>[\w.-]+) pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\)\s?")
 _WORKER = re.compile(r"^\((?P<actor>[\w.-]+)(?P<inner>[^()]*?\bpid=\d+[^()]*)\)\s?")
 _SGLANG = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<tags>(?: [A-Z]+\d+)*)\]\s?")
+#: Terminal colour codes (Ray colours its worker prefixes and the "[repeated Nx ...]" tag).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RAY_DEDUP = re.compile(r"\s*\[repeated (\d+)x across cluster\](?:\s*\(Ray deduplicates logs[^)]*\))?\s*$")
 
 # NCCL prints INFO, WARN and TRACE (src/debug.cc); ABORT, NCCL_DEBUG's last level, in case a build does.
@@ -61,6 +63,11 @@ class NcclLine:
         return None if self.process == "?" else self.process.rsplit(":", 1)[0]
 
 
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal colour codes (``ESC[36m`` ... ``ESC[0m``)."""
+    return _ANSI.sub("", text)
+
+
 def strip_wrappers(line: str) -> tuple[str, int | None, int]:
     """``(line without wrapper prefixes, rank named by a prefix, Ray's fold count)``.
 
@@ -72,6 +79,8 @@ def strip_wrappers(line: str) -> tuple[str, int | None, int]:
     """
     rank: int | None = None
     folded = 0
+    if "\x1b" in line:
+        line = strip_ansi(line)
     m = _RAY_DEDUP.search(line)
     if m:
         folded, line = int(m.group(1)), line[:m.start()]

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from tuner.nccl.files import find_debug_files
+from tuner.nccl.lines import strip_ansi
 from tuner.nccl.log import SERVER_LOG, LogSource, ParsedLog, parse_sources
 from tuner.nccl.rejoin import rejoin
 
@@ -22,7 +23,7 @@ __all__ = ["read_sources", "server_log_source"]
 
 def server_log_source(text: str) -> LogSource:
     """The server log as a :class:`LogSource`: cut lines rejoined, lost tails listed as cut."""
-    joined = rejoin(text)
+    joined = rejoin(strip_ansi(text) if "\x1b" in text else text)
     return LogSource(SERVER_LOG, joined.lines, tuple((c.process, c.text) for c in joined.cut), joined.joined,
                      frozenset(joined.rejoined))
 

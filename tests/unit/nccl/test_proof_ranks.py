@@ -170,3 +170,13 @@ def test_files_come_first_and_each_rank_says_its_source(tmp_path):
     assert row.sources == (("gpu1.100.log", 1), ("gpu1.101.log", 1), ("gpu1.102.log", 1), ("server log", 1))
     assert row.source_text() == "NCCL_DEBUG_FILE x3 + server log x1"
     assert str(parsed.nccl_version) == "2.27.3"
+
+
+def test_ray_colour_codes_are_read_through():
+    cyan, green, reset = "\x1b[36m", "\x1b[32m", "\x1b[0m"
+    coloured = f"{cyan}(RayWorkerWrapper pid=2101, ip=10.0.0.1){reset} "
+    lines = rank_lines(0, echoes=SET) + rank_lines(1, wrapper=coloured)
+    lines += [f"{line}{green} [repeated 2x across cluster]{reset}" for line in rank_lines(3, wrapper=coloured)]
+    c = confirmations(SET, parse_sources([server_log_source("\n".join(lines) + "\n")]))
+    assert c.not_applied["NCCL_ALGO"].startswith("ranks 1, 3 logged communicator init")
+    assert "ranks 2 are hidden in Ray-folded lines" in c.not_applied["NCCL_ALGO"]
