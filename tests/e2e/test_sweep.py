@@ -57,10 +57,15 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     assert base["kind"] == "baseline" and json.loads(base["env"]) == {}
     # The shell's tuning never reached the baseline, and every row's env is what the server saw,
     # plus the init-time NCCL logging nccl-tune adds to every launch to prove what NCCL read.
-    assert _saw_env(base["log"]) == DEBUG_ENV
+    # (SAW_ENV lists NCCL_* and CUDA_DEVICE_MAX_CONNECTIONS: the per-trial NCCL_DEBUG_FILE is one)
+    def added(row) -> dict[str, str]:
+        log = tmp_path / "r" / "s1" / "logs" / f"trial-{row['trial']:04d}.nccl" / "%h.%p.log"
+        return {**DEBUG_ENV, "NCCL_DEBUG_FILE": str(log)}
+
+    assert _saw_env(base["log"]) == added(base)
     assert set(json.loads(base["removed_inherited"])) == {"NCCL_PROTO", "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS"}
     for _, row in df.iterrows():
-        assert _saw_env(row["log"]) == {**json.loads(row["env"]), **DEBUG_ENV}, row["trial"]
+        assert _saw_env(row["log"]) == {**json.loads(row["env"]), **added(row)}, row["trial"]
     # A drift re-measure of the baseline closes the sweep (trial 4).
     assert df.iloc[-1]["kind"] == "baseline"
     # +5 % with two baseline launches is within what the launch noise allows (issue: power is
