@@ -224,8 +224,10 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
     counted = ranks.processes()
     silent = [p for p in counted if p not in echoes and ranks.complete(p)]
     hidden_echoes = sum(f.count - 1 for f in parsed.folds if f.kind == "echo" and f.name == name)
-    n = ranks.n if ranks.rank_of and ranks.n else len(counted)
-    if ranks.rank_of and ranks.n and len({ranks.rank_of[p] for p in ok if p in ranks.rank_of}) == ranks.n:
+    # several communicators of the largest size (TP groups under PP or DP) repeat rank numbers
+    n = max(ranks.n or 0, len(counted)) if ranks.rank_of else len(counted)
+    if ranks.rank_of and ranks.n and all(p in ok for p in counted) and \
+            len({ranks.rank_of[p] for p in ok if p in ranks.rank_of}) == ranks.n:
         return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
     if not ranks.rank_of and counted and all(p in ok for p in counted):
         return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)

@@ -8,7 +8,7 @@ words), :mod:`~tuner.sweep.progress` (what the runner shows). What to relaunch n
 """
 
 from tuner.sweep.dryrun import plan_lines
-from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, nccl_dir, read
+from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read
 from tuner.sweep.progress import Progress, proof_line
 from tuner.sweep.runner import ESTIMATE_MARGIN, Sweep, SweepOptions, SweepOutcome
 from tuner.sweep.trial import PhaseCallback, TrialContext, counted_in_order, log_path, relaunch
@@ -25,6 +25,7 @@ __all__ = [
     "TrialContext",
     "counted_in_order",
     "debug_env",
+    "debug_file",
     "log_path",
     "nccl_dir",
     "plan_lines",

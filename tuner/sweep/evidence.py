@@ -43,6 +43,7 @@ __all__ = [
     "CHANNEL_LINES",
     "Evidence",
     "debug_env",
+    "debug_file",
     "nccl_dir",
     "read",
 ]
@@ -57,11 +58,20 @@ def nccl_dir(log: Path) -> Path:
     return log.with_suffix(".nccl")
 
 
+def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
+    """The NCCL_DEBUG_FILE a launch whose server log is ``log`` runs with: ``server.env``'s own,
+    else ``<nccl_dir>/%h.%p.log``; None when ``[nccl] debug = false`` and ``server.env`` names none."""
+    if DEBUG_FILE_VAR in cfg.server.env:
+        return cfg.server.env[DEBUG_FILE_VAR]
+    return str(nccl_dir(log).resolve() / TRIAL_PATTERN) if cfg.nccl.debug else None
+
+
 def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
     """The logging variables to add to a launch whose server log is ``log``: :data:`DEBUG_ENV`
     (unless ``server.env`` sets ``NCCL_DEBUG`` itself), a per-trial ``NCCL_DEBUG_FILE`` in
-    :func:`nccl_dir` (created here; unless ``server.env`` names one) and :data:`LOGGING_ENV`;
-    nothing when ``[nccl] debug = false``."""
+    :func:`nccl_dir` (created empty here: a retried launch leaves no file of the first; unless
+    ``server.env`` names one) and :data:`LOGGING_ENV`; nothing when ``[nccl] debug = false``.
+    Raises OSError when the folder cannot be made."""
     if not cfg.nccl.debug:
         return {}
     user = cfg.server.env
@@ -69,6 +79,8 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
     if log is not None and DEBUG_FILE_VAR not in user:
         folder = nccl_dir(log)
         folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.log"):
+            stale.unlink(missing_ok=True)
         env[DEBUG_FILE_VAR] = str(folder.resolve() / TRIAL_PATTERN)
     env.update({k: v for k, v in LOGGING_ENV.items() if k not in user})
     return env

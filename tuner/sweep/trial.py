@@ -33,7 +33,7 @@ from tuner.measure import (
     run_probe,
     smoke_check,
 )
-from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
+from tuner.nccl import NcclVersion
 from tuner.record import Status, TrialRecord
 from tuner.server import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard
@@ -105,8 +105,8 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     record.wall_s = time.monotonic() - t0
     record.finished_at = time.time()
     server_cfg = ctx.cfg.server
-    pattern = evidence.debug_env(ctx.cfg, Path(record.log)).get(DEBUG_FILE_VAR) or server_cfg.env.get(DEBUG_FILE_VAR)
-    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version, pattern=pattern)
+    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version,
+                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)))
     return record, found
 
 

@@ -180,3 +180,11 @@ def test_ray_colour_codes_are_read_through():
     c = confirmations(SET, parse_sources([server_log_source("\n".join(lines) + "\n")]))
     assert c.not_applied["NCCL_ALGO"].startswith("ranks 1, 3 logged communicator init")
     assert "ranks 2 are hidden in Ray-folded lines" in c.not_applied["NCCL_ALGO"]
+
+
+def test_two_tp_groups_are_both_counted():
+    # PP 2 x TP 4: two communicators of 4 ranks, on 8 processes; the second group never got the set
+    group_a = [line for r in range(4) for line in rank_lines(r, echoes=SET, host="gpu1")]
+    group_b = [line for r in range(4) for line in rank_lines(r, host="gpu2")]
+    c, _rows = proof(group_a + group_b)
+    assert set(c.not_applied) == {"NCCL_ALGO", "NCCL_PROTO"} and "4 echoes for 8 ranks" in c.not_applied["NCCL_ALGO"]
