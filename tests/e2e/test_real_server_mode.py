@@ -13,8 +13,8 @@ from tests.helpers import ROOT, cli, free_port
 SETS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MAX_NCHANNELS", "NCCL_BUFFSIZE")
 
 
-def night(tmp_path, serve: str, env: str = "") -> tuple[object, pd.DataFrame, list[list[dict]]]:
-    """A preset night (search_spaces/safe.toml, 3 relaunches) on the simulator with ``serve`` flags."""
+def night(tmp_path, serve: str, env: str = "", trials: int = 2) -> tuple[object, pd.DataFrame, list[list[dict]]]:
+    """A preset night (search_spaces/safe.toml, ``trials`` relaunches) on the simulator with ``serve`` flags."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cfg = tmp_path / "exp.toml"
     cfg.write_text(f"""
@@ -33,7 +33,7 @@ repeats = 2
 stall_timeout_s = 20
 [sweep]
 space = "{ROOT}/search_spaces/safe.toml"
-trials = 3
+trials = {trials}
 mode = "presets"
 """)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "n", "--no-confirm",
@@ -48,7 +48,7 @@ def _rows(proofs, trial: int) -> dict[str, dict]:
 
 
 def test_block_buffered_workers_that_need_sigkill_are_confirmed_on_every_rank(tmp_path):
-    _res, df, proofs = night(tmp_path, '"--stdout-buffering", "block", "--fault", "stuck-workers"')
+    _res, df, proofs = night(tmp_path, '"--stdout-buffering", "block", "--fault", "stuck-workers"', trials=3)
     assert (df["nccl_not_applied"] == "{}").all() and (df["nccl_version"].astype(str) == "2.27.3").all()
     for trial in (1, 2):
         launched = json.loads(df.loc[trial, "env"])
@@ -86,7 +86,7 @@ def test_without_files_cut_lines_are_rejoined_and_lost_ones_never_called_not_app
 
 def test_on_ray_the_variables_the_workers_never_got_are_not_applied(tmp_path):
     res, df, proofs = night(tmp_path, '"--ray", "--ray-nodes", "2"')
-    assert df.loc[1, "verdict"].startswith("not applied") and df.loc[2, "verdict"].startswith("not applied")
+    assert df.loc[1, "verdict"].startswith("not applied")
     for name in SETS:
         row = _rows(proofs, 1)[name]
         assert (row["status"], row["ranks"]) == ("not applied", "0 (1/8)"), row
