@@ -27,11 +27,13 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner.errors import InputError
 from tuner.nccl import (
+    DEBUG_FILE_VAR,
     NcclVersion,
     accepted,
     check_value,
     cross_problems,
     cross_warnings,
+    debug_file_warnings,
     name_problem,
     name_warning,
     unsafe_reason,
@@ -164,6 +166,8 @@ def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclChec
     wrong = name_problem(name) or check_value(name, text, version)
     if not wrong:
         warnings = [name_warning(name, version), *value_warnings(name, text, version)]
+        if name == DEBUG_FILE_VAR and text:
+            warnings += debug_file_warnings(text)
         for warning in warnings:
             if warning and f"{ctx.file}: {warning}" not in ctx.notices:
                 ctx.notices.append(f"{ctx.file}: {warning}")

@@ -20,8 +20,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEBUG_FILE_VAR", "TRIAL_PATTERN", "DebugFile", "expand_debug_file", "find_debug_files",
-           "has_pid", "host_name"]
+__all__ = ["DEBUG_FILE_VAR", "TRIAL_PATTERN", "DebugFile", "debug_file_warnings", "expand_debug_file",
+           "find_debug_files", "has_pid", "host_name"]
 
 DEBUG_FILE_VAR = "NCCL_DEBUG_FILE"
 #: The file name nccl-tune gives each process's NCCL log inside a trial's folder: one per host and pid.
@@ -115,3 +115,26 @@ def find_debug_files(pattern: str, *, since: float | None = None, pids: Collecti
             continue
         found.append(DebugFile(path, groups.get("h"), pid))
     return found
+
+
+def debug_file_warnings(pattern: str, cwd: Path | None = None) -> list[str]:
+    """What a user's ``NCCL_DEBUG_FILE`` value will do that they may not expect, said before any
+    launch: no ``%p`` (every process opens the same file with ``fopen(..., "w")`` and overwrites
+    the others' lines), a relative path (relative to where nccl-tune runs: the server inherits its
+    working directory), a folder that does not exist here (NCCL cannot open the file and keeps
+    writing to stdout, fine when the path exists inside the server's container)."""
+    out = []
+    if not has_pid(pattern):
+        out.append(f"NCCL_DEBUG_FILE={pattern} has no %p: every server process opens the same file with "
+                   "fopen(..., \"w\") (src/debug.cc) and overwrites the others' lines, so most ranks' proof is lost; "
+                   "add %p")
+    base = cwd or Path.cwd()
+    if not os.path.isabs(pattern):
+        out.append(f"NCCL_DEBUG_FILE={pattern} is relative: the files land in {base} (where nccl-tune runs; the "
+                   "server inherits it)")
+    folder = (base / expand_debug_file(pattern, host_name(), 0)).parent
+    if not folder.is_dir():
+        out.append(f"NCCL_DEBUG_FILE={pattern}: the folder {folder} does not exist here, so NCCL cannot open the file "
+                   "and writes to the server's stdout instead (block-buffered: lines cut and lost at SIGKILL); "
+                   "fine only if that path exists inside the server's container")
+    return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tuner.nccl.types import NcclVersion
 
 __all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "RAY_COPIED_ENV", "SERVER_NCCL_VERSION", "VLLM_VERSION",
-           "NcclLine", "read_line", "strip_ansi", "strip_wrappers", "version_in_text"]
+           "NcclLine", "line_pid", "read_line", "strip_ansi", "strip_wrappers", "version_in_text"]
 
 _RAY = re.compile(r"^\((?P<actor>[\w.-]+) pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\)\s?")
 _WORKER = re.compile(r"^\((?P<actor>[\w.-]+)(?P<inner>[^()]*?\bpid=\d+[^()]*)\)\s?")
@@ -104,6 +104,12 @@ def read_line(body: str, prefix_rank: int | None = None) -> NcclLine | None:
         return None
     process = f"{m.group('host')}:{m.group('pid')}" if m.group("host") else "?"
     return NcclLine(process, int(m.group("dev")), m.group("level"), m.group("msg"), prefix_rank)
+
+
+def line_pid(line: str) -> int | None:
+    """The pid of NCCL's ``host:pid:tid`` prefix on ``line``, None when it has none."""
+    m = NCCL_LINE.search(line)
+    return int(m.group("pid")) if m and m.group("pid") else None
 
 
 def version_in_text(text: str) -> NcclVersion | None:

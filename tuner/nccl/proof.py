@@ -89,7 +89,9 @@ def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
     if not name.startswith("NCCL_"):
         return f"{name} is read by CUDA or the server, not NCCL: NCCL never echoes it"
     if parsed.info_lines == 0:
-        return "the log holds no NCCL INFO line (NCCL_DEBUG=INFO was not in effect)"
+        return ("the log holds no NCCL INFO line: NCCL_DEBUG=INFO was not in effect, or every line was lost (NCCL's "
+                "stdout is block-buffered on a pipe and lost when a worker is SIGKILLed: give NCCL a NCCL_DEBUG_FILE "
+                "it can open)")
     if name == "NCCL_P2P_DISABLE":
         return "NCCL echoes NCCL_P2P_DISABLE only when it is 1 (src/graph/paths.cc, ncclGetLevel)"
     if name == "NCCL_SHM_DISABLE":
@@ -210,9 +212,12 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
                if p not in ok and (p in rejoined or _garbled(e, value, want, parsed.cut.get(p, 0)))}
     wrong = {p: e for p, e in echoes.items() if p not in ok and p not in garbled}
     if wrong:
-        who, got = next(iter(sorted(wrong.items())))
-        return _row(name, value, NOT_APPLIED, f"{ranks.who([who])} echoed {name}={got} but the trial launched {value}"
-                    + (f" ({len(wrong)} processes differ)" if len(wrong) > 1 else ""), got, ok, ranks)
+        by_value: dict[str, list[str]] = {}
+        for p, e in sorted(wrong.items()):
+            by_value.setdefault(e, []).append(p)
+        said = "; ".join(f"{ranks.who(ps)} echoed {name}={got}" for got, ps in by_value.items())
+        return _row(name, value, NOT_APPLIED, f"{said} but the trial launched {value}",
+                    next(iter(ok.values()), next(iter(by_value))), ok, ranks)
     always = _always_read(name, env, parsed, v)
     echo = next(iter(ok.values()), "")
     if not always:
@@ -276,6 +281,10 @@ def _unaccounted(name: str, ranks: _Ranks, ok: Mapping[str, str], garbled: Mappi
             parts.append(f"ranks {rank_list(unseen)} are hidden in Ray-folded lines ('[repeated Nx across cluster]'"
                          f"{f', {hidden_echoes} folded echoes' if hidden_echoes else ''}); a fold does not say which "
                          "rank printed it: run with RAY_DEDUP_LOGS=0")
+        elif unseen and (ranks.parsed.ray_workers or ranks.parsed.ray_copied_env is not None):
+            parts.append(f"no line of ranks {rank_list(unseen)} reached the log: on Ray the workers keep the "
+                         "environment of `ray start`, so they log nothing unless NCCL_DEBUG=INFO was exported there "
+                         "(their files, if any, are on their own nodes)")
         elif unseen:
             parts.append(f"no line of ranks {rank_list(unseen)} reached the log (lost at SIGKILL, or written on "
                          "another host)")
@@ -347,5 +356,7 @@ def unlaunched_echoes(launched_env: Mapping[str, str], parsed: ParsedLog) -> dic
         values: dict[str, list[str]] = {}
         for process, value in by_process.items():
             values.setdefault(value, []).append(process)
-        out[name] = "; ".join(f"{value} on {ranks.who(ps)}" for value, ps in sorted(values.items()))
+        said = "; ".join(f"{value} on {ranks.who(ps)}" for value, ps in sorted(values.items()))
+        folded = sum(f.count - 1 for f in parsed.folds if f.kind == "echo" and f.name == name)
+        out[name] = said + (f", and {folded} more ranks in Ray-folded lines" if folded else "")
     return out

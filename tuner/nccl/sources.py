@@ -11,10 +11,11 @@ echo is never read as another value.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from tuner.nccl.files import find_debug_files
-from tuner.nccl.lines import strip_ansi
+from tuner.nccl.lines import line_pid, strip_ansi
 from tuner.nccl.log import SERVER_LOG, LogSource, ParsedLog, parse_sources
 from tuner.nccl.rejoin import rejoin
 
@@ -29,16 +30,23 @@ def server_log_source(text: str) -> LogSource:
 
 
 def read_sources(server_log: str, pattern: str | None, *, since: float | None = None,
-                 show_from: Path | None = None) -> ParsedLog:
+                 show_from: Path | None = None, pids: Collection[int] = ()) -> ParsedLog:
     """Parse the NCCL files of ``pattern`` (an NCCL_DEBUG_FILE value; None: none) written since
     ``since`` (Unix s), then the server log text, into one :class:`ParsedLog`. Each file is
-    labelled by its path relative to ``show_from`` (the study folder) when it lies inside it."""
+    labelled by its path relative to ``show_from`` (the study folder) when it lies inside it.
+
+    ``pids`` (the launch's processes, when known) keeps out another server's files and lines in
+    a shared place: only files whose ``%p`` is one of them, and in a file named without ``%p``
+    only the lines whose NCCL prefix carries one of them."""
     sources: list[LogSource] = []
-    for found in find_debug_files(pattern, since=since) if pattern else []:
+    wanted = set(pids)
+    for found in find_debug_files(pattern, since=since, pids=wanted) if pattern else []:
         try:
             text = found.path.read_text(errors="replace")
         except OSError:
             continue
+        if wanted and found.pid is None:
+            text = "".join(line for line in text.splitlines(keepends=True) if line_pid(line) in wanted)
         label = str(found.path)
         if show_from is not None:
             rel = os.path.relpath(found.path, show_from)

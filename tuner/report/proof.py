@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from tuner.record import TrialRecord
+from tuner.record import Kind, TrialRecord
 from tuner.report.text import markdown_table
 
 __all__ = ["PROOF_COLUMNS", "proof_frame", "proof_markdown"]
@@ -30,13 +30,22 @@ def proof_frame(records: Sequence[TrialRecord]) -> pd.DataFrame:
 
 
 def proof_markdown(records: Sequence[TrialRecord]) -> list[str]:
-    """report.md lines: the proof table and where NCCL's lines were read from, or nothing when
-    no trial carries a proof (studies recorded before proofs were kept)."""
+    """report.md lines: the proof table, and the trials whose ranks read NCCL variables the launch
+    did not set (a baseline that is not untuned there); nothing when no trial carries either
+    (studies recorded before proofs were kept)."""
     df = proof_frame(records)
-    if df.empty:
+    stray = [r for r in records if r.kind.relaunched and r.nccl_unlaunched]
+    if df.empty and not stray:
         return []
-    return ["## Proof that each set reached NCCL", "",
-            "Each launched variable against what NCCL echoed (`NAME set by environment to VALUE`, src/misc/param.cc) "
-            "on every rank of its communicator. Source: `NCCL_DEBUG_FILE` is NCCL's own per-process file (whole lines, "
-            "kept at SIGKILL); `server log` is the server's piped output, lines cut by the pipe rejoined.", "",
-            markdown_table(df), ""]
+    lines = ["## Proof that each set reached NCCL", ""]
+    if not df.empty:
+        lines += ["Each launched variable against what NCCL echoed (`NAME set by environment to VALUE`, "
+                  "src/misc/param.cc) on every rank of its communicator. Source: `NCCL_DEBUG_FILE` is NCCL's own "
+                  "per-process file (whole lines, kept at SIGKILL); `server log` is the server's piped output, lines "
+                  "cut by the pipe rejoined.", "", markdown_table(df), ""]
+    for r in stray:
+        said = "; ".join(f"{k}={v}" for k, v in r.nccl_unlaunched.items())
+        lines += [f"Trial {r.trial} ({r.kind}): NCCL read {said}, which the launch did not set (set where those "
+                  "processes start: `ray start`, the image, or the server itself)"
+                  + (": this baseline is not untuned on those ranks." if r.kind is Kind.BASELINE else "."), ""]
+    return lines

@@ -160,8 +160,10 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     failed = int((tuned & (settled["status"] != Status.OK)).sum())
     judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied]
     if not judged:
+        unapplied = sum(1 for s in j.sets.values() if s.not_applied)
         parts.append("Only the baseline was measured: no tuned set to judge yet." if tried == 0 else
-                     f"No tuned set gave a measurement to judge ({failed} of {tried} failed): keep the defaults.")
+                     f"No tuned set could be judged on speed ({failed} of {tried} failed"
+                     + (f", {unapplied} not applied by NCCL" if unapplied else "") + "): keep the defaults.")
     else:
         parts += _headline(j, judged, min_effect)
     mde = j.min_detectable_effect()

@@ -21,7 +21,7 @@ import psutil
 
 from tuner.errors import TrialFailed
 from tuner.inputs.config import ServerConfig
-from tuner.nccl import DEBUG_FILE_VAR, find_debug_files
+from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, line_pid
 from tuner.record import Status
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import failure, gpu, readiness
@@ -175,6 +175,11 @@ class ServerProcess:
         self._processes.track()
         self._watch.check(self)
 
+    def pids(self) -> set[int]:
+        """The pids of this launch seen so far (the leader, its tree, marked processes)."""
+        self._processes.track()
+        return self._processes.pids()
+
     # -- causes --------------------------------------------------------------------------
     def nccl_warnings(self, last: int = 40) -> list[str]:
         """The last ``last`` NCCL WARN lines of the NCCL_DEBUG_FILE files this launch wrote
@@ -183,10 +188,13 @@ class ServerProcess:
         if not pattern or self.proc is None:
             return []
         found: list[str] = []
-        for debug_file in find_debug_files(pattern, since=self.create_time - 1.0):
+        # a user's NCCL_DEBUG_FILE place may be shared with another server: only this launch's files
+        pids = self.pids() if self.server.env.get(DEBUG_FILE_VAR) == pattern else set()
+        for debug_file in find_debug_files(pattern, since=self.create_time - 1.0, pids=pids):
             try:
                 with open(debug_file.path, errors="replace") as fh:
-                    found += [line.rstrip("\n") for line in fh if " NCCL WARN " in line]
+                    found += [line.rstrip("\n") for line in fh if " NCCL WARN " in line
+                              and (not pids or debug_file.pid is not None or line_pid(line) in pids)]
             except OSError:
                 continue
         return found[-last:]

@@ -99,7 +99,13 @@ class LaunchProcesses:
                 pass
         for p in marked_processes(self.marker):
             procs[p.pid] = p
+            with contextlib.suppress(psutil.Error):
+                self._seen.setdefault(p.pid, p.create_time())
         return [p for p in procs.values() if _running(p)]
+
+    def pids(self) -> set[int]:
+        """Every pid known to belong to the launch: the leader and each process seen so far."""
+        return ({self.leader.pid} if self.leader is not None else set()) | set(self._seen)
 
 
 def tear_down(processes: LaunchProcesses, *, host: str, port: int, grace_s: float, kill_wait_s: float = 15.0,

@@ -68,7 +68,8 @@ def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
 
 def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
     """The logging variables to add to a launch whose server log is ``log``: :data:`DEBUG_ENV`
-    (unless ``server.env`` sets ``NCCL_DEBUG`` itself), a per-trial ``NCCL_DEBUG_FILE`` in
+    (unless ``server.env`` sets ``NCCL_DEBUG`` itself; a ``NCCL_DEBUG_SUBSYS`` of ``server.env``
+    is kept with INIT and ENV added), a per-trial ``NCCL_DEBUG_FILE`` in
     :func:`nccl_dir` (created empty here: a retried launch leaves no file of the first; unless
     ``server.env`` names one) and :data:`LOGGING_ENV`; nothing when ``[nccl] debug = false``.
     Raises OSError when the folder cannot be made."""
@@ -76,6 +77,10 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
         return {}
     user = cfg.server.env
     env = {} if "NCCL_DEBUG" in user else dict(DEBUG_ENV)
+    if env and "NCCL_DEBUG_SUBSYS" in user and not user["NCCL_DEBUG_SUBSYS"].startswith("^"):
+        # the user's subsystems kept, INIT and ENV added: the proof needs the echoes and the comm lines
+        theirs = [x.strip() for x in user["NCCL_DEBUG_SUBSYS"].split(",") if x.strip()]
+        env["NCCL_DEBUG_SUBSYS"] = ",".join(theirs + [x for x in ("INIT", "ENV") if x not in {t.upper() for t in theirs}])
     if log is not None and DEBUG_FILE_VAR not in user:
         folder = nccl_dir(log)
         folder.mkdir(parents=True, exist_ok=True)
@@ -104,7 +109,7 @@ class Evidence:
 
 
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
-         version: NcclVersion | None, *, pattern: str | None = None) -> Evidence | None:
+         version: NcclVersion | None, *, pattern: str | None = None, pids: set[int] | None = None) -> Evidence | None:
     """Parse the trial's NCCL files (``pattern``: the launch's NCCL_DEBUG_FILE; written since
     ``record.started_at``) and ``record.log`` into the record's NCCL fields (``nccl_version``,
     ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
@@ -118,7 +123,7 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
         return None
     lines = text.splitlines()
     since = record.started_at - 1.0 if record.started_at else None
-    parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent)
+    parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent, pids=pids or ())
     conf = confirmations(launched, parsed, version)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)

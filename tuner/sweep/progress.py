@@ -70,8 +70,8 @@ class Progress:
 
 def proof_line(rows: list[dict[str, str]]) -> str:
     """One console line of a trial's proof rows (:attr:`tuner.record.TrialRecord.nccl_proof`),
-    variables with the same outcome said once: ``NCCL_ALGO, NCCL_PROTO confirmed on 0-7 (8/8)
-    [NCCL_DEBUG_FILE x8]; CUDA_DEVICE_MAX_CONNECTIONS unverifiable: <why>``."""
+    variables with the same outcome said once: ``NCCL_ALGO, NCCL_PROTO confirmed, echoed by 0-7
+    (8/8) [NCCL_DEBUG_FILE x8]; CUDA_DEVICE_MAX_CONNECTIONS unverifiable: <why>``."""
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for row in rows:
         name = row.get("name", "")
@@ -80,7 +80,7 @@ def proof_line(rows: list[dict[str, str]]) -> str:
         groups.setdefault(key, []).append(name)
     parts = []
     for (status, ranks, source, why), names in groups.items():
-        where = f" on {ranks} [{source}]" if ranks and ranks != "-" else ""
+        where = (f", echoed by {ranks}" if ranks and ranks != "-" else "") + (f" [{source}]" if source not in ("", "-") else "")
         said = why.replace("\0", names[0] if len(names) == 1 else "them")
         parts.append(f"{', '.join(names)} {status}{where}" + (f": {said.rstrip('.')}" if said else ""))
     return "; ".join(parts)

@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -33,7 +33,7 @@ from tuner.measure import (
     run_probe,
     smoke_check,
 )
-from tuner.nccl import NcclVersion
+from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
 from tuner.record import Status, TrialRecord
 from tuner.server import ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard
@@ -68,6 +68,7 @@ class TrialContext:
     nccl_version: NcclVersion | None = None
     varied: frozenset[str] = frozenset()
     strict_port: bool = False
+    launched_pids: set[int] = field(default_factory=set)
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -106,7 +107,9 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     record.finished_at = time.time()
     server_cfg = ctx.cfg.server
     found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version,
-                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)))
+                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)),
+                          # a user's NCCL_DEBUG_FILE place may be shared: only this launch's files; ours is emptied per launch
+                          pids=ctx.launched_pids if DEBUG_FILE_VAR in server_cfg.env else None)
     return record, found
 
 
@@ -144,6 +147,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     finally:
         record.probe_s = (probe_ended or time.monotonic()) - probe_started if probe_started is not None else 0.0
         ctx.runner_file.clear_trial()
+        ctx.launched_pids = server.pids()
         report = server.teardown_report
         if report is not None:
             record.teardown_s = report.duration_s

@@ -188,3 +188,20 @@ def test_two_tp_groups_are_both_counted():
     group_b = [line for r in range(4) for line in rank_lines(r, host="gpu2")]
     c, _rows = proof(group_a + group_b)
     assert set(c.not_applied) == {"NCCL_ALGO", "NCCL_PROTO"} and "4 echoes for 8 ranks" in c.not_applied["NCCL_ALGO"]
+
+
+def test_another_servers_files_in_a_shared_place_are_not_read(tmp_path):
+    # two servers on one host share a user's NCCL_DEBUG_FILE place; the other one's ranks echoed LL
+    mine = [100, 101, 102, 103]
+    for r in range(4):
+        (tmp_path / f"gpu1.{100 + r}.log").write_text("\n".join(rank_lines(r)) + "\n")  # ours: never got NCCL_PROTO
+        other = [line.replace(f":{100 + r}:", f":{200 + r}:") for line in rank_lines(r, echoes={"NCCL_PROTO": "LL"})]
+        (tmp_path / f"gpu1.{200 + r}.log").write_text("\n".join(other) + "\n")
+    parsed = read_sources("", str(tmp_path / "%h.%p.log"), pids=mine)
+    c = confirmations({"NCCL_PROTO": "LL"}, parsed)
+    assert "NCCL_PROTO" in c.not_applied and parsed.nranks == 4 and len(parsed.comm_ranks) == 4
+    # one file for every process (no %p): only the lines of this launch's processes
+    shared = tmp_path / "one.log"
+    shared.write_text("".join((tmp_path / f"gpu1.{p}.log").read_text() for p in (100, 200, 101, 201, 102, 202, 103, 203)))
+    parsed = read_sources("", str(shared), pids=mine)
+    assert sorted(parsed.comm_ranks) == [f"gpu1:{p}" for p in mine]

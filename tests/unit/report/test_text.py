@@ -155,7 +155,7 @@ def test_verdict_paragraph_edges():
     assert report([])[1].startswith("The untuned baseline has no successful measurement")
     assert "Only the baseline was measured" in report([BASE])[1]
     _, failed = report([BASE, trial_record(1, "preset", status="crashed", env={"NCCL_PROTO": "LL128"})])
-    assert "No tuned set gave a measurement to judge (1 of 1 failed)" in failed
+    assert "No tuned set could be judged on speed (1 of 1 failed): keep the defaults." in failed
     met = StudyInfo(target=60.0, target_met_untuned=True)
     assert "already met by the untuned server" in report([BASE], met)[1]
     _, text = report([BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env={"NCCL_PROTO": "LL"}),

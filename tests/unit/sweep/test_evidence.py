@@ -53,6 +53,11 @@ def test_the_proof_line_says_one_outcome_once():
              "why": why.format(n)} for n in ("NCCL_ALGO", "NCCL_PROTO")]
     rows.append({"name": "NCCL_BUFFSIZE", "status": "confirmed", "ranks": "0-7 (8/8)", "source": "server log x8",
                  "why": ""})
-    assert proof_line(rows) == ("NCCL_ALGO, NCCL_PROTO not applied on 0 (1/8) [NCCL_DEBUG_FILE x1]: ranks 1-7 logged "
-                                "communicator init but never echoed them: 1 echo for 8 ranks; NCCL_BUFFSIZE confirmed "
-                                "on 0-7 (8/8) [server log x8]")
+    assert proof_line(rows) == ("NCCL_ALGO, NCCL_PROTO not applied, echoed by 0 (1/8) [NCCL_DEBUG_FILE x1]: ranks 1-7 logged "
+                                "communicator init but never echoed them: 1 echo for 8 ranks; NCCL_BUFFSIZE confirmed, "
+                                "echoed by 0-7 (8/8) [server log x8]")
+
+
+def test_a_users_subsystems_are_kept_with_init_and_env_added(tmp_path):
+    cfg = config(tmp_path, 'env = { NCCL_DEBUG_SUBSYS = "GRAPH,init" }')
+    assert debug_env(cfg, tmp_path / "t.log")["NCCL_DEBUG_SUBSYS"] == "GRAPH,init,ENV"
