@@ -218,3 +218,38 @@ def test_26_a_users_own_nccl_debug_file_is_read_where_it_points(tmp_path):
     assert (row["status"], row["ranks"], row["source"]) == ("confirmed", "0-3 (4/4)", "NCCL_DEBUG_FILE x4"), row
     assert not (tmp_path / "r" / "case" / "logs" / "trial-0001.nccl").exists()
     assert any(str(mine) in s for s in json.loads(df.loc[1, "nccl_sources"]))
+
+
+def _teardown_lines(tmp_path: Path) -> list[str]:
+    return [line for log in (tmp_path / "r" / "case" / "logs").glob("*.log")
+            for line in log.read_text().splitlines() if "[nccl-tune] teardown:" in line]
+
+
+def test_23_a_command_that_daemonizes_the_server_is_named_and_its_server_killed(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "23-command-daemonizes"), "--no-final-baseline")
+    assert res.returncode == 4, res.stderr  # the baseline cannot be measured: exit 4 stays
+    cause = df.loc[0, "cause"]
+    assert df.loc[0, "status"] == "crashed"
+    assert cause.startswith("the server command exited with status 0 after "), cause
+    assert "while a detached process it started (pid " in cause and "server.py" in cause
+    assert "run the server in the foreground" in cause
+    teardown = _teardown_lines(tmp_path)
+    assert teardown and all("the command had exited (0) before the teardown; 1 detached process killed" in line
+                            for line in teardown), teardown
+    assert not any("exited on SIGTERM" in line for line in teardown)
+    assert not processes_with(str(CASES / "23-command-daemonizes"))
+
+
+def test_23_a_start_script_with_nohup_and_ampersand_is_the_same_cause(tmp_path):
+    script = ROOT / "tests" / "servers" / "nohup_start.sh"
+    cfg = case_config(tmp_path, "23-command-daemonizes", **{
+        f'"{{python}}", "{CASES}/23-command-daemonizes/server.py", "{{port}}"':
+            f'"sh", "{script}", "{{python}}", "{{port}}"',
+        "port = 18223": "port = 18233"})
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline")
+    assert res.returncode == 4, res.stderr
+    cause = df.loc[0, "cause"]
+    assert "exited with status 0" in cause and "http.server 18233" in cause, cause
+    assert "run the server in the foreground" in cause
+    assert any("1 detached process killed" in line for line in _teardown_lines(tmp_path))
+    assert not processes_with("http.server 18233")

@@ -17,15 +17,20 @@ The leaves import each other by leaf path, never through this face.
 from tuner.measure.bench import BENCH_HELP, REQUESTS_HELP, format_table, levels_to_json, run_bench
 from tuner.measure.client import (
     API_KEY_ENV,
+    DROPPABLE_FIELDS,
     SERVER_API_KEY_ENV,
     api_url,
     body_excerpt,
     discover_model,
+    error_message,
     find_api_key,
     make_client,
     probe_error_from,
+    refused_field,
+    refused_fields,
     request_timeouts,
     status_error,
+    unframed_error,
 )
 from tuner.measure.readiness import ready_check
 from tuner.measure.results import (
@@ -55,6 +60,7 @@ __all__ = [
     "BENCH_HELP",
     "DEFAULT_PROMPT",
     "DONE",
+    "DROPPABLE_FIELDS",
     "MIN_TOKEN_GAP_S",
     "REQUESTS_HELP",
     "SERVER_API_KEY_ENV",
@@ -75,6 +81,7 @@ __all__ = [
     "api_url",
     "body_excerpt",
     "discover_model",
+    "error_message",
     "find_api_key",
     "format_result",
     "format_table",
@@ -84,6 +91,8 @@ __all__ = [
     "percentile",
     "probe_error_from",
     "ready_check",
+    "refused_field",
+    "refused_fields",
     "request_timeouts",
     "run_bench",
     "run_metrics",
@@ -93,4 +102,5 @@ __all__ = [
     "sse_lines",
     "status_error",
     "stream_once",
+    "unframed_error",
 ]

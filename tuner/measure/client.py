@@ -12,8 +12,11 @@ appears in a message: an error body that echoes it is redacted (:func:`body_exce
 
 from __future__ import annotations
 
+import json
 import re
+import weakref
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -21,15 +24,20 @@ from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, Probe
 
 __all__ = [
     "API_KEY_ENV",
+    "DROPPABLE_FIELDS",
     "SERVER_API_KEY_ENV",
     "api_url",
     "body_excerpt",
     "discover_model",
+    "error_message",
     "find_api_key",
     "make_client",
     "probe_error_from",
+    "refused_field",
+    "refused_fields",
     "request_timeouts",
     "status_error",
+    "unframed_error",
 ]
 
 #: Environment variables the runner reads an API key from, in order (the OpenAI client's name).
@@ -38,7 +46,17 @@ API_KEY_ENV = ("OPENAI_API_KEY",)
 #: ``VLLM_API_KEY`` in ``vllm/entrypoints/openai/api_server.py`` when ``--api-key`` is unset).
 SERVER_API_KEY_ENV = ("VLLM_API_KEY",)
 
+#: Request fields the probe adds that a server may refuse, each with the words that name it in an
+#: error body (vLLM/FastAPI ``extra_forbidden`` lists ``loc: ["body", "stream_options"]``, the
+#: OpenAI API says "Unrecognized request argument supplied: stream_options", others quote
+#: ``include_usage``). Without ``stream_options`` the stream carries no usage: tokens are then
+#: counted as :mod:`tuner.measure.tally` says (``max_tokens`` with a ``length`` finish, or chunks).
+DROPPABLE_FIELDS: dict[str, re.Pattern[str]] = {
+    "stream_options": re.compile(r"stream[ _-]?options|include[ _-]?usage", re.IGNORECASE),
+}
+
 _BODY_EXCERPT = 500  # characters of an error body kept in ProbeHTTPError
+_REFUSED: weakref.WeakKeyDictionary[httpx.Client, set[str]] = weakref.WeakKeyDictionary()
 _CHAT_TEMPLATE = re.compile(r"chat[ _-]?template", re.IGNORECASE)
 
 
@@ -116,10 +134,69 @@ def probe_error_from(exc: httpx.HTTPError, url: str, timeout_s: float, after: st
     return ProbeError(f"{url}{where}: {type(exc).__name__}: {exc}")
 
 
+def error_message(text: str) -> str | None:
+    """The server's own message in an error body, or None when ``text`` is not a JSON error.
+
+    Shapes: OpenAI ``{"error": {"message": ...}}`` (or ``"error": "text"``), vLLM's
+    ``ErrorResponse`` ``{"object": "error", "message": ...}`` (vllm/entrypoints/openai/protocol.py),
+    FastAPI ``{"detail": "text"}`` and its validation list ``{"detail": [{"loc": [...], "msg": ...}]}``.
+    """
+    try:
+        obj: Any = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    err = obj.get("error")
+    if isinstance(err, dict) and err:
+        return str(err.get("message") or json.dumps(err))
+    if isinstance(err, str) and err:
+        return err
+    if obj.get("object") == "error":
+        return str(obj.get("message") or json.dumps(obj))
+    detail = obj.get("detail")
+    if isinstance(detail, str) and detail:
+        return detail
+    if isinstance(detail, list) and detail:
+        parts = [f"{'.'.join(map(str, d.get('loc') or []))}: {d.get('msg', '')}" if isinstance(d, dict) else str(d)
+                 for d in detail]
+        return "; ".join(parts)
+    return None
+
+
+def unframed_error(lines: list[str], secret: str | None = None) -> str | None:
+    """The server's message when the body lines of a 200 stream are a JSON error object sent
+    bare (not as SSE ``data:``), e.g. ``{"error": {...}}`` or vLLM's ``{"object": "error", ...}``;
+    None otherwise. ``lines``: the body's lines that were not SSE fields."""
+    message = error_message("\n".join(lines)) if lines else None
+    return body_excerpt(message, secret) if message else None
+
+
+def refused_field(resp: httpx.Response, sent: Mapping[str, object]) -> str | None:
+    """The field of :data:`DROPPABLE_FIELDS` that a 400/422 response names and the request
+    ``sent`` carried, or None (the body must have been read)."""
+    if resp.status_code not in (400, 422):
+        return None
+    for name, words in DROPPABLE_FIELDS.items():
+        if name in sent and words.search(resp.text):
+            return name
+    return None
+
+
+def refused_fields(client: httpx.Client, add: str | None = None) -> frozenset[str]:
+    """The probe fields the server behind ``client`` refused so far (requests on it go without
+    them); ``add`` records one more first."""
+    seen = _REFUSED.setdefault(client, set())
+    if add:
+        seen.add(add)
+    return frozenset(seen)
+
+
 def status_error(resp: httpx.Response, client: httpx.Client, endpoint: str | None = None) -> ProbeHTTPError:
-    """ProbeHTTPError for a response with status >= 400 (the body must have been read)."""
+    """ProbeHTTPError for a response with status >= 400 (the body must have been read): the
+    server's own message when the body is a JSON error (:func:`error_message`), else the body."""
     secret = _secret(client)
-    body = body_excerpt(resp.text, secret)
+    body = body_excerpt(error_message(resp.text) or resp.text, secret)
     hint = ""
     if endpoint == "chat" and _CHAT_TEMPLATE.search(resp.text):
         hint = ("the model has no chat template, as a base model: measure it on the completions endpoint with "

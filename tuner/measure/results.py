@@ -83,7 +83,9 @@ class RunMetrics:
     ``itl_median_s``/``itl_p99_s``: gaps between token chunks (None with < 2 chunks or in a
     burst); ``chunks``: token chunks seen; ``content_deltas``/``reasoning_deltas``: chunks with
     content / reasoning text; ``text``: generated content; ``reasoning``: reasoning text;
-    ``finish_reason`` of the last choice that had one (None if none was sent).
+    ``finish_reason`` of the last choice that had one (None if none was sent); ``dropped``: the
+    probe fields the server refused, so the request went without them (``("stream_options",)``:
+    no usage asked for; :data:`tuner.measure.client.DROPPABLE_FIELDS`).
     """
 
     ttft_s: float
@@ -99,6 +101,7 @@ class RunMetrics:
     finish_reason: str | None = None
     timing_measurable: bool = True
     reasoning: str = ""
+    dropped: tuple[str, ...] = ()
 
     @property
     def tokens_counted(self) -> bool:
@@ -203,6 +206,22 @@ class ProbeResult:
     def tokens_counted(self) -> bool:
         """True when any run's count is a guess (counted chunks: a lower bound; flag it)."""
         return any(r.tokens_counted for r in self.runs)
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The probe fields any run went without because the server refused them (sorted)."""
+        return tuple(sorted({name for r in self.runs for name in r.dropped}))
+
+    def counting_note(self) -> str:
+        """One line saying how tokens were counted once the server refused a field, or ``""``."""
+        if not self.dropped:
+            return ""
+        how = {"usage": "from the usage the server still sent",
+               "max_tokens": "as max_tokens (ignore_eos and finish_reason length)",
+               "chunks": "from token chunks (a lower bound: tok/s is a lower bound too)"}
+        source = self.tokens_source
+        return (f"the server refused {', '.join(self.dropped)} (HTTP 400): the probe sent its requests "
+                f"without it, so no usage was asked for; tokens were counted {how.get(source or '', 'not at all')}")
 
     @property
     def tokens_source(self) -> TokensSource | None:

@@ -14,6 +14,13 @@ the same ``stall_timeout_s``. A stall is therefore reported at the first line th
 ``stall_timeout_s`` after the last byte when nothing more comes: never later than twice
 ``stall_timeout_s`` after the last token.
 
+A 400 or 422 naming a field the probe added (``stream_options``:
+:data:`tuner.measure.client.DROPPABLE_FIELDS`) sends the request once more without it, and every
+later request on that client goes without it (``RunMetrics.dropped`` says so; without usage the
+tokens are counted as :mod:`tuner.measure.tally` says). A 200 whose body is a bare JSON error
+(``{"error": {...}}``, ``{"object": "error", ...}``) instead of SSE is a ``ProbeError`` quoting
+the server's message.
+
 Errors: ``ProbeIncomplete`` (ended before max_tokens with ignore_eos), ``ProbeDisconnected``
 (connection dropped, or ended without [DONE] or a finish), plain ``ProbeError`` (no tokens, bad
 SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.measure.client`.
@@ -22,12 +29,21 @@ SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.meas
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 import httpx
 
-from tuner.errors import ProbeStalled
-from tuner.measure.client import api_url, probe_error_from, request_timeouts, status_error
+from tuner.errors import ProbeError, ProbeStalled
+from tuner.measure.client import (
+    api_url,
+    probe_error_from,
+    refused_field,
+    refused_fields,
+    request_timeouts,
+    status_error,
+    unframed_error,
+)
 from tuner.measure.results import RunMetrics
 from tuner.measure.sse import DONE, SseFramer, sse_lines
 from tuner.measure.tally import Tally, run_metrics
@@ -37,6 +53,7 @@ __all__ = ["Endpoint", "stream_once"]
 #: The API a probe streams from.
 Endpoint = Literal["chat", "completions"]
 
+_SSE_FIELDS = ("data", "event", "id", "retry", ":")
 _ENDPOINT_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
@@ -65,7 +82,12 @@ def stream_once(
     (no tokens, bad SSE/JSON, an error event or object in the stream).
     """
     path, body = _request(endpoint, model, prompt, max_tokens, ignore_eos)
+    dropped = tuple(sorted(refused_fields(client) & body.keys()))  # refused before: sent without
+    for name in dropped:
+        del body[name]
     url = api_url(base_url, path)
+    retry = False  # a 400 named a field the probe added: sent once more without it
+    unframed: list[str] = []  # body lines that are not SSE (a bare JSON error after a 200)
     clock = time.perf_counter
     tally = Tally(endpoint)
     framer = SseFramer()
@@ -78,8 +100,11 @@ def stream_once(
         with client.stream("POST", url, json=body, timeout=request_timeouts(stall_timeout_s)) as resp:
             if resp.status_code >= 400:
                 resp.read()
-                raise status_error(resp, client, endpoint)
-            for line in sse_lines(resp.iter_bytes()):
+                refused = refused_field(resp, body)
+                if refused is None:
+                    raise status_error(resp, client, endpoint)
+                retry = bool(refused_fields(client, add=refused))
+            for line in () if retry else sse_lines(resp.iter_bytes()):
                 now = clock()
                 if done:
                     continue
@@ -100,6 +125,8 @@ def stream_once(
                         continue
                 if line:
                     keepalive += 1
+                    if item is None and len(unframed) < 200 and not line.startswith(_SSE_FIELDS):
+                        unframed.append(line)
             else:
                 item = None if done else framer.flush()
                 if item is not None:
@@ -107,7 +134,16 @@ def stream_once(
     except httpx.HTTPError as e:
         if not done and tally.finish_reason is None:
             raise probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens)) from e
-    return run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None)
+    if retry:
+        return stream_once(client, base_url, model=model, prompt=prompt, max_tokens=max_tokens,
+                           stall_timeout_s=stall_timeout_s, endpoint=endpoint, ignore_eos=ignore_eos)
+    if not tally.times and unframed:
+        auth = client.headers.get("Authorization", "")
+        message = unframed_error(unframed, auth[7:] if auth.startswith("Bearer ") else None)
+        if message:
+            raise ProbeError(f"HTTP {resp.status_code} with an error body instead of an event stream: {message}")
+    metrics = run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None)
+    return replace(metrics, dropped=dropped) if dropped else metrics
 
 
 def _request(endpoint: str, model: str, prompt: str, max_tokens: int, ignore_eos: bool) -> tuple[str, dict[str, Any]]:

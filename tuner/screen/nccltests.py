@@ -32,7 +32,10 @@ Formats handled, as nccl-tests prints them (NVIDIA/nccl-tests; file and function
   :func:`parse_json`. The text output also says ``# Writing JSON output to PATH`` (the path can
   get a ``.N`` suffix when the file exists).
 
-Output wrapped by ``mpirun --tag-output`` (``[1,0]<stdout>:``) is unwrapped first.
+Output wrapped by a launcher's per-rank prefix is unwrapped first: ``mpirun --tag-output``
+(``[1,0]<stdout>:``), ``srun --label`` (``0: ``), MPICH's ``-prepend-rank`` (``[0] ``).
+NCCL's WARN lines are read with or without the function NCCL 2.30 prints in them
+(``[%d] %s:%d (%s) NCCL WARN %s``, src/debug.cc ``ncclDebugLog``).
 """
 
 from __future__ import annotations
@@ -320,7 +323,10 @@ def command_supports_json(text: str) -> bool | None:
 
 # -- text parsing -----------------------------------------------------------------------------
 
-_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:")
+#: What a launcher puts before each line of a rank's output: Open MPI ``mpirun --tag-output``
+#: ``[1,0]<stdout>:`` (orte/mca/iof), SLURM ``srun --label`` ``0: `` (the task id, right-aligned
+#: to the widest: src/srun io ``io_hdr``/``_label``), MPICH/Hydra ``-prepend-rank`` ``[0] ``.
+_MPI_TAG = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+: |\[\d+\] )")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _NTHREAD = re.compile(
@@ -796,7 +802,8 @@ def screen_status(result: PerfResult, *, killed_at_timeout: bool = False,
     ``INVALID_OUTPUT`` when nccl-tests reported wrong values (the corruption guard; it wins over
     every other outcome), ``TIMEOUT`` when the caller killed the run at ``timeout_s``, ``HUNG``
     when nccl-tests' own ``-T`` timer fired, ``CRASHED`` for a failure line, a non-zero exit
-    with no rows, or an output cut short, else ``OK``. ``cause`` is one line. The guard needs
+    with no rows, or an output cut short, else ``OK``: a run that exited 0 with a complete table
+    is never ``CRASHED`` (a failure line it printed is named in the cause). ``cause`` is one line. The guard needs
     validation on: with ``-c 0`` nccl-tests prints ``N/A`` and nothing can be detected.
     """
     if result.corrupted:
@@ -807,7 +814,7 @@ def screen_status(result: PerfResult, *, killed_at_timeout: bool = False,
         return Status.TIMEOUT, f"killed at the screen timeout after {len(result.rows)} row(s)"
     if any("timed out a collective" in f for f in result.failures):
         return Status.HUNG, result.failures[0]
-    if result.failures:
+    if result.failures and not (exit_code == 0 and result.rows and result.complete):
         return Status.CRASHED, result.failures[0]
     if not result.rows:
         return Status.CRASHED, f"no result rows (exit code {exit_code})"
@@ -815,4 +822,6 @@ def screen_status(result: PerfResult, *, killed_at_timeout: bool = False,
         return Status.CRASHED, f"output cut off after {len(result.rows)} row(s) (exit code {exit_code})"
     if exit_code not in (None, 0):
         return Status.CRASHED, f"exit code {exit_code} after a complete table"
+    if result.failures:  # exit 0 and every row: the table stands; say what else was printed
+        return Status.OK, f"ok (a complete table and exit code 0; it also printed {result.failures[0]!r})"
     return Status.OK, "ok"

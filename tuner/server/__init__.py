@@ -34,6 +34,7 @@ from tuner.server.failure import (
     LaunchWatch,
     crash_cause,
     crash_failure,
+    daemon_cause,
     log_cause,
     request_failure,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "build_env",
     "crash_cause",
     "crash_failure",
+    "daemon_cause",
     "extract_cause",
     "find_cause",
     "gpu",

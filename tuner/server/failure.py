@@ -23,6 +23,8 @@ from tuner.errors import (
     MachineFault,
     ProbeConnectError,
     ProbeDisconnected,
+    ProbeError,
+    ProbeHTTPError,
     ProbeStalled,
     ServerListensElsewhere,
     TrialFailed,
@@ -40,6 +42,7 @@ __all__ = [
     "LaunchWatch",
     "crash_cause",
     "crash_failure",
+    "daemon_cause",
     "log_cause",
     "request_failure",
 ]
@@ -71,6 +74,15 @@ class Launch(Protocol):
         """NCCL's WARN lines from the launch's NCCL_DEBUG_FILE files (empty when it names none)."""
         ...
 
+    def detached(self) -> list[tuple[int, str]]:
+        """``(pid, command line)`` of each process of the launch still running after its main
+        process exited (empty while it runs)."""
+        ...
+
+    def lifetime_s(self) -> float:
+        """Seconds from the spawn to the main process's exit (first seen), or to now."""
+        ...
+
 
 def _tail(launch: Launch) -> list[str]:
     """The lines a cause is read from: NCCL's WARNs from its own files (they come before the
@@ -83,10 +95,35 @@ def log_cause(launch: Launch) -> Cause | None:
     return find_cause(_tail(launch)) if launch.pump else None
 
 
+def daemon_cause(launch: Launch) -> str | None:
+    """The cause of a command that put the server in the background, or None.
+
+    When the main process exited with status 0 while a process it started (found by the
+    launch's marker, whatever its session) still runs, the command daemonized the server (a
+    double fork and ``setsid``, ``nohup ... &`` in a script, ``docker run -d``, a ``--daemon``
+    flag): nccl-tune cannot watch, log or tear down what it does not hold in the foreground.
+    """
+    code = launch.proc.poll() if launch.proc else None
+    if code != 0:
+        return None
+    running = launch.detached()
+    if not running:
+        return None
+    pid, cmd = running[0]
+    more = f" and {len(running) - 1} more" if len(running) > 1 else ""
+    return (f"the server command exited with status 0 after {launch.lifetime_s():.1f} s while a detached process "
+            f"it started (pid {pid}, {cmd[:120]}){more} still ran: the command puts the server in the background "
+            "(`&`, nohup, `docker run -d`, a --daemon flag, a double fork); run the server in the foreground")
+
+
 def crash_cause(launch: Launch) -> str:
-    """One line explaining an exit: the log's cause, else the exit status."""
+    """One line explaining an exit: a daemonizing command (:func:`daemon_cause`), else the
+    log's cause, else the exit status."""
     if launch.pump and not launch.alive():
         launch.pump.drain(1.0)  # the last lines (the cause) may still be in the pipe
+    daemon = daemon_cause(launch)
+    if daemon is not None:
+        return daemon
     text = extract_cause(_tail(launch)) if launch.pump else ""
     code = launch.proc.poll() if launch.proc else None
     exit_text = (f"exit status {code}" if code is not None and code >= 0 else
@@ -120,7 +157,9 @@ def request_failure(launch: Launch, exc: Exception, context: str) -> TrialFailed
     (or :class:`tuner.errors.MachineFault`) when the process died, with the log's root
     cause; ``hung`` for :class:`tuner.errors.ProbeStalled`; else ``unhealthy``. When the
     log shows a line proving the engine died (an HTTP 500 from vLLM's EngineDeadError, an
-    out-of-memory), that line is the cause and the request's error follows it.
+    out-of-memory), that line is the cause and the request's error follows it; after an error
+    the server itself reported (an HTTP 5xx, an error body or event in place of tokens) a CUDA
+    error, a Python exception or an ``NCCL WARN`` of the tail leads it as well.
     """
     if isinstance(exc, ProbeDisconnected | ProbeConnectError | httpx.TransportError):
         launch.exited_within(1.0)  # a dropped stream is often a dying server: let it finish
@@ -130,11 +169,17 @@ def request_failure(launch: Launch, exc: Exception, context: str) -> TrialFailed
         return crash_failure(launch, context)
     cause = log_cause(launch)
     said = f"{exc} {context}"
-    if cause is not None and cause.kind.dead:
+    if cause is not None and (cause.kind.dead or (_server_side(exc) and cause.kind <= CauseKind.NCCL_WARN)):
         said = f"{cause.text} ({said})"
     if isinstance(exc, ProbeStalled | httpx.TimeoutException):
         return TrialFailed(Status.HUNG, f"no token for the stall timeout: {said}")
     return TrialFailed(Status.UNHEALTHY, said)
+
+
+def _server_side(exc: Exception) -> bool:
+    """True for an error the server reported itself: an HTTP 5xx, or an error body or event
+    (a plain ProbeError from the stream)."""
+    return (isinstance(exc, ProbeHTTPError) and exc.status >= 500) or type(exc) is ProbeError
 
 
 class LaunchWatch:

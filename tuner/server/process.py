@@ -67,6 +67,7 @@ class ServerProcess:
         self.create_time = 0.0
         self.teardown_report: TeardownReport | None = None
         self._launched = 0.0
+        self._ended: float | None = None  # when the main process was first seen exited (monotonic s)
         self._processes = LaunchProcesses(self.marker)
         self._gpu_before: list[int] | None = None
         self._watch = failure.LaunchWatch(server.port)
@@ -140,7 +141,30 @@ class ServerProcess:
 
     def alive(self) -> bool:
         """True while the server's main process has not exited."""
-        return self.proc is not None and self.proc.poll() is None
+        if self.proc is None or self.proc.poll() is None:
+            return self.proc is not None
+        if self._ended is None:
+            self._ended = time.monotonic()
+        return False
+
+    def lifetime_s(self) -> float:
+        """Seconds from the spawn to the main process's exit (as first seen), or to now."""
+        self.alive()
+        return (self._ended or time.monotonic()) - self._launched
+
+    def detached(self) -> list[tuple[int, str]]:
+        """``(pid, command line)`` of each process of this launch that still runs after the main
+        process exited (found by the launch's marker, whatever its session); empty while the
+        main process runs."""
+        if self.proc is None or self.alive():
+            return []
+        found = []
+        for p in self._processes.running():
+            try:
+                found.append((p.pid, shlex.join(p.cmdline()) or p.name()))
+            except psutil.Error:
+                continue
+        return found
 
     def exited_within(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` s for the main process to exit; True if it has."""
@@ -229,12 +253,26 @@ class ServerProcess:
         if self.teardown_report is not None:
             return self.teardown_report
         grace = self.server.teardown_grace_s if grace_s is None else grace_s
+        code = self.proc.poll() if self.proc is not None else None
+        left = len(self.detached()) if code is not None else 0
         report = tear_down(self._processes, host=self.server.host, port=self.server.port, grace_s=grace,
                            kill_wait_s=kill_wait_s, gpu_before=self._gpu_before, gpu_timeout_s=gpu_timeout_s)
         if self.pump:
-            self.pump.note(f"teardown: {'SIGKILL needed' if report.killed else 'exited on SIGTERM'}, "
+            self.pump.note(f"teardown: {_what_ended(code, left, report.killed)}, "
                            f"{len(report.survivors)} survivors, port free {report.port_free}, "
                            f"{report.duration_s:.1f} s")
             self.pump.close()
         self.teardown_report = report
         return report
+
+
+def _what_ended(code: int | None, left: int, killed: bool) -> str:
+    """The teardown line's first words: what was still running, and what it took to end it."""
+    if code is None:
+        return "SIGKILL needed" if killed else "exited on SIGTERM"
+    status = f"{code}" if code >= 0 else f"signal {-code}"
+    if not left:
+        return f"the command had exited ({status}) before the teardown; nothing of it still ran"
+    how = "SIGKILL needed" if killed else "ended on SIGTERM"
+    return (f"the command had exited ({status}) before the teardown; {left} detached "
+            f"process{'es' if left > 1 else ''} killed ({how})")

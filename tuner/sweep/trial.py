@@ -192,6 +192,11 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                endpoint=pc.endpoint, client=client, on_event=on_event)
         except ProbeError as exc:
             raise server.request_failure(exc, f"during {phase[0]}") from None
+        note = result.counting_note()
+        if note:
+            ctx.log(f"trial {record.trial}: {note}")
+            if server.pump is not None:
+                server.pump.note(note)
         _summarise(record, result)
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
