@@ -14,6 +14,16 @@ the same ``stall_timeout_s``. A stall is therefore reported at the first line th
 ``stall_timeout_s`` after the last byte when nothing more comes: never later than twice
 ``stall_timeout_s`` after the last token.
 
+A run ends at ``data: [DONE]``, or at a chunk that holds a finish_reason once usage is known:
+the rest of the body is read for at most :data:`tuner.measure.client.DRAIN_S` s (so the
+connection is reused) and ignored: pings after [DONE], or silence, from a server that never
+closes cannot hold the run (:class:`tuner.measure.client.DrainBound`; the connection is then
+closed). An error body (status >= 400) is read for at
+most :data:`tuner.measure.client.ERROR_BODY_BYTES` bytes and about
+:data:`tuner.measure.client.DRAIN_S` s. A request that gets no response headers at all within
+``stall_timeout_s`` raises :class:`tuner.errors.ProbeNoAnswer` (a ``ProbeStalled``): before
+readiness is proven that is a warm-up, waited on (:func:`tuner.server.readiness.wait_ready`).
+
 Errors: ``ProbeIncomplete`` (ended before max_tokens with ignore_eos), ``ProbeDisconnected``
 (connection dropped, or ended without [DONE] or a finish), plain ``ProbeError`` (no tokens, bad
 SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.measure.client`.
@@ -26,8 +36,16 @@ from typing import Any, Literal
 
 import httpx
 
-from tuner.errors import ProbeStalled
-from tuner.measure.client import api_url, probe_error_from, request_timeouts, status_error
+from tuner.errors import ProbeNoAnswer, ProbeStalled
+from tuner.measure.client import (
+    DRAIN_S,
+    DrainBound,
+    api_url,
+    bounded_body,
+    probe_error_from,
+    request_timeouts,
+    status_error,
+)
 from tuner.measure.results import RunMetrics
 from tuner.measure.sse import DONE, SseFramer, sse_lines
 from tuner.measure.tally import Tally, run_metrics
@@ -60,7 +78,7 @@ def stream_once(
     overridden. ``ignore_eos`` True (the probe) makes a stream that ends before ``max_tokens``
     an error; False (the smoke check) takes the answer as it ends.
 
-    Raises ProbeHTTPError, ProbeStalled, ProbeDisconnected, ProbeConnectError, ProbeIncomplete
+    Raises ProbeHTTPError, ProbeStalled (ProbeNoAnswer: no response headers), ProbeDisconnected, ProbeConnectError, ProbeIncomplete
     (ended before max_tokens with ignore_eos: finish_reason abort/stop, usage short), ProbeError
     (no tokens, bad SSE/JSON, an error event or object in the stream).
     """
@@ -69,42 +87,59 @@ def stream_once(
     clock = time.perf_counter
     tally = Tally(endpoint)
     framer = SseFramer()
-    done = False  # [DONE] seen: the rest of the body is drained so the connection is reused
+    done = False  # [DONE] seen
     keepalive = 0  # lines that were not token chunks (to say so in a stall message)
 
     t_send = clock()
     last_token = t_send
+    answered = False  # response headers arrived (a request without them may be a warm-up gate)
+    ended: float | None = None  # [DONE], or a finish with usage: the rest is drained, bounded
     try:
         with client.stream("POST", url, json=body, timeout=request_timeouts(stall_timeout_s)) as resp:
+            answered = True
             if resp.status_code >= 400:
-                resp.read()
-                raise status_error(resp, client, endpoint)
-            for line in sse_lines(resp.iter_bytes()):
-                now = clock()
-                if done:
-                    continue
-                if now - last_token > stall_timeout_s:
-                    if tally.finish_reason is not None:
-                        break  # finished, then silence or pings without [DONE]: the run is complete
-                    pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
-                    raise ProbeStalled(
-                        f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
-                        f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
-                item = framer.feed(line)
-                if item is not None:
-                    event, obj = item
-                    if obj is DONE:
-                        done = True
-                    elif tally.feed(obj, event, now):
-                        last_token = now
+                raise status_error(resp, client, endpoint, text=bounded_body(resp))
+            drain = DrainBound(resp)
+            try:
+                for line in sse_lines(resp.iter_bytes()):
+                    now = clock()
+                    if ended is not None:
+                        if now - ended > DRAIN_S:
+                            break  # pings after the end: the run is over
                         continue
-                if line:
-                    keepalive += 1
-            else:
-                item = None if done else framer.flush()
-                if item is not None:
-                    tally.feed(item[1], item[0], clock())
+                    if now - last_token > stall_timeout_s:
+                        if tally.finish_reason is not None:
+                            break  # finished, then silence or pings without [DONE]: the run is complete
+                        pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
+                        raise ProbeStalled(
+                            f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
+                            f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
+                    item = framer.feed(line)
+                    if item is not None:
+                        event, obj = item
+                        if obj is DONE:
+                            done, ended = True, now
+                            drain.start()  # the body's end is read for a second at most (reuse)
+                            continue
+                        token = tally.feed(obj, event, now)
+                        if tally.finish_reason is not None and tally.usage_tokens is not None:
+                            ended = now
+                            drain.start()
+                        if token:
+                            last_token = now
+                            continue
+                    if line:
+                        keepalive += 1
+                else:
+                    item = None if ended is not None else framer.flush()
+                    if item is not None:
+                        tally.feed(item[1], item[0], clock())
+            finally:
+                drain.cancel()
     except httpx.HTTPError as e:
+        if not answered and isinstance(e, httpx.ReadTimeout):
+            raise ProbeNoAnswer(f"no response headers from {url} for {stall_timeout_s:g} s (stall timeout): "
+                                "the request was accepted and not answered", stall_timeout_s) from e
         if not done and tally.finish_reason is None:
             raise probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens)) from e
     return run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None)
