@@ -26,6 +26,7 @@ __all__ = [
     "ProbeError",
     "ProbeHTTPError",
     "ProbeIncomplete",
+    "ProbeNoAnswer",
     "ProbeStalled",
     "ServerListensElsewhere",
     "StoppedByCheck",
@@ -205,6 +206,13 @@ class ProbeStalled(ProbeError):
     def __init__(self, message: str, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         super().__init__(message)
+
+
+class ProbeNoAnswer(ProbeStalled):
+    """The request got no response headers (not even a status line) for ``timeout_s`` seconds:
+    a server still warming up behind an open socket (SGLang's warm-up gate holds every POST,
+    sgl-project/sglang #33719), or a hung one. Before readiness is proven the launch waits on
+    it while the server logs (:func:`tuner.server.readiness.wait_ready`); after, it is a stall."""
 
 
 class ProbeDisconnected(ProbeError):

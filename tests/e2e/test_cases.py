@@ -253,3 +253,82 @@ def test_23_a_start_script_with_nohup_and_ampersand_is_the_same_cause(tmp_path):
     assert "run the server in the foreground" in cause
     assert any("1 detached process killed" in line for line in _teardown_lines(tmp_path))
     assert not processes_with("http.server 18233")
+
+
+_HOLD = '24-health-green-post-blocked-warmup/server.py", "{port}"]'
+
+
+def _held(tmp_path: Path, port: int, mode: str, hold: str, extra: str = "") -> Path:
+    """Case 24's sweep file on its variant server: POSTs held ``hold`` s, the log ``mode``."""
+    return case_config(tmp_path, "24-health-green-post-blocked-warmup", **{
+        _HOLD: f'24-health-green-post-blocked-warmup/server-hold.py", "{{port}}", "{mode}", "{hold}"]',
+        "port = 18224": f"port = {port}", "teardown_grace_s = 3": f"teardown_grace_s = 3\n{extra}"})
+
+
+def test_24_a_warm_up_behind_a_green_health_is_waited_through(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "24-health-green-post-blocked-warmup"), "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    assert set(df["status"]) == {"ok"}, df[["status", "cause"]]
+    assert (df["warmup_s"] > 6).all() and (df["warmup_s"] <= df["load_s"]).all(), df[["warmup_s", "load_s"]]
+    assert "a warm-up behind a green health check" in res.stderr
+
+
+def test_24_a_warm_up_that_logs_is_waited_past_the_silence_bound(tmp_path):
+    # held 25 s, longer than WARMUP_SILENCE_S (20 s) and 5 stall timeouts, progress lines every 2 s
+    res, df = sweep(tmp_path, _held(tmp_path, 18244, "lively", "25"), "--no-final-baseline", "--trials", "1")
+    assert res.returncode == 0, res.stderr
+    assert df.loc[0, "status"] == "ok", df.loc[0, "cause"]
+    assert df.loc[0, "warmup_s"] > 20
+
+
+def test_24_a_silent_held_request_is_hung_within_its_bound(tmp_path):
+    t0 = time.monotonic()
+    res, df = sweep(tmp_path, _held(tmp_path, 18245, "silent", "inf"), "--no-final-baseline")
+    assert res.returncode == 4, res.stderr
+    assert df.loc[0, "status"] == "hung", df.loc[0, "cause"]  # not the timeout of ready_timeout_s = 40
+    assert "no response headers" in df.loc[0, "cause"] and "printed nothing" in df.loc[0, "cause"]
+    assert time.monotonic() - t0 < 120
+
+
+def test_24_a_warm_up_that_logs_forever_ends_at_warmup_timeout_s(tmp_path):
+    res, df = sweep(tmp_path, _held(tmp_path, 18246, "lively", "inf", "warmup_timeout_s = 12"), "--no-final-baseline")
+    assert res.returncode == 4, res.stderr
+    assert df.loc[0, "status"] == "hung", df.loc[0, "cause"]
+    assert "server.warmup_timeout_s = 12" in df.loc[0, "cause"]
+    assert df.loc[0, "wall_s"] < 40  # ready_timeout_s = 40 is not waited out
+
+
+def test_27_the_log_cap_is_a_byte_bound_and_the_marker_counts(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "27-log-cap-long-lines"), "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    assert df.loc[0, "status"] == "ok", df.loc[0, "cause"]
+    log = tmp_path / "r" / "case" / "logs" / "trial-0000.log"
+    assert log.stat().st_size <= 1048576
+    text = log.read_text()
+    marker = [line for line in text.splitlines() if "bytes dropped:" in line]
+    assert len(marker) == 1 and "log cap 1048576 bytes reached" in marker[0], marker
+    dropped = int(marker[0].split("[... ")[1].split(" ")[0])
+    assert dropped > 8_000_000  # about 9.9 MB printed, at most 1 MiB kept
+    assert "bytes of this line dropped ...]" in text and "Received request cmpl-000000" in text
+    assert "[nccl-tune] teardown:" in text
+
+
+def test_27_one_5_mb_line_is_cut_keeping_its_head(tmp_path):
+    cfg = case_config(tmp_path, "27-log-cap-long-lines", **{
+        '27-log-cap-long-lines/server.py"': '27-log-cap-long-lines/server-one-line.py"', "port = 18229": "port = 18249"})
+    res, _ = sweep(tmp_path, cfg, "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    log = tmp_path / "r" / "case" / "logs" / "trial-0000.log"
+    assert log.stat().st_size < 64 * 1024
+    text = log.read_text()
+    assert "[logger.py:43] Received request cmpl-000000: prompt: 'xxx" in text
+    assert "bytes of this line dropped ...]" in text and "after the long line" in text
+
+
+def test_28_llamacpp_loading_503s_are_waited_then_measured(tmp_path):
+    res, df = sweep(tmp_path, case_config(tmp_path, "28-llamacpp-503-loading"), "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    assert df.loc[0, "status"] == "ok", df.loc[0, "cause"]
+    assert df.loc[0, "completion_tokens"] == 50 and not df.loc[0, "tokens_counted"]
+    assert df.loc[0, "load_s"] > 4  # the 5 s of 503 "Loading model" were waited through
+    assert 30 < df.loc[0, "output_tok_s"] < 105, df.loc[0, "output_tok_s"]

@@ -17,7 +17,7 @@ OLD = STORES / "f0e244d"
 
 
 #: trials.csv columns added since f0e244d (the per-rank proof); an old store has them at their defaults.
-ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}"}
+ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}", "warmup_s": ""}
 
 
 def _without_added(path) -> tuple[str, dict[str, set[str]]]:

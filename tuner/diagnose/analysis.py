@@ -190,7 +190,7 @@ def _notes(parsed: ParsedLog, backend: Backend, decode: DecodeInfo, sizes: list[
     if parsed.info_lines and not sizes:
         notes.append("No per-operation TUNING line: NCCL logs them from 2.20 on (src/enqueue.cc), and only for "
                      "collectives NCCL itself runs.")
-    if any("bytes dropped: log cap" in line for line in lines):
+    if any("bytes dropped: " in line and "log cap" in line for line in lines):
         notes.append("The log reached server.log_max_bytes and its middle was dropped: call counts are partial.")
     if backend.nccl_on_decode_path is False:
         notes.append(f"NCCL does not carry the decode allreduce ({backend.name}): no NCCL variable can act on "

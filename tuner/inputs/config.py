@@ -108,9 +108,15 @@ class SmokeCheck(FileModel):
 class ServerConfig(FileModel):
     """How to start the server: ``command`` is an argv list with ``{port}`` substituted.
 
-    ``ready_timeout_s`` (s) bounds launch-to-ready; ``env`` is applied to every trial,
-    baseline included; ``teardown_grace_s`` (s) is SIGTERM-to-SIGKILL; ``log_max_bytes``
-    (bytes) caps the server log. A string ``command`` is split with :func:`shlex.split`.
+    ``ready_timeout_s`` (s) bounds launch-to-ready; ``warmup_timeout_s`` (s, default 600) bounds
+    the warm-up after health answers 200 while the first request gets no response headers and
+    the server keeps logging (SGLang holds every POST during its CUDA-graph warm-up, sgl-project/
+    sglang #33719: 264 s there; a silent server is ``hung`` after the stall timeout, at least
+    :data:`tuner.server.readiness.WARMUP_SILENCE_S` s, so a set that hangs NCCL's first
+    collective costs that, or at most this bound, never the whole ``ready_timeout_s``);
+    ``env`` is applied to every trial, baseline included; ``teardown_grace_s`` (s) is
+    SIGTERM-to-SIGKILL; ``log_max_bytes`` (bytes) bounds each trial log file in bytes (over-long
+    lines cut, the middle dropped: :class:`tuner.server.logpump.LogPump`). A string ``command`` is split with :func:`shlex.split`.
     ``api_key``: sent as ``Authorization: Bearer`` (else ``OPENAI_API_KEY`` of the runner, else
     a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere.
     """
@@ -120,6 +126,7 @@ class ServerConfig(FileModel):
     port: Annotated[int, _int(1, 65535)] = 8000
     host: Annotated[str, _TEXT] = "127.0.0.1"
     ready_timeout_s: Annotated[float, _above(0)] = 2700.0
+    warmup_timeout_s: Annotated[float, _above(0)] = 600.0
     env: Annotated[ServerEnv, Field(description='a table such as { NCCL_PROTO = "LL" }')] = Field(
         default_factory=dict)
     health_path: Annotated[str, Field(pattern="^/", description="a path starting with '/', e.g. /health")] = "/health"

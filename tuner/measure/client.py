@@ -12,8 +12,12 @@ appears in a message: an error body that echoes it is redacted (:func:`body_exce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
+import threading
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -24,10 +28,14 @@ from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, Probe
 
 __all__ = [
     "API_KEY_ENV",
+    "DRAIN_S",
     "DROPPABLE_FIELDS",
+    "ERROR_BODY_BYTES",
     "SERVER_API_KEY_ENV",
+    "DrainBound",
     "api_url",
     "body_excerpt",
+    "bounded_body",
     "discover_model",
     "error_message",
     "find_api_key",
@@ -54,6 +62,11 @@ SERVER_API_KEY_ENV = ("VLLM_API_KEY",)
 DROPPABLE_FIELDS: dict[str, re.Pattern[str]] = {
     "stream_options": re.compile(r"stream[ _-]?options|include[ _-]?usage", re.IGNORECASE),
 }
+
+#: Longest a body is read once its answer is known (s): an error body, checked per chunk.
+DRAIN_S = 1.0
+#: Most bytes of an error body read (the excerpt needs 500 characters).
+ERROR_BODY_BYTES = 64 * 1024
 
 _BODY_EXCERPT = 500  # characters of an error body kept in ProbeHTTPError
 _REFUSED: weakref.WeakKeyDictionary[httpx.Client, set[str]] = weakref.WeakKeyDictionary()
@@ -172,13 +185,15 @@ def unframed_error(lines: list[str], secret: str | None = None) -> str | None:
     return body_excerpt(message, secret) if message else None
 
 
-def refused_field(resp: httpx.Response, sent: Mapping[str, object]) -> str | None:
+def refused_field(resp: httpx.Response, sent: Mapping[str, object], text: str | None = None) -> str | None:
     """The field of :data:`DROPPABLE_FIELDS` that a 400/422 response names and the request
-    ``sent`` carried, or None (the body must have been read)."""
+    ``sent`` carried, or None; ``text`` is its body (None reads ``resp.text``: the body must
+    have been read)."""
     if resp.status_code not in (400, 422):
         return None
+    body = resp.text if text is None else text
     for name, words in DROPPABLE_FIELDS.items():
-        if name in sent and words.search(resp.text):
+        if name in sent and words.search(body):
             return name
     return None
 
@@ -192,13 +207,67 @@ def refused_fields(client: httpx.Client, add: str | None = None) -> frozenset[st
     return frozenset(seen)
 
 
-def status_error(resp: httpx.Response, client: httpx.Client, endpoint: str | None = None) -> ProbeHTTPError:
-    """ProbeHTTPError for a response with status >= 400 (the body must have been read): the
-    server's own message when the body is a JSON error (:func:`error_message`), else the body."""
+class DrainBound:
+    """Ends the read of a streamed response ``max_s`` s after :meth:`start`: a timer shuts the
+    connection's socket down (``network_stream`` of httpcore's response extensions), which wakes
+    a blocked read with an httpx.ReadError or RemoteProtocolError and the connection is not
+    reused. Reads that end sooner keep the connection (:meth:`cancel`). Without a socket to
+    reach, the read timeout remains the bound."""
+
+    def __init__(self, resp: httpx.Response, max_s: float = DRAIN_S) -> None:
+        stream = resp.extensions.get("network_stream")
+        self._sock = stream.get_extra_info("socket") if stream is not None else None
+        self._max_s = max_s
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        """Start the clock (once)."""
+        if self._timer is None and self._sock is not None:
+            self._timer = threading.Timer(self._max_s, self._cut)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        """Stop the clock: the read ended by itself."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _cut(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing to cut
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+
+def bounded_body(resp: httpx.Response, max_bytes: int = ERROR_BODY_BYTES, max_s: float = DRAIN_S) -> str:
+    """The start of a streamed response's body as text: at most ``max_bytes`` bytes, read until
+    the body ends or for about ``max_s`` s (:class:`DrainBound`: a body that trickles, or stays
+    open, cannot hold the caller); a broken body gives what arrived."""
+    data = b""
+    bound = DrainBound(resp, max_s)
+    bound.start()
+    start = time.monotonic()
+    try:
+        for chunk in resp.iter_bytes():
+            data += chunk
+            if len(data) >= max_bytes or time.monotonic() - start > max_s:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        bound.cancel()
+    return data[:max_bytes].decode(resp.encoding or "utf-8", "replace")
+
+
+def status_error(resp: httpx.Response, client: httpx.Client, endpoint: str | None = None,
+                 text: str | None = None) -> ProbeHTTPError:
+    """ProbeHTTPError for a response with status >= 400: ``text`` is its body (e.g.
+    :func:`bounded_body`; None reads ``resp.text``: the body must have been read). The server's
+    own message when the body is a JSON error (:func:`error_message`), else the body."""
     secret = _secret(client)
-    body = body_excerpt(error_message(resp.text) or resp.text, secret)
+    text = resp.text if text is None else text
+    body = body_excerpt(error_message(text) or text, secret)
     hint = ""
-    if endpoint == "chat" and _CHAT_TEMPLATE.search(resp.text):
+    if endpoint == "chat" and _CHAT_TEMPLATE.search(text):
         hint = ("the model has no chat template, as a base model: measure it on the completions endpoint with "
                 'probe.endpoint = "completions" in the experiment file or --endpoint completions')
     elif resp.status_code in (401, 403):

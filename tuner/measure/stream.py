@@ -21,6 +21,16 @@ tokens are counted as :mod:`tuner.measure.tally` says). A 200 whose body is a ba
 (``{"error": {...}}``, ``{"object": "error", ...}``) instead of SSE is a ``ProbeError`` quoting
 the server's message.
 
+A run ends at ``data: [DONE]``, or at a chunk that holds a finish_reason once usage is known:
+the rest of the body is read for at most :data:`tuner.measure.client.DRAIN_S` s (so the
+connection is reused) and ignored: pings after [DONE], or silence, from a server that never
+closes cannot hold the run (:class:`tuner.measure.client.DrainBound`; the connection is then
+closed). An error body (status >= 400) is read for at
+most :data:`tuner.measure.client.ERROR_BODY_BYTES` bytes and about
+:data:`tuner.measure.client.DRAIN_S` s. A request that gets no response headers at all within
+``stall_timeout_s`` raises :class:`tuner.errors.ProbeNoAnswer` (a ``ProbeStalled``): before
+readiness is proven that is a warm-up, waited on (:func:`tuner.server.readiness.wait_ready`).
+
 Errors: ``ProbeIncomplete`` (ended before max_tokens with ignore_eos), ``ProbeDisconnected``
 (connection dropped, or ended without [DONE] or a finish), plain ``ProbeError`` (no tokens, bad
 SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.measure.client`.
@@ -34,9 +44,12 @@ from typing import Any, Literal
 
 import httpx
 
-from tuner.errors import ProbeError, ProbeStalled
+from tuner.errors import ProbeError, ProbeNoAnswer, ProbeStalled
 from tuner.measure.client import (
+    DRAIN_S,
+    DrainBound,
     api_url,
+    bounded_body,
     probe_error_from,
     refused_field,
     refused_fields,
@@ -77,7 +90,7 @@ def stream_once(
     overridden. ``ignore_eos`` True (the probe) makes a stream that ends before ``max_tokens``
     an error; False (the smoke check) takes the answer as it ends.
 
-    Raises ProbeHTTPError, ProbeStalled, ProbeDisconnected, ProbeConnectError, ProbeIncomplete
+    Raises ProbeHTTPError, ProbeStalled (ProbeNoAnswer: no response headers), ProbeDisconnected, ProbeConnectError, ProbeIncomplete
     (ended before max_tokens with ignore_eos: finish_reason abort/stop, usage short), ProbeError
     (no tokens, bad SSE/JSON, an error event or object in the stream).
     """
@@ -91,47 +104,65 @@ def stream_once(
     clock = time.perf_counter
     tally = Tally(endpoint)
     framer = SseFramer()
-    done = False  # [DONE] seen: the rest of the body is drained so the connection is reused
+    done = False  # [DONE] seen
     keepalive = 0  # lines that were not token chunks (to say so in a stall message)
 
     t_send = clock()
     last_token = t_send
+    answered = False  # response headers arrived (a request without them may be a warm-up gate)
+    ended: float | None = None  # [DONE], or a finish with usage: the rest is drained, bounded
     try:
         with client.stream("POST", url, json=body, timeout=request_timeouts(stall_timeout_s)) as resp:
+            answered = True
             if resp.status_code >= 400:
-                resp.read()
-                refused = refused_field(resp, body)
+                text = bounded_body(resp)
+                refused = refused_field(resp, body, text)
                 if refused is None:
-                    raise status_error(resp, client, endpoint)
+                    raise status_error(resp, client, endpoint, text=text)
                 retry = bool(refused_fields(client, add=refused))
-            for line in () if retry else sse_lines(resp.iter_bytes()):
-                now = clock()
-                if done:
-                    continue
-                if now - last_token > stall_timeout_s:
-                    if tally.finish_reason is not None:
-                        break  # finished, then silence or pings without [DONE]: the run is complete
-                    pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
-                    raise ProbeStalled(
-                        f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
-                        f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
-                item = framer.feed(line)
-                if item is not None:
-                    event, obj = item
-                    if obj is DONE:
-                        done = True
-                    elif tally.feed(obj, event, now):
-                        last_token = now
+            drain = DrainBound(resp)
+            try:
+                for line in () if retry else sse_lines(resp.iter_bytes()):
+                    now = clock()
+                    if ended is not None:
+                        if now - ended > DRAIN_S:
+                            break  # pings after the end: the run is over
                         continue
-                if line:
-                    keepalive += 1
-                    if item is None and len(unframed) < 200 and not line.startswith(_SSE_FIELDS):
-                        unframed.append(line)
-            else:
-                item = None if done else framer.flush()
-                if item is not None:
-                    tally.feed(item[1], item[0], clock())
+                    if now - last_token > stall_timeout_s:
+                        if tally.finish_reason is not None:
+                            break  # finished, then silence or pings without [DONE]: the run is complete
+                        pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
+                        raise ProbeStalled(
+                            f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
+                            f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
+                    item = framer.feed(line)
+                    if item is not None:
+                        event, obj = item
+                        if obj is DONE:
+                            done, ended = True, now
+                            drain.start()  # the body's end is read for a second at most (reuse)
+                            continue
+                        token = tally.feed(obj, event, now)
+                        if tally.finish_reason is not None and tally.usage_tokens is not None:
+                            ended = now
+                            drain.start()
+                        if token:
+                            last_token = now
+                            continue
+                    if line:
+                        keepalive += 1
+                        if item is None and len(unframed) < 200 and not line.startswith(_SSE_FIELDS):
+                            unframed.append(line)
+                else:
+                    item = None if ended is not None or retry else framer.flush()
+                    if item is not None:
+                        tally.feed(item[1], item[0], clock())
+            finally:
+                drain.cancel()
     except httpx.HTTPError as e:
+        if not answered and isinstance(e, httpx.ReadTimeout):
+            raise ProbeNoAnswer(f"no response headers from {url} for {stall_timeout_s:g} s (stall timeout): "
+                                "the request was accepted and not answered", stall_timeout_s) from e
         if not done and tally.finish_reason is None:
             raise probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens)) from e
     if retry:

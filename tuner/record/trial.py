@@ -38,6 +38,9 @@ time in seconds):
 ``ci_halfwidth``      with ``repeats = "auto"``: 95 % CI half-width of the median (fraction)
 ``concurrency``       bench levels: :class:`tuner.record.levels.LevelResult`, one per level measured
 ``load_s``            launch to ready (s)
+``warmup_s``          of ``load_s``, health's first 200 to the first request answered (s): a
+                      warm-up behind a green /health (first requests held without headers or
+                      answered 503); None when not ready, or stored before this field
 ``probe_s``           ready to end of probe (s)
 ``teardown_s``        SIGTERM to nothing left (s)
 ``wall_s``            whole relaunch (s)
@@ -188,6 +191,7 @@ class TrialRecord:
     ci_halfwidth: float | None = None
     concurrency: list[LevelResult] = field(default_factory=list)
     load_s: float | None = None
+    warmup_s: float | None = None
     probe_s: float | None = None
     teardown_s: float | None = None
     wall_s: float | None = None

@@ -39,7 +39,7 @@ from tuner.server.failure import (
     request_failure,
 )
 from tuner.server.identity import MARKER, ServerIdentity
-from tuner.server.logpump import LogPump
+from tuner.server.logpump import LINE_CAP_BYTES, LogPump, file_bound, line_cap
 from tuner.server.logtail import (
     CAUSE_MAX_CHARS,
     Cause,
@@ -59,7 +59,7 @@ from tuner.server.ports import (
     wait_port_bindable,
 )
 from tuner.server.process import ServerProcess
-from tuner.server.readiness import Starting, says_loading, wait_ready
+from tuner.server.readiness import WARMUP_SILENCE_S, Starting, says_loading, wait_ready
 from tuner.server.signals import HANDLED, SignalGuard, TeardownWindow
 from tuner.server.teardown import LaunchProcesses, TeardownReport, kill_leftover, marked_processes, tear_down
 
@@ -68,9 +68,11 @@ __all__ = [
     "DEATH_GRACE_S",
     "ELSEWHERE_GRACE_S",
     "HANDLED",
+    "LINE_CAP_BYTES",
     "MARKER",
     "PORT_WAIT_S",
     "SERVER_OVERRIDES",
+    "WARMUP_SILENCE_S",
     "Backend",
     "BackendName",
     "Cause",
@@ -92,10 +94,12 @@ __all__ = [
     "crash_failure",
     "daemon_cause",
     "extract_cause",
+    "file_bound",
     "find_cause",
     "gpu",
     "kill_leftover",
     "level_and_body",
+    "line_cap",
     "line_kind",
     "log_cause",
     "marked_processes",

@@ -19,6 +19,7 @@ from pathlib import Path
 from tuner.errors import InputError
 from tuner.inputs.config import ExperimentConfig, ServerConfig
 from tuner.server import gpu
+from tuner.server.logpump import file_bound
 
 __all__ = [
     "LOG_FILES_PER_NIGHT",
@@ -36,7 +37,8 @@ __all__ = [
 #: Flags whose value is a model path for vLLM (``vllm serve MODEL``, ``--model``) and SGLang
 #: (``--model-path``); vLLM: vllm/entrypoints/cli/serve.py, SGLang: sglang/srt/server_args.py.
 MODEL_FLAGS = ("--model", "--model-path", "--tokenizer")
-#: Free disk wanted for a night of logs: a few capped logs.
+#: Free disk wanted for a night of logs: a few trial logs, each at most its bound
+#: (:func:`tuner.server.logpump.file_bound`: the cap in bytes, long lines and all).
 LOG_FILES_PER_NIGHT = 4
 
 
@@ -102,7 +104,7 @@ def disk_problem(server: ServerConfig, results: Path) -> str | None:
     where = results.absolute()
     while not where.exists() and where != where.parent:
         where = where.parent
-    need = LOG_FILES_PER_NIGHT * server.log_max_bytes
+    need = LOG_FILES_PER_NIGHT * file_bound(server.log_max_bytes)
     free = shutil.disk_usage(where).free
     if free < need:
         return (f"only {free / 2**20:.0f} MiB free under {results}; the server logs may need "

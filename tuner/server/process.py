@@ -66,6 +66,8 @@ class ServerProcess:
         self.pump: LogPump | None = None
         self.create_time = 0.0
         self.teardown_report: TeardownReport | None = None
+        #: Health's first 200 to ready (s), set by :meth:`wait_ready`; None before.
+        self.warmup_s: float | None = None
         self._launched = 0.0
         self._ended: float | None = None  # when the main process was first seen exited (monotonic s)
         self._processes = LaunchProcesses(self.marker)
@@ -184,6 +186,11 @@ class ServerProcess:
         """The last line the server printed, None when it printed none."""
         tail = self.pump.tail(1) if self.pump else []
         return tail[0] if tail else None
+
+    def quiet_s(self) -> float:
+        """Seconds since the server last printed anything (since the launch when nothing)."""
+        quiet = self.pump.quiet_s() if self.pump else None
+        return self.since_launch() if quiet is None else quiet
 
     # -- readiness -----------------------------------------------------------------------
     def wait_ready(self, timeout_s: float, ready_check: Callable[[], None] | None = None,

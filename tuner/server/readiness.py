@@ -1,8 +1,9 @@
 """When a starting server serves: its health endpoint, then the caller's real request.
 
 Loading is waited for (no answer, a status other than 200, a body that says it is loading, a 503
-from the first real request); anything else that fails is judged by the launch
-(:func:`tuner.server.failure.request_failure`).
+from the first real request), and so is a warm-up: a first request that gets no response headers
+while the server keeps logging (:data:`WARMUP_SILENCE_S`); anything else that fails is judged by
+the launch (:func:`tuner.server.failure.request_failure`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from typing import Protocol
 
 import httpx
 
-from tuner.errors import ProbeError, ProbeHTTPError, TrialFailed
+from tuner.errors import ProbeError, ProbeHTTPError, ProbeNoAnswer, TrialFailed
 from tuner.inputs.config import ServerConfig
 from tuner.record import Status
 
-__all__ = ["Starting", "says_loading", "wait_ready"]
+__all__ = ["WARMUP_SILENCE_S", "Starting", "says_loading", "wait_ready"]
+
+#: Shortest silence (s) that makes a warming-up server hung while its first request has no
+#: response headers: the stall timeout, but never less than this, because a warm-up step (one
+#: CUDA-graph batch size, a JIT compile) may print nothing for tens of seconds. Chosen.
+WARMUP_SILENCE_S = 20.0
 
 _LOADING_WORDS = ("loading", "starting", "initializing", "initialising", "warming up", "warming_up",
                   "not ready", "not_ready")
@@ -45,6 +51,8 @@ class Starting(Protocol):
     """What the readiness loop needs of a launch (:class:`tuner.server.process.ServerProcess`)."""
 
     server: ServerConfig
+    #: Set by :func:`wait_ready`: health's first 200 to the first request answered (s).
+    warmup_s: float | None
 
     def since_launch(self) -> float:
         """Seconds since the process was spawned."""
@@ -60,6 +68,10 @@ class Starting(Protocol):
 
     def last_log_line(self) -> str | None:
         """The server's last log line, None when it printed none."""
+        ...
+
+    def quiet_s(self) -> float:
+        """Seconds since the server last printed anything (since the launch when nothing)."""
         ...
 
 
@@ -89,6 +101,13 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
       ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
       (``launch.request_failure``: a fatal log line becomes the cause).
 
+    A first request with no response headers (:class:`tuner.errors.ProbeNoAnswer`) is a warm-up
+    (SGLang answers /health while its warm-up gate holds every POST, sgl-project/sglang
+    #33719): asked again about once a second while the server printed something within the
+    last ``max(stall timeout, WARMUP_SILENCE_S)`` s, for at most ``server.warmup_timeout_s`` s
+    since health's first 200; silent that long, or past that bound, it is ``hung``.
+    ``launch.warmup_s`` is set to health's first 200 to ready (s).
+
     A :class:`tuner.errors.TrialFailed` raised by ``ready_check`` itself (a smoke check)
     passes through unchanged. ``TrialFailed('timeout')`` when not ready within ``timeout_s``
     s of the launch, naming the last answer and log line. After readiness a 503 is no longer
@@ -97,6 +116,7 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
     server = launch.server
     path = server.health_path
     last = "no answer yet"
+    healthy_at: float | None = None  # since launch, health's first 200
     with httpx.Client(timeout=httpx.Timeout(3.0, connect=1.0)) as client:
         while True:
             launch.check_starting()
@@ -106,11 +126,13 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
                     path = "/v1/models"
                     continue
                 if r.status_code == 200 and not says_loading(r.text[:2000]):
+                    if healthy_at is None:
+                        healthy_at = launch.since_launch()
                     if ready_check is None:
-                        return launch.since_launch()
-                    waiting = _first_request(launch, ready_check)
+                        return _ready(launch, healthy_at)
+                    waiting = _first_request(launch, ready_check, launch.since_launch() - healthy_at)
                     if waiting is None:
-                        return launch.since_launch()
+                        return _ready(launch, healthy_at)
                     last = waiting
                     time.sleep(max(0.0, 1.0 - poll_s))  # real requests at most about once a second
                 else:
@@ -126,12 +148,31 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
             time.sleep(poll_s)
 
 
-def _first_request(launch: Starting, ready_check: Callable[[], None]) -> str | None:
+def _ready(launch: Starting, healthy_at: float) -> float:
+    ready = launch.since_launch()
+    launch.warmup_s = ready - healthy_at
+    return ready
+
+
+def _first_request(launch: Starting, ready_check: Callable[[], None], warm_s: float) -> str | None:
     """None when the caller's request succeeded, a description when the server says it is
-    still loading; raises TrialFailed for any other failure."""
+    still loading or warms up (``warm_s``: s since health's first 200); raises TrialFailed for
+    any other failure."""
     try:
         ready_check()
         return None
+    except ProbeNoAnswer as exc:
+        quiet, bound = launch.quiet_s(), launch.server.warmup_timeout_s
+        silence = max(exc.timeout_s, WARMUP_SILENCE_S)
+        if quiet > silence:
+            said = f"{exc}, and the server printed nothing for {quiet:.0f} s (hung, not warming up)"
+        elif warm_s > bound:
+            said = (f"{exc}: still no answer {warm_s:.0f} s after health answered 200 although the server "
+                    f"kept logging (server.warmup_timeout_s = {bound:g})")
+        else:
+            return (f"health answered 200 but the first request got no response headers for {exc.timeout_s:g} s "
+                    f"while the server logs: waiting (warm-up?) {warm_s:.0f} s so far")
+        raise launch.request_failure(ProbeNoAnswer(said, exc.timeout_s), "on the first request") from None
     except ProbeHTTPError as exc:
         if exc.status == 503 or says_loading(exc.body_excerpt):
             return f"health answered 200 but the first request got HTTP {exc.status}: {exc.body_excerpt[:120]!r}"

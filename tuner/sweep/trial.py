@@ -134,6 +134,10 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                 ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
                 on_phase("loading", "")
                 record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
+                record.warmup_s = server.warmup_s
+                if record.warmup_s is not None and record.warmup_s >= 2.0:
+                    ctx.log(f"trial {record.trial}: ready after {record.load_s:.1f} s, {record.warmup_s:.1f} s of "
+                            "them a warm-up behind a green health check")
                 probe_started = time.monotonic()
                 _measure(ctx, server, record, on_phase, runs)
                 record.status, record.cause = Status.OK, ""
