@@ -15,6 +15,7 @@ The leaves, one job each: :mod:`~tuner.server.process` (the launch and its lifet
 :mod:`~tuner.server.env` (its environment), :mod:`~tuner.server.ports` (its port),
 :mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed),
 :mod:`~tuner.server.teardown` (ending it), :mod:`~tuner.server.identity` (finding it again),
+:mod:`~tuner.server.ownership` (whether the listener on its port is the launched server),
 :mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.backend` (which
 code carries its decode allreduce), :mod:`~tuner.server.logtail` (what the
 log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
@@ -49,6 +50,14 @@ from tuner.server.logtail import (
     level_and_body,
     line_kind,
 )
+from tuner.server.ownership import (
+    CONTAINER_LAUNCHERS,
+    ListenerCheck,
+    Listening,
+    describe_pid,
+    listening,
+    socket_owners,
+)
 from tuner.server.ports import (
     PORT_WAIT_S,
     port_bindable,
@@ -64,6 +73,7 @@ from tuner.server.teardown import LaunchProcesses, TeardownReport, kill_leftover
 
 __all__ = [
     "CAUSE_MAX_CHARS",
+    "CONTAINER_LAUNCHERS",
     "DEATH_GRACE_S",
     "ELSEWHERE_GRACE_S",
     "HANDLED",
@@ -77,6 +87,8 @@ __all__ = [
     "Launch",
     "LaunchProcesses",
     "LaunchWatch",
+    "ListenerCheck",
+    "Listening",
     "LogPump",
     "ServerIdentity",
     "ServerProcess",
@@ -89,12 +101,14 @@ __all__ = [
     "build_env",
     "crash_cause",
     "crash_failure",
+    "describe_pid",
     "extract_cause",
     "find_cause",
     "gpu",
     "kill_leftover",
     "level_and_body",
     "line_kind",
+    "listening",
     "log_cause",
     "marked_processes",
     "port_bindable",
@@ -104,6 +118,7 @@ __all__ = [
     "preflight",
     "request_failure",
     "says_loading",
+    "socket_owners",
     "split_inherited",
     "tear_down",
     "wait_port_bindable",

@@ -62,6 +62,10 @@ class Starting(Protocol):
         """The server's last log line, None when it printed none."""
         ...
 
+    def check_listener(self, when: str) -> None:
+        """Raise unless the launched tree is alive and the listener on the port is ours."""
+        ...
+
 
 def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], None] | None = None,
                poll_s: float = 0.25) -> float:
@@ -85,6 +89,10 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
       engine died (:attr:`tuner.server.logtail.CauseKind.dead`; vLLM answers 503 on /health then),
       with the log's root cause; :class:`tuner.errors.MachineFault` when that cause is an
       address already in use;
+    * :class:`tuner.errors.ForeignListener` (a :class:`tuner.errors.MachineNotClean`) when
+      health answers 200 but the listener on the port is not the launched tree's
+      (``launch.check_listener``, :class:`tuner.server.ownership.ListenerCheck`); checked again
+      after the first request;
     * from ``ready_check``: ``TrialFailed('hung')`` on :class:`tuner.errors.ProbeStalled`,
       ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
       (``launch.request_failure``: a fatal log line becomes the cause).
@@ -106,10 +114,12 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
                     path = "/v1/models"
                     continue
                 if r.status_code == 200 and not says_loading(r.text[:2000]):
+                    launch.check_listener("at readiness")  # a stranger's 200 is not our readiness
                     if ready_check is None:
                         return launch.since_launch()
                     waiting = _first_request(launch, ready_check)
                     if waiting is None:
+                        launch.check_listener("at readiness")
                         return launch.since_launch()
                     last = waiting
                     time.sleep(max(0.0, 1.0 - poll_s))  # real requests at most about once a second
