@@ -15,6 +15,7 @@ __all__ = [
     "EXIT_MEANINGS",
     "BaselineFailed",
     "ExitCode",
+    "ForeignListener",
     "InputError",
     "Interrupted",
     "MachineFault",
@@ -57,7 +58,7 @@ EXIT_MEANINGS: dict[ExitCode, str] = {
                            "failed the probe (the cause and the server log named)"),
     ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",
     ExitCode.MACHINE_NOT_CLEAN: "the machine is not clean (port held by another process, "
-                                "processes survived a teardown, another runner of the same study and port alive)",
+                                "or a listener on it that is not the launched server, processes survived a teardown, another runner of the same study and port alive)",
     ExitCode.BASELINE_FAILED: "the untuned baseline failed",
     ExitCode.STOPPED_BY_CHECK: "a check stopped the sweep before spending relaunches "
                                "(`--force` overrides it)",
@@ -119,6 +120,24 @@ class PortBusy(MachineNotClean):
         self.host, self.port, self.waited_s, self.holder = host, port, waited_s, holder
         super().__init__(f"port {port} on {host} could not be bound after {waited_s:.0f} s: {holder}; "
                          "stop whatever holds it or choose another server.port")
+
+
+class ForeignListener(MachineNotClean):
+    """The listener on ``server.port`` is not the server nccl-tune launched (another user's
+    server, a production server a supervisor restarted): what answers there is not the trial's,
+    so nothing is recorded for it and the sweep stops (exit 3, ``MACHINE_NOT_CLEAN``).
+
+    ``port``: the port; ``holder``: who listens ("pid 4242 (python3: python3 -m http.server
+    8000)", or "a socket of uid 1001" when the system hides the pid); ``launched``: the pid
+    nccl-tune launched (None before the spawn); ``when``: the check that saw it ("at
+    readiness", "before the recorded runs", "after teardown")."""
+
+    def __init__(self, port: int, holder: str, launched: int | None, when: str) -> None:
+        self.port, self.holder, self.launched, self.when = port, holder, launched, when
+        ours = f"the server nccl-tune launched (pid {launched})" if launched else "the server nccl-tune launched"
+        super().__init__(f"port {port} is listened on by {holder}, not by {ours} ({when}): its answers are not "
+                         "this trial's, so nothing was recorded as measured for it. Stop that server or choose "
+                         "another server.port; a resume retries the trial")
 
 
 class BaselineFailed(NcclTuneError):

@@ -80,10 +80,11 @@ def _finish(proc: subprocess.Popen, timeout: float = 120) -> str:
 
 @pytest.mark.postgres
 def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
-    """Three runners on one study of 9 budgeted relaunches; one SIGKILLed while its server
-    measures a tuned set. The others fail its trial through the heartbeat and retry it; every
-    budgeted relaunch ends complete exactly once, no set is measured twice, and once the killed
-    runner's command is run again (its next start on that host) no server is left."""
+    """Three runners on one study of 9 budgeted relaunches (one host, each its own results
+    folder); one SIGKILLed while its server measures a tuned set. The others fail its trial
+    through the heartbeat and retry it, tearing down the server it left (found by the identity
+    its trial recorded) before they end; every budgeted relaunch ends complete exactly once and
+    no set is measured twice."""
     cfg = _config(tmp_path, trials=9, load_s=1.0)
     ports = [free_port() for _ in range(3)]
     results = [tmp_path / f"host{i}" for i in range(3)]
@@ -95,12 +96,16 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
     procs = [start(i) for i in range(3)]
     _wait_for(lambda: _mid_trial(results[0], "multi", ports[0], after=1), 90, "runner 0's second relaunch")
     killed_pid = procs[0].pid
+    left = _servers(ports[0])
     procs[0].send_signal(signal.SIGKILL)
     procs[0].communicate(timeout=30)
-    assert _servers(ports[0]), "the killed runner's server outlives it (it runs in its own session)"
+    assert left, "the killed runner's server was up"
     errs = [_finish(p) for p in procs[1:]]
-    again = _finish(start(0))  # the killed runner's next start tears down what it left
-    assert "tore down its server" in again
+    # the study ended: the survivors tore down the killed runner's server (it ran in its own session)
+    assert not _servers(ports[0]), "the study ended with the killed runner's server still running"
+    assert any("tore down the server it left" in e for e in errs), errs[0][-3000:]
+    again = _finish(start(0))  # the killed runner's next start finds nothing of it left running
+    assert "tore down its server (0 processes)" in again
 
     records = _records(pg_url, "multi")
     relaunched = [r for r in records if r.kind.relaunched]
@@ -184,6 +189,7 @@ def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path
     procs[0].send_signal(signal.SIGKILL)
     procs[0].communicate(timeout=30)
     err = _finish(procs[1])
+    assert "tore down the server it left" in err and not _servers(ports[0]), err[-3000:]
     # B either waits out the heartbeat's grace ("no heartbeat") or, slower on a busy machine,
     # finds A's trial already failed when its own work ends: either way B retries it.
     assert "retrying trial" in err, err[-3000:]

@@ -15,6 +15,7 @@ The leaves, one job each: :mod:`~tuner.server.process` (the launch and its lifet
 :mod:`~tuner.server.env` (its environment), :mod:`~tuner.server.ports` (its port),
 :mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed),
 :mod:`~tuner.server.teardown` (ending it), :mod:`~tuner.server.identity` (finding it again),
+:mod:`~tuner.server.ownership` (whether the listener on its port is the launched server),
 :mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.backend` (which
 code carries its decode allreduce), :mod:`~tuner.server.logtail` (what the
 log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
@@ -50,6 +51,14 @@ from tuner.server.logtail import (
     level_and_body,
     line_kind,
 )
+from tuner.server.ownership import (
+    CONTAINER_LAUNCHERS,
+    ListenerCheck,
+    Listening,
+    describe_pid,
+    listening,
+    socket_owners,
+)
 from tuner.server.ports import (
     PORT_WAIT_S,
     port_bindable,
@@ -65,6 +74,7 @@ from tuner.server.teardown import LaunchProcesses, TeardownReport, kill_leftover
 
 __all__ = [
     "CAUSE_MAX_CHARS",
+    "CONTAINER_LAUNCHERS",
     "DEATH_GRACE_S",
     "ELSEWHERE_GRACE_S",
     "HANDLED",
@@ -80,6 +90,8 @@ __all__ = [
     "Launch",
     "LaunchProcesses",
     "LaunchWatch",
+    "ListenerCheck",
+    "Listening",
     "LogPump",
     "ServerIdentity",
     "ServerProcess",
@@ -93,6 +105,7 @@ __all__ = [
     "crash_cause",
     "crash_failure",
     "daemon_cause",
+    "describe_pid",
     "extract_cause",
     "file_bound",
     "find_cause",
@@ -101,6 +114,7 @@ __all__ = [
     "level_and_body",
     "line_cap",
     "line_kind",
+    "listening",
     "log_cause",
     "marked_processes",
     "port_bindable",
@@ -110,6 +124,7 @@ __all__ = [
     "preflight",
     "request_failure",
     "says_loading",
+    "socket_owners",
     "split_inherited",
     "tear_down",
     "wait_port_bindable",

@@ -29,6 +29,7 @@ from tuner.server.env import build_env
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause
+from tuner.server.ownership import ListenerCheck
 from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
 
 __all__ = ["ServerProcess"]
@@ -73,6 +74,7 @@ class ServerProcess:
         self._processes = LaunchProcesses(self.marker)
         self._gpu_before: list[int] | None = None
         self._watch = failure.LaunchWatch(server.port)
+        self._owner = ListenerCheck(server.host, server.port, self.argv()[0])
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self) -> ServerProcess:
@@ -109,6 +111,7 @@ class ServerProcess:
                     f"[nccl-tune] trial env: {redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"
                     f"[nccl-tune] removed inherited: {self.removed}\n")
+        self._owner.before_launch()
         self._launched = time.monotonic()
         try:
             self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL,
@@ -210,6 +213,25 @@ class ServerProcess:
         """The pids of this launch seen so far (the leader, its tree, marked processes)."""
         self._processes.track()
         return self._processes.pids()
+
+    def check_listener(self, when: str) -> None:
+        """Answers count only now if the launched tree is alive and the listener on the port is
+        ours (:class:`tuner.server.ownership.ListenerCheck`; how it was recognised is noted in
+        the log). Raises :class:`tuner.errors.ForeignListener` for a listener that is not ours,
+        the crash failure (:meth:`crash_failure`) when the server exited; ``when`` names the
+        check ("at readiness", "before the recorded runs", ...)."""
+        self._processes.track()
+        if not self.alive():
+            raise self.crash_failure(when)
+        said = self._owner.check(self._processes.running(), self.proc.pid if self.proc else None, when)
+        if said and self.pump:
+            self.pump.note(f"{said} ({when})")
+
+    def check_listener_gone(self) -> None:
+        """After :meth:`teardown`: raise :class:`tuner.errors.ForeignListener` when a listener
+        accepted without seeing its holder outlived the teardown (it was not ours)."""
+        report = self.teardown_report
+        self._owner.after_teardown(report.port_free if report else False, self.proc.pid if self.proc else None)
 
     # -- causes --------------------------------------------------------------------------
     def nccl_warnings(self, last: int = 40) -> list[str]:

@@ -74,6 +74,10 @@ class Starting(Protocol):
         """Seconds since the server last printed anything (since the launch when nothing)."""
         ...
 
+    def check_listener(self, when: str) -> None:
+        """Raise unless the launched tree is alive and the listener on the port is ours."""
+        ...
+
 
 def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], None] | None = None,
                poll_s: float = 0.25) -> float:
@@ -97,6 +101,10 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
       engine died (:attr:`tuner.server.logtail.CauseKind.dead`; vLLM answers 503 on /health then),
       with the log's root cause; :class:`tuner.errors.MachineFault` when that cause is an
       address already in use;
+    * :class:`tuner.errors.ForeignListener` (a :class:`tuner.errors.MachineNotClean`) when
+      health answers 200 but the listener on the port is not the launched tree's
+      (``launch.check_listener``, :class:`tuner.server.ownership.ListenerCheck`); checked again
+      after the first request;
     * from ``ready_check``: ``TrialFailed('hung')`` on :class:`tuner.errors.ProbeStalled`,
       ``'crashed'`` when the server exited meanwhile, ``'unhealthy'`` for any other failure
       (``launch.request_failure``: a fatal log line becomes the cause).
@@ -128,10 +136,12 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
                 if r.status_code == 200 and not says_loading(r.text[:2000]):
                     if healthy_at is None:
                         healthy_at = launch.since_launch()
+                    launch.check_listener("at readiness")  # a stranger's 200 is not our readiness
                     if ready_check is None:
                         return _ready(launch, healthy_at)
                     waiting = _first_request(launch, ready_check, launch.since_launch() - healthy_at)
                     if waiting is None:
+                        launch.check_listener("at readiness")
                         return _ready(launch, healthy_at)
                     last = waiting
                     time.sleep(max(0.0, 1.0 - poll_s))  # real requests at most about once a second

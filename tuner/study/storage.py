@@ -94,6 +94,7 @@ from tuner.record import (
     to_user_attrs,
 )
 from tuner.redaction import redact, scrub
+from tuner.server import ServerIdentity
 
 __all__ = [
     "CONSTRAINT",
@@ -102,6 +103,7 @@ __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "HEARTBEAT_VAR",
     "JOURNAL",
+    "SERVER_ATTR",
     "SETTLE_S",
     "StudyStore",
     "check_fingerprint",
@@ -125,6 +127,12 @@ HEARTBEAT_VAR, GRACE_VAR = "NCCL_TUNE_HEARTBEAT_S", "NCCL_TUNE_GRACE_S"
 SETTLE_S = 2.0
 #: Prefix of a journal-file storage: ``journal://`` + the file's path.
 JOURNAL = "journal://"
+
+
+#: The trial user attribute holding its server's identity (:meth:`tuner.server.ServerIdentity.to_json`),
+#: written by its runner before and after the spawn: another runner of that host tears the server
+#: down if the runner dies (:meth:`StudyStore.unfinished_servers`).
+SERVER_ATTR = "server"
 
 
 def default_storage(study_dir: Path) -> str:
@@ -336,6 +344,21 @@ class StudyStore:
             except ValueError:
                 out.append((t._trial_id, TrialRecord(trial=t.number, kind=Kind.SEARCH)))
         return out
+
+    def unfinished_servers(self) -> list[tuple[int, str, ServerIdentity]]:
+        """``(trial number, runner "host:pid", server identity)`` of every trial that recorded
+        its server (:data:`SERVER_ATTR`) and that its runner did not finish: RUNNING, or FAIL
+        (interrupted: its runner died, or a signal cut it short)."""
+        out = []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.FAIL)):
+            server = t.user_attrs.get(SERVER_ATTR)
+            if isinstance(server, dict):
+                out.append((t.number, str(t.user_attrs.get("runner") or ""), ServerIdentity.from_json(server)))
+        return out
+
+    def set_server(self, trial_id: int, identity: ServerIdentity) -> None:
+        """Record the identity of the server a RUNNING trial launched (:data:`SERVER_ATTR`)."""
+        self.study._storage.set_trial_user_attr(trial_id, SERVER_ATTR, identity.to_json())
 
     def info(self) -> StudyInfo:
         """The study's own attributes. A version-1 study (stored without a version) did not

@@ -14,7 +14,8 @@ PostgreSQL storage (tuner.study.storage): each measures the baseline of its host
 (tuner.study.host) first unless the study has one, checks before each launch that no earlier
 trial of any runner holds the same set, fails the trials of runners whose heartbeat stopped and
 retries them once, and at the end waits for the trials of runners that fell silent rather than
-leave them unretried.
+leave them unretried. Each trial stores its server's identity; before each relaunch and when it
+ends, a runner tears down every server a dead runner of the study left on its host.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import optuna
 
-from tuner.errors import BaselineFailed, MachineNotClean, StoppedByCheck
+from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
 from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
@@ -159,6 +160,7 @@ class Sweep:
         self.started = time.monotonic()
         self.outcome = SweepOutcome()
         self._backend_said = False
+        self._reaped: set[int] = set()  # trials whose dead runner's server was looked for
 
     # -- helpers -------------------------------------------------------------------------
     def _busy_keys(self) -> set[str]:
@@ -238,6 +240,21 @@ class Sweep:
             if rec.runner.rpartition(":")[0] == host_name() and not runner_alive(rec.runner):
                 self._interrupted(trial_id, rec)
         self.store.fail_stale()
+        self._reap_dead_servers()
+
+    def _reap_dead_servers(self) -> None:
+        """Tear down every server a dead runner of this study on this host left running, found by
+        the identity its trial recorded (:meth:`tuner.study.storage.StudyStore.unfinished_servers`),
+        whatever results folder or port that runner used. Called on resume, before each relaunch
+        (whoever takes over a dead runner's trial first ends its server) and when the runner ends."""
+        for number, runner, identity in self.store.unfinished_servers():
+            if number in self._reaped or runner.rpartition(":")[0] != host_name() or runner_alive(runner):
+                continue
+            self._reaped.add(number)
+            killed = kill_leftover(identity)
+            if killed:
+                self.progress.log(f"trial {number}: its runner ({runner}) died; tore down the server it left "
+                                  f"(pid {identity.pid or '?'}, {len(killed)} processes)")
 
     def _interrupted(self, trial_id: int, rec: TrialRecord) -> None:
         self.store.mark_interrupted(trial_id, rec, f"its runner ({rec.runner or '?'}) died mid-trial")
@@ -287,6 +304,10 @@ class Sweep:
                 self.preflight()
                 self._loop()
         finally:
+            try:  # no runner ends while a dead runner's server of its study runs on its host
+                self._reap_dead_servers()
+            except Exception as exc:  # the storage may be what failed: never hide the first error
+                self.progress.log(f"could not look for servers dead runners left: {exc}")
             self.runner_file.release()
             self.progress.close()
         return self.outcome
@@ -521,9 +542,12 @@ class Sweep:
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
         rec.log = str(log_path(self.dir, trial.number))
         rec.host, rec.host_type = self.host.record(), self.host.host_type
+        self._reap_dead_servers()  # a retry of a dead runner's trial first ends the server it left
         self.store.start(trial, rec)
+        trial_id = trial._trial_id
         ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._facts().version,
-                           frozenset(self.space.choices()), self._strict_port)
+                           frozenset(self.space.choices()), self._strict_port,
+                           on_server=lambda identity: self.store.set_server(trial_id, identity))
         title = f"trial {trial.number}: {label}"
 
         def on_phase(phase: str, detail: str) -> None:
@@ -533,8 +557,9 @@ class Sweep:
         try:
             with self.store.heartbeat(trial):
                 rec, found = relaunch(ctx, rec, trial_id=trial._trial_id, on_phase=on_phase, env=full_env, runs=runs)
-        except BaseException:
-            rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
+        except BaseException as exc:
+            said = str(exc) if isinstance(exc, NcclTuneError) and not isinstance(exc, Interrupted) else ""
+            rec.status, rec.cause = Status.INTERRUPTED, said or "the runner was interrupted (signal)"
             self.store.abandon(trial, rec)
             raise
         self._strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT

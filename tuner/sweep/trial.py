@@ -5,8 +5,10 @@ Wait until the port is bindable, launch in a new session (:class:`tuner.server.S
 recorded probe runs (one probe loop, :func:`tuner.measure.run_probe`), the optional concurrency
 table, then a teardown that signals cannot cut short and a check that nothing of the server is
 left; then what NCCL said in the log (:mod:`tuner.sweep.evidence`). A failure at any step
-becomes the record's status and cause; only a signal (Interrupted) and a port held by a
-stranger (PortBusy) escape.
+becomes the record's status and cause; only a signal (Interrupted), a port held by a
+stranger (PortBusy) and a listener that is not the launched server's (ForeignListener: checked
+at readiness, before and after the recorded runs, after the teardown) escape. Measurements reach
+the record only once the listener was proven ours.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from tuner.measure import (
     smoke_check,
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
-from tuner.record import Status, TrialRecord
-from tuner.server import ServerProcess, TeardownReport, port_holder, wait_port_bindable
+from tuner.record import LevelResult, Status, TrialRecord
+from tuner.server import ServerIdentity, ServerProcess, TeardownReport, port_holder, wait_port_bindable
 from tuner.server.signals import SignalGuard
 from tuner.study import RunnerFile
 from tuner.sweep import evidence
@@ -58,7 +60,9 @@ class TrialContext:
     and signal guard, a progress callback ``log(text)`` for notes, the NCCL version whose rules
     apply, and the names the space varies (``varied``: their inherited values never reach a
     trial, hardware selectors included); ``strict_port``: the server needs its port free of
-    TIME_WAIT too (it does not set SO_REUSEADDR: learned from an "address in use" start-up)."""
+    TIME_WAIT too (it does not set SO_REUSEADDR: learned from an "address in use" start-up);
+    ``on_server(identity)``: told the launch's identity before and after the spawn (the sweep
+    stores it with the trial, so another runner of this host can tear it down if this one dies)."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -69,6 +73,7 @@ class TrialContext:
     varied: frozenset[str] = frozenset()
     strict_port: bool = False
     launched_pids: set[int] = field(default_factory=set)
+    on_server: Callable[[ServerIdentity], None] | None = None
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -87,7 +92,9 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     A server that could not bind its address (MachineFault) is the machine's fault: the port is
     waited for again and the set relaunched once; a second failure is recorded as
     ``machine_fault``, never blamed on the set. Raises PortBusy (exit 3) when the port stays held
-    before a launch, Interrupted on SIGHUP/SIGINT/SIGTERM after the teardown finished.
+    before a launch, ForeignListener (exit 3) when the listener on the port was not the launched
+    server's (nothing measured is then in the record), Interrupted on SIGHUP/SIGINT/SIGTERM after
+    the teardown finished.
     """
     t0 = time.monotonic()
     for attempt in (1, 2):
@@ -106,17 +113,17 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     record.wall_s = time.monotonic() - t0
     record.finished_at = time.time()
     server_cfg = ctx.cfg.server
+    # a user's NCCL_DEBUG_FILE place may be shared: only this launch's files (ours is emptied per launch)
+    pids = ctx.launched_pids if DEBUG_FILE_VAR in server_cfg.env else None
     found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version,
-                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)),
-                          # a user's NCCL_DEBUG_FILE place may be shared: only this launch's files; ours is emptied per launch
-                          pids=ctx.launched_pids if DEBUG_FILE_VAR in server_cfg.env else None)
+                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)), pids=pids)
     return record, found
 
 
 def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], trial_id: int | None,
                  on_phase: PhaseCallback, runs: int) -> None:
     """One launch to its teardown; fills the record. Raises MachineFault (address in use at
-    start-up) for the caller to retry, PortBusy, Interrupted (after the teardown)."""
+    start-up) for the caller to retry, PortBusy, ForeignListener, Interrupted (after the teardown)."""
     server_cfg = ctx.cfg.server
     on_phase("launching", "")
     wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
@@ -127,11 +134,15 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     probe_ended: float | None = None
     window = ctx.signals.teardown_window()
     ctx.runner_file.set_trial(record.trial, trial_id, server.identity())  # no window unrecorded: the marker
+    if ctx.on_server is not None:
+        ctx.on_server(server.identity())
     try:
         # the server's __exit__ (its teardown) runs with signals held: a signal waits for it
         with window.closing(), server, window.opening():
             try:
                 ctx.runner_file.set_trial(record.trial, trial_id, server.identity())
+                if ctx.on_server is not None:
+                    ctx.on_server(server.identity())
                 on_phase("loading", "")
                 record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
                 record.warmup_s = server.warmup_s
@@ -139,11 +150,13 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                     ctx.log(f"trial {record.trial}: ready after {record.load_s:.1f} s, {record.warmup_s:.1f} s of "
                             "them a warm-up behind a green health check")
                 probe_started = time.monotonic()
-                _measure(ctx, server, record, on_phase, runs)
-                record.status, record.cause = Status.OK, ""
+                measured = _measure(ctx, server, record, on_phase, runs)
                 on_phase("teardown", "")
             finally:
                 probe_ended = time.monotonic()  # before the teardown, which teardown_s times
+        server.check_listener_gone()  # an unseen listener must go with our server: else it was not ours
+        _summarise(record, *measured)  # only answers proven ours reach the record
+        record.status, record.cause = Status.OK, ""
     except MachineFault:
         raise
     except TrialFailed as exc:
@@ -173,18 +186,23 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
-             want: int) -> None:
+             want: int) -> tuple[ProbeResult, list[LevelResult]]:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
     :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
-    launcher (crashed, hung, unhealthy, with the log's root cause)."""
+    launcher (crashed, hung, unhealthy, with the log's root cause). The listener is checked to be
+    ours right before the recorded runs and after them (ForeignListener otherwise). Returns the
+    probe's result and the concurrency levels, for the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
 
     def on_event(name: str, detail: str) -> None:
+        if name == "probing" and phase[0] != "probing":
+            server.check_listener("before the recorded runs")
         phase[0] = name
         on_phase(name, detail)
 
+    levels: list[LevelResult] = []
     with make_client(pc.stall_timeout_s, api_key=key) as client:
         try:
             model = ctx.cfg.server.model or discover_model(url, client=client)
@@ -201,14 +219,15 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
             ctx.log(f"trial {record.trial}: {note}")
             if server.pump is not None:
                 server.pump.note(note)
-        _summarise(record, result)
+        server.check_listener("after the recorded runs")
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))
-            levels = run_bench(url, model=model, concurrency=list(pc.concurrency),
-                               requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
-                               prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
-                               endpoint=pc.endpoint, api_key=key)
-            record.concurrency = list(levels)
+            levels = list(run_bench(url, model=model, concurrency=list(pc.concurrency),
+                                    requests=pc.concurrency_requests, max_tokens=pc.max_tokens,
+                                    prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
+                                    endpoint=pc.endpoint, api_key=key))
+            server.check_listener("after the concurrency table")
+    return result, levels
 
 
 def counted_in_order(text: str, n: int) -> bool:
@@ -246,9 +265,12 @@ def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRe
                               f"{res.answer[:120]!r}, not 1..{n} in order (corrupted output?)")
 
 
-def _summarise(record: TrialRecord, result: ProbeResult) -> None:
-    """The recorded runs and their medians into the record (ProbeResult's definitions)."""
+def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResult]) -> None:
+    """The recorded runs and their medians, and the concurrency levels, into the record
+    (ProbeResult's definitions)."""
     runs = result.runs
+    if levels:
+        record.concurrency = levels
     record.output_tok_s_runs = result.output_tok_s_runs
     record.output_tok_s = result.output_tok_s
     record.decode_tok_s_runs = [v for v in result.decode_tok_s_runs if v is not None]

@@ -98,3 +98,28 @@ def test_fingerprint_refuses_a_changed_server_once_a_baseline_exists(tmp_path: P
     text = str(err.value)
     assert "server.command" in text and '"pass"' in text and '"import time"' in text
     assert "[[" not in text and "((" not in text  # shown as written, not doubly nested
+
+
+def test_a_trials_server_identity_is_found_until_its_runner_finishes_it(tmp_path: Path):
+    """The identity a runner records for its trial's server (before and after the spawn) is
+    listed while the trial runs or was interrupted, never once the trial finished normally:
+    another runner of that host tears down what a dead runner left (tuner.sweep.runner)."""
+    from tuner.server import ServerIdentity
+
+    store = StudyStore(open_study("s", f"sqlite:///{tmp_path / 'study.db'}", seed=1), CHOICES)
+    done, _, rec = store.ask_fixed(store.params_of({}), TrialRecord(trial=-1, kind=Kind.BASELINE))
+    rec.runner = "hostA:11"
+    store.start(done, rec)
+    store.set_server(done._trial_id, ServerIdentity("m0", pid=5, pgid=5, create_time=1.5, port=8000))
+    rec.status = Status.OK
+    store.finish(done, rec, 70.0)
+    live, _, rec = store.ask_fixed(store.params_of({"NCCL_PROTO": "LL"}), TrialRecord(trial=-1, kind=Kind.PRESET))
+    rec.runner = "hostA:12"
+    store.start(live, rec)
+    store.set_server(live._trial_id, ServerIdentity("m1"))  # before the spawn: the marker alone
+    assert store.unfinished_servers() == [(1, "hostA:12", ServerIdentity("m1"))]
+    full = ServerIdentity("m1", pid=7, pgid=7, create_time=2.5, port=8001)
+    store.set_server(live._trial_id, full)
+    store.mark_interrupted(live._trial_id, rec, "its runner died")
+    assert store.unfinished_servers() == [(1, "hostA:12", full)]
+    assert [r.status for r in store.records()] == [Status.OK, Status.INTERRUPTED]  # the attribute is no field
