@@ -334,10 +334,13 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The trials of ``df`` sorted by tok/s (failed last), for report.md: ``columns`` (default:
-    trial, kind, status, output_tok_s, the ratio and its CI, verdict with its note, load_s, env
-    as ``NAME=value`` words)."""
+    trial, kind, status, output_tok_s, the ratio and its CI, verdict with its note, load_s, then
+    warmup_s when a launch warmed up 2 s or more behind a green health check, env as
+    ``NAME=value`` words)."""
     cols = list(columns or ["trial", "kind", "status", "output_tok_s", "vs_baseline", "vs_baseline_ci_low",
                             "vs_baseline_ci_high", "verdict", "load_s", "env"])
+    if columns is None and "warmup_s" in df and (pd.to_numeric(df["warmup_s"], errors="coerce") >= 2).any():
+        cols.insert(cols.index("load_s") + 1, "warmup_s")  # a warm-up behind a green health check, part of load_s
     ordered = df.sort_values("output_tok_s", ascending=False, na_position="last")
     out = ordered[cols].copy()
     if "verdict" in cols:
