@@ -17,6 +17,7 @@ with their status, never drawn at 0. Sets are labelled in short form and verdict
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -441,7 +442,9 @@ def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, fig in report_figures(df, min_effect=min_effect):
         png = out_dir / f"{name}.png"
-        fig.savefig(png, dpi=_DPI)
-        fig.savefig(png.with_suffix(".svg"), metadata={"Date": None})  # no date: the same data gives the same file
+        with warnings.catch_warnings():  # a figure with almost no data: matplotlib's layout notice is not the user's
+            warnings.filterwarnings("ignore", message="constrained_layout not applied")
+            fig.savefig(png, dpi=_DPI)
+            fig.savefig(png.with_suffix(".svg"), metadata={"Date": None})  # no date: the same data gives the same file
         written.append(png)
     return written

@@ -88,9 +88,14 @@ def note_lines(env: dict[str, str], notes: dict[str, str]) -> list[str]:
 
 
 def _not_retried(df: pd.DataFrame) -> int:
-    """Interrupted relaunches no later trial re-measured."""
+    """Interrupted relaunches no later trial re-measured (a later measured baseline re-measures
+    an interrupted baseline)."""
     retried = set(df["retry_of_trial"].dropna().astype(int))
     lost = df[(df["status"] == Status.INTERRUPTED) & df["retried_by_trial"].isna() & ~df["trial"].isin(retried)]
+    # an interrupted baseline is re-measured by any later baseline that was measured
+    later_base = df[(df["kind"] == Kind.BASELINE) & (df["status"] == Status.OK)]["trial"]
+    last_base = int(later_base.max()) if not later_base.empty else -1
+    lost = lost[~((lost["kind"] == Kind.BASELINE) & (lost["trial"] < last_base))]
     return len(lost)
 
 

@@ -37,7 +37,14 @@ from tuner.measure import (
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
 from tuner.record import LevelResult, Status, TrialRecord
-from tuner.server import ServerIdentity, ServerProcess, TeardownReport, port_holder, wait_port_bindable
+from tuner.server import (
+    PORT_WAIT_S,
+    ServerIdentity,
+    ServerProcess,
+    TeardownReport,
+    port_holder,
+    wait_port_bindable,
+)
 from tuner.server.signals import SignalGuard
 from tuner.study import RunnerFile
 from tuner.sweep import evidence
@@ -105,8 +112,9 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
             if attempt == 2:
                 record.status, record.cause = Status.MACHINE_FAULT, fault.cause
                 break
-            ctx.log(f"trial {record.trial}: {fault.cause}; waiting for the port (TIME_WAIT too) and relaunching "
-                    "the set once (the machine's fault, not the set's)")
+            holder = port_holder(fault.port or ctx.cfg.server.port)
+            ctx.log(f"trial {record.trial}: {fault.cause}; the port is held by {holder}; waiting for it (TIME_WAIT too, "
+                    f"at most {PORT_WAIT_S:.0f} s) and relaunching the set once (the machine's fault, not the set's)")
             ctx.strict_port = True
             for port in {ctx.cfg.server.port, fault.port or ctx.cfg.server.port}:
                 wait_port_bindable(ctx.cfg.server.host, port)
@@ -168,8 +176,8 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
         report = server.teardown_report
         if report is not None:
             record.teardown_s = report.duration_s
-            if not report.clean:
-                record.teardown_problem = _teardown_problem(report, server_cfg.port)
+            # this launch's teardown only: a retried launch's clean teardown clears the first one's
+            record.teardown_problem = "" if report.clean else _teardown_problem(report, server_cfg.port)
 
 
 def _teardown_problem(report: TeardownReport, port: int) -> str:

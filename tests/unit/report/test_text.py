@@ -235,3 +235,12 @@ def test_a_dip_inside_the_noise_is_the_lowest_not_a_loss():
     assert "No set beat the baseline by more than the noise" in paragraph
     assert "the lowest, NCCL_PROTO=LL (trial 2), measured" in paragraph and "also within the noise" in paragraph
     assert "loss" not in paragraph
+
+
+def test_an_interrupted_baseline_is_re_measured_by_a_later_baseline():
+    from tuner.report.text import _not_retried
+
+    df = pd.DataFrame({"trial": [0, 1, 2], "kind": ["baseline", "baseline", "preset"],
+                       "status": ["interrupted", "ok", "interrupted"],
+                       "retry_of_trial": [None, None, None], "retried_by_trial": [None, None, None]})
+    assert _not_retried(df) == 1  # the preset still waits for its retry; the baseline was measured again
