@@ -94,6 +94,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     info: dict[str, Any] = {"requests": 0, "max_tokens": max_tokens, "completion_tokens": 0}
     started = time.time() - 1.0
     at_mark: dict[Path, int] = {}
+    own_pids: set[int] = set()
     try:
         with SignalGuard() as signals, _serving(cfg, launch_env, log_path, signals) as server:
             log(f"diagnose: launched {' '.join(server_cfg.argv())[:160]} (log {log_path})")
@@ -104,9 +105,11 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
                 server.pump.note(PROBE_MARK)
             at_mark = {f.path: _size(f.path) for f in find_debug_files(pattern, since=started)}
             _probe(cfg, server, max_tokens, repeats, info)
+            # a user's NCCL_DEBUG_FILE place may be shared with another server: only this launch's files
+            own_pids = server.pids() if DEBUG_FILE_VAR in server_cfg.env else set()
     except TrialFailed as exc:
         raise TrialFailed(exc.status, f"{exc.cause} (server log: {log_path})") from None
-    files = find_debug_files(pattern, since=started)
+    files = find_debug_files(pattern, since=started, pids=own_pids)
     lines = _startup_then_probe(log_path, files, at_mark)
     diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
                            probe_info=info)
