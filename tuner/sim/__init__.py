@@ -8,7 +8,8 @@ core never imports it) used to develop and test nccl-tune without GPUs. Modules:
 * ``ncclenv``: read NCCL variables as NCCL does (strtoll, parseList, version rules);
 * ``costmodel``: NCCL's tuning model, launch resources, chunking, and the realised time;
 * ``profiles``: the simulated boxes; every number that is not NCCL's, with its source;
-* ``nccllog`` / ``vllmlog``: NCCL's and vLLM's log lines, NCCL_DEBUG filtering;
+* ``nccllog`` / ``vllmlog``: NCCL's and vLLM's log lines, NCCL_DEBUG filtering; ``nccltopo``:
+  NCCL's GRAPH lines (topology, search graphs, the search fallback);
 * ``ncclstdio``: where a process's NCCL lines physically go (NCCL_DEBUG_FILE, or stdout cut in
   4096-byte blocks as on a real server's pipe); ``raycluster``: vLLM 0.8.2 on Ray (the workers'
   environment, Ray's log prefixes and folding);
