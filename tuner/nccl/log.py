@@ -24,6 +24,7 @@ from tuner.nccl.lines import (
     read_line,
     strip_wrappers,
 )
+from tuner.nccl.p2p import cpu_kind
 from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NcclVersion, Topology
 
@@ -52,6 +53,7 @@ _COLL = re.compile(r"^(?P<func>\w+): opCount \w+ sendbuff \S+ recvbuff \S+ count
                    r"datatype (?P<dtype>\d+) op \d+ root -?\d+ comm \S+ \[nranks=(?P<nranks>\d+)\]")
 _NVLS = re.compile(r"^NVLS multicast support is (?P<not>not )?available")
 _PATTERN = re.compile(r"^Pattern \d+, crossNic \d+, nChannels \d+, bw [\d.]+/[\d.]+, type (?P<intra>\w+)/(?P<inter>\w+)")
+_TOPO_CPU = re.compile(r"^CPU/[0-9A-Fa-f]+(?:-[0-9a-f]+)? \((?P<arch>-?\d+)/(?P<vendor>-?\d+)/-?\d+\)$")
 _TOPO_NVL = re.compile(r"\+ NVL\[[\d.]+\] - (?P<peer>NVS|GPU)/")
 #: The GRAPH lines kept whole for :func:`tuner.nccl.machine.machine_from_log`: the topology
 #: (src/graph/topo.cc, ncclTopoPrint "=== System : maxBw %2.1f totalBw %2.1f ===" and
@@ -387,7 +389,9 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
     ``link``: ``nvswitch`` when NCCL saw an NVSwitch or NVLS multicast, ``nvlink`` when its
     graph search or topology dump shows NVLink between GPUs, ``pcie`` when the graph's intra-node
     path is PCIe (PIX/PXB/PHB/SYS) or vLLM/SGLang logged that the GPUs are PCIe-only; else None.
-    ``gpu_arch`` is not in NCCL's INIT lines: pass it from NVML if known.
+    ``gpu_arch`` is not in NCCL's INIT lines: pass it from NVML if known. ``cpu_vendor``: the
+    CPU kind of every ``CPU/0-0 (arch/vendor/model)`` GRAPH line (src/graph/topo.cc,
+    ncclTopoPrintRec; :func:`tuner.nccl.p2p.cpu_kind`), None without GRAPH lines or when they differ.
     """
     if parsed.nranks is None:
         return None
@@ -400,7 +404,14 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
         link = "pcie"
     nnodes = parsed.nnodes or max(1, len(parsed.hosts))
     has_nvls = bool(parsed.nvls_available) or (parsed.nvls_channels or 0) > 0
-    return Topology(nranks=parsed.nranks, nnodes=nnodes, link=link, has_nvls=has_nvls, gpu_arch=gpu_arch)
+    return Topology(nranks=parsed.nranks, nnodes=nnodes, link=link, has_nvls=has_nvls, gpu_arch=gpu_arch,
+                    cpu_vendor=_cpu_vendor(parsed))
+
+
+def _cpu_vendor(parsed: ParsedLog) -> str | None:
+    kinds = {cpu_kind(int(m.group("arch")), int(m.group("vendor")))
+             for lines in parsed.graph_lines.values() for ln in lines if (m := _TOPO_CPU.match(ln.message.strip()))}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def decode_choice(parsed: ParsedLog, nbytes: int, func: str = "AllReduce") -> DecodeChoice | None:

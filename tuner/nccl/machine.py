@@ -14,12 +14,10 @@ from dataclasses import dataclass
 
 from tuner.nccl.lines import NcclLine
 from tuner.nccl.log import ParsedLog
-from tuner.nccl.p2p import default_p2p_level, default_p2p_reason, read_p2p_level
+from tuner.nccl.p2p import CPU_ARCHS, CPU_VENDORS, default_p2p_level, default_p2p_reason, read_p2p_level
 from tuner.nccl.types import NcclVersion
 
 __all__ = [
-    "CPU_ARCHS",
-    "CPU_VENDORS",
     "PATTERNS",
     "PATTERN_RING",
     "CpuNode",
@@ -33,10 +31,6 @@ __all__ = [
     "machine_from_log",
 ]
 
-#: NCCL_TOPO_CPU_ARCH_* (src/include/graph.h): 1 x86, 2 POWER, 3 ARM, 4 mixed.
-CPU_ARCHS = {1: "x86", 2: "POWER", 3: "ARM", 4: "mixed"}
-#: NCCL_TOPO_CPU_VENDOR_* (src/include/graph.h): 1 Intel, 2 AMD, 3 Zhaoxin, 4 mixed.
-CPU_VENDORS = {1: "Intel", 2: "AMD", 3: "Zhaoxin", 4: "mixed"}
 #: NCCL_TOPO_PATTERN_* (src/include/graph.h).
 PATTERNS = {1: "balanced tree", 2: "split tree", 3: "tree", 4: "ring", 5: "NVLS", 6: "CollNet direct"}
 #: NCCL_TOPO_PATTERN_RING (src/include/graph.h).
