@@ -114,8 +114,11 @@ from tuner.nccl.names import (
     read_by,
 )
 from tuner.nccl.p2p import (
+    CPU_ARCHS,
     CPU_KINDS,
+    CPU_VENDORS,
     DEFAULT_PXB_FROM,
+    cpu_kind,
     default_p2p_level,
     default_p2p_reason,
     p2p_levels,
@@ -132,7 +135,7 @@ from tuner.nccl.proof import (
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
 from tuner.nccl.safety import p2p_default_note, risky_reason, unsafe_reason, unsafe_set_reason
-from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
+from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus, topology_p2p_default
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
 from tuner.nccl.tuning import TuningTable, TuningTableReader
@@ -261,6 +264,7 @@ __all__ = [
     "launch",
     "line_pid",
     "ll128_auto",
+    "local_gpus",
     "machine_from_log",
     "max_channels",
     "max_threads",
@@ -288,6 +292,7 @@ __all__ = [
     "strtoll_erange",
     "thread_threshold",
     "topology_from_log",
+    "topology_p2p_default",
     "unlaunched_echoes",
     "unsafe_reason",
     "unsafe_set_reason",
