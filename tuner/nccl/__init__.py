@@ -19,7 +19,8 @@ The leaves, lowest first:
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
-  launched, rank by rank.
+  launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
+  (:func:`machine_from_log`).
 """
 
 from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
@@ -75,6 +76,7 @@ from tuner.nccl.lists import (
     read_list,
 )
 from tuner.nccl.log import (
+    GRAPH_LINE,
     SERVER_LOG,
     Fold,
     LogSource,
@@ -84,6 +86,19 @@ from tuner.nccl.log import (
     parse_log,
     parse_sources,
     topology_from_log,
+)
+from tuner.nccl.machine import (
+    PATTERN_RING,
+    PATTERNS,
+    CpuNode,
+    NcclMachine,
+    P2pLevelInForce,
+    PeerTransport,
+    SearchFallback,
+    SearchGraph,
+    TopoLink,
+    TopoPath,
+    machine_from_log,
 )
 from tuner.nccl.names import (
     HARDWARE_SELECTORS,
@@ -98,7 +113,17 @@ from tuner.nccl.names import (
     name_warning,
     read_by,
 )
-from tuner.nccl.p2p import p2p_levels, read_p2p_level
+from tuner.nccl.p2p import (
+    CPU_ARCHS,
+    CPU_KINDS,
+    CPU_VENDORS,
+    DEFAULT_PXB_FROM,
+    cpu_kind,
+    default_p2p_level,
+    default_p2p_reason,
+    p2p_levels,
+    read_p2p_level,
+)
 from tuner.nccl.proof import (
     P2P_DISABLE_ECHO_FROM,
     RAY_COPIES_NCCL_FROM,
@@ -109,8 +134,8 @@ from tuner.nccl.proof import (
     unlaunched_echoes,
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
-from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
-from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
+from tuner.nccl.safety import p2p_default_note, risky_reason, unsafe_reason, unsafe_set_reason
+from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus, topology_p2p_default
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
 from tuner.nccl.tuning import TuningTable, TuningTableReader
@@ -133,6 +158,9 @@ from tuner.nccl.values import (
 
 __all__ = [
     "ALGO_SINCE",
+    "CPU_ARCHS",
+    "CPU_KINDS",
+    "CPU_VENDORS",
     "CTAS_LOW_IGNORED_FROM",
     "CUDA_DEFAULT_CONNECTIONS",
     "CUMEM_AUTO_FROM",
@@ -140,7 +168,9 @@ __all__ = [
     "DEBUG_FILE_VAR",
     "DEBUG_LEVELS",
     "DEFAULT_BUFFSIZE",
+    "DEFAULT_PXB_FROM",
     "FUNCS",
+    "GRAPH_LINE",
     "HARDWARE_SELECTORS",
     "INT32_MAX",
     "INT64_MAX",
@@ -156,6 +186,8 @@ __all__ = [
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "P2P_DISABLE_ECHO_FROM",
+    "PATTERNS",
+    "PATTERN_RING",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
     "RAY_COPIED_ENV",
@@ -172,6 +204,7 @@ __all__ = [
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CpuNode",
     "CutLine",
     "DebugFile",
     "DecodeChoice",
@@ -183,11 +216,18 @@ __all__ = [
     "LogSource",
     "Matrix",
     "NcclLine",
+    "NcclMachine",
     "NcclVersion",
     "Operation",
+    "P2pLevelInForce",
     "ParsedLog",
+    "PeerTransport",
     "ProofRow",
     "Rejoined",
+    "SearchFallback",
+    "SearchGraph",
+    "TopoLink",
+    "TopoPath",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -202,12 +242,15 @@ __all__ = [
     "closest_name",
     "comm_channels",
     "confirmations",
+    "cpu_kind",
     "cross_problems",
     "cross_warnings",
     "debug_file_warnings",
     "decode_choice",
     "decode_effect",
     "default_matrix",
+    "default_p2p_level",
+    "default_p2p_reason",
     "default_thread_thresholds",
     "elements",
     "expand_debug_file",
@@ -221,11 +264,14 @@ __all__ = [
     "launch",
     "line_pid",
     "ll128_auto",
+    "local_gpus",
+    "machine_from_log",
     "max_channels",
     "max_threads",
     "name_problem",
     "name_warning",
     "nccl_name",
+    "p2p_default_note",
     "p2p_levels",
     "parse_log",
     "parse_sources",
@@ -246,6 +292,7 @@ __all__ = [
     "strtoll_erange",
     "thread_threshold",
     "topology_from_log",
+    "topology_p2p_default",
     "unlaunched_echoes",
     "unsafe_reason",
     "unsafe_set_reason",
