@@ -126,6 +126,8 @@ def night_sizes(cfg: ExperimentConfig | None, diag: Diagnosis | None = None) -> 
         why.append(f"prefill as the diagnosis logged it at C=1 ({', '.join(map(str, logged))} B)")
         if len(logged) == 1 and logged[0] % row_bytes == 0:
             tokens = logged[0] // row_bytes
+            if len(counted) > 1:
+                why.append(f"{tokens} prompt tokens of {row_bytes} B, C streams prefill C times that")
     else:
         why.append("prefill size not known: give [model] prompt_tokens or diagnose the study")
     for c in counted:

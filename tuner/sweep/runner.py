@@ -298,6 +298,8 @@ class Sweep:
         self._say_environment()
         if self.decode is not None:
             self.progress.log(self.decode.sentence())
+            if self.decode.why:
+                self.progress.log(f"the sizes: {self.decode.why}")
         self.runner_file.claim(self.opt.study)
         try:
             with self.signals:
