@@ -102,11 +102,11 @@ def _ran(records: list[TrialRecord], at: str = "") -> list[tuple[str, ...]]:
     return out
 
 
-def _check(stdout: str, results: Path, study: str, *, decode_bytes: int | None = None) -> tuple[Announced, list]:
+def _check(stdout: str, results: Path, study: str, *, judged_at: str | None = None) -> tuple[Announced, list]:
     """Compare the dry run's plan with the study; returns both for the config's own checks."""
     plan = _announced(stdout)
     records = _records(results, study)
-    ran = _ran(records, f" at {decode_bytes} B" if decode_bytes is not None else "")
+    ran = _ran(records, f" at {judged_at}" if judged_at is not None else "")
     # what ran is in trials.csv too, in the same order
     df = pd.read_csv(results / study / "trials.csv").sort_values("trial")
     launched = [r for r in records if r.kind.relaunched]
@@ -144,8 +144,10 @@ def _sweep_twice(cfg: Path, results: Path, study: str, *options: str):
 
 
 def test_presets_with_a_diagnosis_run_as_announced(tmp_path):
-    """The simulator's PCIe box, diagnosed first: sets equal at the decode size and one that
-    cannot run there are announced skipped, and are; re-measures fall where announced."""
+    """The simulator's PCIe box, diagnosed first: sets equal at every size the night measures
+    (the decode allreduce and the prompt's prefill, 8 tokens on the simulator, which the
+    metric output_tok_s includes) and one that cannot run there are announced skipped, and
+    are; re-measures fall where announced."""
     text = (ROOT / "examples" / "sim.toml").read_text()
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
     text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 4", "repeats = 2")
@@ -158,12 +160,13 @@ def test_presets_with_a_diagnosis_run_as_announced(tmp_path):
     dry, _ = _sweep_twice(cfg, results, "p", "--mode", "presets", "--trials", "10", "--baseline-every", "2",
                           "--no-confirm")
     assert "Planned with what" in dry.stdout and "diagnose.json" in dry.stdout
-    plan, ran = _check(dry.stdout, results, "p", decode_bytes=14336)
+    assert "114688 B (prefill, C=1)" in dry.stdout
+    plan, ran = _check(dry.stdout, results, "p", judged_at="14336 and 114688 B")
     assert plan.proposals is None and plan.reserved == ["final"]
     assert [x[1] for x in ran if x[0] == "set"] == ["deployment-tuned", "simple", "p2p-disable"]
     skips = {x[1]: x[2] for x in ran if x[0] == "skip"}
-    assert skips["ll"] == "to NCCL at 14336 B the same set as the untuned baseline"
-    assert skips["max-connections-1"] == "to NCCL at 14336 B the same set as preset deployment-tuned"
+    assert skips["ll"] == "to NCCL at 14336 and 114688 B the same set as the untuned baseline"
+    assert skips["max-connections-1"] == "to NCCL at 14336 and 114688 B the same set as preset deployment-tuned"
     assert skips["ring-ll"] == skips["channels-8"] == skips["ll"]  # the set measured, not a skip that equals it
     assert "No algorithm/protocol available" in skips["tree-ll"]
     assert ("remeasure",) in plan.items

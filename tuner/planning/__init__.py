@@ -2,7 +2,8 @@
 
 :mod:`~tuner.planning.order` (the :class:`Planner`: order, skips, the reserved checks, the
 budget's count), :mod:`~tuner.planning.entry` (typed plan entries, :class:`ScreenedSet`),
-:mod:`~tuner.planning.identity` (a set's identity, the decode size from ``diagnose.json``),
+:mod:`~tuner.planning.identity` (a set's identity, NCCL's pick at the night's sizes from
+``diagnose.json``), :mod:`~tuner.planning.sizes` (the allreduce sizes a night measures),
 :mod:`~tuner.planning.feasibility` (what must not or may not launch), :mod:`~tuner.planning.rules`
 (both for one night), :mod:`~tuner.planning.sets` (counting a space's sets),
 :mod:`~tuner.planning.params` (a set as Optuna parameters), :mod:`~tuner.planning.forecast`
@@ -12,7 +13,7 @@ budget's count), :mod:`~tuner.planning.entry` (typed plan entries, :class:`Scree
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.feasibility import doubts, problems
 from tuner.planning.forecast import Plan, SamplerView, forecast, rules_before_the_night
-from tuner.planning.identity import DecodeContext, Facts, load_decode_context, set_identity
+from tuner.planning.identity import DecodeContext, Facts, SizePick, load_decode_context, night_inert, set_identity
 from tuner.planning.order import (
     BUDGETED,
     EXHAUSTED,
@@ -25,9 +26,11 @@ from tuner.planning.order import (
 from tuner.planning.params import FLAG_ON, flag_params, split_params
 from tuner.planning.rules import Rules
 from tuner.planning.sets import COUNT_LIMIT, ENUMERABLE_POINTS, open_keys, point_count, point_sets
+from tuner.planning.sizes import CHUNK_FLAGS, NightSize, NightSizes, chunk_tokens, night_sizes
 
 __all__ = [
     "BUDGETED",
+    "CHUNK_FLAGS",
     "COUNT_LIMIT",
     "ENUMERABLE_POINTS",
     "EXHAUSTED",
@@ -37,13 +40,17 @@ __all__ = [
     "Decision",
     "DecodeContext",
     "Facts",
+    "NightSize",
+    "NightSizes",
     "Plan",
     "PlanEntry",
     "Planner",
     "Rules",
     "SamplerView",
     "ScreenedSet",
+    "SizePick",
     "Step",
+    "chunk_tokens",
     "counts_in_budget",
     "doubts",
     "earlier_label",
@@ -51,6 +58,8 @@ __all__ = [
     "flag_params",
     "forecast",
     "load_decode_context",
+    "night_inert",
+    "night_sizes",
     "open_keys",
     "point_count",
     "point_sets",

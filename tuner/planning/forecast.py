@@ -67,8 +67,8 @@ class Plan:
 
 def rules_before_the_night(cfg: ExperimentConfig, study_dir: Path | None, *, allow_unsafe: bool = False) -> Rules:
     """The rules as known before the night: ``[nccl] version``, or with a ``diagnose.json`` in
-    ``study_dir`` the NCCL version and topology it logged and identity at the decode size."""
-    decode = load_decode_context(study_dir) if study_dir is not None else None
+    ``study_dir`` the NCCL version and topology it logged and identity at the night's sizes."""
+    decode = load_decode_context(study_dir, cfg) if study_dir is not None else None
     facts = Facts(cfg.nccl.nccl_version, None)
     if decode is not None:
         facts = Facts(decode.version or cfg.nccl.nccl_version, decode.topology)
@@ -101,7 +101,8 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
         return [*rules.problems(env), *(rules.doubts(env) if skip_doubtful else [])]
 
     planner = Planner(space, mode, records=lambda: ledger, busy_keys=set, problems=problems, key_of=key_of,
-                      decode_bytes=rules.decode.nbytes if rules.decode else None, baseline_every=baseline_every)
+                      decode_bytes=rules.decode.nbytes if rules.decode else None, baseline_every=baseline_every,
+                      judged_at=rules.decode.sizes_text() if rules.decode else None)
     planner.screened_first([ScreenedSet(f"screen-{i + 1}", {_SLOT: str(i + 1)}) for i in range(screened)])
     baseline = add(TrialRecord(trial=-1, kind=Kind.BASELINE, status=Status.OK))
     entries = [PlanEntry(Step.BASELINE, kind=Kind.BASELINE)]

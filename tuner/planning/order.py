@@ -64,7 +64,8 @@ class Planner:
     workers on one study see each other's work. ``problems(env)`` says why a set must not be
     launched, empty when it may; ``key_of(env, flags)`` is a set's identity (both usually from
     :class:`tuner.planning.rules.Rules`). ``decode_bytes``: the decode size identity is judged at
-    (None without a diagnosis), for the words of a skip. ``baseline_every`` (0: never),
+    (None without a diagnosis), for the words of a skip; ``judged_at``: those words when identity
+    is judged at several sizes (:meth:`tuner.planning.identity.DecodeContext.sizes_text`). ``baseline_every`` (0: never),
     ``confirm`` and ``final_baseline`` are the sweep's options.
     """
 
@@ -73,7 +74,7 @@ class Planner:
                  busy_keys: Callable[[], set[str]],
                  problems: Callable[[dict[str, str]], list[str]],
                  key_of: Callable[[dict[str, str], list[str]], str] = set_key,
-                 decode_bytes: int | None = None, baseline_every: int = 0,
+                 decode_bytes: int | None = None, judged_at: str | None = None, baseline_every: int = 0,
                  confirm: bool = True, final_baseline: bool = True) -> None:
         self.space = space
         self.mode = mode
@@ -82,6 +83,7 @@ class Planner:
         self._problems = problems
         self.key_of = key_of
         self.decode_bytes = decode_bytes
+        self.judged_at = judged_at or (f"{decode_bytes} B" if decode_bytes is not None else None)
         self.baseline_every = baseline_every
         self.reserved = tuple(s for s, on in zip(RESERVED, (confirm, final_baseline), strict=True) if on)
         self.screened: list[ScreenedSet] = []
@@ -171,7 +173,7 @@ class Planner:
         if earlier is not None and earlier.kind is Kind.DUPLICATE and earlier.duplicate_of is not None:
             earlier = next((r for r in records if r.trial == earlier.duplicate_of), earlier)  # the set measured
         if earlier is not None:
-            at = f" at {self.decode_bytes} B" if self.decode_bytes is not None else ""
+            at = f" at {self.judged_at}" if self.judged_at is not None else ""
             return Decision(False, duplicate_of=earlier,
                             reason=f"to NCCL{at} the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
         return Decision(True)

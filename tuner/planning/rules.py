@@ -1,4 +1,5 @@
-"""The rules of one night in one object: a set's identity, and whether it may be launched.
+"""The rules of one night in one object: a set's identity, whether it may be launched, and
+whether it can act at all.
 
 The sweep builds it with the facts it learns from the first baseline's log; ``--dry-run``
 with what is known before the night (``[nccl] version``, a ``diagnose.json``). Both then ask
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from tuner.nccl import canonical_set
 from tuner.planning import feasibility
-from tuner.planning.identity import DecodeContext, Facts, set_identity
+from tuner.planning.identity import DecodeContext, Facts, night_inert, set_identity
 
 __all__ = ["Rules"]
 
@@ -20,7 +22,7 @@ class Rules:
 
     ``server_env``: what every launch gets; ``facts()``: the NCCL version and topology as known
     now (called at every question: the sweep learns them mid-night); ``decode``: the study's
-    decode context (identity at the decode size), or None; ``allow_unsafe``: --allow-unsafe.
+    decode context (identity at every allreduce size the night measures, :meth:`inert`), or None; ``allow_unsafe``: --allow-unsafe.
     """
 
     def __init__(self, server_env: Mapping[str, str], facts: Callable[[], Facts], *,
@@ -38,6 +40,36 @@ class Rules:
     def untuned_key(self) -> str:
         """The identity of the untuned set (the baseline's)."""
         return self.key_of({}, [])
+
+    def inert(self, env: dict[str, str]) -> dict[str, str]:
+        """The variables of ``env`` that cannot change any allreduce the night measures, each
+        with why (:func:`tuner.planning.identity.night_inert`); empty without a decode context.
+
+        The one place that decides "cannot act": decode at every ``probe.concurrency`` level
+        and the prompt's prefill (:mod:`tuner.planning.sizes`), each under NCCL's pick there
+        from the study's diagnosis. A variable is in it only when it cannot act at every size
+        and NCCL's pick is known at each; the set's identity leaves these out (:meth:`key_of`).
+        """
+        if self.decode is None:
+            return {}
+        facts = self.facts()
+        return night_inert(canonical_set(env, facts.version, facts.topology), facts, self.decode)
+
+    def cannot_act(self, env: dict[str, str]) -> str | None:
+        """Why ``env`` as a whole cannot change any allreduce the night measures, or None when it
+        can or that is not known (see :meth:`inert`). Callers that need the answer for one
+        variable ask with ``{name: value}``. The untuned set (or one NCCL reads as it) cannot act:
+        "NCCL reads it as the untuned set". For the backend check (NCCL not on the decode path)
+        and the verdicts (a gain a set that cannot act cannot have) to ask the same question.
+        """
+        facts = self.facts()
+        canon = canonical_set(env, facts.version, facts.topology)
+        if not canon:
+            return "NCCL reads it as the untuned set" if env else "it is the untuned set"
+        inert = self.inert(env)
+        if self.decode is None or set(canon) - set(inert):
+            return None
+        return "; ".join(inert[name] for name in sorted(canon))
 
     def problems(self, env: dict[str, str]) -> list[str]:
         """Why the set must not be launched (:func:`tuner.planning.feasibility.problems`)."""

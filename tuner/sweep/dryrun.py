@@ -82,9 +82,10 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     if rules.decode is not None:
         d, facts = rules.decode, rules.facts()
         gpus = f" on {facts.topology.nranks} GPUs" if facts.topology is not None else ""
-        out.append(f"Planned with what {d.source} found: NCCL {facts.version or '(not logged)'}{gpus}; the decode "
-                   f"allreduce ({d.nbytes} B) runs {d.choice.algorithm}/{d.choice.protocol}, so sets that differ only "
-                   "by variables that cannot act there are relaunched once.")
+        out.append(f"Planned with what {d.source} found: NCCL {facts.version or '(not logged)'}{gpus}; "
+                   + d.judgement() + ".")
+        if d.why:
+            out.append(f"  The sizes: {d.why}.")
     out += _relaunch_lines(plan, cfg, notes, every_k)
     proposals = next((e for e in plan.entries if e.step is Step.PROPOSAL), None)
     if proposals is None:
@@ -131,7 +132,7 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
 
 def _suffix(e: PlanEntry, notes: list[str], plan: Plan) -> str:
     if e.step is Step.SKIP:
-        at = f" at {plan.rules.decode.nbytes} B" if plan.rules.decode is not None else ""
+        at = f" at {plan.rules.decode.sizes_text()}" if plan.rules.decode is not None else ""
         return f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
     f = plan.rules.facts()
     as_read = canonical_set(e.env, f.version, f.topology)

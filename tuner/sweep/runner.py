@@ -146,12 +146,13 @@ class Sweep:
                                else config.sweep.baseline_every)
         self.progress = options.progress or Progress(self.budget)
         self._learned: Facts | None = None
-        # identity at the decode size, from a `nccl-tune diagnose` of this study (results/<study>/diagnose.json)
-        self.decode = load_decode_context(self.dir)
+        # identity at the night's allreduce sizes, from a `nccl-tune diagnose` of this study (results/<study>/diagnose.json)
+        self.decode = load_decode_context(self.dir, config)
         self.rules = Rules(config.server.env, self._facts, decode=self.decode, allow_unsafe=options.allow_unsafe)
         self.planner = Planner(space, self.mode, records=lambda: self.store.records(relaunched_only=False),
                                busy_keys=self._busy_keys, problems=self.rules.problems, key_of=self.rules.key_of,
                                decode_bytes=self.decode.nbytes if self.decode is not None else None,
+                               judged_at=self.decode.sizes_text() if self.decode is not None else None,
                                baseline_every=self.baseline_every, confirm=options.confirm,
                                final_baseline=options.final_baseline)
         self.runner_file = RunnerFile(self.dir, config.server.port)
@@ -297,6 +298,8 @@ class Sweep:
         self._say_environment()
         if self.decode is not None:
             self.progress.log(self.decode.sentence())
+            if self.decode.why:
+                self.progress.log(f"the sizes: {self.decode.why}")
         self.runner_file.claim(self.opt.study)
         try:
             with self.signals:
