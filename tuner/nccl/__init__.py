@@ -19,7 +19,8 @@ The leaves, lowest first:
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
-  launched, rank by rank.
+  launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
+  (:func:`machine_from_log`).
 """
 
 from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
@@ -85,6 +86,20 @@ from tuner.nccl.log import (
     parse_sources,
     topology_from_log,
 )
+from tuner.nccl.machine import (
+    CPU_ARCHS,
+    CPU_VENDORS,
+    PATTERN_RING,
+    PATTERNS,
+    CpuNode,
+    NcclMachine,
+    P2pLevelInForce,
+    PeerTransport,
+    SearchFallback,
+    SearchGraph,
+    TopoLink,
+    machine_from_log,
+)
 from tuner.nccl.names import (
     HARDWARE_SELECTORS,
     KNOWN_NAMES,
@@ -98,7 +113,14 @@ from tuner.nccl.names import (
     name_warning,
     read_by,
 )
-from tuner.nccl.p2p import p2p_levels, read_p2p_level
+from tuner.nccl.p2p import (
+    CPU_KINDS,
+    DEFAULT_PXB_FROM,
+    default_p2p_level,
+    default_p2p_reason,
+    p2p_levels,
+    read_p2p_level,
+)
 from tuner.nccl.proof import (
     P2P_DISABLE_ECHO_FROM,
     RAY_COPIES_NCCL_FROM,
@@ -133,6 +155,9 @@ from tuner.nccl.values import (
 
 __all__ = [
     "ALGO_SINCE",
+    "CPU_ARCHS",
+    "CPU_KINDS",
+    "CPU_VENDORS",
     "CTAS_LOW_IGNORED_FROM",
     "CUDA_DEFAULT_CONNECTIONS",
     "CUMEM_AUTO_FROM",
@@ -140,6 +165,7 @@ __all__ = [
     "DEBUG_FILE_VAR",
     "DEBUG_LEVELS",
     "DEFAULT_BUFFSIZE",
+    "DEFAULT_PXB_FROM",
     "FUNCS",
     "HARDWARE_SELECTORS",
     "INT32_MAX",
@@ -156,6 +182,8 @@ __all__ = [
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "P2P_DISABLE_ECHO_FROM",
+    "PATTERNS",
+    "PATTERN_RING",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
     "RAY_COPIED_ENV",
@@ -172,6 +200,7 @@ __all__ = [
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CpuNode",
     "CutLine",
     "DebugFile",
     "DecodeChoice",
@@ -183,11 +212,17 @@ __all__ = [
     "LogSource",
     "Matrix",
     "NcclLine",
+    "NcclMachine",
     "NcclVersion",
     "Operation",
+    "P2pLevelInForce",
     "ParsedLog",
+    "PeerTransport",
     "ProofRow",
     "Rejoined",
+    "SearchFallback",
+    "SearchGraph",
+    "TopoLink",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -208,6 +243,8 @@ __all__ = [
     "decode_choice",
     "decode_effect",
     "default_matrix",
+    "default_p2p_level",
+    "default_p2p_reason",
     "default_thread_thresholds",
     "elements",
     "expand_debug_file",
@@ -221,6 +258,7 @@ __all__ = [
     "launch",
     "line_pid",
     "ll128_auto",
+    "machine_from_log",
     "max_channels",
     "max_threads",
     "name_problem",
