@@ -22,13 +22,13 @@ from typing import Protocol
 from tuner.nccl.choice import allreduce_choices
 from tuner.nccl.types import NcclVersion, Topology, judged_version
 
-__all__ = ["ALGOS", "PROTOS", "CostTable", "GraphLike", "ModelGraph", "Pick", "allreduce_table",
+__all__ = ["COST_ALGOS", "COST_PROTOS", "CostTable", "GraphLike", "ModelGraph", "Pick", "allreduce_table",
            "nccl_pick"]
 
 #: Index order of src/include/device.h (NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1; NCCL_PROTO_LL 0,
 #: NCCL_PROTO_LL128 1, NCCL_PROTO_SIMPLE 2): the order ties are broken in.
-ALGOS = ("Tree", "Ring")
-PROTOS = ("LL", "LL128", "Simple")
+COST_ALGOS = ("Tree", "Ring")
+COST_PROTOS = ("LL", "LL128", "Simple")
 
 # tuning.cc baseLat (us), v2.23+; Tree/Simple is 0 before 2.23.
 _BASE_LAT = {"Tree": (6.8, 14.0, 8.4), "Ring": (6.6, 14.0, 8.4)}
@@ -113,8 +113,8 @@ class CostTable:
     def times_us(self, nbytes: int) -> dict[tuple[str, str], float]:
         """Every enabled pair's time at ``nbytes``, in NCCL's index order."""
         out = {}
-        for a in ALGOS:
-            for p in PROTOS:
+        for a in COST_ALGOS:
+            for p in COST_PROTOS:
                 t = self.time_us(a, p, nbytes)
                 if t is not None:
                     out[(a, p)] = t
@@ -181,10 +181,10 @@ def allreduce_table(ring: GraphLike, nranks: int, *, tree: GraphLike | None = No
     ppn = nranks / nnodes
     bws: dict[tuple[str, str], float] = {}
     lats: dict[tuple[str, str], float] = {}
-    for a in ALGOS:
+    for a in COST_ALGOS:
         g = graphs[a]
         intra_row = _hw_row(g.type_intra)
-        for pi, p in enumerate(PROTOS):
+        for pi, p in enumerate(COST_PROTOS):
             bw = g.bw_intra_GBps if nnodes <= 2 else g.bw_inter_GBps
             bus = g.nchannels * bw
             if a == "Ring" and p == "LL":

@@ -25,6 +25,7 @@ level in force) and says, one plain sentence each, quoting NCCL's line and citin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
@@ -33,7 +34,7 @@ from tuner.nccl.machine import NcclMachine
 from tuner.nccl.p2p import p2p_levels
 from tuner.nccl.safety import risky_reason
 from tuner.nccl.types import NcclVersion
-from tuner.triage.model import FixSet, Finding, Triage
+from tuner.triage.model import Finding, FixSet, Triage
 
 __all__ = ["MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
 
@@ -99,7 +100,8 @@ def _level_fix(machine: NcclMachine, version: NcclVersion | None, p2p_disabled: 
         return None
     levels = p2p_levels(version)
     current = machine.p2p_level.level
-    paths = {pair: _pair_path(machine, *pair) for pair in shm}
+    chains = _chains(machine)
+    paths = {pair: _pair_path(chains, *pair) for pair in shm}
     known = [p for p in paths.values() if p is not None]
     needed = "SYS" if not known or "SYS" in known else max(known, key=lambda x: levels.index(x) if x in levels else 0)
     if needed in ("PIX", "PXB"):
@@ -112,15 +114,41 @@ def _level_fix(machine: NcclMachine, version: NcclVersion | None, p2p_disabled: 
     return needed, shm, where
 
 
-def _pair_path(machine: NcclMachine, src: int, dst: int) -> str | None:
-    """The path type between two ranks' GPUs from the topology NCCL printed: SYS when they sit
-    under different CPUs, PHB under one CPU without a shared switch, PXB behind one switch;
-    None when the topology does not place both."""
-    path = getattr(machine, "pair_path", None)
-    if callable(path):
-        found = path(src, dst)
-        return str(found) if found else None
-    return None
+_GPU_RANK = re.compile(r"GPU/\S+ \((\d+)\)")
+
+
+def _chains(machine: NcclMachine) -> dict[int, list[str]]:
+    """Each rank's GPU and its PCI ancestors up to its CPU, from the topology tree NCCL printed
+    (src/graph/topo.cc, ncclTopoPrintRec prints PCI links downward, the GPU's rank in brackets)."""
+    parent: dict[str, str] = {}
+    ranks: dict[int, str] = {}
+    for lk in machine.links:
+        if lk.kind != "PCI":
+            continue
+        parent.setdefault(lk.dst, lk.src)
+        found = _GPU_RANK.search(lk.line)
+        if found and lk.dst.startswith("GPU/"):
+            ranks[int(found.group(1))] = lk.dst
+    out = {}
+    for rank, label in ranks.items():
+        chain = [label]
+        while chain[-1] in parent and len(chain) < 32:
+            chain.append(parent[chain[-1]])
+        out[rank] = chain
+    return out
+
+
+def _pair_path(chains: Mapping[int, list[str]], src: int, dst: int) -> str | None:
+    """The path type between two ranks' GPUs (src/graph/paths.cc path types): SYS under
+    different CPUs, PHB under one CPU without a shared switch, PXB behind one switch; None when
+    the topology does not place both under a CPU."""
+    a, b = chains.get(src), chains.get(dst)
+    if not a or not b or not a[-1].startswith("CPU/") or not b[-1].startswith("CPU/"):
+        return None
+    if a[-1] != b[-1]:
+        return "SYS"
+    shared = next((x for x in a[1:] if x in b[1:]), None)
+    return "PHB" if shared is None or shared.startswith("CPU/") else "PXB"
 
 
 def triage(machine: NcclMachine | None, *, version: NcclVersion | None, nranks: int,
@@ -147,7 +175,7 @@ def triage(machine: NcclMachine | None, *, version: NcclVersion | None, nranks: 
     level = _level_fix(machine, version, p2p_disabled)
     level_fix = None
     if level is not None:
-        name, pairs, where = level
+        name = level[0]
         hang = risky_reason("NCCL_P2P_LEVEL", name, version) or ""
         level_fix = FixSet("fix: p2p level", {"NCCL_P2P_LEVEL": name},
                            f"NCCL_P2P_LEVEL={name} lets the SHM pairs use P2P" + (f"; {hang}" if hang else ""))
@@ -219,7 +247,7 @@ def _channels_act(prefill: int | None, nranks: int, search_channels: int, versio
     before = launch(prefill, "Ring", "Simple", nranks, comm_channels({}, search_channels, version), {}, version=version)
     after = launch(prefill, "Ring", "Simple", nranks, comm_channels(floor, search_channels, version), floor,
                    version=version)
-    return after.channels > before.channels
+    return after.nchannels > before.nchannels
 
 
 def _inter_cpu(machine: NcclMachine, ring: ModelGraph | None, nranks: int, version: NcclVersion | None,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COMBINED", "FixSet", "Finding", "Triage"]
+__all__ = ["COMBINED", "Finding", "FixSet", "Triage"]
 
 #: The name of the set that combines every finding's fixes.
 COMBINED = "fix: all"
