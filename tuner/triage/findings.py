@@ -217,6 +217,10 @@ def _fallback(machine: NcclMachine, ring: ModelGraph | None, nranks: int, versio
         forced = _pick_text(_picks(ll, decode))
         cost = (f"NCCL's model on the fallen-back graph (1 channel at 0.1 GB/s) gives {model}, vs {forced} "
                 f"with LL: it picks by a bandwidth the links do not have")
+        pci = machine.gpu_pcie_bw_GBps
+        if pci:
+            sane = _pick_text(_picks(_table(ModelGraph(1, pci, "SYS", pci), nranks, version), decode))
+            cost += f"; at the GPUs' {pci:g} GB/s links the same model gives {sane}"
     else:
         start = _simple_from(table)
         cost = ("NCCL's model on the fallen-back graph (1 channel at 0.1 GB/s) picks Simple from "

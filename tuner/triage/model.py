@@ -88,7 +88,8 @@ class Triage:
 
     def fix_sets(self) -> list[FixSet]:
         """The sets to relaunch first: the combination of every finding's fixes (when more than
-        one fix exists), then each finding's own, deduplicated by environment (the first name
+        one fix exists; named after the finding whose fix already holds them all, else
+        :data:`COMBINED`), then each finding's own, deduplicated by environment (the first name
         kept). A variable two fixes set differently keeps the first finding's value."""
         own = [f for finding in self.findings for f in finding.fixes]
         out: list[FixSet] = []
@@ -98,7 +99,8 @@ class Triage:
                 for k, v in f.env.items():
                     env.setdefault(k, v)
             names = ", ".join(dict.fromkeys(f.name.removeprefix("fix: ") for f in own))
-            out.append(FixSet(COMBINED, env, f"every finding's fix at once ({names})"))
+            same = next((f for f in own if dict(f.env) == env), None)  # one fix already holds them all
+            out.append(same or FixSet(COMBINED, env, f"every finding's fix at once ({names})"))
         seen: set[tuple[tuple[str, str], ...]] = set()
         kept = []
         for f in [*out, *own]:
