@@ -22,6 +22,9 @@ Versions:
    summary, a trial's concurrency levels and host, the study's topology) keep version 1's JSON
    shapes, so version 1 values read unchanged. A version-1 study a sweep resumes is upgraded
    in place (its metric and the version are written).
+3. The study stores ``triage`` (:attr:`tuner.record.study.StudyInfo.triage`): NCCL's model of
+   the machine judged after the first ok baseline, with the fixes planned first. An older
+   study reads it as ``{}`` (not judged): its night goes on without fixes.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -36,7 +39,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The version of a study stored without one.
 UNVERSIONED = 1
 
