@@ -32,9 +32,9 @@ import optuna
 
 from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.model import decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.space import SearchSpace
 from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
-from tuner.inputs.model import decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import (
     EXHAUSTED,
