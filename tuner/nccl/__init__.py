@@ -88,6 +88,7 @@ from tuner.nccl.lists import (
     read_list,
 )
 from tuner.nccl.log import (
+    GRAPH_LINE,
     SERVER_LOG,
     Fold,
     LogSource,
@@ -99,8 +100,6 @@ from tuner.nccl.log import (
     topology_from_log,
 )
 from tuner.nccl.machine import (
-    CPU_ARCHS,
-    CPU_VENDORS,
     PATTERN_RING,
     PATTERNS,
     CpuNode,
@@ -110,6 +109,7 @@ from tuner.nccl.machine import (
     SearchFallback,
     SearchGraph,
     TopoLink,
+    TopoPath,
     machine_from_log,
 )
 from tuner.nccl.names import (
@@ -143,7 +143,7 @@ from tuner.nccl.proof import (
     unlaunched_echoes,
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
-from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
+from tuner.nccl.safety import p2p_default_note, risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
@@ -181,6 +181,7 @@ __all__ = [
     "DEFAULT_BUFFSIZE",
     "DEFAULT_PXB_FROM",
     "FUNCS",
+    "GRAPH_LINE",
     "HARDWARE_SELECTORS",
     "INT32_MAX",
     "INT64_MAX",
@@ -241,6 +242,7 @@ __all__ = [
     "SearchFallback",
     "SearchGraph",
     "TopoLink",
+    "TopoPath",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -256,6 +258,7 @@ __all__ = [
     "closest_name",
     "comm_channels",
     "confirmations",
+    "cpu_kind",
     "cross_problems",
     "cross_warnings",
     "debug_file_warnings",
@@ -284,6 +287,7 @@ __all__ = [
     "name_warning",
     "nccl_name",
     "nccl_pick",
+    "p2p_default_note",
     "p2p_levels",
     "parse_log",
     "parse_sources",

@@ -14,7 +14,8 @@ from __future__ import annotations
 from tuner.nccl.cnum import C_SPACE, as_c_int, strtoll_erange
 from tuner.nccl.types import NEWEST_VERIFIED, NcclVersion, judged_version
 
-__all__ = ["CPU_KINDS", "DEFAULT_PXB_FROM", "default_p2p_level", "default_p2p_reason", "p2p_levels", "read_p2p_level"]
+__all__ = ["CPU_ARCHS", "CPU_KINDS", "CPU_VENDORS", "DEFAULT_PXB_FROM", "cpu_kind", "default_p2p_level", "default_p2p_reason",
+           "p2p_levels", "read_p2p_level"]
 
 #: Path names by release, best to worst, up to SYS (src/graph/topo.cc, topoPathTypeStr).
 _LEVELS_BEFORE_226 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")
@@ -67,6 +68,10 @@ def read_p2p_level(value: str, version: NcclVersion) -> tuple[str | None, str | 
     return None, f"NCCL {version} silently ignores {value!r}: not one of {', '.join(names)} or a digit 0-5", None
 
 
+#: NCCL_TOPO_CPU_ARCH_* (src/include/graph.h): 1 x86, 2 POWER, 3 ARM, 4 mixed.
+CPU_ARCHS = {1: "x86", 2: "POWER", 3: "ARM", 4: "mixed"}
+#: NCCL_TOPO_CPU_VENDOR_* (src/include/graph.h): 1 Intel, 2 AMD, 3 Zhaoxin, 4 mixed.
+CPU_VENDORS = {1: "Intel", 2: "AMD", 3: "Zhaoxin", 4: "mixed"}
 #: The CPU kinds :func:`default_p2p_level` knows: the x86 vendors NCCL names (src/include/graph.h,
 #: NCCL_TOPO_CPU_VENDOR_*) and the non-x86 architectures (NCCL_TOPO_CPU_ARCH_*), whose vendor
 #: NCCL does not read. "mixed" is NCCL's own word for several.
@@ -74,6 +79,15 @@ CPU_KINDS = ("Intel", "AMD", "Zhaoxin", "ARM", "POWER", "mixed")
 #: The first release whose default is PXB on every CPU (src/graph/paths.cc at v2.23.4-1).
 DEFAULT_PXB_FROM = NcclVersion(2, 23, 0)
 _BEFORE = NcclVersion(2, 22, 3)  # the newest release of the older rule
+
+
+def cpu_kind(arch: int, vendor: int) -> str:
+    """The CPU kind of NCCL's ``(arch, vendor)`` numbers (``CPU/0-0 (1/2/-1)``, src/graph/topo.cc
+    ncclTopoPrintRec): the vendor for x86 (``1, 2`` -> ``"AMD"``), else the architecture
+    (``3, 0`` -> ``"ARM"``), as ncclTopoCheckP2p tells them apart; unknown numbers as text."""
+    if arch == 1:
+        return CPU_VENDORS.get(vendor, str(vendor))
+    return CPU_ARCHS.get(arch, str(arch))
 
 
 def _rule(version: NcclVersion, cpu: str | None, local_gpus: int | None) -> str | None:
@@ -137,7 +151,9 @@ def default_p2p_reason(version: NcclVersion | None, cpu_vendor: str | None, loca
     src = "(src/graph/paths.cc, ncclTopoCheckP2p)"
     if version is None:
         if level is None:
-            return f"NCCL's default P2P level is not known for {cpu} and {gpus} until the version is {src}"
+            return (f"NCCL's default P2P level is not known yet for {cpu} and {gpus}: it needs the NCCL version "
+                    f"(up to 2.22 SYS except on Intel, ARM and Zhaoxin; from 2.23 PXB, SYS on AMD with at most "
+                    f"2 GPUs) and the CPU {src}")
         return f"NCCL's default P2P level is {level} on {cpu} with {gpus} for every supported version {src}"
     if level is None:
         return f"NCCL {version}'s default P2P level is not known for {cpu} and {gpus} {src}"
