@@ -50,6 +50,7 @@ from .ncclconst import (
     TREE_CORRECTION,
     WARP_SIZE,
     algos,
+    default_p2p_level,
     ll_max_bw,
     log2i,
     maxchannels,
@@ -141,10 +142,12 @@ class Breakdown:
 def search_graphs(profile: Profile, version: str) -> dict[str, Graph]:
     """Graphs per algorithm on one node: Ring and Tree share the profile's search result
     (src/init.cc searches the tree graph with the ring's channel count); CollNet graphs are not
-    searched without CollNet (0 channels); NVLS has ``nvls_channels``."""
-    ring = Graph(profile.graph_nchannels, profile.graph_bw_intra_GBps, profile.graph_type_intra,
-                 profile.graph_same_channels)
-    none = Graph(0, 0.0, profile.graph_type_intra, True)
+    searched without CollNet (0 channels); NVLS has ``nvls_channels``. A failed search
+    (``graph_fallback``) leaves ncclTopoCompute's simple order: 1 channel at 0.1 GB/s, SYS
+    (src/graph/search.cc); the tree search, bounded by the ring's channels, fails the same way."""
+    nch, bw, kind = profile.ring_graph
+    ring = Graph(nch, bw, kind, profile.graph_same_channels)
+    none = Graph(0, 0.0, kind, True)
     nvls = Graph(profile.nvls_channels, profile.graph_bw_intra_GBps, "NVL", True)
     return {"Tree": ring, "Ring": ring, "CollNetDirect": none, "CollNetChain": none,
             "NVLS": nvls, "NVLSTree": nvls, "PAT": ring}
@@ -154,7 +157,7 @@ def ll128_allowed(profile: Profile, version: str) -> bool:
     """Where NCCL turns LL128 on by itself (tuning.cc, ``pEnable == 2``): graph typeIntra at
     most NVB, compute capability 7.0+, one architecture (single node: typeInter passes)."""
     names = path_types(version)
-    return (names.index(profile.graph_type_intra) <= names.index("NVB")
+    return (names.index(profile.ring_graph[2]) <= names.index("NVB")
             and profile.compute_capability >= 70)
 
 
@@ -163,7 +166,7 @@ def comm_channels(profile: Profile, settings: NcclSettings) -> int:
     graph channels doubled (capped at MAXCHANNELS), cut to min(NCCL_MAX_NCHANNELS,
     NCCL_MAX_CTAS), then copied up to max(NCCL_MIN_NCHANNELS, NCCL_MIN_CTAS): "max, then min"."""
     top = maxchannels(settings.version)
-    n = min(top, 2 * profile.graph_nchannels)
+    n = min(top, 2 * profile.ring_graph[0])
     n = min(n, settings.max_nchannels, settings.max_ctas)
     n = max(n, min(top, max(settings.min_nchannels, settings.min_ctas)))
     return max(1, n)
@@ -396,12 +399,23 @@ def check_init(profile: Profile, settings: NcclSettings) -> None:
                                 "ncclUnhandledCudaError")
 
 
-def _hops(profile: Profile, settings: NcclSettings) -> list[tuple[float, str]]:
+def p2p_level(profile: Profile, settings: NcclSettings, ngpus: int | None = None) -> str:
+    """The P2P level in force: NCCL_P2P_LEVEL, else the profile's override, else NCCL's default
+    for the version, CPU vendor and GPU count (``ncclconst.default_p2p_level``, src/graph/paths.cc
+    ``ncclTopoCheckP2p``)."""
+    if settings.p2p_level:
+        return settings.p2p_level
+    if profile.p2p_default_level != "auto":
+        return profile.p2p_default_level
+    return default_p2p_level(settings.version, profile.cpu_vendor, ngpus or profile.tp)
+
+
+def _hops(profile: Profile, settings: NcclSettings, ngpus: int | None = None) -> list[tuple[float, str]]:
     """(share of ring hops, transport): P2P where allowed (src/graph/paths.cc
     ``ncclTopoCheckP2p``: path type at most the P2P level, NCCL_P2P_DISABLE=1 forbids), else
     SHM, else sockets when NCCL_SHM_DISABLE=1."""
     names = path_types(settings.version)
-    level = settings.p2p_level or profile.p2p_default_level
+    level = p2p_level(profile, settings, ngpus)
 
     def transport(path: str) -> str:
         if not settings.p2p_disable and names.index(path) <= names.index(level):
@@ -414,9 +428,10 @@ def _hops(profile: Profile, settings: NcclSettings) -> list[tuple[float, str]]:
     return mix
 
 
-def hop_transports(profile: Profile, settings: NcclSettings) -> list[tuple[float, str]]:
+def hop_transports(profile: Profile, settings: NcclSettings,
+                   ngpus: int | None = None) -> list[tuple[float, str]]:
     """Public view of the ring's hop transports (used by the init log lines)."""
-    return _hops(profile, settings)
+    return _hops(profile, settings, ngpus)
 
 
 def realized_core(profile: Profile, settings: NcclSettings, tm: TuneModel, algo: str, proto: str,
@@ -428,7 +443,7 @@ def realized_core(profile: Profile, settings: NcclSettings, tm: TuneModel, algo:
     steps = 2 * (n - 1)
     pi = PROTOS.index(proto)
     hw = "nvlink" if profile.link == "nvlink" else "pcie"
-    mix = _hops(profile, settings)
+    mix = _hops(profile, settings, n)
     hop = 0.0
     for share, t in mix:
         base = HW_LAT_US[hw][algo][pi] * profile.hop_latency_scale

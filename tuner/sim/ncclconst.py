@@ -165,3 +165,95 @@ def per_ch_max_tree_ll128_bw(cc: int) -> float:
 def log2i(n: int) -> int:
     """NCCL's ``log2i`` (src/include/utils.h, via ``log2Down``): floor(log2(n)), -1 for n <= 0."""
     return n.bit_length() - 1 if n > 0 else -1
+
+
+# -- NCCL's topology (src/graph/topo.h, src/include/graph.h, src/graph/topo.cc), v2.27.3 unless noted
+LOC_BW = 5000.0  # topo.h ``LOC_BW``: maxBw/totalBw of a one-GPU system without NET
+#: ``ncclTopoGetInterCpuBw`` (topo.cc) from topo.h: ``AMD_BW`` for every AMD CPU, Intel by model
+#: (``BDW_QPI_BW``, ``SKL_QPI_BW``, ``SRP_QPI_BW``, ``ERP_QPI_BW``), ``ZPI_BW`` / ``YONGFENG_ZPI_BW``,
+#: ``ARM_BW``, ``P9_BW``.
+AMD_BW = 16.0
+INTEL_QPI_BW = {1: 6.0, 2: 10.0, 3: 22.0, 4: 40.0}  # model BDW, SKL, SRP, ERP
+ZPI_BW, YONGFENG_ZPI_BW, ARM_BW, P9_BW = 6.0, 9.0, 6.0, 32.0
+#: ``NCCL_TOPO_CPU_ARCH_*`` / ``NCCL_TOPO_CPU_VENDOR_*`` (src/include/graph.h) for a CPU vendor
+#: name of a profile; a field NCCL does not set stays ``NCCL_TOPO_UNDEF`` (-1): ARM has no
+#: vendor, and only Intel and Zhaoxin get a model (topo.cc ``ncclTopoAddCpu``).
+CPU_CODES = {"Intel": (1, 1), "AMD": (1, 2), "Zhaoxin": (1, 3), "POWER": (2, -1), "ARM": (3, -1)}
+#: ``NCCL_TOPO_PATTERN_*`` (src/include/graph.h).
+PATTERN_BALANCED_TREE, PATTERN_RING, PATTERN_NVLS = 1, 4, 5
+#: ncclTopoCompute (src/graph/search.cc) when no graph is found: every GPU in index order, one
+#: channel, ``bwIntra = bwInter = 0.1``, ``typeIntra = typeInter = PATH_SYS``.
+FALLBACK_BW = 0.1
+
+# Log formats (printf of NCCL, here as Python format strings with the same widths).
+#: topo.cc ``ncclTopoPrint`` (INFO(NCCL_GRAPH), every version 2.18-2.30): ``%2.1f``.
+TOPO_SYSTEM_FMT = "=== System : maxBw {:2.1f} totalBw {:2.1f} ==="
+TOPO_END_LINE = "=========================================="
+#: topo.cc ``ncclTopoPrintRec``: a link is ``"+ %s[%2.1f] - "`` then the remote node; a GPU is
+#: ``"%s/<id> (%d)"`` (rank), a CPU ``"%s/<id> (%d/%d/%d)"`` (arch/vendor/model), a PCI switch
+#: ``"%s/<id> (%lx)"`` (vendor, device, subsystem ids in 16 bits each); ``<id>`` is ``%lX`` of
+#: the whole id before 2.21, ``%lx-%lx`` (system id, local id) from 2.21, where the remote end of
+#: a non-PCI link (SYS, NVL) stays ``%lX`` until 2.22 and becomes ``%lx-%lx`` in 2.23.
+TOPO_LINK_FMT = "+ {}[{:2.1f}] - "
+#: search.cc ``ncclTopoPrintGraph`` (INFO(NCCL_GRAPH), 2.18-2.30); one line per channel
+#: ``"%2d :"`` followed by ``" %s/%d"`` per GPU of the channel (GPU/rank).
+GRAPH_FMT = ("Pattern {}, crossNic {}, nChannels {}, bw {:f}/{:f}, type {}/{}, "
+             "sameChannels {}")
+GRAPH_CHANNEL_FMT = "{:2d} :"
+#: search.cc ``ncclTopoCompute``: WARN up to 2.26, INFO(NCCL_GRAPH) from 2.27.
+FALLBACK_FMT = "Could not find a path for pattern {}, falling back to simple order"
+#: Line of that WARN in src/graph/search.cc per tag (what NCCL prints as ``graph/search.cc:N``).
+_FALLBACK_WARN_LINE = {(2, 18, 1): 946, (2, 18, 3): 960, (2, 18, 5): 978, (2, 19, 1): 987,
+                       (2, 19, 3): 1024, (2, 20, 3): 1025, (2, 21, 5): 1036, (2, 22, 3): 1096,
+                       (2, 23, 4): 1118, (2, 25, 1): 1135, (2, 26, 2): 1127}
+#: src/transport/shm.cc ``shmSendSetup``: ``"Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s"``
+#: (send/recv ``direct`` or ``CE``) up to v2.30.4-1, ``"... via SHM/direct"`` at v2.30.7-1.
+#: src/transport/p2p.cc ``p2pSendSetup``: ``"Channel %02d/%01d : %d[%d] -> %d[%d] via
+#: P2P/%s%s%s"`` (CUMEM or MNNVL, ``/read``, ``/CE``), or ``via P2P/IPC%s%s`` without cuMem
+#: (2.18-2.30).
+SHM_VIA = "SHM/direct/direct"
+SHM_VIA_2307 = "SHM/direct"
+
+
+def fallback_is_warn(version: str) -> bool:
+    """Whether the search fallback is a WARN (up to 2.26) rather than INFO(NCCL_GRAPH) (2.27+),
+    src/graph/search.cc ``ncclTopoCompute`` at v2.26.6-1 and v2.27.3-1."""
+    return version_tuple(version) < (2, 27, 0)
+
+
+def fallback_warn_src(version: str) -> str:
+    """``file:line`` of the fallback WARN for ``version``: the last listed tag at or below it."""
+    v = version_tuple(version)
+    line = max((k for k in _FALLBACK_WARN_LINE if k <= v), default=(2, 18, 1))
+    return f"graph/search.cc:{_FALLBACK_WARN_LINE[line]}"
+
+
+def shm_via(version: str) -> str:
+    """The ``via`` part of an SHM channel line for ``version`` (see ``SHM_VIA``)."""
+    return SHM_VIA_2307 if version_tuple(version) >= (2, 30, 7) else SHM_VIA
+
+
+def inter_cpu_bw(cpu_vendor: str, cpu_model: int) -> float:
+    """SYS link bandwidth between two CPU sockets (GB/s), topo.cc ``ncclTopoGetInterCpuBw``:
+    P9_BW on POWER, ARM_BW on ARM, Intel by model (BDW otherwise), AMD_BW, Zhaoxin by model;
+    LOC_BW for another x86 vendor."""
+    if cpu_vendor == "POWER":
+        return P9_BW
+    if cpu_vendor == "ARM":
+        return ARM_BW
+    if cpu_vendor == "Intel":
+        return INTEL_QPI_BW.get(cpu_model, INTEL_QPI_BW[1])
+    if cpu_vendor == "AMD":
+        return AMD_BW
+    if cpu_vendor == "Zhaoxin":
+        return YONGFENG_ZPI_BW if cpu_model == 1 else ZPI_BW
+    return LOC_BW
+
+
+def default_p2p_level(version: str, cpu_vendor: str, ngpus: int) -> str:
+    """NCCL's own P2P level before NCCL_P2P_LEVEL (src/graph/paths.cc ``ncclTopoCheckP2p``):
+    up to 2.22 (v2.22.3-1) PATH_SYS except PATH_PXB on ARM, Intel and Zhaoxin CPUs; from 2.23
+    (v2.23.4-1, same at v2.30.7-1) PATH_PXB, PATH_SYS on AMD with at most 2 GPUs in the system."""
+    if version_tuple(version) < (2, 23, 0):
+        return "PXB" if cpu_vendor in ("ARM", "Intel", "Zhaoxin") else "SYS"
+    return "SYS" if cpu_vendor == "AMD" and ngpus <= 2 else "PXB"

@@ -20,9 +20,10 @@ import threading
 import time
 
 from .costmodel import TuneModel, hop_transports, select
-from .ncclconst import ALGO_UPPER, FUNCS, PROTO_UPPER, PROTOS, version_tuple
+from .ncclconst import ALGO_UPPER, FUNCS, PROTO_UPPER, PROTOS, shm_via, version_tuple
 from .ncclenv import Message, NcclSettings, info
 from .ncclstdio import Sink
+from .nccltopo import graph_messages, topology_messages
 from .profiles import Profile
 
 #: ``ncclDebugLogLevel`` (src/include/nccl_common.h).
@@ -202,8 +203,8 @@ def node_layout(nranks: int, nodes: int, rank: int) -> tuple[int, int, int]:
 
 def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank: int,
                   comm_id: int, nodes: int = 1, tuning_echoes=()) -> list[Message]:
-    """INFO messages of one rank's ``ncclCommInitRank``, in log order (src/init.cc,
-    src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc), with
+    """INFO messages of one rank's ``ncclCommInitRank``, in log order (src/init.cc: first the
+    GRAPH lines of nccltopo, ncclTopoPrint and the searched graphs; src/graph/rings.cc, src/transport/p2p.cc and shm.cc, src/transport/generic.cc), with
     ``tuning_echoes`` (split_echoes) where ncclTopoTuneModel logs them; with ``nodes`` > 1 the
     comm line counts nodes and local ranks (node_layout) and the GPU is the local one; the
     transports stay those of one node."""
@@ -211,7 +212,8 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
     _, local, local_n = node_layout(n, nodes, rank)
     if nodes <= 1:
         local, local_n = rank, n
-    out = [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes {max(1, min(nodes, n))} "
+    out = topology_messages(profile, settings.version, n) + graph_messages(profile, settings.version, n)
+    out += [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes {max(1, min(nodes, n))} "
                 f"localRanks {local_n} localRank {local} MNNVL 0", "INIT")]
     if rank == 0:
         width = len(str(n - 1))
@@ -225,7 +227,7 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
         chunk = settings.buffsize // 8
     out.append(info(f"P2P Chunksize set to {chunk}", "INIT"))
     crossing = rank in _cross_hops(profile, n)
-    kinds = [t for s, t in hop_transports(profile, settings)]
+    kinds = [t for s, t in hop_transports(profile, settings, n)]
     hop = kinds[-1] if (crossing and len(kinds) > 1) else kinds[0]
     nxt = (rank + 1) % n
     read = "/read" if profile.link == "nvlink" and profile.compute_capability >= 80 else ""
@@ -235,7 +237,7 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
             text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] via P2P/{kind}{read}"
             out.append(info(text, "INIT", "P2P"))
         elif hop == "SHM":
-            text = f"Channel {c:02d} : {rank}[{rank}] -> {nxt}[{nxt}] via SHM/direct/direct"
+            text = f"Channel {c:02d} : {rank}[{rank}] -> {nxt}[{nxt}] via {shm_via(settings.version)}"
             out.append(info(text, "INIT", "SHM"))
         else:
             text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] [send] via NET/Socket/0"

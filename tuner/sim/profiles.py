@@ -14,6 +14,12 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
   allreduce takes every decode-sized allreduce (vLLM custom_all_reduce.py).
 * ``nvlink-8x-nccl``: the same box started with ``--disable-custom-all-reduce``.
 * ``fast-tiny``: a small TP-4 PCIe box at ~600 tok/s with a 0.3 s load, for quick tests.
+* ``pcie-8x-amd-fallback``: the motivating GPUs on two AMD sockets, where NCCL's ring search
+  falls back (bw 0.1, SYS, 1 channel), picks Simple at decode and keeps the cross-socket hops
+  on SHM: NCCL_PROTO=LL with NCCL_P2P_LEVEL=SYS gives ~+60 %.
+* ``pcie-4x-acs``: 4 GPUs under one PCIe switch with ACS on: NCCL_P2P_DISABLE=1 wins at one
+  stream, P2P wins with many.
+* ``pcie-8x-nccl-right``: one socket, every pair on P2P, LL at decode: knobs inside the noise.
 
 TOML files use the same keys (plus ``extends = "<built-in>"``). Times in ms (``*_ms``) or us
 (``*_us``), sizes in bytes, bandwidths in GB/s (1 GB/s = 1000 bytes/us).
@@ -65,7 +71,8 @@ class Profile:
     gpu_path: str  # path type between ring neighbours on one socket
     cross_path: str  # path type of the hops that cross sockets
     cross_fraction: float  # share of ring hops that cross sockets
-    p2p_default_level: str  # NCCL's automatic P2P level (src/graph/paths.cc ncclTopoCheckP2p)
+    p2p_default_level: str  # "auto": NCCL's rule by version, CPU vendor and GPU count
+    # (ncclconst.default_p2p_level, src/graph/paths.cc ncclTopoCheckP2p); a path type overrides it
     nvlink_fully_connected: bool  # what vLLM's custom allreduce checks for TP > 2
     # -- how the real hardware departs from NCCL's model
     hop_latency_scale: float  # real P2P hop latency / NCCL's hwLat
@@ -90,6 +97,22 @@ class Profile:
     noise: float  # per-request multiplicative speed noise (fraction, 1 sigma)
     bench_noise: float  # per all_reduce_perf run (fraction, 1 sigma)
     bench_iter_noise: float  # per all_reduce_perf iteration (fraction, 1 sigma)
+    # -- the machine as NCCL prints it under NCCL_DEBUG_SUBSYS=GRAPH (src/graph/topo.cc), and the
+    #    search's outcome; defaults keep older TOML profiles valid
+    cpu_vendor: str = "Intel"  # Intel | AMD | Zhaoxin | ARM | POWER: P2P default, SYS bandwidth
+    cpu_model: int = -1  # NCCL_TOPO_CPU_MODEL_* (graph.h): Intel 1 BDW .. 4 ERP; -1 unset (AMD)
+    sockets: int = 1  # CPU (NUMA) nodes; GPUs split evenly, SYS links between them
+    gpu_pcie_bw_GBps: float = 24.0  # PCI link width x speed / 80 (topo.cc ncclTopoAddPci): Gen4 x16
+    nvlink_bw_GBps: float = 0.0  # NVLink per GPU to the NVSwitch (links x ncclTopoNVLinkBw); 0 = none
+    graph_fallback: bool = False  # ring/tree search finds nothing: ncclTopoCompute's simple order
+
+    @property
+    def ring_graph(self) -> tuple[int, float, str]:
+        """(channels, bw per channel GB/s, type intra) NCCL's search ends on: the profile's
+        result, or ncclTopoCompute's fallback (1 channel, 0.1 GB/s, SYS; src/graph/search.cc)."""
+        if self.graph_fallback:
+            return 1, 0.1, "SYS"
+        return self.graph_nchannels, self.graph_bw_intra_GBps, self.graph_type_intra
 
     @property
     def decode_bytes(self) -> int:
@@ -135,7 +158,7 @@ _PCIE_8X_MLA = Profile(
     gpu_path="PXB",  # GPUs behind PCIe switches on each socket
     cross_path="SYS",
     cross_fraction=0.25,  # 2 of 8 ring hops cross sockets
-    p2p_default_level="PXB",  # paths.cc: PXB unless AMD CPU with <= 2 GPUs
+    p2p_default_level="auto",  # paths.cc at 2.27: PXB (Intel, 8 GPUs)
     nvlink_fully_connected=False,
     hop_latency_scale=1.5,  # [nccl1530]: 8 B in ~42 us with bench_launch_us below
     shm_hop_factor=2.5,  # chosen: a host-memory hop costs ~2.5 P2P hops
@@ -157,6 +180,10 @@ _PCIE_8X_MLA = Profile(
     noise=0.02,  # motivating box: repeated probes spread ~1-2 %
     bench_noise=0.01,  # chosen: all_reduce_perf run-to-run spread
     bench_iter_noise=0.03,  # chosen: per-iteration jitter (i_cv%)
+    cpu_vendor="Intel",  # [nccl1639]: dual Xeon
+    cpu_model=3,  # chosen: Sapphire Rapids (a PCIe Gen5 Xeon): NCCL_TOPO_CPU_MODEL_INTEL_SRP
+    sockets=2,
+    gpu_pcie_bw_GBps=48.0,  # Gen5 x16: 16 x 240 / 80 (topo.cc kvDictPciGen "32.0 GT/s PCIe")
 )
 
 _NVLINK_8X = Profile(
@@ -187,7 +214,7 @@ _NVLINK_8X = Profile(
     gpu_path="NVL",
     cross_path="NVL",
     cross_fraction=0.0,
-    p2p_default_level="PXB",
+    p2p_default_level="auto",  # paths.cc at 2.27: PXB (AMD, 8 GPUs)
     nvlink_fully_connected=True,
     hop_latency_scale=1.2,  # chosen
     shm_hop_factor=4.0,  # chosen
@@ -209,6 +236,10 @@ _NVLINK_8X = Profile(
     noise=0.02,
     bench_noise=0.01,
     bench_iter_noise=0.03,
+    cpu_vendor="AMD",  # chosen: DGX A100's two AMD EPYC 7742
+    sockets=2,
+    gpu_pcie_bw_GBps=24.0,  # Gen4 x16
+    nvlink_bw_GBps=240.0,  # 12 NVLink3 links x SM80_NVLINK_BW (topo.h)
 )
 
 _NVLINK_8X_NCCL = dataclasses.replace(_NVLINK_8X, name="nvlink-8x-nccl",
@@ -237,10 +268,93 @@ _FAST_TINY = dataclasses.replace(
     link_bw_cap_GBps=24.0,
     op_overhead_us=6.0,
     load_time_s=0.3,
+    sockets=1,
+    gpu_pcie_bw_GBps=24.0,  # A10: Gen4 x16
+)
+
+
+# [k25] Public report on 8x RTX PRO 6000 Blackwell, dual AMD EPYC, NCCL 2.27: Kimi K2.5 ~40 tok/s
+#       single stream, 65-68 with NCCL_P2P_LEVEL=SYS NCCL_PROTO=LL; all_reduce_perf busbw 22.2 ->
+#       37.6 GB/s with NCCL_MIN_NCHANNELS=8 at large sizes; 32 KB 48.2 -> 26.2 us with a graph fix.
+_PCIE_8X_AMD_FALLBACK = dataclasses.replace(
+    _PCIE_8X_MLA,
+    name="pcie-8x-amd-fallback",
+    model="sim/kimi-k2.5-mla-tp8",
+    cpu_vendor="AMD",
+    cpu_model=-1,  # topo.cc ncclTopoAddCpu sets a model for Intel and Zhaoxin only
+    sockets=2,
+    # search.cc: the sm100SpeedArrayIntra steps end at 18.0 > AMD_BW 16.0 across the sockets, so no
+    # ring or tree fits and ncclTopoCompute falls back: 1 channel, bw 0.1, type SYS
+    graph_fallback=True,
+    graph_type_intra="SYS",
+    graph_nchannels=1,
+    graph_bw_intra_GBps=0.1,
+    graph_same_channels=True,  # search.cc: no retry without sameChannels on AMD through SYS
+    hop_latency_scale=0.63,  # chosen with op_overhead_us: [k25] ~40 tok/s, ~65 with LL + SYS
+    shm_hop_factor=4.0,  # chosen: a host-memory hop across the AMD sockets
+    channel_bw_GBps=11.1,  # [k25]: 22.2 GB/s busbw on the fallback's 2 channels
+    link_bw_cap_GBps=37.6,  # [k25]: busbw with 8 channels and P2P everywhere
+    shm_bw_cap_GBps=26.0,  # chosen: below the P2P ceiling, above the 2-channel baseline
+    op_overhead_us=69.0,  # chosen: [k25] ~40 tok/s at Simple with SHM across the sockets
+    bench_launch_us=0.4,  # [k25]: 32 KB in 26.2 us with LL over P2P
+)
+
+# [acs] PCIe boxes where NCCL_P2P_DISABLE=1 flips with concurrency (published: 90 vs 70 tok/s at
+#       1 stream, 5000 vs 10000 tok/s at 100 streams, the other way round). The story chosen
+#       here: ACS sends every peer write up to the root complex, so a P2P hop is slow (latency)
+#       but still wider than a copy through host memory; SHM wins at 1 stream, P2P with many.
+_PCIE_4X_ACS = dataclasses.replace(
+    _PCIE_8X_MLA,
+    name="pcie-4x-acs",
+    model="sim/qwen3-32b-tp4",
+    gpu_name="NVIDIA L40S",
+    compute_capability=89,
+    tp=4,
+    layers=64,  # Qwen3-32B config.json num_hidden_layers
+    hidden=5120,  # Qwen3-32B config.json hidden_size
+    compute_ms=7.0,  # chosen: ~76 tok/s single stream with P2P, as [acs]'s 70-90 class
+    batch_compute_slope=0.03,  # chosen: a dense 32B model batches well
+    cpu_vendor="Intel",
+    cpu_model=3,  # chosen: Sapphire Rapids
+    sockets=1,
+    gpu_pcie_bw_GBps=24.0,  # Gen4 x16
+    graph_type_intra="PIX",  # 4 GPUs under one switch: NCCL cannot see ACS
+    graph_nchannels=1,  # search.cc: one 20.0 step fits each 24.0 GB/s GPU link
+    graph_bw_intra_GBps=20.0,
+    gpu_path="PIX",
+    cross_path="PIX",
+    cross_fraction=0.0,
+    hop_latency_scale=4.5,  # chosen: ACS round trip to the root complex per P2P hop
+    shm_hop_factor=0.45,  # chosen: a host-memory hop beats that round trip ([acs]: +15 % at 1 stream)
+    channel_bw_GBps=12.0,
+    link_bw_cap_GBps=20.0,  # chosen: P2P through the root complex
+    shm_bw_cap_GBps=8.0,  # chosen: host-memory copies, below it ([acs]: P2P wins with many streams)
+    op_overhead_us=12.0,  # chosen
+)
+
+# [right] The seeds' own box class where NCCL's model holds: knobs sit inside the noise (published
+#         81.9 vs 81.4 tok/s). One socket, GPUs under a switch tree: every pair P2P at PXB.
+_PCIE_8X_NCCL_RIGHT = dataclasses.replace(
+    _PCIE_8X_MLA,
+    name="pcie-8x-nccl-right",
+    cpu_vendor="Intel",
+    cpu_model=4,  # chosen: Emerald Rapids, one socket
+    sockets=1,
+    graph_type_intra="PXB",
+    graph_nchannels=2,  # chosen: search.cc pass 2 on a Gen5 switch tree, sm100 step 24.0
+    graph_bw_intra_GBps=24.0,
+    gpu_path="PXB",
+    cross_path="PXB",
+    cross_fraction=0.0,
+    hop_latency_scale=1.0,  # chosen: the hardware is what NCCL's hwLat says
+    channel_bw_GBps=24.0,
+    link_bw_cap_GBps=40.0,
+    op_overhead_us=40.7,  # chosen: [right] 81.4 tok/s at NCCL's defaults
 )
 
 BUILTIN: dict[str, Profile] = {p.name: p for p in (_PCIE_8X_MLA, _NVLINK_8X, _NVLINK_8X_NCCL,
-                                                   _FAST_TINY)}
+                                                   _FAST_TINY, _PCIE_8X_AMD_FALLBACK, _PCIE_4X_ACS,
+                                                   _PCIE_8X_NCCL_RIGHT)}
 DEFAULT_PROFILE = "pcie-8x-mla"
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
@@ -268,7 +382,7 @@ def _coerce(key: str, value, source: str):
 
 def _validate(p: Profile, source: str) -> Profile:
     """Reject values the cost model cannot use (the message names the key)."""
-    from .ncclconst import path_types, version_tuple  # local: keep this module importable alone
+    from .ncclconst import CPU_CODES, path_types, version_tuple  # local: importable alone
 
     if p.link not in ("pcie", "nvlink"):
         raise ProfileError(f"{source}: link must be 'pcie' or 'nvlink', got {p.link!r}")
@@ -287,8 +401,15 @@ def _validate(p: Profile, source: str) -> Profile:
     except ValueError:
         raise ProfileError(f"{source}: nccl_version must look like 2.27.3, got "
                            f"{p.nccl_version!r}") from None
+    if p.cpu_vendor not in CPU_CODES:
+        raise ProfileError(f"{source}: cpu_vendor must be one of {', '.join(CPU_CODES)}, "
+                           f"got {p.cpu_vendor!r}")
+    if p.sockets < 1 or p.gpu_pcie_bw_GBps <= 0 or p.nvlink_bw_GBps < 0:
+        raise ProfileError(f"{source}: sockets and gpu_pcie_bw_GBps must be positive")
     names = path_types(p.nccl_version)
     for key in ("gpu_path", "cross_path", "p2p_default_level", "graph_type_intra"):
+        if key == "p2p_default_level" and p.p2p_default_level == "auto":
+            continue
         if getattr(p, key) not in names:
             raise ProfileError(f"{source}: {key} must be one of {', '.join(names)} "
                                f"(NCCL {p.nccl_version})")
@@ -311,7 +432,8 @@ def profile_from_mapping(data: dict, source: str = "<mapping>") -> Profile:
                                f"({', '.join(BUILTIN)})")
         values.setdefault("name", os.path.splitext(os.path.basename(source))[0])
         return _validate(dataclasses.replace(BUILTIN[base_name], **values), source)
-    missing = sorted(k for k in _FIELDS if k not in values)
+    missing = sorted(k for k, f in _FIELDS.items() if k not in values
+                     and f.default is dataclasses.MISSING)
     if missing:
         raise ProfileError(f"{source}: missing key(s) {', '.join(missing)} "
                            "(or add extends = \"<built-in>\")")
