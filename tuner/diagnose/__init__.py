@@ -27,7 +27,7 @@ from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
 from tuner.diagnose.debug import DEBUG_ENV, LOGGING_ENV, TUNING_DEBUG_ENV
 from tuner.diagnose.launch import LOG_NAME, check_inputs, model_decode_size, run
 from tuner.diagnose.model import SCHEMA, DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow, decode_pick
-from tuner.diagnose.render import markdown, print_diagnosis, sizes_table, summary_rows, tuning_table
+from tuner.diagnose.render import markdown, print_diagnosis, sizes_table, summary_rows, triage_lines, tuning_table
 from tuner.diagnose.store import JSON_NAME, MD_NAME, load_diagnosis, write_diagnosis
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "run",
     "sizes_table",
     "summary_rows",
+    "triage_lines",
     "tuning_table",
     "write_diagnosis",
 ]

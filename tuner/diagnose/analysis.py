@@ -24,9 +24,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.diagnose.model import DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow
-from tuner.nccl import Operation, ParsedLog, TuningTable, launch, parse_log, topology_from_log
+from tuner.nccl import (
+    Operation,
+    ParsedLog,
+    Topology,
+    TuningTable,
+    launch,
+    machine_from_log,
+    parse_log,
+    topology_from_log,
+)
 from tuner.redaction import is_secret
 from tuner.server import Backend, allreduce_backend
+from tuner.triage import Triage, triage
 
 __all__ = ["PROBE_MARK", "build_diagnosis"]
 
@@ -88,7 +98,21 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         warnings=list(dict.fromkeys(parsed.warnings)),
         tuning=_tuning_rows(parsed.tuning),
         sizes=sizes, decode=decode, prefill_bytes=prefill, notes=notes,
-        probe=dict(probe_info or {}), created_at=time.time())
+        probe=dict(probe_info or {}), created_at=time.time(),
+        triage=_triage(parsed, topo, nbytes, prefill, env).to_dict())
+
+
+def _triage(parsed: ParsedLog, topo: Topology | None, nbytes: int | None, prefill: Sequence[int],
+            env: Mapping[str, str] | None) -> Triage:
+    """NCCL's model of the machine, judged at the decode size and the largest prefill size seen."""
+    machine = machine_from_log(parsed, parsed.nccl_version)
+    nranks = topo.nranks if topo is not None else (machine.local_gpus or 0) if machine is not None else 0
+    if machine is None or nranks < 2:
+        return triage(None, version=parsed.nccl_version, nranks=2)
+    disabled = (env or {}).get("NCCL_P2P_DISABLE", "") not in ("", "0")
+    return triage(machine, version=parsed.nccl_version, nranks=nranks, decode_bytes=[nbytes] if nbytes else [],
+                  prefill_bytes=max(prefill) if prefill else None, nnodes=topo.nnodes if topo is not None else 1,
+                  p2p_disabled=disabled)
 
 
 @dataclass(frozen=True)

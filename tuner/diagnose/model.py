@@ -78,7 +78,9 @@ class Diagnosis:
     ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.server.backend.Backend`);
     ``topology``: ``nranks``, ``nnodes``, ``link``, ``has_nvls`` (:class:`tuner.nccl.types.Topology`)
     plus ``ranks_logged``, ``coll_channels``, ``nvls_channels``, ``thread_thresholds``,
-    ``transports``; ``probe``: ``requests``, ``max_tokens``, ``completion_tokens``.
+    ``transports``; ``probe``: ``requests``, ``max_tokens``, ``completion_tokens``;
+    ``triage``: NCCL's model of the machine judged (:meth:`tuner.triage.Triage.to_dict`; ``{}``
+    in a diagnose.json written before it).
     """
 
     study: str
@@ -98,6 +100,7 @@ class Diagnosis:
     probe: dict[str, Any] = field(default_factory=dict)
     launch: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    triage: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object written to ``diagnose.json`` (``schema`` 1)."""

@@ -11,8 +11,9 @@ from rich.text import Text
 from tuner.diagnose.model import DecodeInfo, Diagnosis, TuningRow
 from tuner.nccl import TuningTable
 from tuner.plaintext import plain_table
+from tuner.triage import Triage
 
-__all__ = ["markdown", "print_diagnosis", "sizes_table", "summary_rows", "tuning_table"]
+__all__ = ["markdown", "print_diagnosis", "sizes_table", "summary_rows", "triage_lines", "tuning_table"]
 
 _PROTOS = ("LL", "LL128", "Simple")
 
@@ -136,8 +137,15 @@ def print_diagnosis(diag: Diagnosis, console: Console | None = None) -> None:
         else:
             console.out(plain_table(table), highlight=False)
         console.out("")
+    for line in triage_lines(diag):
+        console.out(f"triage: {line}", highlight=False)
     for note in diag.notes:
         console.out(f"note: {note}", highlight=False)
+
+
+def triage_lines(diag: Diagnosis) -> list[str]:
+    """The triage's lines (:meth:`tuner.triage.Triage.lines`), none for a diagnosis without one."""
+    return Triage.from_dict(diag.triage).lines() if diag.triage else []
 
 
 def markdown(diag: Diagnosis) -> str:
@@ -165,6 +173,8 @@ def markdown(diag: Diagnosis) -> str:
             role = f"**{r.role}**" if r.role == "decode" else r.role
             out.append(f"| {r.func} | {r.nbytes:,} | {r.algorithm or '?'} | {r.protocol or '?'} | "
                        f"{'-' if r.channels is None else r.channels} | {r.calls} | {r.probe_calls} | {role} |")
+    if diag.triage:
+        out += ["", "## NCCL's model of the machine", "", *(f"- {esc(line)}" for line in triage_lines(diag))]
     if diag.notes:
         out += ["", "## Notes", ""] + [f"- {esc(n)}" for n in diag.notes]
     if diag.launch:

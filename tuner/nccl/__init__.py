@@ -14,6 +14,8 @@ The leaves, lowest first:
 * :mod:`~tuner.nccl.safety`: unsafe and risky values; :mod:`~tuner.nccl.sets`: rules for a whole
   set (:func:`cross_problems`, :func:`canonical_set`);
 * :mod:`~tuner.nccl.decode`: which variables can act at the decode size;
+  :mod:`~tuner.nccl.costmodel`: NCCL's own AllReduce cost model (:func:`allreduce_table`,
+  :func:`nccl_pick`);
 * :mod:`~tuner.nccl.lines`: NCCL's line prefix and the wrappers before it (:data:`NCCL_LINE`);
   :mod:`~tuner.nccl.tuning`: the TUNING table; :mod:`~tuner.nccl.log`: :func:`parse_log`;
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
@@ -25,6 +27,16 @@ The leaves, lowest first:
 
 from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, INT64_MAX, as_c_int, read_int_param, strtoll, strtoll_erange
+from tuner.nccl.costmodel import (
+    COST_ALGOS,
+    COST_PROTOS,
+    CostTable,
+    GraphLike,
+    ModelGraph,
+    Pick,
+    allreduce_table,
+    nccl_pick,
+)
 from tuner.nccl.decode import (
     TREE_ALL_THREADS_FROM,
     WARP_SIZE,
@@ -158,6 +170,8 @@ from tuner.nccl.values import (
 
 __all__ = [
     "ALGO_SINCE",
+    "COST_ALGOS",
+    "COST_PROTOS",
     "CPU_ARCHS",
     "CPU_KINDS",
     "CPU_VENDORS",
@@ -204,17 +218,20 @@ __all__ = [
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CostTable",
     "CpuNode",
     "CutLine",
     "DebugFile",
     "DecodeChoice",
     "DecodeEffect",
     "Fold",
+    "GraphLike",
     "Launch",
     "Link",
     "ListReading",
     "LogSource",
     "Matrix",
+    "ModelGraph",
     "NcclLine",
     "NcclMachine",
     "NcclVersion",
@@ -222,6 +239,7 @@ __all__ = [
     "P2pLevelInForce",
     "ParsedLog",
     "PeerTransport",
+    "Pick",
     "ProofRow",
     "Rejoined",
     "SearchFallback",
@@ -234,6 +252,7 @@ __all__ = [
     "accepted",
     "algos",
     "allreduce_choices",
+    "allreduce_table",
     "as_c_int",
     "canonical_set",
     "canonical_text",
@@ -271,6 +290,7 @@ __all__ = [
     "name_problem",
     "name_warning",
     "nccl_name",
+    "nccl_pick",
     "p2p_default_note",
     "p2p_levels",
     "parse_log",

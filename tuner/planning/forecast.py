@@ -7,7 +7,9 @@ infeasible, the same set as an earlier one by canonical form or at the decode si
 sampler's share of the budget (``up to k proposals``) and the reserved checks. What only the
 night can decide is bounded, not guessed: the screen's ranking, the sampler's proposals, a
 doubt the baseline's NCCL version and topology settle (a second run with every such set
-skipped and no screened set gives the bounds).
+skipped and no screened set gives the bounds). The triage's fix sets
+(:meth:`tuner.planning.order.Planner.fixes_first`) are decided by the baseline's log, so the
+plan says only that they may come first (:func:`tuner.sweep.dryrun.plan_lines`).
 """
 
 from __future__ import annotations

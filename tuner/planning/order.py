@@ -2,8 +2,10 @@
 
 Order of the night: the untuned baseline (first), then, between any two steps below, a baseline
 re-measure once ``--baseline-every`` relaunches have passed since the last one; the retry of a
-trial whose runner died (once: a retry interrupted again is given up); the screen's best sets
-(:meth:`Planner.screened_first`, with a ``[screen]``); the space's presets in order; then (search
+trial whose runner died (once: a retry interrupted again is given up); the triage's fix sets
+(:meth:`Planner.fixes_first`: where NCCL's model of the machine looks wrong, after the
+baseline); the screen's best sets (:meth:`Planner.screened_first`, with a ``[screen]``); the
+space's presets in order; then (search
 mode) the sampler's proposals. After the budget, the reserved checks in :data:`RESERVED`
 order: one confirmation of the winner, then the final baseline re-measure (the drift check).
 
@@ -23,6 +25,7 @@ from tuner.judging import Judgement
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
+from tuner.triage import FixSet
 
 __all__ = ["BUDGETED", "EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget",
            "final_baseline_owed"]
@@ -87,6 +90,7 @@ class Planner:
         self.baseline_every = baseline_every
         self.reserved = tuple(s for s, on in zip(RESERVED, (confirm, final_baseline), strict=True) if on)
         self.screened: list[ScreenedSet] = []
+        self.fixes: list[ScreenedSet] = []
         self.screen_check: Callable[[dict[str, str]], str | None] | None = None
 
     def screened_first(self, sets: Sequence[ScreenedSet],
@@ -95,9 +99,34 @@ class Planner:
         set (why, else None; asked only for sets NCCL would accept)."""
         self.screened, self.screen_check = list(sets), check
 
+    def fixes_first(self, sets: Sequence[FixSet]) -> list[str]:
+        """Plan the triage's fix ``sets`` before the screen's best and the presets, each cut to
+        the variables and values the space searches (a study's Optuna space cannot hold
+        others); returns one line per fix cut or dropped, for the log. Sets equal after the cut
+        are planned once."""
+        choices = self.space.choices()
+        kept: list[ScreenedSet] = []
+        seen: set[tuple[tuple[str, str], ...]] = set()
+        said: list[str] = []
+        for fix in sets:
+            env = {k: v for k, v in fix.env.items() if v in choices.get(k, ())}
+            left = {k: v for k, v in fix.env.items() if k not in env}
+            key = tuple(sorted(env.items()))
+            if left:
+                outside = ", ".join(f"{k}={v}" for k, v in left.items())
+                said.append(f"{fix.name}: {outside} is not in the search space, so it is not relaunched "
+                            f"(add it to the space to measure it)" + ("" if env else "; nothing of the fix is left"))
+            if env and key not in seen:
+                seen.add(key)
+                kept.append(ScreenedSet(fix.name, env))
+        self.fixes = kept
+        return said
+
     def named(self) -> list[PlanEntry]:
-        """The named sets in plan order: the screen's best, then the space's presets."""
-        return [*(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.screened),
+        """The named sets in plan order: the triage's fixes, the screen's best, then the
+        space's presets."""
+        return [*(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.fixes),
+                *(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.screened),
                 *(PlanEntry(Step.SET, p.name, dict(p.env)) for p in self.space.presets)]
 
     def _keyed(self, records: list[TrialRecord]) -> list[tuple[TrialRecord, str]]:

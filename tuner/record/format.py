@@ -25,6 +25,9 @@ Versions:
 3. The study's topology gains ``cpu_vendor`` (the CPU NCCL's GRAPH lines name: ``Intel``,
    ``AMD``, ``Zhaoxin``, ``ARM``, ``POWER``), which decides NCCL's default P2P level
    (:func:`tuner.nccl.p2p.default_p2p_level`). A version-2 study reads it as None (not known).
+   The study also stores ``triage`` (:attr:`tuner.record.study.StudyInfo.triage`): NCCL's model
+   of the machine judged after the first ok baseline, with the fixes planned first; a
+   version-2 study reads it as ``{}`` (not judged): its night goes on without fixes.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a

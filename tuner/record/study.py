@@ -64,6 +64,9 @@ class StudyInfo:
     without a ``[screen]``.
     ``space_notes``: each searched variable's ``note`` in the space file (one line each), shown
     beside a set the report says to use.
+    ``triage``: NCCL's model of the machine judged after the first ok baseline, as
+    :meth:`tuner.triage.Triage.to_dict` writes it (``{}``: not judged, or a study stored before
+    format version 3); every runner of the study plans its fixes first.
     """
 
     format_version: int = FORMAT_VERSION
@@ -88,6 +91,7 @@ class StudyInfo:
     allreduce_nccl_on_decode_path: bool | None = None
     screen: ScreenSummary | None = None
     space_notes: dict[str, str] = field(default_factory=dict)
+    triage: dict[str, Any] = field(default_factory=dict)
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

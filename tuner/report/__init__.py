@@ -91,6 +91,7 @@ from tuner.report.text import (
     report_markdown_by_host_type,
     summary_table,
     tp_size,
+    triage_markdown,
     verdict_paragraph,
 )
 
@@ -157,6 +158,7 @@ __all__ = [
     "size_text",
     "summary_table",
     "tp_size",
+    "triage_markdown",
     "trials_frame",
     "trials_vs_baseline_figure",
     "truncate_rows",

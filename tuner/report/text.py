@@ -23,6 +23,7 @@ from tuner.judging import Judgement, SetJudgement, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import env_text, host_type_frames, verdict_text
+from tuner.triage import Triage
 
 __all__ = [
     "CONSOLE_COLUMNS",
@@ -39,6 +40,7 @@ __all__ = [
     "report_markdown_by_host_type",
     "summary_table",
     "tp_size",
+    "triage_markdown",
     "verdict_paragraph",
 ]
 
@@ -415,6 +417,15 @@ def report_markdown_by_host_type(sections: Sequence[HostTypeSection], info: Stud
     return "\n".join(lines + list(extra) + _markdown_end(everything, info, host_type=True))
 
 
+def triage_markdown(info: StudyInfo, level: str = "##") -> list[str]:
+    """The "NCCL's model of the machine" section: the stored triage's lines (none for a study
+    judged before the triage existed, so an older study's report.md is unchanged)."""
+    if not info.triage:
+        return []
+    return [f"{level} NCCL's model of the machine", "", *(f"- {line}" for line in Triage.from_dict(info.triage).lines()),
+            ""]
+
+
 def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], level: str,
                    sections: Sequence[str] = ()) -> list[str]:
     """The best set's export lines when confirmed, ``sections`` (the screen's lines), then a
@@ -426,6 +437,7 @@ def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], le
         lines += [f"{level} Use the best set", "", "```sh", *export_lines(use["env"], info.server_command),
                   *note_lines(use["env"], info.space_notes), "```", ""]
     lines += list(sections)
+    lines += triage_markdown(info, level)
     names = {Path(name).stem: name for name in figures}
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         if stem in names:

@@ -118,6 +118,9 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
         number = f"{first}-{n}" if n > first else f"{first}"
         if e.step is Step.BASELINE:
             out.append(f"Relaunches in order: {number}. the untuned baseline")
+            out.append("  then the triage: NCCL's model of the machine read from the baseline's log (GRAPH and "
+                       "transport lines); where it looks wrong its fix sets are relaunched first, before the "
+                       "sets below")
         elif e.step is Step.REMEASURE:
             out.append(f"  {number}. baseline re-measure (every {every_k} relaunches)")
         elif e.step is Step.SCREENED:

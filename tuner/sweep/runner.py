@@ -32,9 +32,10 @@ import optuna
 
 from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
+from tuner.inputs.model import decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.space import SearchSpace
 from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
-from tuner.nccl import NcclVersion, Topology
+from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import (
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
@@ -59,6 +60,7 @@ from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress, proof_line
 from tuner.sweep.trial import TrialContext, log_path, relaunch
+from tuner.triage import Triage, triage
 
 __all__ = [
     "ESTIMATE_MARGIN",
@@ -343,6 +345,7 @@ class Sweep:
                 "no tuned set was launched, since nothing could be compared. Fix the server command or "
                 "environment and run the same command again")
         self._check_backend()
+        self._plan_fixes()
         # -- screen stage (issue 9): nccl-tests under many sets, the bound, the best sets first --
         if self.cfg.screen:
             from tuner import screen  # here: tuner.screen imports tuner.sweep
@@ -594,7 +597,48 @@ class Sweep:
                  if topo else "topology not logged")
         self.progress.log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
                           f"{backend.name} ({backend.reason})")
+        judged = self._triage(found, topo)
+        self.store.update_info(triage=judged.to_dict())
+        for line in judged.lines():
+            self.progress.log(f"triage: {line}")
         self._check_backend()
+
+    def _night_sizes(self) -> tuple[list[int], int | None]:
+        """The decode allreduce sizes the night measures (``[model]`` at tokens_per_step and at
+        each probe.concurrency level; else the diagnose's decode size) and the prefill size
+        (``[model] prompt_tokens``), in bytes; empty and None when not known."""
+        model = getattr(self.cfg, "model", None)
+        if model is not None:
+            try:
+                shape = load_model_shape(model.config, served_dtype=model.dtype)
+            except Exception:  # already checked at load; a file gone since is not worth stopping for
+                shape = None
+            if shape is not None:
+                steps = int(model.tokens_per_step or 1)
+                levels = [1, *getattr(self.cfg.probe, "concurrency", ())]
+                decode = sorted({decode_allreduce_bytes(shape, steps * n).bytes for n in levels})
+                prefill = prefill_allreduce_bytes(shape, model.prompt_tokens).bytes if model.prompt_tokens else None
+                return decode, prefill
+        return ([self.decode.nbytes] if self.decode is not None and self.decode.nbytes else []), None
+
+    def _triage(self, found: evidence.Evidence, topo: Topology | None) -> Triage:
+        """NCCL's model of the machine from the baseline's log, judged (:func:`tuner.triage.triage`)."""
+        machine = machine_from_log(found.parsed, found.version)
+        nranks = topo.nranks if topo is not None else (machine.local_gpus or 0) if machine is not None else 0
+        decode, prefill = self._night_sizes()
+        if nranks < 2:
+            return triage(None, version=found.version, nranks=2)
+        disabled = self.cfg.server.env.get("NCCL_P2P_DISABLE", "") not in ("", "0")
+        return triage(machine, version=found.version, nranks=nranks, decode_bytes=decode, prefill_bytes=prefill,
+                      nnodes=topo.nnodes if topo is not None else 1, p2p_disabled=disabled)
+
+    def _plan_fixes(self) -> None:
+        """Plan the stored triage's fix sets first (every runner of the study reads the same)."""
+        stored = self.store.info().triage
+        if not stored:
+            return
+        for line in self.planner.fixes_first(Triage.from_dict(stored).fix_sets()):
+            self.progress.log(f"triage: {line}")
 
     def _check_backend(self) -> None:
         """Stop before the budget is spent when the study's first baseline showed that NCCL does

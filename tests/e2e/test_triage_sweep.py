@@ -1,0 +1,24 @@
+"""The triage on the simulator: on the box whose ring search falls back, the fallback is said,
+quoting NCCL's line, before the first tuned relaunch, and that relaunch is the combined fix."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.helpers import ROOT, cli, write_config
+
+
+def test_fallback_box_says_the_fallback_and_relaunches_the_fix_first(tmp_path):
+    cfg = write_config(tmp_path / "exp.toml", command=[
+        sys.executable, "-m", "tuner.sim", "serve", "--profile", "pcie-8x-amd-fallback", "--port", "{port}",
+        "--load-time", "0.2"], space=ROOT / "search_spaces" / "default.toml", trials=2, max_tokens=40, repeats=2)
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "fb", "--no-confirm",
+              "--no-final-baseline")
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout + res.stderr
+    said = out.index("falling back to simple order")
+    first = out.index("trial 1 [fix: fallback]")
+    assert said < first
+    assert '{"NCCL_PROTO": "LL", "NCCL_P2P_LEVEL": "SYS"}' in out[first:first + 200]
+    report = (tmp_path / "r" / "fb" / "report.md").read_text()
+    assert "## NCCL's model of the machine" in report
