@@ -147,7 +147,8 @@ def default_p2p_reason(version: NcclVersion | None, cpu_vendor: str | None, loca
     """One sentence saying what :func:`default_p2p_level` found, and why, citing paths.cc."""
     level = default_p2p_level(version, cpu_vendor, local_gpus)
     cpu = f"{cpu_vendor} CPU" if cpu_vendor else "an unknown CPU"
-    gpus = f"{local_gpus} GPU(s)" if local_gpus is not None else "an unknown GPU count"
+    gpus = (f"{local_gpus} GPU{'s' if local_gpus != 1 else ''}" if local_gpus is not None
+            else "an unknown GPU count")
     src = "(src/graph/paths.cc, ncclTopoCheckP2p)"
     if version is None:
         if level is None:
@@ -161,4 +162,4 @@ def default_p2p_reason(version: NcclVersion | None, cpu_vendor: str | None, loca
         rule = "SYS except on Intel, ARM and Zhaoxin CPUs (PXB)"
     else:
         rule = "PXB on every CPU, SYS on AMD with at most 2 GPUs"
-    return f"NCCL {version} default: {level} on {cpu} with {gpus} ({rule}) {src}"
+    return f"NCCL {version}'s default on {cpu} with {gpus} is {level} ({rule}; {src[1:]}"

@@ -299,12 +299,12 @@ def _shm_finding(machine: NcclMachine, level: tuple[str, list[tuple[int, int]], 
     peer = next((p for p in machine.peers if (p.src, p.dst) == pairs[0] and p.kind == "SHM"), None)
     quote = peer.line if peer is not None else ""
     lvl = machine.p2p_level
-    in_force = f"{lvl.level} ({lvl.reason})" if lvl.level else f"not known ({lvl.reason})"
+    in_force = (f"the P2P level in force, {lvl.level}, does not reach their path" if lvl.level
+                else "the P2P level in force is not known")
     total = len({(p.src, p.dst) for p in machine.peers})
     cost = f"{len(pairs)} of {total} channel peer pairs go through host memory"
-    sentence = (f"Ranks {shown} talk over SHM (\"{quote.strip()}\") {where}: the P2P level in force, {in_force}, "
-                f"keeps them off P2P (src/graph/paths.cc, ncclTopoCheckP2p); {cost}. "
-                f"NCCL_P2P_LEVEL={name} covers their path.")
+    sentence = (f"Ranks {shown} talk over SHM (\"{quote.strip()}\") {where}, because {in_force}: {lvl.reason}; "
+                f"{cost}. NCCL_P2P_LEVEL={name} covers their path.")
     return Finding("shm-by-level", sentence, quote, "src/graph/paths.cc, ncclTopoCheckP2p", cost, (fix,))
 
 
