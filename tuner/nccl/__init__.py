@@ -22,7 +22,16 @@ The leaves, lowest first:
   launched, rank by rank.
 """
 
-from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
+from tuner.nccl.choice import (
+    RING_KEPT_BEFORE,
+    SERVER_COLLECTIVES,
+    Choices,
+    allreduce_choices,
+    infeasible_reason,
+    ll128_auto,
+    no_algorithm_warn,
+    starvation_versions,
+)
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, INT64_MAX, as_c_int, read_int_param, strtoll, strtoll_erange
 from tuner.nccl.decode import (
     TREE_ALL_THREADS_FROM,
@@ -159,6 +168,7 @@ __all__ = [
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
     "RAY_COPIED_ENV",
+    "RING_KEPT_BEFORE",
     "RAY_COPIES_NCCL_FROM",
     "RULED_NAMES",
     "SERVER_COLLECTIVES",
@@ -226,6 +236,7 @@ __all__ = [
     "name_problem",
     "name_warning",
     "nccl_name",
+    "no_algorithm_warn",
     "p2p_levels",
     "parse_log",
     "parse_sources",
@@ -240,6 +251,7 @@ __all__ = [
     "rejoin",
     "risky_reason",
     "server_log_source",
+    "starvation_versions",
     "strip_ansi",
     "strip_wrappers",
     "strtoll",
