@@ -32,6 +32,17 @@ def test_prefixes():
     assert read_line("INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2") is None
 
 
+def test_warn_with_the_function_2_30_7():
+    # src/debug.cc at v2.30.7-1, ncclDebugLogV: "[%d] %s:%d (%s) NCCL WARN %s" (file, line, function)
+    text = ("[2026-03-03 12:11:38] h:1:2 [1] enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN No algorithm/protocol "
+            "available for function AllGather with datatype ncclBfloat16. NCCL_ALGO was set to Tree.")
+    line = read_line(text)
+    assert line is not None and line.level == "WARN" and line.process == "h:1" and line.dev == 1
+    assert line.message.startswith("No algorithm/protocol available for function AllGather")
+    parsed_log = parse_log([text])
+    assert parsed_log.warnings and parsed_log.warnings[0].startswith("No algorithm/protocol available")
+
+
 def test_2_19_bare_version_line_and_rings():
     p = parsed("nccl-2.19.3-init.log")
     assert p.nccl_version == NcclVersion(2, 19, 3) and p.cuda_version == "12.3"
