@@ -34,6 +34,8 @@ from tuner.nccl.choice import (
 )
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, INT64_MAX, as_c_int, read_int_param, strtoll, strtoll_erange
 from tuner.nccl.decode import (
+    COPY_ENGINE,
+    SYMMETRIC,
     TREE_ALL_THREADS_FROM,
     WARP_SIZE,
     DecodeChoice,
@@ -142,6 +144,7 @@ from tuner.nccl.values import (
 
 __all__ = [
     "ALGO_SINCE",
+    "COPY_ENGINE",
     "CTAS_LOW_IGNORED_FROM",
     "CUDA_DEFAULT_CONNECTIONS",
     "CUMEM_AUTO_FROM",
@@ -168,12 +171,13 @@ __all__ = [
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
     "RAY_COPIED_ENV",
-    "RING_KEPT_BEFORE",
     "RAY_COPIES_NCCL_FROM",
+    "RING_KEPT_BEFORE",
     "RULED_NAMES",
     "SERVER_COLLECTIVES",
     "SERVER_LOG",
     "SERVER_NCCL_VERSION",
+    "SYMMETRIC",
     "TREE_ALL_THREADS_FROM",
     "TRIAL_PATTERN",
     "TUNING_NAMES",
