@@ -2,7 +2,7 @@
 
 One extra launch of the server under the sweep's untuned baseline environment (inherited
 ``NCCL_*``/CUDA_DEVICE_MAX_CONNECTIONS removed, ``server.env`` applied: :func:`tuner.server.build_env`)
-plus ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING``; a short probe (a few
+plus ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH,TUNING``; a short probe (a few
 streamed completions of the configured prompt); teardown. From the server log
 (:func:`tuner.nccl.log.parse_log`):
 

@@ -184,7 +184,7 @@ def _notes(parsed: ParsedLog, backend: Backend, decode: DecodeInfo, sizes: list[
         notes.append("The log holds no NCCL INFO line: NCCL_DEBUG=INFO did not reach NCCL (a server that sets its "
                      "own NCCL_DEBUG, or workers that never receive the environment).")
     elif parsed.tuning is None:
-        notes.append("No TUNING table in the log: NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING did not reach NCCL's init.")
+        notes.append("No TUNING table in the log: NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH,TUNING did not reach NCCL's init.")
     elif "AllReduce" not in parsed.tuning.entries:
         notes.append("The TUNING table in the log has no AllReduce row (cut short?).")
     if parsed.info_lines and not sizes:

@@ -275,7 +275,7 @@ def _version(raw: Any) -> str | None:
 class NcclConfig(FileModel):
     """``[nccl]``: ``version`` (``"2.21.5"``): the NCCL release whose parsing rules check the
     values before any launch (None: the oldest supported; the baseline's log gives the real one);
-    ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV`` to every launch, so
+    ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH`` to every launch, so
     each variable can be proven to have reached NCCL (init-time lines only; a ``NCCL_DEBUG`` in
     ``server.env`` is respected)."""
 

@@ -19,7 +19,8 @@ The leaves, lowest first:
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
-  launched, rank by rank.
+  launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
+  (:func:`machine_from_log`).
 """
 
 from tuner.nccl.choice import (
@@ -86,6 +87,7 @@ from tuner.nccl.lists import (
     read_list,
 )
 from tuner.nccl.log import (
+    GRAPH_LINE,
     SERVER_LOG,
     Fold,
     LogSource,
@@ -95,6 +97,19 @@ from tuner.nccl.log import (
     parse_log,
     parse_sources,
     topology_from_log,
+)
+from tuner.nccl.machine import (
+    PATTERN_RING,
+    PATTERNS,
+    CpuNode,
+    NcclMachine,
+    P2pLevelInForce,
+    PeerTransport,
+    SearchFallback,
+    SearchGraph,
+    TopoLink,
+    TopoPath,
+    machine_from_log,
 )
 from tuner.nccl.names import (
     HARDWARE_SELECTORS,
@@ -109,7 +124,14 @@ from tuner.nccl.names import (
     name_warning,
     read_by,
 )
-from tuner.nccl.p2p import p2p_levels, read_p2p_level
+from tuner.nccl.p2p import (
+    CPU_KINDS,
+    DEFAULT_PXB_FROM,
+    default_p2p_level,
+    default_p2p_reason,
+    p2p_levels,
+    read_p2p_level,
+)
 from tuner.nccl.proof import (
     P2P_DISABLE_ECHO_FROM,
     RAY_COPIES_NCCL_FROM,
@@ -120,7 +142,7 @@ from tuner.nccl.proof import (
     unlaunched_echoes,
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
-from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
+from tuner.nccl.safety import p2p_default_note, risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
@@ -147,6 +169,9 @@ from tuner.nccl.values import (
 __all__ = [
     "ALGO_SINCE",
     "COPY_ENGINE",
+    "CPU_ARCHS",
+    "CPU_KINDS",
+    "CPU_VENDORS",
     "CTAS_LOW_IGNORED_FROM",
     "CUDA_DEFAULT_CONNECTIONS",
     "CUMEM_AUTO_FROM",
@@ -154,7 +179,9 @@ __all__ = [
     "DEBUG_FILE_VAR",
     "DEBUG_LEVELS",
     "DEFAULT_BUFFSIZE",
+    "DEFAULT_PXB_FROM",
     "FUNCS",
+    "GRAPH_LINE",
     "HARDWARE_SELECTORS",
     "INT32_MAX",
     "INT64_MAX",
@@ -171,6 +198,8 @@ __all__ = [
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "P2P_DISABLE_ECHO_FROM",
+    "PATTERNS",
+    "PATTERN_RING",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",
     "RAY_COPIED_ENV",
@@ -189,6 +218,7 @@ __all__ = [
     "WARP_SIZE",
     "Choices",
     "Confirmations",
+    "CpuNode",
     "CutLine",
     "DebugFile",
     "DecodeChoice",
@@ -200,11 +230,18 @@ __all__ = [
     "LogSource",
     "Matrix",
     "NcclLine",
+    "NcclMachine",
     "NcclVersion",
     "Operation",
+    "P2pLevelInForce",
     "ParsedLog",
+    "PeerTransport",
     "ProofRow",
     "Rejoined",
+    "SearchFallback",
+    "SearchGraph",
+    "TopoLink",
+    "TopoPath",
     "Topology",
     "TuningTable",
     "TuningTableReader",
@@ -219,12 +256,15 @@ __all__ = [
     "closest_name",
     "comm_channels",
     "confirmations",
+    "cpu_kind",
     "cross_problems",
     "cross_warnings",
     "debug_file_warnings",
     "decode_choice",
     "decode_effect",
     "default_matrix",
+    "default_p2p_level",
+    "default_p2p_reason",
     "default_thread_thresholds",
     "elements",
     "expand_debug_file",
@@ -238,6 +278,7 @@ __all__ = [
     "launch",
     "line_pid",
     "ll128_auto",
+    "machine_from_log",
     "max_channels",
     "max_threads",
     "name_problem",
@@ -245,6 +286,7 @@ __all__ = [
     "nccl_name",
     "no_algorithm_warn",
     "nthreads_level",
+    "p2p_default_note",
     "p2p_levels",
     "parse_log",
     "parse_sources",

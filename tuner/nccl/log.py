@@ -24,10 +24,11 @@ from tuner.nccl.lines import (
     read_line,
     strip_wrappers,
 )
+from tuner.nccl.p2p import cpu_kind
 from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NcclVersion, Topology
 
-__all__ = ["SERVER_LOG", "Fold", "LogSource", "Operation", "ParsedLog", "decode_choice", "parse_log", "parse_sources",
+__all__ = ["GRAPH_LINE", "SERVER_LOG", "Fold", "LogSource", "Operation", "ParsedLog", "decode_choice", "parse_log", "parse_sources",
            "topology_from_log"]
 
 #: The label of the server's own output (stdout and stderr through nccl-tune's pipe).
@@ -64,7 +65,18 @@ _COLL = re.compile(r"^(?P<func>\w+): opCount \w+ sendbuff \S+ recvbuff \S+ count
                    r"datatype (?P<dtype>\d+) op \d+ root -?\d+ comm \S+ \[nranks=(?P<nranks>\d+)\]")
 _NVLS = re.compile(r"^NVLS multicast support is (?P<not>not )?available")
 _PATTERN = re.compile(r"^Pattern \d+, crossNic \d+, nChannels \d+, bw [\d.]+/[\d.]+, type (?P<intra>\w+)/(?P<inter>\w+)")
+_TOPO_CPU = re.compile(r"^CPU/[0-9A-Fa-f]+(?:-[0-9a-f]+)? \((?P<arch>-?\d+)/(?P<vendor>-?\d+)/-?\d+\)$")
 _TOPO_NVL = re.compile(r"\+ NVL\[[\d.]+\] - (?P<peer>NVS|GPU)/")
+#: The GRAPH lines kept whole for :func:`tuner.nccl.machine.machine_from_log`: the topology
+#: (src/graph/topo.cc, ncclTopoPrint "=== System : maxBw %2.1f totalBw %2.1f ===" and
+#: ncclTopoPrintRec "CPU/0-0 (1/2/-1)", "+ PCI[24.0] - GPU/0-1b000 (0)"), the paths
+#: (src/graph/paths.cc, printNodePaths "GPU/0-1b000 :GPU/0-1b000 (0/5000.0/LOC) ..."), the graphs
+#: (src/graph/search.cc, ncclTopoPrintGraph "Pattern %d, ..." and " 0 : GPU/0 GPU/1") and the
+#: search fallback (ncclTopoCompute "Could not find a path for pattern %d, ...").
+GRAPH_LINE = re.compile(
+    r"^(?:=== System : |Pattern \d+, crossNic |Could not find a path for pattern "
+    r"|\s*\d+ :(?: (?:GPU|NET)/\S+)+\s*$|(?:GPU|NET|GIN|RMA)/[0-9A-Fa-f]+(?:-[0-9a-f]+)? :"
+    r"|\s*(?:\+ [A-Z0-9]*\[[\d.]+\] - )?(?:GPU|PCI|NVS|CPU|NIC|NET|GIN|RMA|DEV|CXB)/[0-9A-Fa-f]+)")
 
 #: NCCL's algorithm and protocol indices (src/include/device.h NCCL_ALGO_*, NCCL_PROTO_*).
 _ALGO_INDEX = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -155,6 +167,12 @@ class ParsedLog:
     no known process); ``joined_echoes[name]`` the processes whose echo of it is on a line the
     pipe cut and :func:`tuner.nccl.rejoin.rejoin` put back; ``folds`` Ray-folded lines; ``vllm_version``, ``ray_copied_env`` (what
     vLLM's Ray executor says it copies to workers) and ``ray_workers`` (Ray worker prefixes seen).
+
+    NCCL's model of the machine, kept whole for :func:`tuner.nccl.machine.machine_from_log`:
+    ``graph_lines[process]`` its GRAPH lines (:data:`GRAPH_LINE`: topology, paths, graphs, the
+    search fallback whether WARN or INFO) and ``peer_lines[process]`` its channel transport lines
+    (``Channel 00/0 : 0[0] -> 1[1] via P2P/IPC``), both in order and with that process's
+    ``comm 0x... rank %d nRanks %d`` lines among them (they say which communicator the lines belong to).
     """
 
     nccl_version: NcclVersion | None = None
@@ -196,6 +214,8 @@ class ParsedLog:
     vllm_version: str | None = None
     ray_copied_env: list[str] | None = None
     ray_workers: bool = False
+    graph_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
+    peer_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -271,6 +291,8 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
             _add_rank(parsed, line.process, prefix_rank)
         if line.level == "WARN":
             parsed.warnings.append(line.message.strip())
+            if GRAPH_LINE.match(line.message):  # the search fallback is a WARN up to 2.26
+                parsed.graph_lines.setdefault(line.process, []).append(line)
             continue
         if line.level == "INFO":
             parsed.info_lines += 1
@@ -306,6 +328,8 @@ def _note_version(parsed: ParsedLog, m: re.Match[str]) -> None:
 def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
                   last_coll: tuple[str, int] | None, label: str = SERVER_LOG) -> tuple[str, int] | None:
     msg = line.message.strip()
+    if GRAPH_LINE.match(line.message):
+        parsed.graph_lines.setdefault(line.process, []).append(line)
     vm = NCCL_VERSION.match(msg)
     if vm:
         _note_version(parsed, vm)
@@ -329,12 +353,15 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
         parsed.nranks = max(parsed.nranks or 0, int(m.group("nranks")))
         if m.group("nnodes"):
             parsed.nnodes = int(m.group("nnodes"))
+        parsed.graph_lines.setdefault(line.process, []).append(line)
+        parsed.peer_lines.setdefault(line.process, []).append(line)
     elif m := _RING.match(msg):
         parsed.ring_lines.append(msg)
     elif msg.startswith("Trees"):
         parsed.tree_lines.append(msg)
     elif m := _LINK.match(msg):
         parsed.transports.add(m.group("via"))
+        parsed.peer_lines.setdefault(line.process, []).append(line)
     elif m := _SUMMARY.match(msg):
         parsed.coll_channels = int(m.group("coll"))
         parsed.nvls_channels = int(m.group("nvls")) if m.group("nvls") else parsed.nvls_channels
@@ -380,7 +407,9 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
     ``link``: ``nvswitch`` when NCCL saw an NVSwitch or NVLS multicast, ``nvlink`` when its
     graph search or topology dump shows NVLink between GPUs, ``pcie`` when the graph's intra-node
     path is PCIe (PIX/PXB/PHB/SYS) or vLLM/SGLang logged that the GPUs are PCIe-only; else None.
-    ``gpu_arch`` is not in NCCL's INIT lines: pass it from NVML if known.
+    ``gpu_arch`` is not in NCCL's INIT lines: pass it from NVML if known. ``cpu_vendor``: the
+    CPU kind of every ``CPU/0-0 (arch/vendor/model)`` GRAPH line (src/graph/topo.cc,
+    ncclTopoPrintRec; :func:`tuner.nccl.p2p.cpu_kind`), None without GRAPH lines or when they differ.
     """
     if parsed.nranks is None:
         return None
@@ -393,7 +422,14 @@ def topology_from_log(parsed: ParsedLog, *, gpu_arch: int | None = None) -> Topo
         link = "pcie"
     nnodes = parsed.nnodes or max(1, len(parsed.hosts))
     has_nvls = bool(parsed.nvls_available) or (parsed.nvls_channels or 0) > 0
-    return Topology(nranks=parsed.nranks, nnodes=nnodes, link=link, has_nvls=has_nvls, gpu_arch=gpu_arch)
+    return Topology(nranks=parsed.nranks, nnodes=nnodes, link=link, has_nvls=has_nvls, gpu_arch=gpu_arch,
+                    cpu_vendor=_cpu_vendor(parsed))
+
+
+def _cpu_vendor(parsed: ParsedLog) -> str | None:
+    kinds = {cpu_kind(int(m.group("arch")), int(m.group("vendor")))
+             for lines in parsed.graph_lines.values() for ln in lines if (m := _TOPO_CPU.match(ln.message.strip()))}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def decode_choice(parsed: ParsedLog, nbytes: int, func: str = "AllReduce") -> DecodeChoice | None:

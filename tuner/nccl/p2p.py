@@ -4,14 +4,18 @@ NCCL compares the value with ``strcmp`` against the path names of its release (c
 untrimmed); failing that, a leading digit is a legacy level 0-5 read by ``strtol``
 (src/graph/paths.cc, ncclGetLevel; src/graph/topo.cc, topoPathTypeStr). Anything else is
 silently ignored.
+
+Without the variable NCCL picks a default level by release, CPU and GPU count
+(:func:`default_p2p_level`, src/graph/paths.cc, ncclTopoCheckP2p).
 """
 
 from __future__ import annotations
 
 from tuner.nccl.cnum import C_SPACE, as_c_int, strtoll_erange
-from tuner.nccl.types import NcclVersion, judged_version
+from tuner.nccl.types import NEWEST_VERIFIED, NcclVersion, judged_version
 
-__all__ = ["p2p_levels", "read_p2p_level"]
+__all__ = ["CPU_ARCHS", "CPU_KINDS", "CPU_VENDORS", "DEFAULT_PXB_FROM", "cpu_kind", "default_p2p_level", "default_p2p_reason",
+           "p2p_levels", "read_p2p_level"]
 
 #: Path names by release, best to worst, up to SYS (src/graph/topo.cc, topoPathTypeStr).
 _LEVELS_BEFORE_226 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")
@@ -62,3 +66,99 @@ def read_p2p_level(value: str, version: NcclVersion) -> tuple[str | None, str | 
         return None, (f"NCCL compares level names with strcmp (case-sensitive, untrimmed): {value!r} is "
                       f"silently ignored; write {value.strip().upper()}"), None
     return None, f"NCCL {version} silently ignores {value!r}: not one of {', '.join(names)} or a digit 0-5", None
+
+
+#: NCCL_TOPO_CPU_ARCH_* (src/include/graph.h): 1 x86, 2 POWER, 3 ARM, 4 mixed.
+CPU_ARCHS = {1: "x86", 2: "POWER", 3: "ARM", 4: "mixed"}
+#: NCCL_TOPO_CPU_VENDOR_* (src/include/graph.h): 1 Intel, 2 AMD, 3 Zhaoxin, 4 mixed.
+CPU_VENDORS = {1: "Intel", 2: "AMD", 3: "Zhaoxin", 4: "mixed"}
+#: The CPU kinds :func:`default_p2p_level` knows: the x86 vendors NCCL names (src/include/graph.h,
+#: NCCL_TOPO_CPU_VENDOR_*) and the non-x86 architectures (NCCL_TOPO_CPU_ARCH_*), whose vendor
+#: NCCL does not read. "mixed" is NCCL's own word for several.
+CPU_KINDS = ("Intel", "AMD", "Zhaoxin", "ARM", "POWER", "mixed")
+#: The first release whose default is PXB on every CPU (src/graph/paths.cc at v2.23.4-1).
+DEFAULT_PXB_FROM = NcclVersion(2, 23, 0)
+_BEFORE = NcclVersion(2, 22, 3)  # the newest release of the older rule
+
+
+def cpu_kind(arch: int, vendor: int) -> str:
+    """The CPU kind of NCCL's ``(arch, vendor)`` numbers (``CPU/0-0 (1/2/-1)``, src/graph/topo.cc
+    ncclTopoPrintRec): the vendor for x86 (``1, 2`` -> ``"AMD"``), else the architecture
+    (``3, 0`` -> ``"ARM"``), as ncclTopoCheckP2p tells them apart; unknown numbers as text."""
+    if arch == 1:
+        return CPU_VENDORS.get(vendor, str(vendor))
+    return CPU_ARCHS.get(arch, str(arch))
+
+
+def _rule(version: NcclVersion, cpu: str | None, local_gpus: int | None) -> str | None:
+    if version < DEFAULT_PXB_FROM:
+        if cpu is None:
+            return None
+        return "PXB" if cpu in ("Intel", "ARM", "Zhaoxin") else "SYS"
+    if cpu == "AMD":
+        return None if local_gpus is None else ("SYS" if local_gpus <= 2 else "PXB")
+    if cpu is None and (local_gpus is None or local_gpus <= 2):
+        return None  # an AMD host with two GPUs would be SYS
+    return "PXB"
+
+
+def default_p2p_level(version: NcclVersion | None, cpu_vendor: str | None, local_gpus: int | None) -> str | None:
+    """The NCCL_P2P_LEVEL NCCL uses when none is set, or None when it cannot be known.
+
+    ``cpu_vendor``: one of :data:`CPU_KINDS` (``"Intel"``, ``"AMD"``, ``"Zhaoxin"`` for x86,
+    ``"ARM"``/``"POWER"`` for the architecture) or None if unknown; ``local_gpus``: the GPUs in
+    NCCL's topology of one node (``system->nodes[GPU].count``; ``nodes[DEV]`` in 2.30), None if
+    unknown. NVML can still veto P2P for any pair whatever the level (ncclNvmlDevicePairs
+    ``p2pStatusRead``/``p2pStatusWrite``), which this does not model.
+
+    src/graph/paths.cc, ncclTopoCheckP2p, at v2.18.1-1 .. v2.22.3-1::
+
+        // In general, use P2P whenever we can.
+        int p2pLevel = PATH_SYS;
+        ...
+        if (arch == NCCL_TOPO_CPU_ARCH_ARM) p2pLevel = PATH_PXB;
+        if (arch == NCCL_TOPO_CPU_ARCH_X86 && vendor == NCCL_TOPO_CPU_VENDOR_INTEL) {
+          p2pLevel = PATH_PXB;
+        }
+        if (arch == NCCL_TOPO_CPU_ARCH_X86 && vendor == NCCL_TOPO_CPU_VENDOR_ZHAOXIN) {
+          p2pLevel = PATH_PXB;
+        }
+
+    and at v2.23.4-1 .. v2.30.7-1 (``nodes[DEV]`` from 2.30)::
+
+        // By default don't use P2P across CPU Host Bridges and further apart
+        int p2pLevel = PATH_PXB;
+        ...
+        // Allow P2P between pairs of GPUs on AMD systems
+        if ((arch == NCCL_TOPO_CPU_ARCH_X86 && vendor == NCCL_TOPO_CPU_VENDOR_AMD) && system->nodes[GPU].count <= 2) p2pLevel = PATH_SYS;
+
+    An unknown ``version`` is judged by both rules (the supported releases span them): the
+    default is known only when they agree for that CPU and GPU count.
+    """
+    if cpu_vendor is not None and cpu_vendor not in CPU_KINDS:
+        cpu_vendor = None
+    if version is None:
+        old, new = _rule(_BEFORE, cpu_vendor, local_gpus), _rule(NEWEST_VERIFIED, cpu_vendor, local_gpus)
+        return old if old == new else None
+    return _rule(version, cpu_vendor, local_gpus)
+
+
+def default_p2p_reason(version: NcclVersion | None, cpu_vendor: str | None, local_gpus: int | None) -> str:
+    """One sentence saying what :func:`default_p2p_level` found, and why, citing paths.cc."""
+    level = default_p2p_level(version, cpu_vendor, local_gpus)
+    cpu = f"{cpu_vendor} CPU" if cpu_vendor else "an unknown CPU"
+    gpus = f"{local_gpus} GPU(s)" if local_gpus is not None else "an unknown GPU count"
+    src = "(src/graph/paths.cc, ncclTopoCheckP2p)"
+    if version is None:
+        if level is None:
+            return (f"NCCL's default P2P level is not known yet for {cpu} and {gpus}: it needs the NCCL version "
+                    f"(up to 2.22 SYS except on Intel, ARM and Zhaoxin; from 2.23 PXB, SYS on AMD with at most "
+                    f"2 GPUs) and the CPU {src}")
+        return f"NCCL's default P2P level is {level} on {cpu} with {gpus} for every supported version {src}"
+    if level is None:
+        return f"NCCL {version}'s default P2P level is not known for {cpu} and {gpus} {src}"
+    if version < DEFAULT_PXB_FROM:
+        rule = "SYS except on Intel, ARM and Zhaoxin CPUs (PXB)"
+    else:
+        rule = "PXB on every CPU, SYS on AMD with at most 2 GPUs"
+    return f"NCCL {version} default: {level} on {cpu} with {gpus} ({rule}) {src}"

@@ -3,7 +3,8 @@
 *Unsafe* values bypass a guard NCCL keeps for correctness (LL128 where it "may cause silent data
 corruption") or force NVLS where a hang was reported: :func:`unsafe_reason`,
 :func:`unsafe_set_reason`. *Risky* values are allowed but can hang a launch on some machines
-(P2P beyond a PCIe switch): :func:`risky_reason`; a hang is recovered by relaunching.
+(P2P beyond a PCIe switch, when that is more than NCCL's own default there): :func:`risky_reason`;
+a hang is recovered by relaunching. :func:`p2p_default_note` says when a level is NCCL's own default.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from collections.abc import Mapping
 
 from tuner.nccl.choice import allreduce_choices, ll128_auto
 from tuner.nccl.lists import FUNCS, read_list
-from tuner.nccl.p2p import p2p_levels, read_p2p_level
+from tuner.nccl.p2p import default_p2p_reason, p2p_levels, read_p2p_level
+from tuner.nccl.sets import local_gpus, topology_p2p_default
 from tuner.nccl.types import NcclVersion, Topology, judged_version
 from tuner.nccl.values import canonical_value
 
-__all__ = ["risky_reason", "unsafe_reason", "unsafe_set_reason"]
+__all__ = ["p2p_default_note", "risky_reason", "unsafe_reason", "unsafe_set_reason"]
 
 
 def unsafe_reason(name: str, value: str, topology: Topology | None = None, *,
@@ -72,12 +74,16 @@ def unsafe_set_reason(env: Mapping[str, str], topology: Topology | None = None,
     return None
 
 
-def risky_reason(name: str, value: str, version: NcclVersion | None = None) -> str | None:
+def risky_reason(name: str, value: str, version: NcclVersion | None = None,
+                 topology: Topology | None = None) -> str | None:
     """Why a reversible value can still hang a server, or None.
 
     NCCL_P2P_LEVEL beyond PXB lets P2P cross the CPU's PCIe root complex or the inter-socket
     link, where ACS or an IOMMU may reroute or block peer traffic and hang the first
-    collective (NCCL troubleshooting guide, "PCI Access Control Services").
+    collective (NCCL troubleshooting guide, "PCI Access Control Services"). Not risky when the
+    level is at or below NCCL's own default on ``topology`` (its CPU and GPUs per node,
+    :func:`tuner.nccl.sets.topology_p2p_default`): NCCL already goes that far unasked
+    (:func:`p2p_default_note` says so).
     """
     if name != "NCCL_P2P_LEVEL":
         return None
@@ -85,5 +91,25 @@ def risky_reason(name: str, value: str, version: NcclVersion | None = None) -> s
     levels = p2p_levels(version)
     if level is None or levels.index(level) <= levels.index("PXB"):
         return None
+    default = topology_p2p_default(version, topology)
+    if default in levels and levels.index(level) <= levels.index(default):
+        return None
     return (f"NCCL_P2P_LEVEL={level} allows P2P beyond a PCIe switch: where ACS or an IOMMU reroutes "
             "peer traffic the first collective can hang (NCCL troubleshooting guide)")
+
+
+def p2p_default_note(value: str, version: NcclVersion | None = None, topology: Topology | None = None) -> str | None:
+    """``"SYS is NCCL's own default here (...)"`` when an NCCL_P2P_LEVEL value is the level NCCL
+    uses unset on ``topology``, ``"... below NCCL's own default SYS here ..."`` when it narrows it;
+    None when the default is not known or the value is above it or ignored."""
+    level, _problem, _warning = read_p2p_level(value, judged_version(version))
+    default = topology_p2p_default(version, topology)
+    levels = p2p_levels(version)
+    if level is None or default is None or topology is None or default not in levels:
+        return None
+    why = default_p2p_reason(version, topology.cpu_vendor, local_gpus(topology))
+    if level == default:
+        return f"{level} is NCCL's own default here ({why})"
+    if levels.index(level) < levels.index(default):
+        return f"{level} is below NCCL's own default {default} here: it only narrows P2P ({why})"
+    return None

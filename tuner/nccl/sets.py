@@ -11,11 +11,12 @@ from collections.abc import Mapping
 
 from tuner.nccl.choice import allreduce_choices, no_algorithm_warn, starvation_versions
 from tuner.nccl.lists import FUNCS, PER_COLLECTIVE_SINCE, read_list
+from tuner.nccl.p2p import default_p2p_level
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
 from tuner.nccl.types import NcclVersion, Topology, judged_version
 from tuner.nccl.values import RULED_NAMES, canonical_value
 
-__all__ = ["canonical_set", "cross_problems", "cross_warnings"]
+__all__ = ["canonical_set", "cross_problems", "cross_warnings", "local_gpus", "topology_p2p_default"]
 
 _PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"),
           ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
@@ -107,12 +108,30 @@ def _starved_warnings(env: Mapping[str, str], names: list[str], version: NcclVer
     return []
 
 
-def _default_equivalent(name: str, canonical: str, version: NcclVersion, topology: Topology | None) -> bool:
-    """Whether a canonical value does exactly what leaving ``name`` unset does on ``topology``."""
+def local_gpus(topology: Topology) -> int:
+    """GPUs per node of ``topology`` (``nranks // nnodes``, at least 1): the count NCCL's P2P
+    default reads (src/graph/paths.cc, ncclTopoCheckP2p, ``system->nodes[GPU].count``)."""
+    return max(1, topology.nranks // max(1, topology.nnodes))
+
+
+def topology_p2p_default(version: NcclVersion | None, topology: Topology | None) -> str | None:
+    """NCCL's default P2P level on ``topology`` (:func:`tuner.nccl.p2p.default_p2p_level`), None if
+    not known (no topology, or a CPU or version it depends on unknown)."""
+    if topology is None:
+        return None
+    return default_p2p_level(version, topology.cpu_vendor, local_gpus(topology))
+
+
+def _default_equivalent(name: str, canonical: str, version: NcclVersion, topology: Topology | None,
+                        given: NcclVersion | None = None) -> bool:
+    """Whether a canonical value does exactly what leaving ``name`` unset does on ``topology``
+    (``given``: the version as given, None when unknown, for the rules judged by every release)."""
     if canonical == "":
         return True
     if topology is None:
         return False
+    if name == "NCCL_P2P_LEVEL":
+        return canonical == topology_p2p_default(given, topology)
     if name in ("NCCL_ALGO", "NCCL_PROTO"):
         env = {name: canonical}
         return all(allreduce_choices(env, topology, version, f) == allreduce_choices({}, topology, version, f)
@@ -133,14 +152,16 @@ def canonical_set(env: Mapping[str, str], version: NcclVersion | None = None,
     Values are canonicalised (:func:`canonical_value`) and variables whose value does what
     leaving them unset does are dropped (``NCCL_BUFFSIZE=4194304``,
     ``CUDA_DEVICE_MAX_CONNECTIONS=8``, ``NCCL_P2P_DISABLE=0``, ``NCCL_MAX_NCHANNELS=64`` on
-    2.25+, and with a topology e.g. ``NCCL_ALGO=Ring,Tree`` on one PCIe node). Two sets with
+    2.25+, and with a topology e.g. ``NCCL_ALGO=Ring,Tree`` on one PCIe node, or an
+    ``NCCL_P2P_LEVEL`` equal to NCCL's default for its CPU and GPUs per node when that default is
+    known, :func:`topology_p2p_default`). Two sets with
     equal results launch the same NCCL behaviour. Unknown variables are kept as given.
     """
     v = judged_version(version)
     out = {}
     for name, value in env.items():
         canonical = canonical_value(name, value, v)
-        if name in RULED_NAMES and _default_equivalent(name, canonical, v, topology):
+        if name in RULED_NAMES and _default_equivalent(name, canonical, v, topology, version):
             continue
         out[name] = canonical
     return dict(sorted(out.items()))

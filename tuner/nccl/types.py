@@ -69,7 +69,9 @@ class Topology:
     NVLink, ``"nvswitch"`` NVLink through NVSwitches) or None if unknown; ``has_nvls``: NVLink
     SHARP multicast is available (NCCL logs "NVLS multicast support is available");
     ``gpu_arch``: compute capability times ten (80 A100, 90 H100, 120 RTX PRO 6000 Blackwell) or
-    None; ``collnet``: a CollNet (SHARP) network plugin is present.
+    None; ``collnet``: a CollNet (SHARP) network plugin is present; ``cpu_vendor``: the CPU NCCL
+    saw (``"Intel"``, ``"AMD"``, ``"Zhaoxin"``, ``"ARM"``, ``"POWER"``; its GRAPH topology lines,
+    src/graph/topo.cc ncclTopoPrintRec) or None if unknown.
     """
 
     nranks: int
@@ -78,6 +80,7 @@ class Topology:
     has_nvls: bool = False
     gpu_arch: int | None = None
     collnet: bool = False
+    cpu_vendor: str | None = None
 
     @property
     def nvlink(self) -> bool | None:

@@ -22,6 +22,9 @@ Versions:
    summary, a trial's concurrency levels and host, the study's topology) keep version 1's JSON
    shapes, so version 1 values read unchanged. A version-1 study a sweep resumes is upgraded
    in place (its metric and the version are written).
+3. The study's topology gains ``cpu_vendor`` (the CPU NCCL's GRAPH lines name: ``Intel``,
+   ``AMD``, ``Zhaoxin``, ``ARM``, ``POWER``), which decides NCCL's default P2P level
+   (:func:`tuner.nccl.p2p.default_p2p_level`). A version-2 study reads it as None (not known).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -36,7 +39,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

@@ -27,7 +27,8 @@ class TopologyRecord:
     """The communicator the first ok baseline's log showed, as stored: the fields of
     :class:`tuner.nccl.types.Topology` (``nranks``, ``nnodes``, ``link``: ``pcie``,
     ``nvlink``, ``nvswitch`` or None, ``has_nvls``, ``gpu_arch``: compute capability x 10 or
-    None, ``collnet``). Kept apart from that type so the stored format changes only when this
+    None, ``collnet``, ``cpu_vendor``: ``Intel``, ``AMD``... or None, from format version 3;
+    None before it). Kept apart from that type so the stored format changes only when this
     one does; the sweep converts between them (``Topology(**dataclasses.asdict(record))``)."""
 
     nranks: int
@@ -36,6 +37,7 @@ class TopologyRecord:
     has_nvls: bool = False
     gpu_arch: int | None = None
     collnet: bool = False
+    cpu_vendor: str | None = None
 
 
 @dataclass

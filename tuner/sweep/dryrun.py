@@ -96,7 +96,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                + (f", then {' and '.join(reserved)}, outside it" if reserved else "") + ".")
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
-    risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version))]
+    risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version, rules.facts().topology))]
     if risky:
         out.append("Risky but reversible values are in the space (a trial that hangs is torn down and recorded as failed):")
         out += [f"  - {why}" for why in risky]

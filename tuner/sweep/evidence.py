@@ -2,7 +2,7 @@
 NCCL version, ranks, channels, warnings, and who carries the decode allreduce.
 
 NCCL logs nothing unless ``NCCL_DEBUG`` asks (src/debug.cc), so every launch, the baseline
-included, gets ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV``: init-time lines only
+included, gets ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH``: init-time lines only
 (the ``set by environment to`` echoes of src/misc/param.cc, the communicator and channel lines),
 no per-operation logging during the probe. ``[nccl] debug = false`` turns it off; a
 ``NCCL_DEBUG`` the user put in ``server.env`` is respected (and then what it logs is used).
@@ -69,7 +69,7 @@ def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
 def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
     """The logging variables to add to a launch whose server log is ``log``: :data:`DEBUG_ENV`
     (unless ``server.env`` sets ``NCCL_DEBUG`` itself; a ``NCCL_DEBUG_SUBSYS`` of ``server.env``
-    is kept with INIT and ENV added), a per-trial ``NCCL_DEBUG_FILE`` in
+    is kept with INIT, ENV and GRAPH added), a per-trial ``NCCL_DEBUG_FILE`` in
     :func:`nccl_dir` (created empty here: a retried launch leaves no file of the first; unless
     ``server.env`` names one) and :data:`LOGGING_ENV`; nothing when ``[nccl] debug = false``.
     Raises OSError when the folder cannot be made."""
@@ -78,9 +78,10 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
     user = cfg.server.env
     env = {} if "NCCL_DEBUG" in user else dict(DEBUG_ENV)
     if env and "NCCL_DEBUG_SUBSYS" in user and not user["NCCL_DEBUG_SUBSYS"].startswith("^"):
-        # the user's subsystems kept, INIT and ENV added: the proof needs the echoes and the comm lines
+        # the user's subsystems kept, INIT, ENV and GRAPH added: the proof needs the echoes and comm lines, the triage the graphs
         theirs = [x.strip() for x in user["NCCL_DEBUG_SUBSYS"].split(",") if x.strip()]
-        env["NCCL_DEBUG_SUBSYS"] = ",".join(theirs + [x for x in ("INIT", "ENV") if x not in {t.upper() for t in theirs}])
+        env["NCCL_DEBUG_SUBSYS"] = ",".join(theirs + [x for x in DEBUG_ENV["NCCL_DEBUG_SUBSYS"].split(",")
+                                                    if x not in {t.upper() for t in theirs}])
     if log is not None and DEBUG_FILE_VAR not in user:
         folder = nccl_dir(log)
         folder.mkdir(parents=True, exist_ok=True)

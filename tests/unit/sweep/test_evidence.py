@@ -28,7 +28,7 @@ def test_every_launch_gets_its_own_nccl_files_and_whole_lines(tmp_path):
     (nccl_dir(log)).mkdir(parents=True)
     (nccl_dir(log) / "h.1.log").write_text("a first attempt's file\n")
     env = debug_env(cfg, log)
-    assert env == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV", "PYTHONUNBUFFERED": "1",
+    assert env == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,GRAPH", "PYTHONUNBUFFERED": "1",
                    "RAY_DEDUP_LOGS": "0", "NCCL_DEBUG_FILE": str(tmp_path.resolve() / "logs" / "trial-0003.nccl" /
                                                                  "%h.%p.log")}
     assert list(nccl_dir(log).iterdir()) == []  # a retried launch reads no file of the first
