@@ -143,7 +143,7 @@ from tuner.nccl.proof import (
 )
 from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, Rejoined, rejoin
 from tuner.nccl.safety import p2p_default_note, risky_reason, unsafe_reason, unsafe_set_reason
-from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings
+from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus, topology_p2p_default
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
 from tuner.nccl.tuning import TuningTable, TuningTableReader
@@ -278,6 +278,7 @@ __all__ = [
     "launch",
     "line_pid",
     "ll128_auto",
+    "local_gpus",
     "machine_from_log",
     "max_channels",
     "max_threads",
@@ -308,6 +309,7 @@ __all__ = [
     "strtoll_erange",
     "thread_threshold",
     "topology_from_log",
+    "topology_p2p_default",
     "unlaunched_echoes",
     "unsafe_reason",
     "unsafe_set_reason",

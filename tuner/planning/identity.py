@@ -10,7 +10,7 @@ differ only by those are one set at the decode size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.diagnose import JSON_NAME, decode_pick, load_diagnosis
@@ -23,10 +23,23 @@ __all__ = ["DecodeContext", "Facts", "load_decode_context", "set_identity"]
 @dataclass(frozen=True)
 class Facts:
     """What the rules read about the machine: the NCCL ``version`` and ``topology`` (None
-    while unknown; the sweep learns both from the first baseline's log)."""
+    while unknown; the sweep learns both from the first baseline's log), and ``cpu_vendor``,
+    the CPU ``[nccl] cpu_vendor`` names (None if not given). A topology whose log named no CPU
+    takes ``cpu_vendor``; one that named it keeps NCCL's own (what NCCL's P2P default reads,
+    src/graph/paths.cc ncclTopoCheckP2p)."""
 
     version: NcclVersion | None = None
     topology: Topology | None = None
+    cpu_vendor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.topology is not None and self.topology.cpu_vendor is None and self.cpu_vendor is not None:
+            object.__setattr__(self, "topology", replace(self.topology, cpu_vendor=self.cpu_vendor))
+
+    @property
+    def cpu(self) -> str | None:
+        """The CPU the rules judge by: the topology's (NCCL's GRAPH lines), else ``cpu_vendor``."""
+        return self.topology.cpu_vendor if self.topology is not None else self.cpu_vendor
 
 
 @dataclass(frozen=True)
