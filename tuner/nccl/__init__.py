@@ -125,8 +125,11 @@ from tuner.nccl.names import (
     read_by,
 )
 from tuner.nccl.p2p import (
+    CPU_ARCHS,
     CPU_KINDS,
+    CPU_VENDORS,
     DEFAULT_PXB_FROM,
+    cpu_kind,
     default_p2p_level,
     default_p2p_reason,
     p2p_levels,

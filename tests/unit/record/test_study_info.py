@@ -47,11 +47,11 @@ def _stored(info: StudyInfo) -> dict:
 def test_every_field_round_trips_through_json():
     info = StudyInfo(metric=Metric.DECODE, server_command=["vllm", "serve", "m"], min_effect=0.02,
                      nccl_learned=True, nccl_version="2.27.3",
-                     topology=TopologyRecord(nranks=8, link="pcie", gpu_arch=90), screen=SUMMARY)
+                     topology=TopologyRecord(nranks=8, link="pcie", gpu_arch=90, cpu_vendor="AMD"), screen=SUMMARY)
     attrs = _stored(info)
     assert attrs["format_version"] == FORMAT_VERSION and attrs["metric"] == "decode_tok_s"
     assert attrs["topology"] == {"nranks": 8, "nnodes": 1, "link": "pcie", "has_nvls": False, "gpu_arch": 90,
-                                 "collnet": False}
+                                 "collnet": False, "cpu_vendor": "AMD"}
     assert study_from_user_attrs(attrs) == info
 
 
