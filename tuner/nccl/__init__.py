@@ -31,6 +31,7 @@ from tuner.nccl.choice import (
     infeasible_reason,
     ll128_auto,
     no_algorithm_warn,
+    starvation_note,
     starvation_versions,
 )
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, INT64_MAX, as_c_int, read_int_param, strtoll, strtoll_erange
@@ -305,6 +306,7 @@ __all__ = [
     "rejoin",
     "risky_reason",
     "server_log_source",
+    "starvation_note",
     "starvation_versions",
     "strip_ansi",
     "strip_wrappers",

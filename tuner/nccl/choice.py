@@ -16,7 +16,7 @@ from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, NcclVersion, Top
 from tuner.nccl.values import canonical_value
 
 __all__ = ["RING_KEPT_BEFORE", "SERVER_COLLECTIVES", "Choices", "allreduce_choices", "infeasible_reason", "ll128_auto",
-           "no_algorithm_warn", "starvation_versions"]
+           "no_algorithm_warn", "starvation_note", "starvation_versions"]
 
 #: Up to 2.18 NCCL_ALGO never disables Ring for a collective other than AllReduce ("Never disable
 #: ring for non-allreduce operations. That allows to run real apps with NCCL_ALGO=TREE",
@@ -188,13 +188,22 @@ def starvation_versions(version: NcclVersion | None) -> tuple[NcclVersion, ...]:
     return (version,) if version is not None else (NEWEST_VERIFIED, OLDEST_SUPPORTED)
 
 
-def _unknown_note(v: NcclVersion) -> str:
-    """Why an unknown version is judged as ``v`` by the starvation rule (true for that rule)."""
-    if v >= PER_COLLECTIVE_SINCE:
-        return (f"NCCL 2.24 and later (judged as {v}; the version is not known yet: 2.18 keeps Ring for every "
-                "collective but AllReduce, 2.19-2.23 fall back to Ring)")
-    return (f"NCCL 2.18 (judged as {v}; the version is not known yet: 2.19-2.23 fall back to Ring, 2.24+ fail "
-            "too)")
+def starvation_note(failing: Iterable[NcclVersion], func: str) -> str:
+    """Which releases fail ``func`` when the version is not known, in words, from the judged
+    releases of :func:`starvation_versions` that fail (``failing``): e.g. ``"NCCL 2.24 and later
+    (the version is not known yet; 2.18 keeps Ring for every collective but AllReduce and
+    2.19-2.23 fall back to Ring)"``."""
+    new = any(v >= PER_COLLECTIVE_SINCE for v in failing)
+    old = any(v < PER_COLLECTIVE_SINCE for v in failing)
+    if new and old:
+        return "NCCL 2.18 and 2.24 and later (the version is not known yet; 2.19-2.23 fall back to Ring)"
+    if old:
+        return "NCCL 2.18 (the version is not known yet; 2.19-2.23 fall back to Ring, 2.24+ read it otherwise)"
+    if func == "AllReduce":
+        return ("NCCL 2.24 and later (the version is not known yet; earlier releases read this value otherwise or "
+                "fall back to Ring)")
+    return ("NCCL 2.24 and later (the version is not known yet; 2.18 keeps Ring for every collective but AllReduce "
+            "and 2.19-2.23 fall back to Ring)")
 
 
 def infeasible_reason(env: Mapping[str, str], topology: Topology, version: NcclVersion | None = None,
@@ -223,12 +232,12 @@ def infeasible_reason(env: Mapping[str, str], topology: Topology, version: NcclV
         return ("NCCL_NVLS_ENABLE forces NVLS on a machine without NVLink SHARP multicast: NVLS setup fails "
                 "at init (src/transport/nvls.cc, ncclNvlsInit and cuMulticastCreate)")
     shown = ", ".join(f"{k}={env[k]}" for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE") if k in env)
-    for judged in starvation_versions(version):
-        for func in collectives:
-            if allreduce_choices(env, topology, judged, func).fails:
-                who = f"NCCL {judged}" if version is not None else _unknown_note(judged)
-                return (f"{shown} leaves no algorithm/protocol {who} can run {func} with on {_describe(topology)}: "
-                        + no_algorithm_warn(judged, func))
+    for func in collectives:
+        failing = [j for j in starvation_versions(version) if allreduce_choices(env, topology, j, func).fails]
+        if failing:
+            who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, func)
+            return (f"{shown} leaves no algorithm/protocol {who} can run {func} with on {_describe(topology)}: "
+                    + no_algorithm_warn(failing[0], func))
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tuner.nccl.choice import allreduce_choices, no_algorithm_warn, starvation_versions
+from tuner.nccl.choice import allreduce_choices, no_algorithm_warn, starvation_note, starvation_versions
 from tuner.nccl.lists import FUNCS, PER_COLLECTIVE_SINCE, read_list
 from tuner.nccl.p2p import default_p2p_level
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
@@ -36,17 +36,13 @@ def cross_problems(env: Mapping[str, str], version: NcclVersion | None = None) -
     if not names or any(read_list(n, env[n], v).fails_init for n in names):
         return []
     shown = " with ".join(f"{n}={env[n]}" for n in names)
-    for judged in starvation_versions(version):
-        if all(allreduce_choices(env, topo, judged).fails for topo in _GENEROUS):
-            who = f"NCCL {judged}" if version is not None else f"NCCL {_since(judged)} (the version is not known yet)"
-            return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: {who} "
-                                f"fails: {no_algorithm_warn(judged, 'AllReduce')}")]
+    failing = [j for j in starvation_versions(version)
+               if all(allreduce_choices(env, topo, j).fails for topo in _GENEROUS)]
+    if failing:
+        who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, "AllReduce")
+        return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: {who} "
+                            f"fails: {no_algorithm_warn(failing[0], 'AllReduce')}")]
     return []
-
-
-def _since(v: NcclVersion) -> str:
-    """The releases that share ``v``'s fallback rule, as words (src/graph/tuning.cc by tag)."""
-    return "2.24 and later" if v >= PER_COLLECTIVE_SINCE else "2.18"
 
 
 #: Machines on which every algorithm can run: a set failing on all of them fails everywhere.
@@ -89,23 +85,17 @@ def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -
 def _starved_warnings(env: Mapping[str, str], names: list[str], version: NcclVersion | None) -> list[tuple[str, str]]:
     """Collectives other than AllReduce that the set leaves nothing (2.24+ only: 2.18 keeps Ring
     for them, src/graph/tuning.cc at v2.18.6-1; 2.19-2.23 fall back to Ring)."""
-    for judged in starvation_versions(version):
-        starved = [f for f in FUNCS[:-1] if allreduce_choices(env, _GENEROUS[0], judged, f).fails]
-        if not starved:
-            continue
-        hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if judged >= PER_COLLECTIVE_SINCE else ""
-        if version is not None:
-            who = f"NCCL {judged}"
-        elif judged >= PER_COLLECTIVE_SINCE:
-            who = ("NCCL 2.24 and later (the version is not known yet; 2.18 keeps Ring for every collective but "
-                   "AllReduce and 2.19-2.23 fall back to Ring, so only 2.24+ fail)")
-        else:
-            who = f"NCCL {_since(judged)} (the version is not known yet)"
-        shown = " with ".join(f"{n}={env[n]}" for n in names)
-        first = "AllGather" if "AllGather" in starved else starved[0]  # the one vLLM V1 runs every step
-        return [(names[0], f"{shown} leaves {', '.join(starved)} without an algorithm/protocol: {who} fails the "
-                           f"first such call the server makes: {no_algorithm_warn(judged, first)}{hint}")]
-    return []
+    judged = starvation_versions(version)
+    starved = [f for f in FUNCS[:-1] if any(allreduce_choices(env, _GENEROUS[0], j, f).fails for j in judged)]
+    if not starved:
+        return []
+    first = "AllGather" if "AllGather" in starved else starved[0]  # the one vLLM V1 runs every step
+    failing = [j for j in judged if allreduce_choices(env, _GENEROUS[0], j, first).fails]
+    hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if failing[0] >= PER_COLLECTIVE_SINCE else ""
+    who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, first)
+    shown = " with ".join(f"{n}={env[n]}" for n in names)
+    return [(names[0], f"{shown} leaves {', '.join(starved)} without an algorithm/protocol: {who} fails the "
+                       f"first such call the server makes: {no_algorithm_warn(failing[0], first)}{hint}")]
 
 
 def local_gpus(topology: Topology) -> int:

@@ -127,7 +127,9 @@ def test_unknown_version_judges_starvation_by_the_strictest_release():
     assert "2.18 keeps Ring" in reason and "2.19-2.23 fall back" in reason
     assert infeasible_reason({"NCCL_ALGO": "Ring"}, PCIE) is None
     # AllReduce left nothing: 2.24+ fail and so does 2.18
-    assert "AllReduce" in infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE)
+    both = infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE)
+    assert "AllReduce" in both and "NCCL 2.18 and 2.24 and later" in both and "keeps Ring" not in both
+    assert "NCCL 2.18 and 2.24 and later" in cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"})[0][1]
 
 
 def test_nvlstree_alone_on_one_node_is_reset_before_224():
@@ -160,7 +162,7 @@ def test_cross_warnings():
     assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "Tree"}, V223)
     assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}, V218)
     unknown = keys({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"})["NCCL_ALGO"]
-    assert "2.24 and later" in unknown and "only 2.24+ fail" in unknown and "2.18.1" not in unknown
+    assert "2.24 and later" in unknown and "2.18 keeps Ring" in unknown and "2.18.1" not in unknown
     assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "AllReduce:Tree"}, V224)
 
 
