@@ -53,7 +53,18 @@ def test_dry_run_shows_what_nccl_reads_and_launches_nothing(tmp_path):
     assert "ring-again: NCCL_ALGO=ring - skipped: to NCCL the same set as preset ring" in out
     assert "distinct sets to NCCL" in out
     assert "Risky" not in out  # PXB keeps P2P behind one PCIe switch
+    assert "NCCL_P2P_LEVEL default here: not known yet (set [nccl] version and cpu_vendor" in out  # no GPU count
     assert not (tmp_path / "r").exists()
+
+
+def test_dry_run_says_the_p2p_default_from_the_config(tmp_path):
+    path = _config(tmp_path, ACCEPTED, "2.27.3")
+    path.write_text(path.read_text().replace('"{port}"]', '"{port}", "--tensor-parallel-size", "8"]')
+                    + 'cpu_vendor = "amd"\n')
+    res = cli("sweep", str(path), "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    assert ("NCCL_P2P_LEVEL default here: PXB (NCCL 2.27.3, AMD, 8 GPUs; src/graph/paths.cc ncclTopoCheckP2p)"
+            in res.stdout), res.stdout
 
 
 def test_dry_run_refuses_what_nccl_rejects_or_ignores_all_at_once(tmp_path):

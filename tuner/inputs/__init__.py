@@ -1,6 +1,7 @@
 """What the user writes: the experiment file, its schema, ${NAME} expansion, the search space, the model's config.json."""
 
 from tuner.inputs.config import (
+    CPU_VENDOR_NAMES,
     DEFAULT_SPACE,
     MODES,
     PLACEHOLDER,
@@ -56,6 +57,7 @@ from tuner.inputs.space import UNSET, Preset, Scalar, SearchSpace, load_space
 
 __all__ = [
     "ACCEPTED",
+    "CPU_VENDOR_NAMES",
     "DEFAULT_SPACE",
     "DTYPE_BYTES",
     "MISSING",

@@ -40,10 +40,11 @@ from tuner.inputs.schema import (
     raise_all,
 )
 from tuner.inputs.schema import read_toml as read_toml
-from tuner.nccl import NcclVersion
+from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
 
 __all__ = [
+    "CPU_VENDOR_NAMES",
     "DEFAULT_SPACE",
     "MODES",
     "PLACEHOLDER",
@@ -272,15 +273,36 @@ def _version(raw: Any) -> str | None:
     return raw
 
 
+#: The CPUs ``[nccl] cpu_vendor`` names: the kinds NCCL's P2P default tells apart
+#: (:data:`tuner.nccl.CPU_KINDS` without NCCL's own "mixed"; src/include/graph.h
+#: NCCL_TOPO_CPU_VENDOR_* and NCCL_TOPO_CPU_ARCH_*, read by src/graph/paths.cc ncclTopoCheckP2p).
+CPU_VENDOR_NAMES = tuple(k for k in CPU_KINDS if k != "mixed")
+_CPU_ACCEPTED = f"one of {', '.join(repr(k) for k in CPU_VENDOR_NAMES)} (any case)"
+
+
+def _cpu_vendor(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        for kind in CPU_VENDOR_NAMES:
+            if raw.strip().lower() == kind.lower():
+                return kind
+    raise problem(_CPU_ACCEPTED, "not a CPU NCCL tells apart" if isinstance(raw, str) else "")
+
+
 class NcclConfig(FileModel):
     """``[nccl]``: ``version`` (``"2.21.5"``): the NCCL release whose parsing rules check the
     values before any launch (None: the oldest supported; the baseline's log gives the real one);
-    ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH`` to every launch, so
+    ``cpu_vendor`` (``"amd"``, any case, stored as :data:`CPU_VENDOR_NAMES` spells it): the
+    host's CPU, which with the version and the GPU count decides NCCL's default P2P level
+    before the baseline's GRAPH lines name it (src/graph/paths.cc, ncclTopoCheckP2p; the log
+    wins once it names a CPU); ``debug``: add ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH`` to every launch, so
     each variable can be proven to have reached NCCL (init-time lines only; a ``NCCL_DEBUG`` in
     ``server.env`` is respected)."""
 
     version: Annotated[str | None, PlainValidator(_version), Field(
         description='an NCCL version string such as "2.21.5"')] = None
+    cpu_vendor: Annotated[str | None, PlainValidator(_cpu_vendor), Field(description=_CPU_ACCEPTED)] = None
     debug: Annotated[bool, Field(description="true or false")] = True
 
     @property

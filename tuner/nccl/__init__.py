@@ -25,7 +25,17 @@ The leaves, lowest first:
   (:func:`machine_from_log`).
 """
 
-from tuner.nccl.choice import SERVER_COLLECTIVES, Choices, allreduce_choices, infeasible_reason, ll128_auto
+from tuner.nccl.choice import (
+    RING_KEPT_BEFORE,
+    SERVER_COLLECTIVES,
+    Choices,
+    allreduce_choices,
+    infeasible_reason,
+    ll128_auto,
+    no_algorithm_warn,
+    starvation_note,
+    starvation_versions,
+)
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, INT64_MAX, as_c_int, read_int_param, strtoll, strtoll_erange
 from tuner.nccl.costmodel import (
     COST_ALGOS,
@@ -38,6 +48,8 @@ from tuner.nccl.costmodel import (
     nccl_pick,
 )
 from tuner.nccl.decode import (
+    COPY_ENGINE,
+    SYMMETRIC,
     TREE_ALL_THREADS_FROM,
     WARP_SIZE,
     DecodeChoice,
@@ -160,16 +172,19 @@ from tuner.nccl.values import (
     DEFAULT_BUFFSIZE,
     MAX_CHANNELS_FROM,
     NCCL_STEPS,
+    NTHREADS_INFO_FROM,
     RULED_NAMES,
     accepted,
     canonical_value,
     check_value,
     max_channels,
+    nthreads_level,
     value_warnings,
 )
 
 __all__ = [
     "ALGO_SINCE",
+    "COPY_ENGINE",
     "COST_ALGOS",
     "COST_PROTOS",
     "CPU_ARCHS",
@@ -197,6 +212,7 @@ __all__ = [
     "NCCL_STEPS",
     "NCCL_VERSION",
     "NEWEST_VERIFIED",
+    "NTHREADS_INFO_FROM",
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "P2P_DISABLE_ECHO_FROM",
@@ -206,10 +222,12 @@ __all__ = [
     "PROTOS",
     "RAY_COPIED_ENV",
     "RAY_COPIES_NCCL_FROM",
+    "RING_KEPT_BEFORE",
     "RULED_NAMES",
     "SERVER_COLLECTIVES",
     "SERVER_LOG",
     "SERVER_NCCL_VERSION",
+    "SYMMETRIC",
     "TREE_ALL_THREADS_FROM",
     "TRIAL_PATTERN",
     "TUNING_NAMES",
@@ -291,6 +309,8 @@ __all__ = [
     "name_warning",
     "nccl_name",
     "nccl_pick",
+    "no_algorithm_warn",
+    "nthreads_level",
     "p2p_default_note",
     "p2p_levels",
     "parse_log",
@@ -306,6 +326,8 @@ __all__ = [
     "rejoin",
     "risky_reason",
     "server_log_source",
+    "starvation_note",
+    "starvation_versions",
     "strip_ansi",
     "strip_wrappers",
     "strtoll",

@@ -12,10 +12,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.nccl.lists import PER_COLLECTIVE_SINCE, PROTOS, Matrix, algos, default_matrix, read_list
-from tuner.nccl.types import NcclVersion, Topology, judged_version
+from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, NcclVersion, Topology, judged_version
 from tuner.nccl.values import canonical_value
 
-__all__ = ["SERVER_COLLECTIVES", "Choices", "allreduce_choices", "infeasible_reason", "ll128_auto"]
+__all__ = ["RING_KEPT_BEFORE", "SERVER_COLLECTIVES", "Choices", "allreduce_choices", "infeasible_reason", "ll128_auto",
+           "no_algorithm_warn", "starvation_note", "starvation_versions"]
+
+#: Up to 2.18 NCCL_ALGO never disables Ring for a collective other than AllReduce ("Never disable
+#: ring for non-allreduce operations. That allows to run real apps with NCCL_ALGO=TREE",
+#: src/graph/tuning.cc, ncclTopoTuneModel, v2.18.1-1 to v2.18.6-1; the line is gone in v2.19.1-1).
+RING_KEPT_BEFORE = NcclVersion(2, 19, 0)
 
 
 def _matrix(name: str, value: str, version: NcclVersion | None) -> Matrix:
@@ -88,8 +94,15 @@ class Choices:
 
 def _old_algo_reset(row: dict[str, int], topo: Topology) -> dict[str, int]:
     """Up to 2.23, a set that disables Ring, Tree, NVLS and NVLSTree without CollNet gets Ring
-    and Tree back ("If user has hard set NCCL_ALGO=COLLNET, ignore it", tuning.cc)."""
-    if topo.collnet or any(row.get(a, 0) for a in ("Ring", "Tree", "NVLS", "NVLSTree")):
+    and Tree back ("If user has hard set NCCL_ALGO=COLLNET, ignore it", tuning.cc,
+    ncclTopoTuneModel). NCCL has already dropped NVLSTree on one node and NVLS across nodes
+    by then, so ``NCCL_ALGO=NVLSTree`` on one node is reset too."""
+    if topo.collnet:
+        return row
+    left = {"Ring": row.get("Ring", 0), "Tree": row.get("Tree", 0),
+            "NVLS": row.get("NVLS", 0) if topo.nnodes == 1 else 0,
+            "NVLSTree": row.get("NVLSTree", 0) if topo.nnodes > 1 else 0}
+    if any(left.values()):
         return row
     return {**row, "Ring": 1, "Tree": 1}
 
@@ -99,8 +112,9 @@ def allreduce_choices(env: Mapping[str, str], topology: Topology, version: NcclV
     """Which (algorithm, protocol) pairs NCCL ``version`` may pick for ``func`` under ``env``.
 
     Follows src/graph/tuning.cc (ncclTopoTuneModel: enable matrix, CollNet/NVLS/NVLSTree
-    disabling, LL128 guard, the 2.19-2.23 Ring bandwidth backup) and src/enqueue.cc
-    (topoGetAlgoInfo: "No algorithm/protocol available" when nothing is left, 2.24+ and 2.18).
+    disabling, LL128 guard, 2.18 keeping Ring for every collective but AllReduce
+    (:data:`RING_KEPT_BEFORE`), the 2.19-2.23 Ring bandwidth backup) and src/enqueue.cc (no
+    algorithm/protocol left: :func:`no_algorithm_warn`, 2.24+ and 2.18).
     """
     v = judged_version(version)
     algo_row = _matrix("NCCL_ALGO", env["NCCL_ALGO"], v)[func] if "NCCL_ALGO" in env \
@@ -109,6 +123,8 @@ def allreduce_choices(env: Mapping[str, str], topology: Topology, version: NcclV
         else default_matrix("NCCL_PROTO", v)[func]
     if v < PER_COLLECTIVE_SINCE:
         algo_row = _old_algo_reset(algo_row, topology)
+    if v < RING_KEPT_BEFORE and func != "AllReduce":
+        algo_row = {**algo_row, "Ring": 1}
     topo = topology
     if "NCCL_NVLS_ENABLE" in env and canonical_value("NCCL_NVLS_ENABLE", env["NCCL_NVLS_ENABLE"], v) == "0":
         topo = Topology(topology.nranks, topology.nnodes, topology.link, False, topology.gpu_arch, topology.collnet)
@@ -145,17 +161,64 @@ def allreduce_choices(env: Mapping[str, str], topology: Topology, version: NcclV
 SERVER_COLLECTIVES = ("AllReduce", "AllGather")
 
 
+def no_algorithm_warn(version: NcclVersion, func: str) -> str:
+    """What NCCL ``version`` prints and returns at the first ``func`` left no algorithm/protocol,
+    as one phrase with its source.
+
+    2.18: ``"Error : no algorithm/protocol available"``, ncclInternalError (src/enqueue.cc,
+    getAlgoInfo); 2.19-2.23 the same text in topoGetAlgoInfo, reached only when the Ring backup
+    is off too; 2.24-2.29: ``"Error : no algorithm/protocol available for function %s with
+    datatype %s.%s%s"``; 2.30+: ``"No algorithm/protocol available for function %s ..."``
+    (topoGetAlgoInfo), ncclInvalidUsage when NCCL_ALGO or NCCL_PROTO is set.
+    """
+    if version < PER_COLLECTIVE_SINCE:
+        where = "getAlgoInfo" if version < RING_KEPT_BEFORE else "topoGetAlgoInfo"
+        return f"\"Error : no algorithm/protocol available\" at the first {func} (src/enqueue.cc, {where})"
+    text = "Error : no algorithm/protocol available" if version < NcclVersion(2, 30, 0) \
+        else "No algorithm/protocol available"
+    return f"\"{text} for function {func}\" and ncclInvalidUsage at the first {func} (src/enqueue.cc, topoGetAlgoInfo)"
+
+
+def starvation_versions(version: NcclVersion | None) -> tuple[NcclVersion, ...]:
+    """The releases the "no algorithm/protocol left" rule is judged by: ``version``, or when it
+    is unknown the strictest supported ones for this rule, newest first: 2.24+ (judged as
+    :data:`NEWEST_VERIFIED`: no fallback, and NCCL_ALGO disables Ring for every collective) and
+    :data:`OLDEST_SUPPORTED` (2.18: no fallback for AllReduce). 2.19-2.23 fall back to Ring.
+    """
+    return (version,) if version is not None else (NEWEST_VERIFIED, OLDEST_SUPPORTED)
+
+
+def starvation_note(failing: Iterable[NcclVersion], func: str) -> str:
+    """Which releases fail ``func`` when the version is not known, in words, from the judged
+    releases of :func:`starvation_versions` that fail (``failing``): e.g. ``"NCCL 2.24 and later
+    (the version is not known yet; 2.18 keeps Ring for every collective but AllReduce and
+    2.19-2.23 fall back to Ring)"``."""
+    new = any(v >= PER_COLLECTIVE_SINCE for v in failing)
+    old = any(v < PER_COLLECTIVE_SINCE for v in failing)
+    if new and old:
+        return "NCCL 2.18 and 2.24 and later (the version is not known yet; 2.19-2.23 fall back to Ring)"
+    if old:
+        return "NCCL 2.18 (the version is not known yet; 2.19-2.23 fall back to Ring, 2.24+ read it otherwise)"
+    if func == "AllReduce":
+        return ("NCCL 2.24 and later (the version is not known yet; earlier releases read this value otherwise or "
+                "fall back to Ring)")
+    return ("NCCL 2.24 and later (the version is not known yet; 2.18 keeps Ring for every collective but AllReduce "
+            "and 2.19-2.23 fall back to Ring)")
+
+
 def infeasible_reason(env: Mapping[str, str], topology: Topology, version: NcclVersion | None = None,
                       collectives: Iterable[str] = SERVER_COLLECTIVES) -> str | None:
     """Why ``env`` cannot initialise or fails at the first call of one of ``collectives``, or None.
 
     * NCCL_NVLS_ENABLE forced on without NVLS hardware: NCCL sets up NVLS buffers and
       ``cuMulticastCreate`` fails (src/transport/nvls.cc).
-    * NCCL_ALGO/NCCL_PROTO leaving no pair the topology supports: "No algorithm/protocol
-      available" and ncclInvalidUsage at the first call (src/enqueue.cc, topoGetAlgoInfo) from
-      2.24 and in 2.18 (2.19-2.23 fall back to Ring, see :func:`allreduce_choices`). E.g. NVLS,
-      NVLSTree, CollNet or PAT forced on one PCIe node, or ``NCCL_ALGO=Tree`` (no Tree AllGather)
-      on 2.24+: pass ``collectives=("AllReduce",)`` for a server that all-gathers elsewhere.
+    * NCCL_ALGO/NCCL_PROTO leaving no pair the topology supports: NCCL WARNs
+      (:func:`no_algorithm_warn`) and fails the first call from 2.24 and in 2.18 (2.19-2.23
+      fall back to Ring, see :func:`allreduce_choices`). E.g. NVLS, NVLSTree, CollNet or PAT
+      forced on one PCIe node, or ``NCCL_ALGO=Tree`` on 2.24+ only (no Tree AllGather; 2.18
+      keeps Ring for it, :data:`RING_KEPT_BEFORE`): pass ``collectives=("AllReduce",)`` for a
+      server that all-gathers elsewhere. An unknown version is judged by
+      :func:`starvation_versions`, and the reason says which releases fail.
     * A list NCCL refuses at init (2.24+, :func:`check_value`).
     """
     v = judged_version(version)
@@ -168,12 +231,13 @@ def infeasible_reason(env: Mapping[str, str], topology: Topology, version: NcclV
     if nvls is not None and canonical_value("NCCL_NVLS_ENABLE", nvls, v) == "1" and not topology.has_nvls:
         return ("NCCL_NVLS_ENABLE forces NVLS on a machine without NVLink SHARP multicast: NVLS setup fails "
                 "at init (src/transport/nvls.cc, ncclNvlsInit and cuMulticastCreate)")
+    shown = ", ".join(f"{k}={env[k]}" for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE") if k in env)
     for func in collectives:
-        choice = allreduce_choices(env, topology, v, func)
-        if choice.fails:
-            shown = ", ".join(f"{k}={env[k]}" for k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE") if k in env)
-            return (f"{shown} leaves no algorithm/protocol NCCL {v} can run {func} with on {_describe(topology)}: "
-                    f"\"No algorithm/protocol available\" at the first {func} (src/enqueue.cc, topoGetAlgoInfo)")
+        failing = [j for j in starvation_versions(version) if allreduce_choices(env, topology, j, func).fails]
+        if failing:
+            who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, func)
+            return (f"{shown} leaves no algorithm/protocol {who} can run {func} with on {_describe(topology)}: "
+                    + no_algorithm_warn(failing[0], func))
     return None
 
 

@@ -31,9 +31,18 @@ from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
 from tuner.nccl.values import DEFAULT_BUFFSIZE, NCCL_STEPS, canonical_value, max_channels
 
-__all__ = ["TREE_ALL_THREADS_FROM", "WARP_SIZE", "DecodeChoice", "DecodeEffect", "Launch", "comm_channels",
-           "decode_effect", "launch", "max_threads", "nccl_name", "thread_threshold"]
+__all__ = ["COPY_ENGINE", "SYMMETRIC", "TREE_ALL_THREADS_FROM", "WARP_SIZE", "DecodeChoice", "DecodeEffect", "Launch",
+           "comm_channels", "decode_effect", "launch", "max_threads", "nccl_name", "thread_threshold"]
 
+#: The ``algorithm`` of an operation NCCL ran (:class:`tuner.nccl.log.Operation`, :class:`DecodeChoice`) with a symmetric kernel (its ``protocol``
+#: is the kernel's name, e.g. ``AllReduce_AGxLL_R``) or with the copy engine (``protocol``
+#: ``cudaMemcpy``, or ``RMA proxy + CE`` for the hierarchical one). NCCL_ALGO/NCCL_PROTO select
+#: neither directly (src/enqueue.cc, ncclPrepareTasks, v2.27.3-1: "For now just always use
+#: symmetric if available"; CE only under the communicator's zero-CTA policy, taskAppend,
+#: v2.29.7-1), though from 2.28 a symmetric LL kernel may fall back to the legacy cost model
+#: (src/scheduler/symmetric_sched.cc, ncclMakeSymmetricTaskList).
+SYMMETRIC = "Symmetric"
+COPY_ENGINE = "CE"
 WARP_SIZE = 32  # src/include/device.h
 TREE_ALL_THREADS_FROM = NcclVersion(2, 22, 0)  # src/enqueue.cc: "Tree now uses all threads always"
 _NAMES = {"RING": "Ring", "TREE": "Tree", "COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain",
@@ -185,10 +194,17 @@ def decode_effect(env: Mapping[str, str], nbytes: int, nranks: int, choice: Deco
     is the baseline communicator's channel count ("N coll channels" line; None if unknown);
     ``transports`` the transports the baseline log shows (:attr:`tuner.nccl.log.ParsedLog.transports`:
     ``{"P2P/IPC", "SHM/direct/direct"}``). Assumes one
-    node: across nodes the Ring/Simple cost depends on the channel count.
+    node: across nodes the Ring/Simple cost depends on the channel count. A ``choice`` on a
+    symmetric kernel or the copy engine (:data:`SYMMETRIC`, :data:`COPY_ENGINE`) calls nothing
+    inert (those paths are not modelled).
     """
     v = version or OLDEST_SUPPORTED
     inert: dict[str, str] = {}
+    if choice.algorithm in (SYMMETRIC, COPY_ENGINE):
+        # Not modelled, so nothing is called inert: from 2.28 a symmetric LL kernel on unregistered
+        # buffers falls back to the legacy cost model, which NCCL_ALGO/NCCL_PROTO steer
+        # (src/scheduler/symmetric_sched.cc, ncclMakeSymmetricTaskList, v2.29.7-1).
+        return DecodeEffect({}, canonical_set(env, v, topology))
     candidates, list_reason = _candidates(env, choice, topology, v)
     if list_reason:
         for name in ("NCCL_ALGO", "NCCL_PROTO"):

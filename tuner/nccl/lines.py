@@ -1,8 +1,11 @@
 """NCCL's lines in a server log: the wrappers in front of them, the line prefix, the version lines.
 
 A server log interleaves every rank. NCCL's lines look like ``host:pid:tid [cudaDev] NCCL INFO
-msg`` (WARN: ``host:pid:tid [dev] file.cc:123 NCCL WARN msg``; TRACE adds a time before the
-file; from 2.26 an optional ``[timestamp] `` leads; src/debug.cc, ncclDebugLog), possibly behind
+msg`` (WARN: ``host:pid:tid [dev] file.cc:123 NCCL WARN msg`` up to 2.30.4, src/debug.cc
+ncclDebugLog ``"[%d] %s:%d NCCL WARN "``; from 2.30.7 with the function, ``host:pid:tid [dev]
+enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN msg``, ncclDebugLogV ``"[%d] %s:%d (%s) NCCL WARN
+%s"``, a plugin's WARN through ncclDebugLog keeping the old form; TRACE adds a time before the
+file; from 2.26 an optional ``[timestamp] `` leads), possibly behind
 a wrapper's prefix: vLLM's ``(VllmWorker rank=3 pid=123)``/``(Worker_TP3 pid=123)``, Ray's
 ``(RayWorkerWrapper pid=539, ip=10.0.0.1)`` (plus a ``[repeated 15x across cluster]`` tail when
 Ray folds duplicate lines), SGLang's ``[2026-06-28 13:34:12 TP3]``. :data:`NCCL_LINE` is the one

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tuner.nccl.decode import DecodeChoice, nccl_name
+from tuner.nccl.decode import COPY_ENGINE, SYMMETRIC, DecodeChoice, nccl_name
 from tuner.nccl.lines import (
     NCCL_VERSION,
     RAY_COPIED_ENV,
@@ -49,6 +49,18 @@ _OP_NEW = re.compile(r"^(?P<func>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\S+
                      r"channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\}")
 _OP_TIMED = re.compile(r"^(?:(?P<func>\w+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\d+) proto (?P<proto>\d+) "
                        r"time (?P<time>[\d.]+)")
+#: NCCL's symmetric-kernel per-operation line (2.27+): ``"%s [Symmetric]: %ld Bytes -> Kernel %s
+#: nchannels %d nthreads %d"`` (src/enqueue.cc, ncclLaunchPrepare, v2.27.3-1, every rank), from
+#: 2.28 with `` nWorks %d`` (src/scheduler/symmetric_sched.cc, ncclSymmetricTaskScheduler,
+#: v2.28.9-1 to v2.30.7-1, rank 0). The kernel is ncclSymKernelIdToString / ncclSymkKernelIdToString.
+_OP_SYM = re.compile(r"^(?P<func>\w+) \[Symmetric\]: (?P<bytes>\d+) Bytes -> Kernel (?P<kernel>\S+) "
+                     r"nchannels (?P<nc>\d+) nthreads (?P<nt>\d+)(?: nWorks \d+)?$")
+#: NCCL's copy-engine per-operation lines (2.29+, rank 0): ``"%s [Copy Engine]: %ld Bytes ->
+#: cudaMemcpy%s"`` (the tail ``"; CE synchronization with NVLS"`` or empty; src/enqueue.cc,
+#: ncclLaunchPrepare, v2.29.7-1; src/ce_coll.cc, scheduleCeCollTaskToPlan, v2.30.7-1) and
+#: ``"%s [Hierarchical CE]: %ld Bytes -> RMA proxy + CE"`` (ce_coll.cc, v2.30.7-1).
+_OP_CE = re.compile(r"^(?P<func>\w+) \[(?:Copy Engine|Hierarchical CE)\]: (?P<bytes>\d+) Bytes -> "
+                    r"(?P<how>cudaMemcpy|RMA proxy \+ CE)")
 _COLL = re.compile(r"^(?P<func>\w+): opCount \w+ sendbuff \S+ recvbuff \S+ count (?P<count>\d+) "
                    r"datatype (?P<dtype>\d+) op \d+ root -?\d+ comm \S+ \[nranks=(?P<nranks>\d+)\]")
 _NVLS = re.compile(r"^NVLS multicast support is (?P<not>not )?available")
@@ -79,7 +91,9 @@ class Operation:
 
     ``choices`` counts each distinct ``(algorithm, protocol, channels)`` seen at that size
     (several communicators or runs may differ); ``algorithm``/``protocol``/``channels`` are the
-    most frequent one. ``channels`` is channelHi - channelLo + 1 (2.24+ lines), else None.
+    most frequent one. ``channels`` is channelHi - channelLo + 1 (2.24+ lines), a symmetric
+    kernel's ``nchannels``, else None. A symmetric kernel is ``(SYMMETRIC, kernel name,
+    nchannels)``, a copy-engine operation ``(COPY_ENGINE, "cudaMemcpy" or "RMA proxy + CE", None)``.
     """
 
     func: str
@@ -366,6 +380,10 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
     elif m := _OP_NEW.match(msg):
         _add_op(parsed, m.group("func"), int(m.group("bytes")), nccl_name(m.group("algo")),
                 nccl_name(m.group("proto")), int(m.group("hi")) - int(m.group("lo")) + 1)
+    elif m := _OP_SYM.match(msg):
+        _add_op(parsed, m.group("func"), int(m.group("bytes")), SYMMETRIC, m.group("kernel"), int(m.group("nc")))
+    elif m := _OP_CE.match(msg):
+        _add_op(parsed, m.group("func"), int(m.group("bytes")), COPY_ENGINE, m.group("how"), None)
     elif m := _OP_TIMED.match(msg):
         func = m.group("func") or (last_coll[0] if last_coll else "unknown")
         algo, proto = int(m.group("algo")), int(m.group("proto"))

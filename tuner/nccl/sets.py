@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tuner.nccl.choice import allreduce_choices
+from tuner.nccl.choice import allreduce_choices, no_algorithm_warn, starvation_note, starvation_versions
 from tuner.nccl.lists import FUNCS, PER_COLLECTIVE_SINCE, read_list
 from tuner.nccl.p2p import default_p2p_level
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
@@ -28,16 +28,20 @@ def cross_problems(env: Mapping[str, str], version: NcclVersion | None = None) -
     MIN channels above MAX is not one (NCCL allows it, see :func:`cross_warnings`). A problem is
     an NCCL_ALGO/NCCL_PROTO pair that leaves AllReduce nothing on any hardware where NCCL
     ``version`` does not fall back (2.18, 2.24+): e.g. ``NCCL_ALGO=NVLS`` with ``NCCL_PROTO=LL``
-    (NVLS runs Simple only, src/graph/tuning.cc).
+    (NVLS runs Simple only, src/graph/tuning.cc). An unknown version is judged by the strictest
+    releases for this rule (:func:`tuner.nccl.choice.starvation_versions`).
     """
     v = judged_version(version)
     names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
     if not names or any(read_list(n, env[n], v).fails_init for n in names):
         return []
-    if all(allreduce_choices(env, topo, v).fails for topo in _GENEROUS):
-        shown = " with ".join(f"{n}={env[n]}" for n in names)
-        return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: NCCL {v} "
-                            "fails at the first allreduce (src/enqueue.cc, topoGetAlgoInfo)")]
+    shown = " with ".join(f"{n}={env[n]}" for n in names)
+    failing = [j for j in starvation_versions(version)
+               if all(allreduce_choices(env, topo, j).fails for topo in _GENEROUS)]
+    if failing:
+        who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, "AllReduce")
+        return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: {who} "
+                            f"fails: {no_algorithm_warn(failing[0], 'AllReduce')}")]
     return []
 
 
@@ -74,14 +78,24 @@ def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -
                                       "(src/graph/paths.cc, ncclGetLevel)"))
     names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
     if names and not any(read_list(n, env[n], v).fails_init for n in names):
-        starved = [f for f in FUNCS[:-1] if allreduce_choices(env, _GENEROUS[0], v, f).fails]
-        if starved:
-            hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if v >= PER_COLLECTIVE_SINCE else ""
-            who = f"NCCL {v}" if version is not None else f"NCCL (its version not known yet; judged as {v})"
-            out.append((names[0], f"{' with '.join(f'{n}={env[n]}' for n in names)} leaves {', '.join(starved)} "
-                                  f"without an algorithm/protocol: {who} fails the first such call the server "
-                                  f"makes (src/enqueue.cc, topoGetAlgoInfo){hint}"))
+        out += _starved_warnings(env, names, version)
     return out
+
+
+def _starved_warnings(env: Mapping[str, str], names: list[str], version: NcclVersion | None) -> list[tuple[str, str]]:
+    """Collectives other than AllReduce that the set leaves nothing (2.24+ only: 2.18 keeps Ring
+    for them, src/graph/tuning.cc at v2.18.6-1; 2.19-2.23 fall back to Ring)."""
+    judged = starvation_versions(version)
+    starved = [f for f in FUNCS[:-1] if any(allreduce_choices(env, _GENEROUS[0], j, f).fails for j in judged)]
+    if not starved:
+        return []
+    first = "AllGather" if "AllGather" in starved else starved[0]  # the one vLLM V1 runs every step
+    failing = [j for j in judged if allreduce_choices(env, _GENEROUS[0], j, first).fails]
+    hint = "; 'AllReduce:<algo>' limits an algorithm to allreduce" if failing[0] >= PER_COLLECTIVE_SINCE else ""
+    who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, first)
+    shown = " with ".join(f"{n}={env[n]}" for n in names)
+    return [(names[0], f"{shown} leaves {', '.join(starved)} without an algorithm/protocol: {who} fails the "
+                       f"first such call the server makes: {no_algorithm_warn(failing[0], first)}{hint}")]
 
 
 def local_gpus(topology: Topology) -> int:

@@ -28,8 +28,9 @@ NCCL_MIN_NCHANNELS / _NRINGS   strtoll; above MAXCHANNELS lowered, below 0 raise
                                "We permit combining max, then min" (connect.cc, ncclTopoPostset)
 NCCL_MAX_CTAS / NCCL_MIN_CTAS  strtoll into the communicator config (src/init.cc,
                                envConfigOverride); above MAXCHANNELS capped; 2.25+ ignores <= 0
-NCCL_NTHREADS                  strtoll; <= 0 means default; not a multiple of 32 -> WARN and 512;
-                               above 512 -> 512; below 64 -> 64 (tuning.cc, getNthreads)
+NCCL_NTHREADS                  strtoll; <= 0 means default; not a multiple of 32 -> 512;
+                               above 512 -> 512; below 64 -> 64, each said as a WARN up to
+                               2.26, an INFO (GRAPH|ENV) from 2.27 (tuning.cc, getNthreads)
 NCCL_P2P_LEVEL                 ``strcmp`` against the path names of that release (case-
                                sensitive), else a leading digit is a legacy level 0-5 read by
                                strtol (src/graph/paths.cc ncclGetLevel; src/graph/topo.cc
@@ -65,8 +66,8 @@ from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import NcclVersion, judged_version
 
 __all__ = ["CTAS_LOW_IGNORED_FROM", "CUDA_DEFAULT_CONNECTIONS", "CUMEM_AUTO_FROM", "DEBUG_LEVELS", "DEFAULT_BUFFSIZE",
-           "MAX_CHANNELS_FROM", "NCCL_STEPS", "RULED_NAMES", "accepted", "canonical_value", "check_value",
-           "max_channels", "value_warnings"]
+           "MAX_CHANNELS_FROM", "NCCL_STEPS", "NTHREADS_INFO_FROM", "RULED_NAMES", "accepted", "canonical_value",
+           "check_value", "max_channels", "nthreads_level", "value_warnings"]
 
 NCCL_STEPS = 8  # src/include/device.h
 DEFAULT_BUFFSIZE = 1 << 22  # src/init.cc, DEFAULT_BUFFSIZE (4 MiB)
@@ -75,6 +76,22 @@ MAX_CHANNELS_FROM = NcclVersion(2, 25, 0)  # src/include/device.h: MAXCHANNELS 3
 CTAS_LOW_IGNORED_FROM = NcclVersion(2, 25, 0)  # src/init.cc envConfigOverride: "is too low"
 CUMEM_AUTO_FROM = NcclVersion(2, 19, 0)  # src/misc/cudawrap.cc: default -2 (automatic)
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")  # src/debug.cc, ncclDebugInit
+#: From 2.27 getNthreads logs ``INFO(NCCL_GRAPH|NCCL_ENV, "Invalid %s %d (...)")`` where up to
+#: 2.26 it WARNed (src/graph/tuning.cc, getNthreads, v2.26.6-1 vs v2.27.3-1).
+NTHREADS_INFO_FROM = NcclVersion(2, 27, 0)
+
+
+def nthreads_level(version: NcclVersion | None) -> str:
+    """The level of NCCL's ``"Invalid NCCL_NTHREADS %d (must be a multiple of 32)"``, ``"(maximum
+    %d)."`` and ``"(minimum %d)."`` messages (also for NCCL_LL128_NTHREADS): ``"WARN"`` up to 2.26
+    (printed whatever NCCL_DEBUG_SUBSYS says), ``"INFO"`` under the GRAPH and ENV subsystems from
+    2.27 (src/graph/tuning.cc, getNthreads); an unknown version is judged as
+    :data:`~tuner.nccl.types.OLDEST_SUPPORTED`."""
+    return "INFO" if judged_version(version) >= NTHREADS_INFO_FROM else "WARN"
+
+
+def _nthreads_says(version: NcclVersion) -> str:
+    return "WARNs" if nthreads_level(version) == "WARN" else "logs an INFO (GRAPH/ENV subsystems)"
 
 
 def max_channels(version: NcclVersion | None = None) -> int:
@@ -147,13 +164,16 @@ def _read_nthreads(name: str, value: str, version: NcclVersion) -> _Reading:
         return _Reading(value, f"NCCL ignores {name} <= 0 and keeps its default (src/graph/tuning.cc, getNthreads)")
     top = 640 if name == "NCCL_LL128_NTHREADS" else 512
     low = 160 if name == "NCCL_LL128_NTHREADS" else 64
+    says = _nthreads_says(version)
     if nt % 32:
-        return _Reading(value, f"{nt} is not a multiple of 32: NCCL WARNs \"Invalid {name}\" and runs {top} threads "
-                               "instead (src/graph/tuning.cc, getNthreads)")
+        return _Reading(value, f"{nt} is not a multiple of 32: NCCL {says} \"Invalid {name} {nt} (must be a multiple "
+                               f"of 32)\" and runs {top} threads instead (src/graph/tuning.cc, getNthreads)")
     if nt > top:
-        return _Reading(str(top), None, (f"{nt} is above {top}: NCCL WARNs and uses {top} (getNthreads)",))
+        return _Reading(str(top), None, (f"{nt} is above {top}: NCCL {says} \"Invalid {name} {nt} (maximum {top}).\" "
+                                         f"and uses {top} (src/graph/tuning.cc, getNthreads)",))
     if nt < low:
-        return _Reading(str(low), None, (f"{nt} is below {low}: NCCL WARNs and uses {low} (getNthreads)",))
+        return _Reading(str(low), None, (f"{nt} is below {low}: NCCL {says} \"Invalid {name} {nt} (minimum {low}).\" "
+                                         f"and uses {low} (src/graph/tuning.cc, getNthreads)",))
     return _Reading(str(nt))
 
 

@@ -68,12 +68,13 @@ class Plan:
 
 
 def rules_before_the_night(cfg: ExperimentConfig, study_dir: Path | None, *, allow_unsafe: bool = False) -> Rules:
-    """The rules as known before the night: ``[nccl] version``, or with a ``diagnose.json`` in
-    ``study_dir`` the NCCL version and topology it logged and identity at the night's sizes."""
+    """The rules as known before the night: ``[nccl] version`` and ``cpu_vendor``, or with a
+    ``diagnose.json`` in ``study_dir`` the NCCL version and topology it logged (the config's CPU
+    where that log named none) and identity at the night's sizes."""
     decode = load_decode_context(study_dir, cfg) if study_dir is not None else None
-    facts = Facts(cfg.nccl.nccl_version, None)
+    facts = Facts(cfg.nccl.nccl_version, None, cfg.nccl.cpu_vendor)
     if decode is not None:
-        facts = Facts(decode.version or cfg.nccl.nccl_version, decode.topology)
+        facts = Facts(decode.version or cfg.nccl.nccl_version, decode.topology, cfg.nccl.cpu_vendor)
     return Rules(cfg.server.env, lambda: facts, decode=decode, allow_unsafe=allow_unsafe)
 
 

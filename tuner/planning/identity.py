@@ -13,7 +13,7 @@ every size; where NCCL's pick at a size, or the size itself, is not known, nothi
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.diagnose import JSON_NAME, Diagnosis, decode_pick, load_diagnosis
@@ -28,10 +28,23 @@ __all__ = ["DecodeContext", "Facts", "SizePick", "load_decode_context", "night_i
 @dataclass(frozen=True)
 class Facts:
     """What the rules read about the machine: the NCCL ``version`` and ``topology`` (None
-    while unknown; the sweep learns both from the first baseline's log)."""
+    while unknown; the sweep learns both from the first baseline's log), and ``cpu_vendor``,
+    the CPU ``[nccl] cpu_vendor`` names (None if not given). A topology whose log named no CPU
+    takes ``cpu_vendor``; one that named it keeps NCCL's own (what NCCL's P2P default reads,
+    src/graph/paths.cc ncclTopoCheckP2p)."""
 
     version: NcclVersion | None = None
     topology: Topology | None = None
+    cpu_vendor: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.topology is not None and self.topology.cpu_vendor is None and self.cpu_vendor is not None:
+            object.__setattr__(self, "topology", replace(self.topology, cpu_vendor=self.cpu_vendor))
+
+    @property
+    def cpu(self) -> str | None:
+        """The CPU the rules judge by: the topology's (NCCL's GRAPH lines), else ``cpu_vendor``."""
+        return self.topology.cpu_vendor if self.topology is not None else self.cpu_vendor
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ Formats handled, as nccl-tests prints them (NVIDIA/nccl-tests; file and function
 
 Output wrapped by a launcher's per-rank prefix is unwrapped first: ``mpirun --tag-output``
 (``[1,0]<stdout>:``), ``srun --label`` (``0: ``), MPICH's ``-prepend-rank`` (``[0] ``).
-NCCL's WARN lines are read with or without the function NCCL 2.30 prints in them
-(``[%d] %s:%d (%s) NCCL WARN %s``, src/debug.cc ``ncclDebugLog``).
+NCCL's WARN lines are read with or without the function NCCL 2.30.7 prints in them
+(``"[%d] %s:%d (%s) NCCL WARN %s"``, src/debug.cc ``ncclDebugLogV`` at v2.30.7-1; up to
+v2.30.4-1 ``"[%d] %s:%d NCCL WARN "``, ``ncclDebugLog``, the ``%s`` being ``__FILE__``).
 """
 
 from __future__ import annotations

@@ -41,6 +41,12 @@ class Backend:
 
 _CA_DISABLED = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled (?:because|due to) (?P<why>[^.]*)")
 _VLLM_MARK = re.compile(r"\bvLLM\b|vllm\.entrypoints|VllmWorker|Worker_TP\d|EngineCore")
+#: NCCL's per-operation line for an allreduce on a symmetric kernel (2.27+, TUNING):
+#: ``"%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d"`` (src/enqueue.cc,
+#: ncclLaunchPrepare, v2.27.3-1), `` nWorks %d`` added from 2.28 (src/scheduler/symmetric_sched.cc,
+#: ncclSymmetricTaskScheduler, v2.28.9-1 to v2.30.7-1).
+_SYM_ALLREDUCE = re.compile(r"\bAllReduce \[Symmetric\]: \d+ Bytes -> Kernel \S+ nchannels \d+ nthreads \d+"
+                            r"(?: nWorks \d+)?")
 _SGLANG_MARK = re.compile(r"\bsglang\b|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)* TP\d+")
 
 
@@ -87,7 +93,9 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
     kernel (more than two PCIe-only GPUs, no P2P, unsupported world size, several nodes) and
     ``--disable-custom-all-reduce`` turns it off. SGLang follows the same custom allreduce with
     ``--disable-custom-all-reduce``, ``--enable-mscclpp``, ``--enable-torch-symm-mem`` and
-    ``--enable-symm-mem`` (NCCL symmetric memory) (sglang/srt/server_args.py).
+    ``--enable-symm-mem`` (NCCL symmetric memory) (sglang/srt/server_args.py). With NCCL's
+    TUNING lines in the log, an ``AllReduce [Symmetric]: ... -> Kernel ...`` line (2.27+) says
+    so whatever the flags.
     """
     env = env or {}
     lines = list(log_lines)
@@ -117,6 +125,10 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
                       "cannot change them (NCCL still runs the per-step logits all-gather in vLLM's V1 engine); add "
                       "--disable-custom-all-reduce to the server command to measure NCCL")
     why = "--disable-custom-all-reduce" if flag_off else f"\"{disabled[0]}\""
+    if sym := _SYM_ALLREDUCE.search(text):
+        return result("nccl_symmetric", None, f"custom allreduce off ({why}); NCCL logged \"{sym.group(0)}\": "
+                                              "allreduces run on NCCL's symmetric kernels, which NCCL_ALGO/PROTO do "
+                                              "not pick (src/scheduler/symmetric_sched.cc)")
     if server == "vllm":
         if env.get("VLLM_ALLREDUCE_USE_FLASHINFER", "0") not in ("0", "") and "FlashInfer All Reduce is disabled" not in text:
             return result("flashinfer", False, f"custom allreduce off ({why}) but VLLM_ALLREDUCE_USE_FLASHINFER is set")

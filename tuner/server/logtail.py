@@ -16,7 +16,8 @@ are its consequences on other ranks). Shapes recognised, with their primary sour
   from a child process`` (sglang/srt/managers/scheduler.py, sglang/srt/entrypoints/engine.py);
 * harmless warnings: Python warning categories (``UserWarning``, ``DeprecationWarning``...),
   lines logged at WARNING level, PyTorch's ``[W... ProcessGroupNCCL.cpp] Warning:`` lines and
-  benign ``NCCL WARN`` lines (``Failed to open libibverbs``: NCCL falls back to sockets);
+  benign ``NCCL WARN`` lines (``Failed to open libibverbs``: NCCL falls back to sockets; up to
+  2.26 ``Invalid NCCL_NTHREADS ...``: NCCL uses another thread count);
 * ``INFO``/``DEBUG`` lines are read only when nothing else explains the failure (a launcher that
   re-logs every server line at INFO level).
 
@@ -142,7 +143,11 @@ _WRAPPER = re.compile(
     r"|Error executing method|This might cause deadlock|Initialization failed\. warmup error"
     r"|Worker failed with error|Exception in worker \S+ while processing method", _I)
 _WARNING = re.compile(r"\b[A-Z]\w*Warning\b:|\bwarnings\.warn\(|^(?:Warning|WARNING)\b:?")
-_BENIGN_NCCL = re.compile(r"Failed to open libibverbs")
+#: NCCL WARNs that explain no failure: no libibverbs (NCCL falls back to sockets), and up to 2.26
+#: a thread count NCCL replaced ("Invalid NCCL_NTHREADS %d (maximum %d).", src/graph/tuning.cc,
+#: getNthreads; an INFO from 2.27).
+_BENIGN_NCCL = re.compile(r"Failed to open libibverbs|"
+                          r"^Invalid NCCL_(?:LL128_)?NTHREADS -?\d+ \((?:must be a multiple of|maximum|minimum) \d+\)")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$")
 _EXCEPTION_INSIDE = re.compile(r"\b[A-Z]\w*(?:Error|Exception): \S")
 _CODE = re.compile(r"^(?:\s|File \"|raise |\^|~)")  # a traceback's frame and source lines

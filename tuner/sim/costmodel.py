@@ -173,19 +173,28 @@ def comm_channels(profile: Profile, settings: NcclSettings) -> int:
 
 
 def _get_nthreads(name: str, env: int | None, lo: int, hi: int, default: int,
-                  msgs: list) -> int:
+                  msgs: list, version: str) -> int:
     """tuning.cc ``getNthreads``: a positive env value must be a multiple of 32 within
-    [lo, hi], else it is replaced (with an INFO line); otherwise the default."""
+    [lo, hi], else it is replaced, said as a WARN up to 2.26 and an INFO under GRAPH/ENV from
+    2.27 (v2.26.6-1 graph/tuning.cc:19/22/25 WARN; v2.27.3-1 INFO(NCCL_GRAPH|NCCL_ENV));
+    otherwise the default."""
+    from .ncclconst import version_tuple
+
+    def said(text: str, line: int) -> Message:
+        if version_tuple(version) >= (2, 27, 0):
+            return info(text, "GRAPH", "ENV")
+        return warn(text, f"graph/tuning.cc:{line}")
+
     if env is None or env <= 0:
         return default
     if env % WARP_SIZE:
-        msgs.append(info(f"Invalid {name} {env} (must be a multiple of {WARP_SIZE})", "GRAPH", "ENV"))
+        msgs.append(said(f"Invalid {name} {env} (must be a multiple of {WARP_SIZE})", 19))
         return hi
     if env > hi:
-        msgs.append(info(f"Invalid {name} {env} (maximum {hi}).", "GRAPH", "ENV"))
+        msgs.append(said(f"Invalid {name} {env} (maximum {hi}).", 22))
         return hi
     if env < lo:
-        msgs.append(info(f"Invalid {name} {env} (minimum {lo}).", "GRAPH", "ENV"))
+        msgs.append(said(f"Invalid {name} {env} (minimum {lo}).", 25))
         return lo
     return env
 
@@ -227,17 +236,17 @@ def tune_model(profile: Profile, settings: NcclSettings, nranks: int | None = No
     simple_default = 256 if ring.bw_intra * ring.nchannels <= PCI_BW else NCCL_SIMPLE_MAX_NTHREADS
     mt = {a: dict.fromkeys(PROTOS, 0) for a in names}
     mt["Ring"]["Simple"] = _get_nthreads("NCCL_NTHREADS", settings.nthreads, 2 * WARP_SIZE,
-                                         NCCL_SIMPLE_MAX_NTHREADS, simple_default, msgs)
+                                         NCCL_SIMPLE_MAX_NTHREADS, simple_default, msgs, settings.version)
     mt["Tree"]["Simple"] = _get_nthreads("NCCL_NTHREADS", settings.nthreads, 2 * WARP_SIZE,
-                                         NCCL_SIMPLE_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, msgs)
+                                         NCCL_SIMPLE_MAX_NTHREADS, NCCL_SIMPLE_MAX_NTHREADS, msgs, settings.version)
     for a in ("CollNetDirect", "CollNetChain", "NVLS", "NVLSTree"):
         mt[a]["Simple"] = NCCL_MAX_NTHREADS
     mt["Ring"]["LL"] = mt["Tree"]["LL"] = _get_nthreads(
         "NCCL_NTHREADS", settings.nthreads, 2 * WARP_SIZE, NCCL_LL_MAX_NTHREADS,
-        NCCL_LL_MAX_NTHREADS, msgs)
+        NCCL_LL_MAX_NTHREADS, msgs, settings.version)
     mt["Ring"]["LL128"] = mt["Tree"]["LL128"] = _get_nthreads(
         "NCCL_LL128_NTHREADS", settings.ll128_nthreads, NCCL_LL128_MAX_NTHREADS // 4,
-        NCCL_LL128_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, msgs)
+        NCCL_LL128_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS, msgs, settings.version)
 
     lat = {f: {a: dict.fromkeys(PROTOS, 0.0) for a in names} for f in FUNCS}
     bw = {f: {a: dict.fromkeys(PROTOS, 0.0) for a in names} for f in FUNCS}

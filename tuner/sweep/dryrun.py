@@ -23,15 +23,48 @@ from tuner.nccl import (
     TRIAL_PATTERN,
     canonical_set,
     canonical_value,
+    default_p2p_level,
+    local_gpus,
     risky_reason,
     unsafe_reason,
 )
-from tuner.planning import Plan, PlanEntry, SamplerView, Step, forecast, rules_before_the_night
+from tuner.planning import Facts, Plan, PlanEntry, SamplerView, Step, forecast, rules_before_the_night
 from tuner.redaction import redact
 from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env
 
-__all__ = ["plan_lines"]
+__all__ = ["p2p_default_line", "plan_lines"]
+
+#: The servers' tensor-parallel flags (vLLM ``--tensor-parallel-size``/``-tp``, SGLang ``--tp-size``/``--tp``).
+_TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")
+
+
+def _tp_size(argv: tuple[str, ...] | list[str]) -> int | None:
+    """The tensor-parallel size the server command gives, None when it gives none."""
+    for i, arg in enumerate(argv):
+        key, sep, val = arg.partition("=")
+        text = val if sep and key in _TP_FLAGS else (argv[i + 1] if arg in _TP_FLAGS and i + 1 < len(argv) else None)
+        if text is not None and text.isdigit():
+            return int(text)
+    return None
+
+
+def p2p_default_line(facts: Facts, tp_size: int | None = None) -> str:
+    """One line: NCCL's default NCCL_P2P_LEVEL as known before the night, e.g. ``NCCL_P2P_LEVEL
+    default here: PXB (NCCL 2.27.3, AMD, 8 GPUs; src/graph/paths.cc ncclTopoCheckP2p)``, or
+    that it is not known yet. Judged from ``facts`` (the NCCL version, the CPU: the topology's,
+    else ``[nccl] cpu_vendor``) and the GPUs per node: the topology's, else ``tp_size`` (the
+    server's tensor-parallel size), by :func:`tuner.nccl.default_p2p_level` (an unknown version
+    is known only where every supported release agrees)."""
+    gpus = local_gpus(facts.topology) if facts.topology is not None else tp_size
+    level = default_p2p_level(facts.version, facts.cpu, gpus)
+    if level is None:
+        return ("NCCL_P2P_LEVEL default here: not known yet (set [nccl] version and cpu_vendor, or the baseline "
+                "will tell)")
+    nccl = f"NCCL {facts.version}" if facts.version is not None else "every supported NCCL"
+    cpu = facts.cpu or "any CPU"
+    count = f"{gpus} GPUs" if gpus is not None else "any GPU count"
+    return f"NCCL_P2P_LEVEL default here: {level} ({nccl}, {cpu}, {count}; src/graph/paths.cc ncclTopoCheckP2p)"
 
 
 def _env_text(env: dict[str, str]) -> str:
@@ -76,6 +109,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     mode = mode or cfg.sweep.mode
     every_k = baseline_every if baseline_every is not None else cfg.sweep.baseline_every
     rules = rules_before_the_night(cfg, study_dir, allow_unsafe=allow_unsafe)
+    out.append(p2p_default_line(rules.facts(), _tp_size(cfg.server.command)))
     plan = forecast(space, rules, mode=mode, budget=trials or cfg.sweep.trials, baseline_every=every_k,
                     screen_top_k=cfg.screen.top_k if cfg.screen else None, confirm=confirm,
                     final_baseline=final_baseline)

@@ -186,7 +186,8 @@ class Sweep:
             return self._learned
         info = self.store.info()
         version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
-        facts = Facts(version, Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None)
+        facts = Facts(version, Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None,
+                      self.cfg.nccl.cpu_vendor)
         if info.nccl_learned:
             self._learned = facts
         return facts

@@ -333,3 +333,18 @@ def test_nccl_version_decides_the_rules(tmp_path, space):
     assert _refused(tmp_path, path.read_text()).key == "server.env.NCCL_ALGO"
     path.write_text(SERVER + f'[sweep]\nspace = "{space}"\n[nccl]\nversion = "two"\n')
     assert _refused(tmp_path, path.read_text()).key == "nccl.version"
+
+
+@pytest.mark.parametrize(("written", "stored"), [("amd", "AMD"), ("Intel", "Intel"), (" ARM ", "ARM"),
+                                                 ("zhaoxin", "Zhaoxin"), ("power", "POWER")])
+def test_nccl_cpu_vendor_any_case(tmp_path, space, written, stored):
+    cfg = _load(tmp_path, SERVER + f'[sweep]\nspace = "{space}"\n[nccl]\ncpu_vendor = "{written}"\n')
+    assert cfg.nccl.cpu_vendor == stored
+    assert _load(tmp_path, SERVER + f'[sweep]\nspace = "{space}"\n').nccl.cpu_vendor is None
+
+
+@pytest.mark.parametrize("written", ['"epyc"', "2", '"mixed"'])
+def test_nccl_cpu_vendor_refused_names_file_key_value_accepted(tmp_path, space, written):
+    err = _one(tmp_path, SERVER + f'[sweep]\nspace = "{space}"\n[nccl]\ncpu_vendor = {written}\n')
+    assert err.key == "nccl.cpu_vendor" and "'Intel', 'AMD', 'Zhaoxin', 'ARM', 'POWER' (any case)" in err.accepted
+    assert str(tmp_path / "exp.toml") in str(err)

@@ -2,7 +2,20 @@
 
 from pathlib import Path
 
-from tuner.nccl import NcclVersion, ParsedLog, decode_choice, parse_log, read_line, strip_wrappers, topology_from_log
+from tuner.nccl import (
+    COPY_ENGINE,
+    SYMMETRIC,
+    DecodeChoice,
+    NcclVersion,
+    ParsedLog,
+    Topology,
+    decode_choice,
+    decode_effect,
+    parse_log,
+    read_line,
+    strip_wrappers,
+    topology_from_log,
+)
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_logs"
 
@@ -30,6 +43,17 @@ def test_prefixes():
     line = read_line("[2026-03-03 12:11:38] h:1:2 [1] transport/net_ib.cc:2453 NCCL WARN NET/IB: boom")
     assert line is not None and line.level == "WARN" and line.process == "h:1" and line.message == "NET/IB: boom"
     assert read_line("INFO 07-09 09:39:34 [pynccl.py:70] vLLM is using nccl==2.26.2") is None
+
+
+def test_warn_with_the_function_2_30_7():
+    # src/debug.cc at v2.30.7-1, ncclDebugLogV: "[%d] %s:%d (%s) NCCL WARN %s" (file, line, function)
+    text = ("[2026-03-03 12:11:38] h:1:2 [1] enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN No algorithm/protocol "
+            "available for function AllGather with datatype ncclBfloat16. NCCL_ALGO was set to Tree.")
+    line = read_line(text)
+    assert line is not None and line.level == "WARN" and line.process == "h:1" and line.dev == 1
+    assert line.message.startswith("No algorithm/protocol available for function AllGather")
+    parsed_log = parse_log([text])
+    assert parsed_log.warnings and parsed_log.warnings[0].startswith("No algorithm/protocol available")
 
 
 def test_2_19_bare_version_line_and_rings():
@@ -142,3 +166,35 @@ def test_pcie_only_message_sets_the_link():
     assert topology_from_log(parse_log(init)).link is None
     topo = topology_from_log(parse_log(init + server), gpu_arch=120)
     assert topo.link == "pcie" and topo.gpu_arch == 120 and not topo.has_nvls
+
+
+# Per-operation lines of the symmetric kernels and the copy engine, in NCCL's own format:
+# src/enqueue.cc ncclLaunchPrepare (v2.27.3-1), src/scheduler/symmetric_sched.cc
+# ncclSymmetricTaskScheduler (v2.28.9-1 .. v2.30.7-1), src/enqueue.cc (v2.29.7-1) and
+# src/ce_coll.cc scheduleCeCollTaskToPlan (v2.30.7-1).
+SYM_227 = "h:1:1 [0] NCCL INFO AllReduce [Symmetric]: 14336 Bytes -> Kernel AllReduce_AGxLL_R nchannels 4 nthreads 512"
+SYM_230 = ("h:1:1 [0] NCCL INFO AllReduce [Symmetric]: 14336 Bytes -> Kernel AllReduce_AGxLLMC_R nchannels 2 "
+           "nthreads 640 nWorks 1")
+CE_229 = "h:1:1 [0] NCCL INFO AllGather [Copy Engine]: 1048576 Bytes -> cudaMemcpy; CE synchronization with NVLS"
+CE_HIER_230 = "h:1:1 [0] NCCL INFO AllGather [Hierarchical CE]: 2097152 Bytes -> RMA proxy + CE"
+
+
+def test_symmetric_and_copy_engine_operations():
+    small = "h:1:1 [0] NCCL INFO AllGather [Copy Engine]: 64 Bytes -> cudaMemcpy"
+    p = parse_log([SYM_227, SYM_230, CE_229, CE_HIER_230, small])
+    op = p.operations[("AllReduce", 14336)]
+    assert set(op.choices) == {(SYMMETRIC, "AllReduce_AGxLL_R", 4), (SYMMETRIC, "AllReduce_AGxLLMC_R", 2)}
+    assert p.operations[("AllGather", 1048576)].choices == {(COPY_ENGINE, "cudaMemcpy", None): 1}
+    assert p.operations[("AllGather", 2097152)].protocol == "RMA proxy + CE"
+    assert p.operations[("AllGather", 64)].algorithm == COPY_ENGINE
+    choice = decode_choice(parse_log([SYM_230]), 14336)
+    assert choice is not None and (choice.algorithm, choice.protocol) == (SYMMETRIC, "AllReduce_AGxLLMC_R")
+    assert choice.source == "per-operation TUNING line"
+    assert decode_choice(parse_log([CE_229]), 1048576, "AllGather").algorithm == COPY_ENGINE
+
+
+def test_decode_effect_calls_nothing_inert_on_a_symmetric_kernel():
+    env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": "2"}
+    effect = decode_effect(env, 14336, 8, DecodeChoice(SYMMETRIC, "AllReduce_AGxLL_R"),
+                           version=NcclVersion(2, 29, 7), topology=Topology(8, 1, "nvswitch", True, 90))
+    assert effect.inert == {} and effect.effective == env

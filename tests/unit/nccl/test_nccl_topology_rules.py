@@ -11,12 +11,14 @@ from tuner.nccl import (
     cross_warnings,
     infeasible_reason,
     ll128_auto,
+    no_algorithm_warn,
     unsafe_reason,
     unsafe_set_reason,
 )
 
-V218, V221, V222, V223, V224, V225, V227 = (NcclVersion.parse(v) for v in
-                                             ("2.18.1", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1", "2.27.3"))
+V218, V221, V222, V223, V224, V225, V227, V2307 = (NcclVersion.parse(v) for v in
+                                                   ("2.18.1", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1",
+                                                    "2.27.3", "2.30.7"))
 PCIE = Topology(nranks=8, nnodes=1, link="pcie", has_nvls=False, gpu_arch=120)  # 8x RTX PRO 6000, PCIe only
 HGX = Topology(nranks=8, nnodes=1, link="nvswitch", has_nvls=True, gpu_arch=90)  # 8x H100 SXM
 NVL_BLACKWELL_WS = Topology(nranks=2, nnodes=1, link="nvlink", has_nvls=False, gpu_arch=120)
@@ -68,7 +70,17 @@ def test_forced_nvls_safety_and_feasibility():
 @pytest.mark.parametrize("algo", ["NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT", "NVLS,PAT"])
 def test_exotic_algorithms_cannot_run_allreduce_on_one_pcie_node_from_224(algo):
     reason = infeasible_reason({"NCCL_ALGO": algo}, PCIE, V224)
-    assert reason is not None and "No algorithm/protocol available" in reason and "AllReduce" in reason
+    assert reason is not None and "AllReduce" in reason
+    assert '"Error : no algorithm/protocol available for function AllReduce"' in reason  # enqueue.cc v2.24.3-1
+
+
+def test_no_algorithm_warn_text_by_version():
+    # src/enqueue.cc: getAlgoInfo (v2.18.6-1), topoGetAlgoInfo (v2.22.3-1, v2.24.3-1, v2.29.7-1, v2.30.7-1)
+    assert no_algorithm_warn(V218, "AllReduce").startswith('"Error : no algorithm/protocol available" at')
+    assert "getAlgoInfo)" in no_algorithm_warn(V218, "AllReduce")
+    assert "topoGetAlgoInfo" in no_algorithm_warn(V222, "AllReduce")
+    assert "Error : no algorithm/protocol available for function AllGather" in no_algorithm_warn(V227, "AllGather")
+    assert '"No algorithm/protocol available for function AllGather"' in no_algorithm_warn(V2307, "AllGather")
 
 
 def test_older_versions_fall_back_instead():
@@ -99,7 +111,31 @@ def test_tree_alone_starves_allgather_where_nccl_does_not_fall_back():
     assert infeasible_reason(env, PCIE, V224, collectives=("AllReduce",)) is None
     assert infeasible_reason({"NCCL_ALGO": "AllReduce:Tree"}, PCIE, V224) is None
     assert infeasible_reason(env, PCIE, V223) is None
-    assert infeasible_reason(env, PCIE, V218) is not None
+    # 2.18 never disables Ring for collectives other than AllReduce (src/graph/tuning.cc,
+    # ncclTopoTuneModel at v2.18.1-1 and v2.18.6-1: "That allows to run real apps with NCCL_ALGO=TREE")
+    assert infeasible_reason(env, PCIE, V218) is None
+    assert infeasible_reason({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}, PCIE, V218) is None
+    assert allreduce_choices(env, PCIE, V218, "AllGather").pairs == {("Ring", "LL"), ("Ring", "Simple")}
+    assert allreduce_choices(env, PCIE, V218, "AllReduce").pairs == {("Tree", "LL"), ("Tree", "Simple")}
+    # AllReduce itself still has no fallback on 2.18
+    assert "AllReduce" in infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE, V218)
+
+
+def test_unknown_version_judges_starvation_by_the_strictest_release():
+    reason = infeasible_reason({"NCCL_ALGO": "Tree"}, PCIE)
+    assert reason is not None and "AllGather" in reason and "2.24 and later" in reason
+    assert "2.18 keeps Ring" in reason and "2.19-2.23 fall back" in reason
+    assert infeasible_reason({"NCCL_ALGO": "Ring"}, PCIE) is None
+    # AllReduce left nothing: 2.24+ fail and so does 2.18
+    both = infeasible_reason({"NCCL_ALGO": "NVLS"}, PCIE)
+    assert "AllReduce" in both and "NCCL 2.18 and 2.24 and later" in both and "keeps Ring" not in both
+    assert "NCCL 2.18 and 2.24 and later" in cross_problems({"NCCL_ALGO": "NVLS", "NCCL_PROTO": "LL"})[0][1]
+
+
+def test_nvlstree_alone_on_one_node_is_reset_before_224():
+    # tuning.cc (v2.18.6-1 .. v2.23.4-1): NVLSTree is dropped on one node before the COLLNET reset check
+    assert infeasible_reason({"NCCL_ALGO": "NVLSTree"}, PCIE, V218) is None
+    assert allreduce_choices({"NCCL_ALGO": "NVLSTree"}, PCIE, V223).fallback == ""
 
 
 def test_refused_lists_are_infeasible():
@@ -124,6 +160,9 @@ def test_cross_warnings():
     assert "overrides" in keys({"NCCL_MAX_NRINGS": "4", "NCCL_MAX_NCHANNELS": "8"})["NCCL_MAX_NRINGS"]
     assert "AllGather" in keys({"NCCL_ALGO": "Tree"}, V224)["NCCL_ALGO"]
     assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "Tree"}, V223)
+    assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"}, V218)
+    unknown = keys({"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL"})["NCCL_ALGO"]
+    assert "2.24 and later" in unknown and "2.18 keeps Ring" in unknown and "2.18.1" not in unknown
     assert "NCCL_ALGO" not in keys({"NCCL_ALGO": "AllReduce:Tree"}, V224)
 
 

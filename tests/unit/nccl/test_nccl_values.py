@@ -14,6 +14,7 @@ from tuner.nccl import (
     max_channels,
     name_problem,
     name_warning,
+    nthreads_level,
     p2p_levels,
     risky_reason,
     strtoll,
@@ -94,6 +95,17 @@ def test_nthreads():
     assert "above 512" in value_warnings("NCCL_NTHREADS", "1024")[0]
     assert canonical_value("NCCL_NTHREADS", "32") == "64"
     assert canonical_value("NCCL_NTHREADS", "0x100") == "256"
+
+
+def test_nthreads_messages_are_warn_up_to_226_and_info_from_227():
+    # src/graph/tuning.cc getNthreads: WARN("Invalid %s %d (maximum %d).") at v2.26.6-1,
+    # INFO(NCCL_GRAPH|NCCL_ENV, ...) at v2.27.3-1 and v2.30.7-1
+    assert nthreads_level(V226) == "WARN" and nthreads_level(V227) == "INFO" and nthreads_level(None) == "WARN"
+    assert "NCCL WARNs \"Invalid NCCL_NTHREADS 1024 (maximum 512).\"" in value_warnings("NCCL_NTHREADS", "1024", V226)[0]
+    late = value_warnings("NCCL_NTHREADS", "1024", V227)[0]
+    assert "logs an INFO" in late and "WARN" not in late
+    assert "(minimum 160)" in value_warnings("NCCL_LL128_NTHREADS", "64", V228)[0]
+    assert "logs an INFO" in check_value("NCCL_NTHREADS", "100", V227)
 
 
 @pytest.mark.parametrize("value,level,version", [

@@ -40,12 +40,23 @@ def test_labelled_output_parses_like_the_tagged_one(spelling: str) -> None:
     assert labelled.complete and screen_status(labelled, exit_code=0) == (Status.OK, "ok")
 
 
-WARN_230 = "node7:4242:4250 [0] enqueue.cc:2112 (ncclAllReduce) NCCL WARN Cuda failure 'invalid argument'"
+# src/debug.cc at v2.30.7-1 (ncclDebugLogV): "[%d] %s:%d (%s) NCCL WARN %s" with __FILE__ and
+# __func__ of the WARN, here src/enqueue.cc:2063 in topoGetAlgoInfo (NCCL compiles from src/, so
+# __FILE__ is "enqueue.cc"); up to v2.30.4-1 "[%d] %s:%d NCCL WARN " (ncclDebugLog, __FILE__), e.g.
+# v2.29.7-1 src/enqueue.cc:1971 (topoGetAlgoInfo).
+WARN_230 = ("node7:4242:4250 [0] enqueue.cc:2063 (topoGetAlgoInfo) NCCL WARN No algorithm/protocol available for "
+            "function AllGather with datatype ncclBfloat16. NCCL_ALGO was set to Tree.")
 WARN_OLD = "node7:4242:4250 [0] transport/net.cc:1083 NCCL WARN NET/IB : oops"
+WARN_229 = ("node7:4242:4250 [0] enqueue.cc:1971 NCCL WARN Error : no algorithm/protocol available for function "
+            "AllGather with datatype ncclBfloat16. NCCL_ALGO was set to Tree.")
 
 
-@pytest.mark.parametrize(("warn", "message"), [(WARN_230, "Cuda failure 'invalid argument'"),
-                                                (WARN_OLD, "NET/IB : oops")])
+@pytest.mark.parametrize(("warn", "message"), [
+    (WARN_230, "No algorithm/protocol available for function AllGather with datatype ncclBfloat16. "
+               "NCCL_ALGO was set to Tree."),
+    (WARN_229, "Error : no algorithm/protocol available for function AllGather with datatype ncclBfloat16. "
+               "NCCL_ALGO was set to Tree."),
+    (WARN_OLD, "NET/IB : oops")])
 def test_warn_lines_with_and_without_the_function_are_read(warn: str, message: str) -> None:
     anchor = "[1,0]<stdout>:#  Rank  1"
     result = parse_output(TAGGED.replace(anchor, f"[1,0]<stdout>:{warn}\n{anchor}", 1))

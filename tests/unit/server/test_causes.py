@@ -93,6 +93,11 @@ def test_prefixes_and_levels() -> None:
     assert line_kind("host:1:2 [0] NCCL INFO Bootstrap : Using eth0") is None
     assert line_kind("host:1:2 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]") is CauseKind.WARNING
     assert line_kind("host:1:2 [0] enqueue.cc:47 NCCL WARN Cuda failure 'named symbol not found'") is CauseKind.NCCL_WARN
+    # up to 2.26 getNthreads WARNs when it replaces a thread count (src/graph/tuning.cc:22 at v2.26.6-1)
+    assert line_kind("host:1:2 [0] graph/tuning.cc:22 NCCL WARN Invalid NCCL_NTHREADS 1024 (maximum 512).") \
+        is CauseKind.WARNING
+    assert line_kind("host:1:2 [0] graph/tuning.cc:19 NCCL WARN Invalid NCCL_LL128_NTHREADS 100 (must be a multiple "
+                     "of 32)") is CauseKind.WARNING
 
 
 def test_dead_kinds() -> None:

@@ -68,3 +68,16 @@ def test_no_tensor_parallelism_and_unknown_servers():
     assert allreduce_backend([], ["vllm", "serve", "m", "--tensor-parallel-size=1"]).name == "none"
     b = allreduce_backend(["hello"], ["./my_server", "--port", "8000"])
     assert b.name == "unknown" and b.nccl_on_decode_path is None
+
+
+def test_symmetric_kernel_lines_name_nccl_symmetric():
+    # NCCL's own line, src/scheduler/symmetric_sched.cc ncclSymmetricTaskScheduler (v2.30.7-1)
+    sym = ("(VllmWorker rank=0 pid=77) h:77:77 [0] NCCL INFO AllReduce [Symmetric]: 14336 Bytes -> Kernel "
+           "AllReduce_AGxLLMC_R nchannels 2 nthreads 640 nWorks 1")
+    log = [*lines("vllm-0.8.5-pcie-custom-ar-disabled.log"), sym]
+    b = allreduce_backend(log, VLLM_TP8)
+    assert b.name == "nccl_symmetric" and b.nccl_on_decode_path is None
+    assert "AllReduce [Symmetric]: 14336 Bytes -> Kernel AllReduce_AGxLLMC_R" in b.reason
+    # an all-gather on the copy engine is not the decode allreduce
+    ce = "h:77:77 [0] NCCL INFO AllGather [Copy Engine]: 1048576 Bytes -> cudaMemcpy"
+    assert allreduce_backend([*lines("vllm-0.8.5-pcie-custom-ar-disabled.log"), ce], VLLM_TP8).name == "nccl"
