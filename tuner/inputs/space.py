@@ -49,7 +49,7 @@ from tuner.inputs.schema import (
     raise_all,
     read_toml,
 )
-from tuner.nccl import NcclVersion
+from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
 
 __all__ = [
@@ -99,6 +99,12 @@ class SearchSpace:
                 if value not in out[name]:
                     out[name].append(value)
         return {name: tuple(values) for name, values in out.items()}
+
+    def files(self) -> dict[str, tuple[str, ...]]:
+        """The graph and topology files the space offers (NCCL_GRAPH_FILE, NCCL_TOPO_FILE: absolute
+        paths, checked on load), by variable, from its values and presets; absent when none."""
+        return {name: tuple(v for v in values if v != UNSET) for name, values in self.choices().items()
+                if name in FILE_VARS and len(values) > 1}
 
     def size(self) -> int:
         """Number of distinct env sets in the space (product of choice counts)."""
