@@ -444,7 +444,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     size = diagnose.model_decode_size(cfg, args.model_config)
     diagnose.check_inputs(cfg, args.results)
     diag = diagnose.run(cfg, study_dir, study=study, max_tokens=args.max_tokens, repeats=args.repeats,
-                        decode_size=size, log=lambda text: print(text, file=sys.stderr), files=_space_files(cfg))
+                        decode_size=size, log=lambda text: print(text, file=sys.stderr), space_files=_space_files(cfg))
     json_path, md_path = diagnose.write_diagnosis(diag, study_dir)
     if args.json:
         print(json.dumps(diag.to_json(), indent=2))

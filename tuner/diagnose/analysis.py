@@ -47,14 +47,14 @@ PROBE_MARK = "diagnose: probe starts"
 def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapping[str, str] | None = None,
                     study: str = "", decode_size: DecodeSize | None = None,
                     probe_info: Mapping[str, Any] | None = None,
-                    files: Mapping[str, Sequence[str]] | None = None) -> Diagnosis:
+                    space_files: Mapping[str, Sequence[str]] | None = None) -> Diagnosis:
     """The :class:`Diagnosis` of one server log (every rank interleaved).
 
     Lines after the ``[nccl-tune] diagnose: probe starts`` mark count as the probe's; without
     it every line counts as start-up. ``argv``/``env``: the server command and environment
     (for :func:`tuner.server.backend.allreduce_backend`); ``decode_size``: from the model's config,
     else inferred from the log (module docstring); ``probe_info``: what the probe did;
-    ``files``: the graph/topology files the space offers (:meth:`tuner.inputs.space.SearchSpace.files`),
+    ``space_files``: the graph/topology files the space offers (:meth:`tuner.inputs.space.SearchSpace.files`),
     proposed by the triage where they can help.
     """
     lines = [line.rstrip("\n") for line in lines]
@@ -102,7 +102,7 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         tuning=_tuning_rows(parsed.tuning),
         sizes=sizes, decode=decode, prefill_bytes=prefill, notes=notes,
         probe=dict(probe_info or {}), created_at=time.time(),
-        triage=_triage(parsed, topo, nbytes, prefill, env, files).to_dict())
+        triage=_triage(parsed, topo, nbytes, prefill, env, space_files).to_dict())
 
 
 def _triage(parsed: ParsedLog, topo: Topology | None, nbytes: int | None, prefill: Sequence[int],

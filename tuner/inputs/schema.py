@@ -228,7 +228,7 @@ def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool)
         text, why = check_nccl_file(name, str(value), ctx)
         check = check_nccl(name, text, ctx)
         if why or check.wrong:
-            details.append(detail((name,), value, check.accepted, why or check.wrong))
+            details.append(detail((name,), value, check.accepted, why or check.wrong or ""))
         elif check.unsafe and not allow_unsafe:
             details.append(detail((name,), value, UNSAFE_ACCEPTED, check.unsafe))
         else:

@@ -151,7 +151,7 @@ class _Variable(FileModel):
             text, why = check_nccl_file(ctx.variable, text, ctx)
             check = check_nccl(ctx.variable, text, ctx)
             if why or check.wrong:
-                details.append(detail((i,), value, check.accepted, why or check.wrong))
+                details.append(detail((i,), value, check.accepted, why or check.wrong or ""))
                 continue
             marked = text in declared_unsafe or str(value) in declared_unsafe  # a path as written, or resolved
             reason = check.unsafe or ("marked unsafe in the space file" if marked else None)

@@ -38,10 +38,10 @@ from collections.abc import Mapping, Sequence
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import comm_channels, launch
 from tuner.nccl.machine import NcclMachine
-from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
 from tuner.nccl.p2p import p2p_levels
 from tuner.nccl.safety import risky_reason
 from tuner.nccl.types import NcclVersion
+from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
 from tuner.triage.model import FILES, Finding, FixSet, Triage
 
 __all__ = ["MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
@@ -282,7 +282,7 @@ def _files(findings: Sequence[Finding], files: Mapping[str, Sequence[str]]) -> F
     shown = ", ".join(f"{var}={path}" for f in fixes for var, path in f.env.items())
     what = "the fallback" if why.kind == "fallback" else "the inter-CPU bandwidth NCCL assumes"
     sentence = (f"The space offers {shown}: with a file {what} need not hold, since "
-                + "; ".join(_FILE_WORDS[v][1] for v in (GRAPH_FILE_VAR, TOPO_FILE_VAR) if v in files and files[v])
+                + "; ".join(_FILE_WORDS[v][1] for v in (GRAPH_FILE_VAR, TOPO_FILE_VAR) if files.get(v))
                 + "; each file is relaunched after the combined fix.")
     return Finding(FILES, sentence, "", "src/graph/search.cc, ncclTopoCompute; src/graph/topo.cc, ncclTopoGetSystem",
                    "", tuple(fixes))
