@@ -418,6 +418,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _space_files(cfg: Any) -> dict[str, tuple[str, ...]]:
+    """The graph/topology files of the config's search space, for diagnose's triage: only when
+    the space names one of those variables (then the space is loaded, and a bad file is an
+    InputError, exit 2, before the launch); empty when the space file is not found."""
+    from tuner.inputs.space import load_space
+    from tuner.nccl import FILE_VARS
+
+    raw = Path(cfg.sweep.space)
+    path = next((p for p in ([raw] if raw.is_absolute() else [raw, cfg.path.parent / raw]) if p.is_file()), None)
+    if path is None or not any(name in path.read_text(errors="replace") for name in FILE_VARS):
+        return {}
+    return load_space(path, allow_unsafe=True, version=cfg.nccl.nccl_version).files()
+
+
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     import json
 
@@ -430,7 +444,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     size = diagnose.model_decode_size(cfg, args.model_config)
     diagnose.check_inputs(cfg, args.results)
     diag = diagnose.run(cfg, study_dir, study=study, max_tokens=args.max_tokens, repeats=args.repeats,
-                        decode_size=size, log=lambda text: print(text, file=sys.stderr))
+                        decode_size=size, log=lambda text: print(text, file=sys.stderr), space_files=_space_files(cfg))
     json_path, md_path = diagnose.write_diagnosis(diag, study_dir)
     if args.json:
         print(json.dumps(diag.to_json(), indent=2))

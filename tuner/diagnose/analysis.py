@@ -46,13 +46,16 @@ PROBE_MARK = "diagnose: probe starts"
 
 def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapping[str, str] | None = None,
                     study: str = "", decode_size: DecodeSize | None = None,
-                    probe_info: Mapping[str, Any] | None = None) -> Diagnosis:
+                    probe_info: Mapping[str, Any] | None = None,
+                    space_files: Mapping[str, Sequence[str]] | None = None) -> Diagnosis:
     """The :class:`Diagnosis` of one server log (every rank interleaved).
 
     Lines after the ``[nccl-tune] diagnose: probe starts`` mark count as the probe's; without
     it every line counts as start-up. ``argv``/``env``: the server command and environment
     (for :func:`tuner.server.backend.allreduce_backend`); ``decode_size``: from the model's config,
-    else inferred from the log (module docstring); ``probe_info``: what the probe did.
+    else inferred from the log (module docstring); ``probe_info``: what the probe did;
+    ``space_files``: the graph/topology files the space offers (:meth:`tuner.inputs.space.SearchSpace.files`),
+    proposed by the triage where they can help.
     """
     lines = [line.rstrip("\n") for line in lines]
     mark = next((i for i, line in enumerate(lines) if PROBE_MARK in line and "[nccl-tune]" in line), None)
@@ -99,11 +102,11 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         tuning=_tuning_rows(parsed.tuning),
         sizes=sizes, decode=decode, prefill_bytes=prefill, notes=notes,
         probe=dict(probe_info or {}), created_at=time.time(),
-        triage=_triage(parsed, topo, nbytes, prefill, env).to_dict())
+        triage=_triage(parsed, topo, nbytes, prefill, env, space_files).to_dict())
 
 
 def _triage(parsed: ParsedLog, topo: Topology | None, nbytes: int | None, prefill: Sequence[int],
-            env: Mapping[str, str] | None) -> Triage:
+            env: Mapping[str, str] | None, files: Mapping[str, Sequence[str]] | None = None) -> Triage:
     """NCCL's model of the machine, judged at the decode size and the largest prefill size seen."""
     machine = machine_from_log(parsed, parsed.nccl_version)
     nranks = topo.nranks if topo is not None else (machine.local_gpus or 0) if machine is not None else 0
@@ -112,7 +115,7 @@ def _triage(parsed: ParsedLog, topo: Topology | None, nbytes: int | None, prefil
     disabled = (env or {}).get("NCCL_P2P_DISABLE", "") not in ("", "0")
     return triage(machine, version=parsed.nccl_version, nranks=nranks, decode_bytes=[nbytes] if nbytes else [],
                   prefill_bytes=max(prefill) if prefill else None, nnodes=topo.nnodes if topo is not None else 1,
-                  p2p_disabled=disabled)
+                  p2p_disabled=disabled, files=files)
 
 
 @dataclass(frozen=True)

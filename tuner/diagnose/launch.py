@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,14 +66,16 @@ def _serving(cfg: ExperimentConfig, env: Mapping[str, str], log_path: Path,
 
 
 def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int = 64, repeats: int = 2,
-        decode_size: DecodeSize | None = None, log: Callable[[str], None] = lambda _t: None) -> Diagnosis:
+        decode_size: DecodeSize | None = None, log: Callable[[str], None] = lambda _t: None,
+        space_files: Mapping[str, Sequence[str]] | None = None) -> Diagnosis:
     """Launch the server once with NCCL's TUNING log, probe it, tear it down, build the report.
 
     ``max_tokens`` per completion and ``repeats`` completions of ``cfg.probe.prompt``; the
     server log is kept as ``study_dir/logs/diagnose.log``. Raises TrialFailed (exit 1: the
     server did not start or failed the probe, with status and cause), MachineNotClean (exit 3:
     the port is held, or the teardown left something), Interrupted on a signal (after teardown).
-    Does not write the report (:func:`tuner.diagnose.store.write_diagnosis`).
+    ``space_files``: the graph/topology files the space offers, for the triage. Does not write the
+    report (:func:`tuner.diagnose.store.write_diagnosis`).
     """
     server_cfg = cfg.server
     if port_in_use(server_cfg.host, server_cfg.port):
@@ -112,7 +114,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     files = find_debug_files(pattern, since=started, pids=own_pids)
     lines = _startup_then_probe(log_path, files, at_mark)
     diag = build_diagnosis(lines, argv=server_cfg.argv(), env=full_env, study=study, decode_size=decode_size,
-                           probe_info=info)
+                           probe_info=info, space_files=space_files)
     secrets = secret_values(full_env)
     diag.launch = {"config": str(cfg.path), "log": str(log_path), "nccl_files": [str(f.path) for f in files],
                    "load_s": round(load_s, 2),

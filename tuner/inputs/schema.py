@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from tuner.errors import InputError
 from tuner.nccl import (
     DEBUG_FILE_VAR,
+    FILE_VARS,
     NcclVersion,
     accepted,
     check_value,
@@ -36,6 +38,7 @@ from tuner.nccl import (
     debug_file_warnings,
     name_problem,
     name_warning,
+    read_xml_file,
     unsafe_reason,
     value_warnings,
 )
@@ -54,6 +57,7 @@ __all__ = [
     "ServerEnv",
     "as_written",
     "check_nccl",
+    "check_nccl_file",
     "check_nccl_set",
     "detail",
     "dotted",
@@ -78,7 +82,9 @@ class LoadContext:
     """What validators need beyond the value: passed as pydantic's validation ``context``.
 
     Without one (a model built in code) nothing is looked up on disk or PATH, and unsafe
-    NCCL values are refused. ``notices`` collects what was skipped (shared by copies);
+    NCCL values are refused. ``check_files``: values of NCCL_TOPO_FILE/NCCL_GRAPH_FILE are
+    resolved against ``file``'s folder and read as NCCL's XML (:func:`check_nccl_file`; the
+    search space sets it). ``notices`` collects what was skipped (shared by copies);
     ``variable`` is the search-space variable being validated; ``version``: the NCCL release
     whose rules apply (``[nccl] version``; None: the oldest supported, the strictest).
     """
@@ -88,6 +94,7 @@ class LoadContext:
     version: NcclVersion | None = None
     check_program: bool = False
     resolve_space: bool = False
+    check_files: bool = False
     notices: list[str] = field(default_factory=list)
     variable: str = ""
 
@@ -174,6 +181,21 @@ def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclChec
     return NcclCheck(wrong, accepted(name, version), unsafe_reason(name, text, version=version))
 
 
+def check_nccl_file(name: str, text: str, ctx: LoadContext | None = None) -> tuple[str, str | None]:
+    """``(value, why)`` for a value of a file variable (:data:`tuner.nccl.FILE_VARS`:
+    NCCL_TOPO_FILE, NCCL_GRAPH_FILE) when ``ctx.check_files``: a relative path is made absolute
+    against the folder of ``ctx.file`` (the server runs elsewhere), then the file must exist, be
+    readable and parse as the XML NCCL needs (:func:`tuner.nccl.read_xml_file`: root
+    ``system``/``graphs`` with ``version="1"``, src/graph/xml.cc). ``why`` is None when it does.
+    Other names, and contexts without ``check_files``, return ``(text, None)``."""
+    ctx = ctx or LoadContext()
+    if name not in FILE_VARS or not ctx.check_files or not text.strip():
+        return text, None
+    path = os.path.abspath(os.path.join(ctx.file.parent, os.path.expanduser(text)))
+    _file, why = read_xml_file(name, path)
+    return path, why
+
+
 def check_nccl_set(env: Mapping[str, str], ctx: LoadContext | None = None) -> list[tuple[str, str, str]]:
     """Problems between the variables of one set, as ``(name, accepted, why)``; what NCCL
     only adjusts (MIN channels above MAX: "max, then min") is noted in ``ctx.notices``."""
@@ -203,10 +225,10 @@ def _env_table(raw: Any, info: ValidationInfo, *, secrets: bool, required: bool)
         if isinstance(value, bool) or not isinstance(value, str | int):
             details.append(detail((name,), value, "a string or an integer"))
             continue
-        text = str(value)
+        text, why = check_nccl_file(name, str(value), ctx)
         check = check_nccl(name, text, ctx)
-        if check.wrong:
-            details.append(detail((name,), value, check.accepted, check.wrong))
+        if why or check.wrong:
+            details.append(detail((name,), value, check.accepted, why or check.wrong or ""))
         elif check.unsafe and not allow_unsafe:
             details.append(detail((name,), value, UNSAFE_ACCEPTED, check.unsafe))
         else:

@@ -10,6 +10,13 @@ A space file (TOML)::
     name = "ring-ll"
     env = { NCCL_ALGO = "Ring", NCCL_PROTO = "LL" }
 
+Values of NCCL_TOPO_FILE and NCCL_GRAPH_FILE are paths, relative ones to the space file's folder;
+each is made absolute (the server runs elsewhere) and must be a readable file in NCCL's XML
+(:func:`tuner.inputs.schema.check_nccl_file`), before any launch and in ``--dry-run``::
+
+    [variables.NCCL_GRAPH_FILE]
+    values = ["graphs/ring8.xml"]        # NCCL's graph, as NCCL_GRAPH_DUMP_FILE writes it
+
 Unsafe candidates (forced LL128, exotic algorithms; see :func:`tuner.inputs.schema.check_nccl`) are
 skipped with a notice unless ``allow_unsafe``; in a preset they are refused. Validated by the
 pydantic models below: every problem of a file is reported at once (see :mod:`tuner.inputs.schema`).
@@ -34,6 +41,7 @@ from tuner.inputs.schema import (
     PresetEnv,
     as_written,
     check_nccl,
+    check_nccl_file,
     detail,
     input_problems,
     load_context,
@@ -41,7 +49,7 @@ from tuner.inputs.schema import (
     raise_all,
     read_toml,
 )
-from tuner.nccl import NcclVersion
+from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
 
 __all__ = [
@@ -92,6 +100,12 @@ class SearchSpace:
                     out[name].append(value)
         return {name: tuple(values) for name, values in out.items()}
 
+    def files(self) -> dict[str, tuple[str, ...]]:
+        """The graph and topology files the space offers (NCCL_GRAPH_FILE, NCCL_TOPO_FILE: absolute
+        paths, checked on load), by variable, from its values and presets; absent when none."""
+        return {name: tuple(v for v in values if v != UNSET) for name, values in self.choices().items()
+                if name in FILE_VARS and len(values) > 1}
+
     def size(self) -> int:
         """Number of distinct env sets in the space (product of choice counts)."""
         n = 1
@@ -134,11 +148,13 @@ class _Variable(FileModel):
             text = str(value)
             if text == UNSET:
                 continue
+            text, why = check_nccl_file(ctx.variable, text, ctx)
             check = check_nccl(ctx.variable, text, ctx)
-            if check.wrong:
-                details.append(detail((i,), value, check.accepted, check.wrong))
+            if why or check.wrong:
+                details.append(detail((i,), value, check.accepted, why or check.wrong or ""))
                 continue
-            reason = check.unsafe or ("marked unsafe in the space file" if text in declared_unsafe else None)
+            marked = text in declared_unsafe or str(value) in declared_unsafe  # a path as written, or resolved
+            reason = check.unsafe or ("marked unsafe in the space file" if marked else None)
             if reason and not ctx.allow_unsafe:
                 ctx.notices.append(f"{ctx.file}: skipping {ctx.variable}={text} ({reason}); "
                                    "pass --allow-unsafe to try it")
@@ -180,7 +196,7 @@ def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
 def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclVersion | None = None) -> SearchSpace:
     name = str(file)
     data = read_toml(file, "search-space")
-    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version)
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version, check_files=True)
     problems: list[InputError] = []
     try:
         parsed: _SpaceFile | None = _SpaceFile.model_validate(data, context=context)

@@ -22,7 +22,8 @@ The leaves, lowest first:
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
   launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
-  (:func:`machine_from_log`).
+  (:func:`machine_from_log`); :mod:`~tuner.nccl.xmlfiles`: the topology and graph XML files
+  NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`).
 """
 
 from tuner.nccl.choice import (
@@ -181,6 +182,16 @@ from tuner.nccl.values import (
     nthreads_level,
     value_warnings,
 )
+from tuner.nccl.xmlfiles import (
+    FILE_VARS,
+    GRAPH_ATTRS,
+    GRAPH_FILE_VAR,
+    TOPO_FILE_VAR,
+    XML_VERSION,
+    NcclXmlFile,
+    XmlGraph,
+    read_xml_file,
+)
 
 __all__ = [
     "ALGO_SINCE",
@@ -198,7 +209,10 @@ __all__ = [
     "DEBUG_LEVELS",
     "DEFAULT_BUFFSIZE",
     "DEFAULT_PXB_FROM",
+    "FILE_VARS",
     "FUNCS",
+    "GRAPH_ATTRS",
+    "GRAPH_FILE_VAR",
     "GRAPH_LINE",
     "HARDWARE_SELECTORS",
     "INT32_MAX",
@@ -228,12 +242,14 @@ __all__ = [
     "SERVER_LOG",
     "SERVER_NCCL_VERSION",
     "SYMMETRIC",
+    "TOPO_FILE_VAR",
     "TREE_ALL_THREADS_FROM",
     "TRIAL_PATTERN",
     "TUNING_NAMES",
     "TUNING_PREFIXES",
     "VLLM_VERSION",
     "WARP_SIZE",
+    "XML_VERSION",
     "Choices",
     "Confirmations",
     "CostTable",
@@ -253,6 +269,7 @@ __all__ = [
     "NcclLine",
     "NcclMachine",
     "NcclVersion",
+    "NcclXmlFile",
     "Operation",
     "P2pLevelInForce",
     "ParsedLog",
@@ -267,6 +284,7 @@ __all__ = [
     "Topology",
     "TuningTable",
     "TuningTableReader",
+    "XmlGraph",
     "accepted",
     "algos",
     "allreduce_choices",
@@ -323,6 +341,7 @@ __all__ = [
     "read_p2p_level",
     "read_sources",
     "read_thread_thresholds",
+    "read_xml_file",
     "rejoin",
     "risky_reason",
     "server_log_source",

@@ -9,6 +9,10 @@ stored without its ``NCCL_`` prefix with ``(first, last)``: the first and the la
 reads it, ``""`` meaning "before 2.18.1" and "still in 2.30.7". Release tags are sparse, so a
 "first" version is an upper bound; version gating of names is therefore only ever a warning.
 
+``NCCL_TOPO_FILE`` and ``NCCL_GRAPH_FILE`` name files NCCL opens at init (src/graph/topo.cc,
+ncclTopoGetSystem; src/graph/search.cc, ncclTopoCompute): their values are paths, kept as given
+(:mod:`tuner.nccl.values`), and the XML each needs is :mod:`tuner.nccl.xmlfiles`.
+
 Net and tuner plugins read names of their own (``NCCL_TUNER_CONFIG_FILE`` ...): those are unknown
 here on purpose and only get a warning (:func:`name_warning`).
 """

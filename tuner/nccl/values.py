@@ -43,6 +43,9 @@ NCCL_CUMEM_ENABLE              strtoll; 0 off, > 0 on, -2 automatic (default fro
                                before) (src/misc/cudawrap.cc, ncclCuMemEnable)
 NCCL_NVLS_ENABLE               strtoll; 0 off, 2 automatic (default), any other value forces
                                NVLS on (src/transport/nvls.cc, ncclNvlsInit)
+NCCL_TOPO_FILE,                a file path NCCL opens at init with fopen, kept as written
+NCCL_GRAPH_FILE                (src/graph/topo.cc ncclTopoGetSystem, src/graph/search.cc
+                               ncclTopoCompute; the XML each needs: :mod:`tuner.nccl.xmlfiles`)
 CUDA_DEVICE_MAX_CONNECTIONS    CUDA's, not NCCL's: work queues per device, 1-32, default 8
                                (CUDA C++ Programming Guide, "CUDA Environment Variables");
                                NCCL never echoes it
@@ -64,6 +67,7 @@ from tuner.nccl.names import name_problem, name_warning
 from tuner.nccl.p2p import p2p_levels, read_p2p_level
 from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import NcclVersion, judged_version
+from tuner.nccl.xmlfiles import FILE_VARS, XML_VERSION
 
 __all__ = ["CTAS_LOW_IGNORED_FROM", "CUDA_DEFAULT_CONNECTIONS", "CUMEM_AUTO_FROM", "DEBUG_LEVELS", "DEFAULT_BUFFSIZE",
            "MAX_CHANNELS_FROM", "NCCL_STEPS", "NTHREADS_INFO_FROM", "RULED_NAMES", "accepted", "canonical_value",
@@ -258,6 +262,21 @@ def _read_debug(name: str, value: str, version: NcclVersion) -> _Reading:
                            f"{value!r} turns logging off silently")
 
 
+_OPEN_FAILS = {  # src/graph/xml.cc: ncclTopoGetXmlGraphFromFile WARNs; ncclTopoGetXmlFromFile only INFOs
+    "NCCL_GRAPH_FILE": "init fails (\"Could not open XML graph file\", src/graph/xml.cc)",
+    "NCCL_TOPO_FILE": "NCCL logs \"Could not open XML topology file\" and detects the machine itself (src/graph/xml.cc)",
+}
+
+
+def _read_path(name: str, value: str, version: NcclVersion) -> _Reading:
+    if not value.strip():
+        return _Reading(value, "an empty path, which NCCL cannot open: " + _OPEN_FAILS[name])
+    if not value.startswith("/"):
+        return _Reading(value, None, (f"{name}={value} is a relative path: NCCL opens it from the server's working "
+                                      "folder (fopen at init); give an absolute path",))
+    return _Reading(value)
+
+
 _RULES = {
     "NCCL_ALGO": _read_list,
     "NCCL_PROTO": _read_list,
@@ -280,6 +299,7 @@ _RULES = {
     "NCCL_NVLS_ENABLE": _read_nvls,
     "NCCL_DEBUG": _read_debug,
     "CUDA_DEVICE_MAX_CONNECTIONS": _read_cuda_connections,
+    **{name: _read_path for name in FILE_VARS},
 }
 
 #: The variables whose values this module judges (others: names only).
@@ -301,6 +321,10 @@ _ACCEPTED = {
     "NCCL_NVLS_ENABLE": "0 (off), 1 (forced on) or 2 (automatic)",
     "NCCL_DEBUG": "one of " + ", ".join(DEBUG_LEVELS),
     "CUDA_DEVICE_MAX_CONNECTIONS": "a whole number from 1 to 32",
+    "NCCL_TOPO_FILE": (f"the path of an NCCL topology XML file (root <system version=\"{XML_VERSION}\">, as "
+                       "NCCL_TOPO_DUMP_FILE writes it; in a space file, relative to that file)"),
+    "NCCL_GRAPH_FILE": (f"the path of an NCCL graph XML file (root <graphs version=\"{XML_VERSION}\"> with <graph> "
+                        "children, as NCCL_GRAPH_DUMP_FILE writes it; in a space file, relative to that file)"),
 }
 
 

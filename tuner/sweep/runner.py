@@ -631,7 +631,7 @@ class Sweep:
             return triage(None, version=found.version, nranks=2)
         disabled = self.cfg.server.env.get("NCCL_P2P_DISABLE", "") not in ("", "0")
         return triage(machine, version=found.version, nranks=nranks, decode_bytes=decode, prefill_bytes=prefill,
-                      nnodes=topo.nnodes if topo is not None else 1, p2p_disabled=disabled)
+                      nnodes=topo.nnodes if topo is not None else 1, p2p_disabled=disabled, files=self.space.files())
 
     def _plan_fixes(self) -> None:
         """Plan the stored triage's fix sets first (every runner of the study reads the same)."""

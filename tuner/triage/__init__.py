@@ -6,6 +6,6 @@ and their plain-JSON form, stored in the study and in diagnose.json.
 """
 
 from tuner.triage.findings import MIN_CHANNELS_FIX, NO_GRAPH, triage
-from tuner.triage.model import COMBINED, Finding, FixSet, Triage
+from tuner.triage.model import COMBINED, FILES, Finding, FixSet, Triage
 
-__all__ = ["COMBINED", "MIN_CHANNELS_FIX", "NO_GRAPH", "Finding", "FixSet", "Triage", "triage"]
+__all__ = ["COMBINED", "FILES", "MIN_CHANNELS_FIX", "NO_GRAPH", "Finding", "FixSet", "Triage", "triage"]

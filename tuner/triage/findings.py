@@ -21,6 +21,13 @@ level in force) and says, one plain sentence each, quoting NCCL's line and citin
   :func:`tuner.nccl.safety.risky_reason`.
 * ``few-channels``: 1-2 channels where each GPU has more NVLinks. Fix: NCCL_MIN_NCHANNELS, only
   where the night's prefill allreduce lets channels act.
+* ``files`` (:data:`tuner.triage.model.FILES`): where the night's space offers NCCL_GRAPH_FILE or
+  NCCL_TOPO_FILE values and the search fell back or the inter-CPU link is far below the PCIe
+  links, one set per file, relaunched after the combined fix: with a graph file NCCL takes its
+  graphs from the file and skips its own search (src/graph/search.cc, ncclTopoCompute:
+  "NCCL_GRAPH_FILE set by environment to %s", then "Search %d : %d channels loaded from XML
+  graph"); with a topology file it describes the machine from the file (src/graph/topo.cc,
+  ncclTopoGetSystem).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from tuner.nccl.machine import NcclMachine
 from tuner.nccl.p2p import p2p_levels
 from tuner.nccl.safety import risky_reason
 from tuner.nccl.types import NcclVersion
-from tuner.triage.model import Finding, FixSet, Triage
+from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
+from tuner.triage.model import FILES, Finding, FixSet, Triage
 
 __all__ = ["MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
 
@@ -153,14 +161,16 @@ def _pair_path(chains: Mapping[int, list[str]], src: int, dst: int) -> str | Non
 
 def triage(machine: NcclMachine | None, *, version: NcclVersion | None, nranks: int,
            decode_bytes: Sequence[int] = (), prefill_bytes: int | None = None, nnodes: int = 1,
-           p2p_disabled: bool = False) -> Triage:
+           p2p_disabled: bool = False, files: Mapping[str, Sequence[str]] | None = None) -> Triage:
     """Judge NCCL's model of the machine from one launch's ``machine`` (None: no such lines).
 
     ``version``: the NCCL release the launch ran; ``nranks``/``nnodes``: the communicator;
     ``decode_bytes``: the decode allreduce size at each concurrency level the night measures
     (empty: not known, said once); ``prefill_bytes``: the prompt's prefill allreduce, None when
     the night has none; ``p2p_disabled``: NCCL_P2P_DISABLE was set for the launch (then SHM
-    pairs are not the level's doing). Never raises for a machine with missing parts: what was
+    pairs are not the level's doing); ``files``: the night's space's values of NCCL_GRAPH_FILE and
+    NCCL_TOPO_FILE (absolute paths, as the space holds them), proposed one set each where the
+    search fell back or the inter-CPU link is far below the PCIe links. Never raises for a machine with missing parts: what was
     not logged is said, never guessed.
     """
     if machine is None or not machine.graphs:
@@ -196,8 +206,12 @@ def triage(machine: NcclMachine | None, *, version: NcclVersion | None, nranks: 
         findings.append(few)
     if not findings:
         return Triage((), True, _right_summary(machine, ring, nranks, version, decode), tuple(notes))
-    plural = "s" if len(findings) != 1 else ""
-    summary = (f"NCCL's model of this machine may be wrong ({len(findings)} finding{plural}); "
+    count = len(findings)
+    plural = "s" if count != 1 else ""
+    given = _files(findings, files or {})
+    if given is not None:
+        findings.append(given)  # not counted: the user's files, not a place where NCCL's model is wrong
+    summary = (f"NCCL's model of this machine may be wrong ({count} finding{plural}); "
                "the fixes are relaunched first")
     return Triage(tuple(findings), False, summary, tuple(notes))
 
@@ -240,6 +254,38 @@ def _fallback(machine: NcclMachine, ring: ModelGraph | None, nranks: int, versio
     sentence = (f"NCCL's ring search fell back to the simple order (\"{quote.strip()}\", {_SEARCH}): "
                 f"{cost} ({_TUNING}).")
     return Finding("fallback", sentence, quote, _SEARCH, cost, fixes)
+
+
+_FILE_WORDS = {
+    GRAPH_FILE_VAR: ("graph file", "NCCL takes its graphs from the file and skips its own search "
+                     "(\"NCCL_GRAPH_FILE set by environment to %s\", src/graph/search.cc, ncclTopoCompute)"),
+    TOPO_FILE_VAR: ("topology file", "NCCL describes the machine from the file, its links' bandwidths included, "
+                    "before it searches (\"NCCL_TOPO_FILE set by environment to %s\", src/graph/topo.cc, "
+                    "ncclTopoGetSystem)"),
+}
+
+
+def _files(findings: Sequence[Finding], files: Mapping[str, Sequence[str]]) -> Finding | None:
+    """One set per graph or topology file the space offers, where the search fell back or the
+    inter-CPU link is far below the PCIe links (the two a file given by the user can correct)."""
+    why = next((f for f in findings if f.kind in ("fallback", "inter-cpu")), None)
+    if why is None:
+        return None
+    fixes = []
+    for var in (GRAPH_FILE_VAR, TOPO_FILE_VAR):
+        words, does = _FILE_WORDS[var]
+        for path in dict.fromkeys(files.get(var, ())):
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            fixes.append(FixSet(f"fix: {words} {name}", {var: path}, f"{var}={path}: {does}"))
+    if not fixes:
+        return None
+    shown = ", ".join(f"{var}={path}" for f in fixes for var, path in f.env.items())
+    what = "the fallback" if why.kind == "fallback" else "the inter-CPU bandwidth NCCL assumes"
+    sentence = (f"The space offers {shown}: with a file {what} need not hold, since "
+                + "; ".join(_FILE_WORDS[v][1] for v in (GRAPH_FILE_VAR, TOPO_FILE_VAR) if files.get(v))
+                + "; each file is relaunched after the combined fix.")
+    return Finding(FILES, sentence, "", "src/graph/search.cc, ncclTopoCompute; src/graph/topo.cc, ncclTopoGetSystem",
+                   "", tuple(fixes))
 
 
 def _channels_act(prefill: int | None, nranks: int, search_channels: int, version: NcclVersion | None) -> bool:

@@ -10,10 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COMBINED", "Finding", "FixSet", "Triage"]
+__all__ = ["COMBINED", "FILES", "Finding", "FixSet", "Triage"]
 
 #: The name of the set that combines every finding's fixes.
 COMBINED = "fix: all"
+#: The kind of the finding that carries the space's graph/topology files: its sets are never
+#: combined (each file is a whole answer of its own) and come right after the combined fix.
+FILES = "files"
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,8 @@ class FixSet:
 class Finding:
     """Where NCCL's model of the machine may be wrong.
 
-    ``kind``: ``fallback``, ``inter-cpu``, ``simple-at-decode``, ``shm-by-level`` or
-    ``few-channels``; ``sentence``: the plain sentence shown (it quotes ``quote``, cites
+    ``kind``: ``fallback``, ``inter-cpu``, ``simple-at-decode``, ``shm-by-level``,
+    ``few-channels`` or :data:`FILES` (the space's graph/topology files, one set each); ``sentence``: the plain sentence shown (it quotes ``quote``, cites
     ``source`` and says ``cost``); ``quote``: the NCCL log line it rests on; ``source``: the
     NCCL source file and function; ``cost``: what it costs at the night's sizes by NCCL's own
     model (:mod:`tuner.nccl.costmodel`); ``fixes``: the sets that address it.
@@ -89,9 +92,12 @@ class Triage:
     def fix_sets(self) -> list[FixSet]:
         """The sets to relaunch first: the combination of every finding's fixes (when more than
         one fix exists; named after the finding whose fix already holds them all, else
-        :data:`COMBINED`), then each finding's own, deduplicated by environment (the first name
-        kept). A variable two fixes set differently keeps the first finding's value."""
-        own = [f for finding in self.findings for f in finding.fixes]
+        :data:`COMBINED`), then the :data:`FILES` finding's sets (one per graph or topology file,
+        never combined), then each finding's own, deduplicated by environment (the first name
+        kept). A variable two fixes set differently keeps the first finding's value. With one
+        fix of its own, that fix comes first and the files after it."""
+        own = [f for finding in self.findings if finding.kind != FILES for f in finding.fixes]
+        given = [f for finding in self.findings if finding.kind == FILES for f in finding.fixes]
         out: list[FixSet] = []
         if len(own) > 1:
             env: dict[str, str] = {}
@@ -101,9 +107,10 @@ class Triage:
             names = ", ".join(dict.fromkeys(f.name.removeprefix("fix: ") for f in own))
             same = next((f for f in own if dict(f.env) == env), None)  # one fix already holds them all
             out.append(same or FixSet(COMBINED, env, f"every finding's fix at once ({names})"))
+        head = out or own[:1]
         seen: set[tuple[tuple[str, str], ...]] = set()
         kept = []
-        for f in [*out, *own]:
+        for f in [*head, *given, *own]:
             key = tuple(sorted(f.env.items()))
             if key in seen or not key:
                 continue

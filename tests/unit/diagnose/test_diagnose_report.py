@@ -158,3 +158,16 @@ def test_channels_from_the_launch_rule_when_no_line_shows_them():
     assert diag.topology["nranks"] == 16 and diag.topology["coll_channels"] == 16
     assert decode_pick(diag) == (14336, "Ring", "LL", 1)
     assert "1 channel(s) x 96 threads from NCCL's launch rule" in diag.decode.pick_source
+
+
+def test_diagnose_triage_proposes_the_space_graph_file():
+    from tests.unit.nccl.test_machine import _amd_log
+
+    log = _amd_log("2.27.3", "INFO")
+    plain = build_diagnosis(log, decode_size=DecodeSize(14336, "given"))
+    assert not any(f["kind"] == "files" for f in plain.triage["findings"])
+    graph = "/srv/graphs/ring8.xml"
+    diag = build_diagnosis(log, decode_size=DecodeSize(14336, "given"), space_files={"NCCL_GRAPH_FILE": [graph]})
+    files = [f for f in diag.triage["findings"] if f["kind"] == "files"]
+    assert files and files[0]["fixes"] == [
+        {"name": "fix: graph file ring8.xml", "env": {"NCCL_GRAPH_FILE": graph}, "reason": files[0]["fixes"][0]["reason"]}]
