@@ -30,9 +30,9 @@ from pathlib import Path
 
 import optuna
 
+from tuner.diagnose import load_diagnosis
 from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.model import decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.space import SearchSpace
 from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
 from tuner.nccl import NcclVersion, Topology, machine_from_log
@@ -48,6 +48,7 @@ from tuner.planning import (
     final_baseline_owed,
     flag_params,
     load_decode_context,
+    night_sizes,
     split_params,
 )
 from tuner.record import Kind, Status, TopologyRecord, TrialRecord
@@ -605,22 +606,10 @@ class Sweep:
         self._check_backend()
 
     def _night_sizes(self) -> tuple[list[int], int | None]:
-        """The decode allreduce sizes the night measures (``[model]`` at tokens_per_step and at
-        each probe.concurrency level; else the diagnose's decode size) and the prefill size
-        (``[model] prompt_tokens``), in bytes; empty and None when not known."""
-        model = getattr(self.cfg, "model", None)
-        if model is not None:
-            try:
-                shape = load_model_shape(model.config, served_dtype=model.dtype)
-            except Exception:  # already checked at load; a file gone since is not worth stopping for
-                shape = None
-            if shape is not None:
-                steps = int(model.tokens_per_step or 1)
-                levels = [1, *getattr(self.cfg.probe, "concurrency", ())]
-                decode = sorted({decode_allreduce_bytes(shape, steps * n).bytes for n in levels})
-                prefill = prefill_allreduce_bytes(shape, model.prompt_tokens).bytes if model.prompt_tokens else None
-                return decode, prefill
-        return ([self.decode.nbytes] if self.decode is not None and self.decode.nbytes else []), None
+        """The decode allreduce sizes (B) the night measures and its largest prefill size (B, None
+        when not known or not counted), by the one rule of :func:`tuner.planning.night_sizes`."""
+        sizes = night_sizes(self.cfg, load_diagnosis(self.dir))
+        return sorted(set(sizes.decode)), (max(sizes.prefill) if sizes.prefill else None)
 
     def _triage(self, found: evidence.Evidence, topo: Topology | None) -> Triage:
         """NCCL's model of the machine from the baseline's log, judged (:func:`tuner.triage.triage`)."""
