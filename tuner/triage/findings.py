@@ -179,8 +179,9 @@ def triage(machine: NcclMachine | None, *, version: NcclVersion | None, nranks: 
     findings: list[Finding] = []
     notes: list[str] = []
     if not decode:
-        notes.append("No decode allreduce size is known ([model] config not given, no diagnose): costs are "
-                     "said by NCCL's model without it.")
+        notes.append("No decode allreduce size is known (no [model] in the config, no diagnose of this study), "
+                     "so the costs above are NCCL's model over all sizes, not at the decode size; "
+                     "[model] config = \"<the model's config.json>\" gives it.")
     ring = _ring(machine)
     level = _level_fix(machine, version, p2p_disabled)
     level_fix = None
@@ -367,11 +368,11 @@ def _few_channels(machine: NcclMachine, ring: ModelGraph | None, nranks: int, ve
         return None
     quote = machine.ring_graph.line if machine.ring_graph is not None else ""
     act = _channels_act(prefill, nranks, ring.nchannels, version)
-    cost = (f"the {prefill} B prefill allreduce runs on {ring.nchannels} channel(s) where {links} links exist"
+    cost = (f"the {prefill} B prefill allreduce runs on {ring.nchannels} channel{'s' if ring.nchannels != 1 else ''} where {links} links exist"
             if act else "channels do not act at the night's sizes")
     fixes = (FixSet("fix: channels", {"NCCL_MIN_NCHANNELS": str(min(links, MIN_CHANNELS_FIX) * 2)},
                     "more channels for the prefill allreduce"),) if act else ()
-    sentence = (f"NCCL's search found {ring.nchannels} channel(s) (\"{quote.strip()}\", {_SEARCH}) on GPUs with "
+    sentence = (f"NCCL's search found {ring.nchannels} channel{'s' if ring.nchannels != 1 else ''} (\"{quote.strip()}\", {_SEARCH}) on GPUs with "
                 f"{links} NVLinks each: {cost}.")
     return Finding("few-channels", sentence, quote, _SEARCH, cost, fixes)
 
@@ -380,7 +381,7 @@ def _right_summary(machine: NcclMachine, ring: ModelGraph | None, nranks: int, v
                    decode: Sequence[int]) -> str:
     parts = []
     if ring is not None:
-        parts.append(f"the ring search found {ring.nchannels} channel(s) at {ring.bw_intra_GBps:g} GB/s")
+        parts.append(f"the ring search found {ring.nchannels} channel{'s' if ring.nchannels != 1 else ''} at {ring.bw_intra_GBps:g} GB/s")
         if decode:
             parts.append(f"NCCL's model picks {_pick_text(_picks(_table(ring, nranks, version), decode))}")
     if machine.peers:
