@@ -309,14 +309,14 @@ def _inter_cpu(machine: NcclMachine, ring: ModelGraph | None, nranks: int, versi
     link = next((lk for lk in machine.links if lk.kind == "SYS"), None)
     quote = link.line if link is not None else ""
     vendor = machine.cpu_vendor
-    why = (f" (NCCL assumes {sys_bw:g} GB/s for every AMD CPU: AMD_BW in src/graph/topo.h)"
-           if vendor == "AMD" else " (src/graph/topo.h, the inter-CPU bandwidths by CPU model)")
+    why = ("; AMD_BW, the same for every AMD CPU, src/graph/topo.h" if vendor == "AMD"
+           else "; src/graph/topo.h, the inter-CPU bandwidths by CPU model")
     cost = ""
     if ring is not None and decode:
         at_links = ModelGraph(max(ring.nchannels, 1), pci_bw, ring.type_intra, pci_bw)
         cost = (f"; NCCL's model gives {_pick_text(_picks(_table(ring, nranks, version), decode))} on its graph, "
                 f"{_pick_text(_picks(_table(at_links, nranks, version), decode))} at the GPUs' link bandwidth")
-    sentence = (f"NCCL assumes {sys_bw:g} GB/s between the CPU sockets (\"{quote.strip()}\"){why}, far below the "
+    sentence = (f"NCCL assumes {sys_bw:g} GB/s between the CPU sockets (\"{quote.strip()}\"{why}), far below the "
                 f"GPUs' {pci_bw:g} GB/s PCIe links, so every ring that crosses sockets is bounded by it{cost}.")
     return Finding("inter-cpu", sentence, quote, "src/graph/topo.h, AMD_BW; src/graph/topo.cc, ncclTopoPrint",
                    cost.removeprefix("; "), ())
