@@ -138,7 +138,7 @@ class Night:
     """What one night's report said: its ``outcome`` (one of :data:`OUTCOMES`), how many of its
     no-effect sets got a false faster/slower verdict (of ``null_sets``), whether the true set's
     own verdict was faster (None without one), the printed smallest detectable gain (fraction,
-    NaN when not printed), the relaunches made and the paragraph itself."""
+    NaN when not printed), the relaunches made, the paragraph itself and the night's records."""
 
     outcome: str
     false_verdicts: int
@@ -147,6 +147,7 @@ class Night:
     mde: float
     relaunches: int
     paragraph: str
+    records: list[TrialRecord]
 
 
 def _space(cell: Cell) -> tuple[SearchSpace, dict[str, str] | None]:
@@ -244,7 +245,7 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
     true_faster = None if true is None else bool(true.comparison and true.comparison.verdict is Verdict.FASTER)
     found = _MDE.search(paragraph)
     return Night(outcome_of(paragraph, use_env, true_env), false, len(null), true_faster,
-                 float(found.group(1)) / 100 if found else math.nan, len(records), paragraph)
+                 float(found.group(1)) / 100 if found else math.nan, len(records), paragraph, records)
 
 
 def outcome_of(paragraph: str, use_env: dict[str, str] | None, true_env: dict[str, str] | None) -> str:
