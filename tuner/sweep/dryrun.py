@@ -176,7 +176,8 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
 def _suffix(e: PlanEntry, notes: list[str], plan: Plan) -> str:
     if e.step is Step.SKIP:
         at = f" at {plan.rules.decode.sizes_text()}" if plan.rules.decode is not None else ""
-        return f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
+        text = f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
+        return text + (f" - {e.reach}" if e.reach else "")  # past the budget the night judges nothing
     f = plan.rules.facts()
     as_read = canonical_set(e.env, f.version, f.topology)
     text = f" (to NCCL: {_env_text(as_read)})" if as_read != e.env else ""
