@@ -196,7 +196,7 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
             e = replace(e, reason="its place among the sets below moves with how many sets the slots above hand")
         if e.step in (Step.SET, Step.SKIP) and e.reach:  # the night judges nothing once its budget is spent
             if e.name in reached_at_most:
-                why = [w for w, on in ((f"the triage relaunches fewer than {f} sets", bool(f)),
+                why = [w for w, on in ((f"the triage relaunches fewer than {f} set{'s' if f != 1 else ''}", bool(f)),
                                        (f"the screen hands fewer than {k} sets", bool(k)),
                                        ("a set marked 'may not be launched' is not launched", doubtful)) if on]
                 e = replace(e, reach="reached only if " + " or ".join(why))
@@ -212,7 +212,7 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
         extra = screened_most - (entries[shown].up_to or 0)
         e = entries[shown]
         entries[shown] = replace(e, up_to=screened_most, reason="; ".join(
-            r for r in (e.reason, f"the last {'one' if extra == 1 else extra} only if the triage relaunches fewer than {f} sets") if r))
+            r for r in (e.reason, f"the last {'one' if extra == 1 else extra} only if the triage relaunches fewer than {f} set{'s' if f != 1 else ''}") if r))
     if mode != "presets":
         entries.append(PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH, up_to=max(0, budget - most.spent) if most.sampler_reached else 0))
     tuned = any(e.step in (Step.FIXES, Step.SCREENED) or (e.step is Step.SET and not e.reach.startswith("not reached"))
