@@ -103,13 +103,22 @@ def test_dry_run_gives_what_only_the_night_decides_with_its_bound():
     res = cli("sweep", "examples/sim-screen.toml", "--dry-run")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "2-4. up to 3 screened sets: the best of up to 40 nccl-tests runs" in out
-    assert "ring-ll: NCCL_ALGO=Ring NCCL_PROTO=LL - reached only if the screen hands fewer than 3 sets" in out
+    # default.toml holds NCCL_PROTO=LL and NCCL_P2P_LEVEL=PHB/SYS: up to 3 fix sets of the triage first
+    assert "2-4. up to 3 triage fix sets: decided by the baseline's NCCL log" in out
+    assert ("at most 3 here: one per finding whose fix the space holds (the search fallback or Simple at the "
+            "decode size: NCCL_P2P_LEVEL=PHB/SYS, NCCL_PROTO=LL; SHM pairs kept off P2P by the level: "
+            "NCCL_P2P_LEVEL=PHB/SYS) and their combination") in out
+    assert "5-7. up to 3 screened sets: the best of up to 40 nccl-tests runs" in out
+    assert "the last one only if the triage relaunches fewer than 3 sets" in out
+    assert ("ring-ll: NCCL_ALGO=Ring NCCL_PROTO=LL - reached only if the triage relaunches fewer than 3 sets or "
+            "the screen hands fewer than 3 sets") in out
     assert "p2p-disable: NCCL_P2P_DISABLE=1 - not reached: the budget of 6 relaunches is spent before it" in out
     res = cli("sweep", "examples/sim.toml", "--dry-run", "--trials", "20", "--baseline-every", "3", "--no-confirm")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    # 20 relaunches less the baseline and the 7 presets that certainly run (tree-ll may not)
+    # 20 relaunches less the baseline and the 7 presets that certainly run (tree-ll may not; no fix set)
     assert "Then the sampler (TPE): up to 12 proposals (a baseline re-measure every 3 relaunches)" in out
-    assert "  5. baseline re-measure (every 3 relaunches)" in out
+    assert "  2-4. up to 3 triage fix sets" in out
+    assert ("  5. baseline re-measure (every 3 relaunches; its place among the sets below moves with how many "
+            "sets the slots above hand)") in out
     assert "Budget: 20 relaunches (the baseline included), then the final baseline re-measure, outside it." in out

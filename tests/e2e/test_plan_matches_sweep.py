@@ -1,12 +1,15 @@
 """``--dry-run`` announces what the sweep then does: one set of planning rules for both.
 
-For three configs (presets only, presets then the sampler, a ``[screen]``) the dry run is run
-first, then the sweep with the same options; the fixed part of the plan (the baseline,
-re-measures, presets, skips with their reasons, the sets they equal, what cannot run on the
-topology, the reserved checks) must be exactly what the study then holds, in order, and what
-only the night decides (the sampler's proposals, the screen's ranking) must stay within the
-bound the dry run gave. Outcomes that would depend on a verdict are fixed: the confirmation runs
-only where one set is twice as fast, elsewhere ``--no-confirm``.
+For four configs (presets only, presets then the sampler, a ``[screen]``, a triage that finds
+NCCL's P2P level wrong) the dry run is run first, then the sweep with the same options; the
+fixed part of the plan (the baseline, presets, skips with their reasons, the sets they equal,
+what cannot run on the topology, the reserved checks) must be exactly what the study then
+holds, in order, and what only the night decides (the triage's fix sets and the screen's
+ranking in their slots, the sampler's proposals) must stay within the bound the dry run gave;
+a set announced "reached only if" may be missing, from the end only. Re-measures are checked
+by their rule (every ``--baseline-every`` relaunches), since their place among the sets moves
+with how many sets the slots hand. Outcomes that would depend on a verdict are fixed: the
+confirmation runs only where one set is twice as fast, elsewhere ``--no-confirm``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.helpers import ROOT, SERVERS, cli, envrate_command, free_port, standin_command, write_config
 from tuner.record.trial import Kind, TrialRecord
@@ -28,18 +32,20 @@ sys.path.insert(0, str(SERVERS))
 
 @dataclass
 class Announced:
-    """The dry run's plan as printed: the numbered relaunch lines, the sampler's bound, the
-    reserved checks."""
+    """The dry run's plan as printed: the numbered relaunch lines (a set past the budget as
+    ``("maybe", item)`` or ``("out", name)``), the bounds of the triage's and the screen's slots,
+    the sampler's bound, the reserved checks."""
 
-    items: list[tuple[str, ...]]
+    items: list[tuple]
     proposals: int | None
     screened: int
     reserved: list[str]
+    fixes: int = 0
 
 
 def _announced(stdout: str) -> Announced:
-    items: list[tuple[str, ...]] = []
-    screened = 0
+    items: list[tuple] = []
+    screened = fixes = 0
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Relaunches in order: "))
     for line in lines[start:]:
@@ -51,14 +57,23 @@ def _announced(stdout: str) -> Announced:
             items.append(("baseline",))
         elif text.startswith("baseline re-measure"):
             items.append(("remeasure",))
+        elif re.match(r"up to \d+ triage fix sets?: ", text):
+            fixes = int(text.split()[2])
+            items.append(("fixes",))
         elif text.startswith("up to "):
             screened = int(text.split()[2])
             items.append(("screened",))
         else:
             name, _, rest = text.partition(": ")
-            assert " - not reached" not in rest and " - reached only if" not in rest and " - may not" not in rest, line
+            assert " - may not" not in rest, line
+            if " - not reached" in rest:
+                items.append(("out", name))
+                continue
+            maybe = " - reached only if " in rest
+            rest = rest.split(" - reached only if ")[0]
             skipped = re.search(r" - skipped: (.*)$", rest)
-            items.append(("skip", name, skipped.group(1)) if skipped else ("set", name))
+            item = ("skip", name, skipped.group(1)) if skipped else ("set", name)
+            items.append(("maybe", item) if maybe else item)
     sampler = next((line for line in lines if line.startswith("Then the sampler")), "")
     bound = re.match(r"Then the sampler \(TPE\): (?:up to (\d+) proposals?|no proposal)", sampler)
     budget = next(line for line in lines if line.startswith("Budget: "))
@@ -66,7 +81,7 @@ def _announced(stdout: str) -> Announced:
                                          ("final", "the final baseline re-measure")) if words in budget]
     if "one confirmation" in budget and "final baseline" in budget:
         assert budget.index("one confirmation") < budget.index("final baseline"), budget  # in the night's order
-    return Announced(items, (int(bound.group(1) or 0) if bound else None), screened, reserved)
+    return Announced(items, (int(bound.group(1) or 0) if bound else None), screened, reserved, fixes)
 
 
 def _records(results: Path, study: str) -> list[TrialRecord]:
@@ -102,7 +117,60 @@ def _ran(records: list[TrialRecord], at: str = "") -> list[tuple[str, ...]]:
     return out
 
 
-def _check(stdout: str, results: Path, study: str, *, judged_at: str | None = None) -> tuple[Announced, list]:
+def _slot(got: list[tuple], i: int, prefix: str, most: int) -> int:
+    """Past the slot's sets (named ``prefix...``, relaunched or skipped) from ``got[i]``; at most ``most``."""
+    j = i
+    while j < len(got) and got[j][0] in ("set", "skip") and got[j][1].startswith(prefix):
+        j += 1
+    assert j - i <= most, (prefix, most, got[i:j])
+    return j
+
+
+def _same(item: tuple, got: tuple) -> bool:
+    """``got`` is the announced ``item``, or a set the dry run said may equal a slot's set (then skipped)."""
+    return got == item or (item[0] == "set" and got[:2] == ("skip", item[1])
+                           and bool(re.search(r"the same set as (fix: |screen-)", got[2])))
+
+
+def _compare(plan: Announced, ran: list[tuple], every: int = 0) -> None:
+    """What ran against what the dry run announced (the module docstring says how)."""
+    tail = [{"confirm": ("confirm",), "final": ("remeasure",)}[name] for name in plan.reserved]
+    assert ran[len(ran) - len(tail):] == tail, (ran, plan.reserved)
+    body = ran[:len(ran) - len(tail)]
+    since = 0
+    for x in body:  # a re-measure exactly when due, before the next relaunch
+        if x[0] in ("baseline", "remeasure"):
+            assert x == ("baseline",) or (every and since >= every), (x, since, body)
+            since = 0
+        elif x[0] in ("set", "search"):
+            assert not (every and since >= every), ("a re-measure was due", x, body)
+            since += 1
+    got = [x for x in body if x != ("remeasure",)]
+    i, missing = 0, False
+    for item in (x for x in plan.items if x != ("remeasure",)):
+        if item == ("fixes",):
+            i = _slot(got, i, "fix: ", plan.fixes)
+        elif item == ("screened",):
+            j = _slot(got, i, "screen-", plan.screened)
+            assert [x[1] for x in got[i:j]] == [f"screen-{k + 1}" for k in range(j - i)], got
+            i = j
+        elif item[0] == "out":
+            assert all(x[1:2] != (item[1],) for x in got), (item, got)
+        elif item[0] == "maybe":  # pushed out of the budget: missing from the end only
+            if not missing and i < len(got) and _same(item[1], got[i]):
+                i += 1
+            else:
+                missing = True
+                assert all(x[1:2] != (item[1][1],) for x in got), (item, got)
+        else:
+            assert not missing and i < len(got) and _same(item, got[i]), (i, got, plan.items)
+            i += 1
+    # the sampler's share, within its bound
+    assert all(x == ("search",) for x in got[i:]) and len(got) - i <= (plan.proposals or 0), (plan.proposals, got[i:])
+
+
+def _check(stdout: str, results: Path, study: str, *, judged_at: str | None = None,
+           every: int = 0) -> tuple[Announced, list]:
     """Compare the dry run's plan with the study; returns both for the config's own checks."""
     plan = _announced(stdout)
     records = _records(results, study)
@@ -112,26 +180,7 @@ def _check(stdout: str, results: Path, study: str, *, judged_at: str | None = No
     launched = [r for r in records if r.kind.relaunched]
     assert list(df["trial"]) == [r.trial for r in launched]
     assert list(df["kind"]) == [r.kind.value for r in launched]
-    # the fixed part, screened sets (up to their bound) in their place
-    expected = list(plan.items)
-    i = 0
-    for item in expected:
-        if item == ("screened",):
-            j = i
-            while j < len(ran) and ran[j][0] == "set" and ran[j][1].startswith("screen-"):
-                j += 1
-            names = [x[1] for x in ran[i:j]]
-            assert len(names) <= plan.screened and names == [f"screen-{k + 1}" for k in range(len(names))], ran
-            i = j
-            continue
-        assert ran[i] == item, (i, ran, expected)
-        i += 1
-    # the sampler's share, within its bound, then the reserved checks in order
-    proposals = [x for x in ran[i:] if x == ("search",)]
-    assert len(proposals) <= (plan.proposals or 0), (plan.proposals, ran[i:])
-    i += len(proposals)
-    tail = [{"confirm": ("confirm",), "final": ("remeasure",)}[name] for name in plan.reserved]
-    assert ran[i:] == tail, (ran[i:], plan.reserved)
+    _compare(plan, ran, every)
     return plan, ran
 
 
@@ -147,13 +196,9 @@ def test_presets_with_a_diagnosis_run_as_announced(tmp_path):
     """The simulator's PCIe box, diagnosed first: sets equal at every size the night measures
     (the decode allreduce and the prompt's prefill, 8 tokens on the simulator, which the
     metric output_tok_s includes) and one that cannot run there are announced skipped, and
-    are; re-measures fall where announced."""
-    text = (ROOT / "examples" / "sim.toml").read_text()
-    text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
-    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 4", "repeats = 2")
-    text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/safe.toml"')
-    cfg = tmp_path / "sim.toml"
-    cfg.write_text(text)
+    are; re-measures fall where due. The triage's fix (NCCL_P2P_LEVEL=SYS) is not in safe.toml:
+    its slot stays empty."""
+    cfg = _sim_config(tmp_path, ROOT / "search_spaces" / "safe.toml")
     results = tmp_path / "r"
     res = cli("diagnose", str(cfg), "--results", str(results), "--study", "p")
     assert res.returncode == 0, res.stderr
@@ -161,7 +206,7 @@ def test_presets_with_a_diagnosis_run_as_announced(tmp_path):
                           "--no-confirm")
     assert "Planned with what" in dry.stdout and "diagnose.json" in dry.stdout
     assert "114688 B (prefill, C=1)" in dry.stdout
-    plan, ran = _check(dry.stdout, results, "p", judged_at="14336 and 114688 B")
+    plan, ran = _check(dry.stdout, results, "p", judged_at="14336 and 114688 B", every=2)
     assert plan.proposals is None and plan.reserved == ["final"]
     assert [x[1] for x in ran if x[0] == "set"] == ["deployment-tuned", "simple", "p2p-disable"]
     skips = {x[1]: x[2] for x in ran if x[0] == "skip"}
@@ -249,3 +294,59 @@ def test_the_screens_best_within_their_bound_then_the_presets_as_announced(tmp_p
     assert ("screened",) in plan.items and [x for x in ran if x[0] == "set"][-2:] == [
         ("set", "connections-1"), ("set", "ll-connections-1")]
     assert "screen ended" in res.stderr
+
+
+def _sim_config(tmp_path: Path, space: Path) -> Path:
+    """examples/sim.toml (the pcie-8x-mla box), shortened, on ``space``."""
+    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
+    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 4", "repeats = 2")
+    text = text.replace('space = "search_spaces/default.toml"', f'space = "{space}"')
+    cfg = tmp_path / "sim.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+LEVEL_SPACE = """
+[variables.NCCL_P2P_LEVEL]
+values = ["SYS"]
+[[presets]]
+name = "simple"
+env = { NCCL_PROTO = "Simple" }
+[[presets]]
+name = "channels-8"
+env = { NCCL_MAX_NCHANNELS = "8" }
+[[presets]]
+name = "p2p-disable"
+env = { NCCL_P2P_DISABLE = "1" }
+"""
+
+
+def test_the_triages_fix_runs_in_its_slot_and_pushes_the_last_preset_out(tmp_path, space_file):
+    """On the simulator's PCIe box a quarter of the ring hops are on SHM for NCCL's P2P level:
+    the triage's fix (NCCL_P2P_LEVEL=SYS) runs right after the baseline, within the slot's
+    bound, and the preset it pushes out of the budget is missing from the end, as announced."""
+    cfg = _sim_config(tmp_path, space_file(LEVEL_SPACE))
+    results = tmp_path / "r"
+    dry, _ = _sweep_twice(cfg, results, "t", "--mode", "presets", "--trials", "4", "--no-confirm")
+    assert "2-4. up to 3 triage fix sets: decided by the baseline's NCCL log" in dry.stdout, dry.stdout
+    plan, ran = _check(dry.stdout, results, "t")
+    assert plan.fixes == 3 and ("maybe", ("set", "p2p-disable")) in plan.items
+    assert ran[:2] == [("baseline",), ("set", "fix: p2p level")], ran
+    assert ("set", "p2p-disable") not in ran and ("set", "channels-8") in ran
+
+
+def test_the_comparison_fails_when_the_sweep_departs_from_the_announcement():
+    """The check above is not vacuous: a fix set after a preset, more fix sets than the bound,
+    a pushed-out set present after a missing one, a re-measure not due, each fails it."""
+    plan = Announced([("baseline",), ("fixes",), ("set", "a"), ("maybe", ("set", "b")), ("maybe", ("set", "c"))],
+                     None, 0, ["final"], fixes=1)
+    fix = ("set", "fix: p2p level")
+    _compare(plan, [("baseline",), fix, ("set", "a"), ("set", "b"), ("remeasure",)])  # as announced
+    _compare(plan, [("baseline",), ("set", "a"), ("set", "b"), ("set", "c"), ("remeasure",)])  # no fix: c fits
+    for departed in ([("baseline",), ("set", "a"), fix, ("set", "b"), ("remeasure",)],
+                     [("baseline",), fix, ("set", "fix: all"), ("set", "a"), ("remeasure",)],
+                     [("baseline",), fix, ("set", "a"), ("set", "c"), ("remeasure",)],
+                     [("baseline",), fix, ("remeasure",), ("set", "a"), ("remeasure",)]):
+        with pytest.raises(AssertionError):
+            _compare(plan, departed, every=0 if departed[2] != ("remeasure",) else 2)

@@ -25,6 +25,7 @@ class Step(StrEnum):
     RETRY = "retry"                    #: a trial whose runner died, once
     SET = "set"                        #: a named set: one of the screen's best, or a preset
     SKIP = "skip"                      #: a named set not launched: ``reason``, ``equals``
+    FIXES = "triage fixes"             #: (forecast) the triage's fix sets, ``up_to`` of them
     SCREENED = "screened"              #: (forecast) the screen's best sets, ``up_to`` of them
     PROPOSAL = "proposal"              #: the sampler's next proposal (forecast: ``up_to`` of them)
     CONFIRM = "confirm"                #: reserved: the winner relaunched once more
@@ -41,7 +42,7 @@ class PlanEntry:
     SKIP is not launched or why DONE; ``equals``/``equals_trial``: the earlier set a SKIP is
     to NCCL the same as (a label such as ``preset ring``, and its trial number, None in a
     forecast); ``retry_of``: the trial a RETRY redoes; ``up_to``: the bound of a forecast's
-    SCREENED or PROPOSAL entry; ``doubt``: (forecast) why a SET may still not be launched
+    FIXES, SCREENED or PROPOSAL entry; ``doubt``: (forecast) why a SET may still not be launched
     (what the baseline's NCCL version and topology decide); ``reach``: (forecast) why a SET may
     not be reached within the budget, ``""`` when it is.
     """
@@ -88,9 +89,9 @@ class Decision:
 
 def earlier_label(rec: TrialRecord) -> str:
     """How a plan names an earlier set: ``the untuned baseline``, ``preset ll``, ``screen-1``,
-    or the record's kind (a sampler's set)."""
+    ``fix: p2p level`` (the triage's), or the record's kind (a sampler's set)."""
     if rec.kind is Kind.BASELINE:
         return "the untuned baseline"
-    if rec.preset.startswith("screen-") or not rec.preset:
+    if rec.preset.startswith(("screen-", "fix: ")) or not rec.preset:
         return rec.preset or f"a {rec.kind.value} set"
     return f"preset {rec.preset}"

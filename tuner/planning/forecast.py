@@ -1,15 +1,16 @@
 """The night's plan before the night: the same planner, run against an imagined study.
 
 :func:`forecast` drives :class:`tuner.planning.order.Planner` the way the sweep's loop does,
-with every launch imagined to succeed: the baseline, re-measures when due, the screen's best
-(unknown sets, ``up to k``), the presets with the skips the rules decide (invalid, unsafe,
-infeasible, the same set as an earlier one by canonical form or at the decode size), then the
-sampler's share of the budget (``up to k proposals``) and the reserved checks. What only the
-night can decide is bounded, not guessed: the screen's ranking, the sampler's proposals, a
-doubt the baseline's NCCL version and topology settle (a second run with every such set
-skipped and no screened set gives the bounds). The triage's fix sets
-(:meth:`tuner.planning.order.Planner.fixes_first`) are decided by the baseline's log, so the
-plan says only that they may come first (:func:`tuner.sweep.dryrun.plan_lines`).
+with every launch imagined to succeed: the baseline, the triage's fix sets (unknown sets,
+``up to F``: the baseline's NCCL log decides them, :func:`tuner.triage.fix_bound` bounds them by
+the space), re-measures when due, the screen's best (unknown sets, ``up to k``), the presets
+with the skips the rules decide (invalid, unsafe, infeasible, the same set as an earlier one by
+canonical form or at the decode size), then the sampler's share of the budget (``up to k
+proposals``) and the reserved checks. What only the night can decide is bounded, not guessed:
+the triage's findings, the screen's ranking, the sampler's proposals, a doubt the baseline's
+NCCL version and topology settle (the plan is numbered with every slot full; a second run with
+no fix set, no screened set and every doubtful set skipped gives the bounds: a set reached only
+there is marked so).
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ from tuner.planning.order import Planner
 from tuner.planning.rules import Rules
 from tuner.planning.sets import COUNT_LIMIT, point_count, point_sets
 from tuner.record import Kind, Status, TrialRecord
+from tuner.triage import FixBound, fix_bound
 
 __all__ = ["Plan", "SamplerView", "forecast", "rules_before_the_night"]
 
-#: The variable that stands for an unknown screened set in the imagined study (no NCCL name has a space).
+#: The variables that stand for an unknown screened set and an unknown fix set of the triage in the
+#: imagined study (no NCCL name has a space), with the plan step their run of sets becomes.
 _SLOT = "screened set"
+_FIX = "triage fix set"
+_SLOTS = {_FIX: Step.FIXES, _SLOT: Step.SCREENED}
+
+
+def _slot(env: dict[str, str]) -> str | None:
+    """The slot variable an imagined set stands for, None for a real set."""
+    return next((v for v in _SLOTS if v in env), None)
 
 
 @dataclass(frozen=True)
@@ -48,15 +58,18 @@ class SamplerView:
 
 @dataclass
 class Plan:
-    """The forecast: ``entries`` in the night's order (the fixed part; a SCREENED and a
+    """The forecast: ``entries`` in the night's order (the fixed part; a FIXES, SCREENED and a
     PROPOSAL entry carry their bound in ``up_to``; the reserved checks last), the ``budget``
     (relaunches, baseline included), ``rules`` it was judged with (``rules.decode`` names the
-    diagnose.json that gave the NCCL version and topology, if one did), ``sampler`` (search mode)."""
+    diagnose.json that gave the NCCL version and topology, if one did), ``sampler`` (search mode),
+    ``fixes``: how many fix sets the triage can propose on this space and why (``most`` 0: no
+    FIXES entry)."""
 
     entries: list[PlanEntry]
     budget: int
     rules: Rules
     sampler: SamplerView | None = None
+    fixes: FixBound | None = None
 
     @property
     def fixed(self) -> list[PlanEntry]:
@@ -85,8 +98,8 @@ class _Run:
     sampler_reached: bool
 
 
-def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_every: int, *, screened: int,
-             skip_doubtful: bool) -> _Run:
+def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_every: int, *, fixes: int,
+             screened: int, skip_doubtful: bool) -> _Run:
     """One imagined night: the planner's steps with every launch a success."""
     ledger: list[TrialRecord] = []
 
@@ -96,10 +109,11 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
         return rec
 
     def key_of(env: dict[str, str], flags: list[str]) -> str:
-        return f"{_SLOT}:{env[_SLOT]}" if _SLOT in env else rules.key_of(env, flags)
+        slot = _slot(env)
+        return f"{slot}:{env[slot]}" if slot is not None else rules.key_of(env, flags)
 
     def problems(env: dict[str, str]) -> list[str]:
-        if _SLOT in env:
+        if _slot(env) is not None:
             return []
         return [*rules.problems(env), *(rules.doubts(env) if skip_doubtful else [])]
 
@@ -107,6 +121,8 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
                       decode_bytes=rules.decode.nbytes if rules.decode else None, baseline_every=baseline_every,
                       judged_at=rules.decode.sizes_text() if rules.decode else None)
     planner.screened_first([ScreenedSet(f"screen-{i + 1}", {_SLOT: str(i + 1)}) for i in range(screened)])
+    # set as the sweep's fixes_first leaves them: its cut to the space would drop an imagined set
+    planner.fixes = [ScreenedSet(f"fix: {i + 1}", {_FIX: str(i + 1)}) for i in range(fixes)]
     baseline = add(TrialRecord(trial=-1, kind=Kind.BASELINE, status=Status.OK))
     entries = [PlanEntry(Step.BASELINE, kind=Kind.BASELINE)]
     spent, since, sampler = 1, 0, False
@@ -127,7 +143,7 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
         rec = TrialRecord(trial=-1, kind=step.kind, preset=step.name, env=dict(step.env), flags=list(step.flags))
         if decision.launch:
             rec.status = Status.OK
-            doubts = rules.doubts(step.env) if _SLOT not in step.env else []
+            doubts = rules.doubts(step.env) if _slot(step.env) is None else []
             entries.append(replace(step, doubt=doubts[0] if doubts else "", reach="" if within else "budget"))
             if within:
                 spent, since = spent + 1, since + 1
@@ -146,39 +162,60 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
              screen_top_k: int | None = None, confirm: bool = True, final_baseline: bool = True) -> Plan:
     """The plan of a night of ``budget`` relaunches (baseline included) over ``space`` in
     ``mode`` (``search`` or ``presets``), judged by ``rules``; ``screen_top_k``: the screen's
-    ``top_k`` with a ``[screen]`` (None without); the other options are the sweep's."""
+    ``top_k`` with a ``[screen]`` (None without); the other options are the sweep's. The
+    triage's slot holds up to :func:`tuner.triage.fix_bound`'s ``most`` sets of this space."""
     k = screen_top_k or 0
-    main = _imagine(space, rules, mode, budget, baseline_every, screened=k, skip_doubtful=False)
-    most = _imagine(space, rules, mode, budget, baseline_every, screened=0, skip_doubtful=True)
+    bound = fix_bound(space.choices())
+    f = bound.most
+    main = _imagine(space, rules, mode, budget, baseline_every, fixes=f, screened=k, skip_doubtful=False)
+    most = _imagine(space, rules, mode, budget, baseline_every, fixes=0, screened=0, skip_doubtful=True)
+    # the screened sets reached when the triage proposes none (its slot comes first)
+    screened_most = k if not f else sum(
+        1 for e in _imagine(space, rules, mode, budget, baseline_every, fixes=0, screened=k,
+                            skip_doubtful=False).entries if _SLOT in e.env and not e.reach)
     # what the most favourable night reaches (a set skipped there for its doubt is reached, and may run)
     reached_at_most = {e.name for e in most.entries if e.step in (Step.SET, Step.SKIP) and not e.reach}
     doubtful = any(e.doubt for e in main.entries)
     entries: list[PlanEntry] = []
-    last_slot = max((i for i, e in enumerate(main.entries) if _SLOT in e.env and not e.reach), default=-1)
+    last_slot = max((i for i, e in enumerate(main.entries) if _slot(e.env) is not None and not e.reach), default=-1)
     for i, e in enumerate(main.entries):
-        if _SLOT in e.env:
+        slot = _slot(e.env)
+        if slot is not None:
             if e.reach:
                 continue
-            if entries and entries[-1].step is Step.SCREENED:
+            if entries and entries[-1].step is _SLOTS[slot]:
                 entries[-1] = replace(entries[-1], up_to=(entries[-1].up_to or 0) + 1)
             else:
-                entries.append(PlanEntry(Step.SCREENED, up_to=1))
+                entries.append(PlanEntry(_SLOTS[slot], up_to=1))
             continue
         if e.step is Step.REMEASURE and i < last_slot:
-            # a re-measure among the screened sets: where it falls depends on how many the screen hands
+            # a re-measure among the slots' sets: where it falls depends on how many they hand
             entries[-1] = replace(entries[-1], reason=f"a baseline re-measure every {baseline_every} relaunches")
             continue
+        if e.step is Step.REMEASURE and last_slot >= 0:
+            e = replace(e, reason="its place among the sets below moves with how many sets the slots above hand")
         if e.step in (Step.SET, Step.SKIP) and e.reach:  # the night judges nothing once its budget is spent
             if e.name in reached_at_most:
-                why = [w for w, on in ((f"the screen hands fewer than {k} sets", bool(k)),
+                why = [w for w, on in ((f"the triage relaunches fewer than {f} set{'s' if f != 1 else ''}", bool(f)),
+                                       (f"the screen hands fewer than {k} sets", bool(k)),
                                        ("a set marked 'may not be launched' is not launched", doubtful)) if on]
                 e = replace(e, reach="reached only if " + " or ".join(why))
             else:
                 e = replace(e, reach=f"not reached: the budget of {budget} relaunches is spent before it")
         entries.append(e)
+    shown = next((j for j, e in enumerate(entries) if e.step is Step.SCREENED), None)
+    if k and shown is None and screened_most:  # the triage's slot spends the budget the screen's would have
+        at = next((j + 1 for j, e in enumerate(entries) if e.step is Step.FIXES), 1)
+        entries.insert(at, PlanEntry(Step.SCREENED, up_to=0))
+        shown = at
+    if shown is not None and screened_most > (entries[shown].up_to or 0):
+        extra = screened_most - (entries[shown].up_to or 0)
+        e = entries[shown]
+        entries[shown] = replace(e, up_to=screened_most, reason="; ".join(
+            r for r in (e.reason, f"the last {'one' if extra == 1 else extra} only if the triage relaunches fewer than {f} set{'s' if f != 1 else ''}") if r))
     if mode != "presets":
         entries.append(PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH, up_to=max(0, budget - most.spent) if most.sampler_reached else 0))
-    tuned = any(e.step is Step.SCREENED or (e.step is Step.SET and not e.reach.startswith("not reached"))
+    tuned = any(e.step in (Step.FIXES, Step.SCREENED) or (e.step is Step.SET and not e.reach.startswith("not reached"))
                 or (e.step is Step.PROPOSAL and (e.up_to or 0) > 0) for e in entries)
     if confirm and tuned:
         entries.append(PlanEntry(Step.CONFIRM, "confirm", kind=Kind.CONFIRM))
@@ -186,7 +223,7 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
         entries.append(PlanEntry(Step.FINAL_BASELINE, kind=Kind.BASELINE))
     planned = {rules.key_of(e.env, e.flags) for e in entries if e.step in (Step.BASELINE, Step.SET)}
     sampler = _sampler_view(space, rules, planned) if mode != "presets" else None
-    return Plan(entries, budget, rules, sampler)
+    return Plan(entries, budget, rules, sampler, bound)
 
 
 def _sampler_view(space: SearchSpace, rules: Rules, planned: set[str]) -> SamplerView:

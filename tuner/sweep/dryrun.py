@@ -4,8 +4,9 @@ Before a 36-minute load, a user sees which NCCL release's rules checked the valu
 candidate value means to NCCL (its canonical form, a value equal to NCCL's default, clamps),
 which environment every launch gets, and the relaunches in the order the sweep will make them:
 planning's forecast (:func:`tuner.planning.forecast`, the same planner the sweep asks), with
-the skips and their reasons, what only the night decides given with its bound (``up to k
-screened sets``, ``up to k proposals``) and the checks reserved after the budget. This module
+the skips and their reasons, what only the night decides given with its bound (``up to F
+triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and the checks reserved
+after the budget. This module
 only words that plan. Values NCCL would reject or silently ignore never get here: loading the
 files refuses them, all at once, with the reason (exit 2).
 """
@@ -152,11 +153,16 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
         number = f"{first}-{n}" if n > first else f"{first}"
         if e.step is Step.BASELINE:
             out.append(f"Relaunches in order: {number}. the untuned baseline")
-            out.append("  then the triage: NCCL's model of the machine read from the baseline's log (GRAPH and "
-                       "transport lines); where it looks wrong its fix sets are relaunched first, before the "
-                       "sets below")
         elif e.step is Step.REMEASURE:
-            out.append(f"  {number}. baseline re-measure (every {every_k} relaunches)")
+            out.append(f"  {number}. baseline re-measure (every {every_k} relaunches"
+                       + (f"; {e.reason})" if e.reason else ")"))
+        elif e.step is Step.FIXES:
+            bound = plan.fixes.text() if plan.fixes is not None else ""
+            out.append(f"  {number}. up to {e.up_to} triage fix set{'s' if e.up_to != 1 else ''}: decided by the "
+                       "baseline's NCCL log (its GRAPH and transport lines: where NCCL's model of the machine looks "
+                       "wrong), relaunched before the sets below; each one relaunched pushes the last planned set "
+                       "out of the budget; a preset NCCL treats as one of them is not relaunched"
+                       + (f"; {bound}" if bound else "") + (f"; {e.reason}" if e.reason else ""))
         elif e.step is Step.SCREENED:
             runs = cfg.screen.trials if cfg.screen else 0
             out.append(f"  {number}. up to {e.up_to} screened set{'s' if e.up_to != 1 else ''}: the best of up to "
@@ -170,7 +176,8 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
 def _suffix(e: PlanEntry, notes: list[str], plan: Plan) -> str:
     if e.step is Step.SKIP:
         at = f" at {plan.rules.decode.sizes_text()}" if plan.rules.decode is not None else ""
-        return f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
+        text = f" - skipped: to NCCL{at} the same set as {e.equals}" if e.equals else f" - skipped: {e.reason}"
+        return text + (f" - {e.reach}" if e.reach else "")  # past the budget the night judges nothing
     f = plan.rules.facts()
     as_read = canonical_set(e.env, f.version, f.topology)
     text = f" (to NCCL: {_env_text(as_read)})" if as_read != e.env else ""

@@ -2,10 +2,13 @@
 
 ``findings`` reads one launch's :class:`tuner.nccl.machine.NcclMachine` and judges it
 (:func:`triage`); ``model`` holds the types (:class:`Triage`, :class:`Finding`, :class:`FixSet`)
-and their plain-JSON form, stored in the study and in diagnose.json.
+and their plain-JSON form, stored in the study and in diagnose.json; ``bound`` says how many
+fix sets the triage can propose for a space before any log (:func:`fix_bound`, the dry run's bound).
 """
 
-from tuner.triage.findings import MIN_CHANNELS_FIX, NO_GRAPH, triage
+from tuner.triage.bound import FixBound, fix_bound
+from tuner.triage.findings import EXCLUSIVE, FIX_VALUES, MIN_CHANNELS_FIX, NO_GRAPH, triage
 from tuner.triage.model import COMBINED, FILES, Finding, FixSet, Triage
 
-__all__ = ["COMBINED", "FILES", "MIN_CHANNELS_FIX", "NO_GRAPH", "Finding", "FixSet", "Triage", "triage"]
+__all__ = ["COMBINED", "EXCLUSIVE", "FILES", "FIX_VALUES", "MIN_CHANNELS_FIX", "NO_GRAPH", "Finding", "FixBound",
+           "FixSet", "Triage", "fix_bound", "triage"]

@@ -44,7 +44,7 @@ from tuner.nccl.types import NcclVersion
 from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
 from tuner.triage.model import FILES, Finding, FixSet, Triage
 
-__all__ = ["MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
+__all__ = ["EXCLUSIVE", "FIX_VALUES", "MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
 
 #: The channel floor proposed for prefill where the search left too few (the published fix for
 #: the motivating box: ``NCCL_MIN_NCHANNELS=8``).
@@ -52,6 +52,20 @@ MIN_CHANNELS_FIX = 8
 #: The one line said when the log holds no GRAPH lines.
 NO_GRAPH = ("NCCL logged none of its GRAPH lines (topology, search graphs; NCCL_DEBUG_SUBSYS "
             "must include GRAPH): its model of this machine could not be judged")
+#: Every value each finding kind's fix can set, by variable (what :func:`triage` below proposes:
+#: the P2P level covering an SHM pair's path, SYS or PHB, from :func:`_level_fix`; the fallback's
+#: channel floor; the few-channels floor, twice min(NVLinks per GPU, 8)). The dry run bounds the
+#: triage's sets with it (:mod:`tuner.triage.bound`); tests/unit/triage checks every proposed fix.
+FIX_VALUES: dict[str, dict[str, frozenset[str]]] = {
+    "fallback": {"NCCL_PROTO": frozenset({"LL"}), "NCCL_P2P_LEVEL": frozenset({"SYS", "PHB"}),
+                 "NCCL_MIN_NCHANNELS": frozenset({str(MIN_CHANNELS_FIX)})},
+    "simple-at-decode": {"NCCL_PROTO": frozenset({"LL"})},
+    "shm-by-level": {"NCCL_P2P_LEVEL": frozenset({"SYS", "PHB"})},
+    "few-channels": {"NCCL_MIN_NCHANNELS": frozenset(str(2 * n) for n in range(1, MIN_CHANNELS_FIX + 1))},
+}
+#: Finding kinds of which one triage holds at most one (``simple-at-decode`` is judged only where
+#: the search did not fall back).
+EXCLUSIVE = (("fallback", "simple-at-decode"),)
 _FAR_BELOW = 0.75  # an inter-CPU link under 3/4 of a GPU's PCIe link bounds every ring crossing it
 _SEARCH = "src/graph/search.cc, ncclTopoCompute"
 _TUNING = "src/graph/tuning.cc, ncclTopoTuneModel"

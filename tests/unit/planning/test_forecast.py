@@ -36,8 +36,8 @@ env = { NCCL_PROTO = "Simple" }
 """
 
 
-def _plan(tmp_path: Path, **options):
-    (tmp_path / "space.toml").write_text(SPACE)
+def _plan(tmp_path: Path, space: str = SPACE, **options):
+    (tmp_path / "space.toml").write_text(space)
     space = load_space(tmp_path / "space.toml", version=NcclVersion.parse("2.24.3"))
     rules = Rules({}, lambda: Facts(NcclVersion.parse("2.24.3")))
     return forecast(space, rules, **{"mode": "search", "budget": 10, **options})
@@ -49,7 +49,7 @@ def _steps(plan):
 
 def test_skips_name_the_set_they_equal_and_reserved_checks_come_last(tmp_path):
     plan = _plan(tmp_path)
-    assert _steps(plan) == [(Step.BASELINE, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
+    assert _steps(plan) == [(Step.BASELINE, ""), (Step.FIXES, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
                             (Step.SKIP, "default-buffer"), (Step.SET, "ll"), (Step.SET, "tree-ll"),
                             (Step.SET, "simple"), (Step.PROPOSAL, ""), (Step.CONFIRM, "confirm"),
                             (Step.FINAL_BASELINE, "")]
@@ -58,32 +58,61 @@ def test_skips_name_the_set_they_equal_and_reserved_checks_come_last(tmp_path):
     assert by_name["default-buffer"].equals == "the untuned baseline"
     assert "AllGather" in by_name["tree-ll"].doubt  # the baseline's topology decides: said, not acted on
     # the sampler gets what the fixed part leaves, counting tree-ll as possibly not launched
-    assert plan.entries[7].up_to == 10 - 4
+    assert plan.entries[8].up_to == 10 - 4
     assert [e.name for e in plan.fixed] == ["", "ring", "ring-again", "default-buffer", "ll", "simple"]
 
 
 def test_the_budget_cuts_the_presets_and_says_which_may_still_run(tmp_path):
     plan = _plan(tmp_path, budget=4, confirm=False)
     reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
-    assert reach == {"ring": "", "ll": "", "tree-ll": "",
-                     "simple": "reached only if a set marked 'may not be launched' is not launched"}
+    maybe = "reached only if the triage relaunches fewer than 1 set or a set marked 'may not be launched' is not launched"
+    assert reach == {"ring": "", "ll": "", "tree-ll": maybe, "simple": maybe}  # the triage's LL may come first
     assert plan.entries[-2].step is Step.PROPOSAL and plan.entries[-2].up_to == 0
     assert plan.entries[-1].step is Step.FINAL_BASELINE
 
 
 def test_the_screens_share_is_a_bound_and_pushes_the_presets(tmp_path):
     plan = _plan(tmp_path, budget=5, screen_top_k=2, mode="presets", final_baseline=False)
-    screened = plan.entries[1]
-    assert (screened.step, screened.up_to) == (Step.SCREENED, 2)
+    fixes, screened = plan.entries[1:3]
+    assert (fixes.step, fixes.up_to) == (Step.FIXES, 1) and (screened.step, screened.up_to) == (Step.SCREENED, 2)
     reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
-    assert reach["ring"] == "" and reach["ll"] == ""
-    assert reach["tree-ll"].startswith("reached only if the screen hands fewer than 2 sets")
+    assert reach["ring"] == ""
+    for name in ("ll", "tree-ll"):  # the triage's set and the screen's two come first
+        assert reach[name].startswith("reached only if the triage relaunches fewer than 1 set or the screen hands "
+                                      "fewer than 2 sets")
     assert not any(e.step is Step.PROPOSAL for e in plan.entries)  # presets mode
     assert plan.entries[-1].step is Step.CONFIRM
 
 
 def test_re_measures_fall_where_the_sweep_makes_them(tmp_path):
     plan = _plan(tmp_path, budget=5, baseline_every=2, mode="presets", confirm=False)
-    assert _steps(plan)[:8] == [(Step.BASELINE, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
-                                (Step.SKIP, "default-buffer"), (Step.SET, "ll"), (Step.REMEASURE, ""),
-                                (Step.SET, "tree-ll"), (Step.SET, "simple")]
+    assert _steps(plan)[:8] == [(Step.BASELINE, ""), (Step.FIXES, ""), (Step.SET, "ring"), (Step.REMEASURE, ""),
+                                (Step.SKIP, "ring-again"), (Step.SKIP, "default-buffer"), (Step.SET, "ll"),
+                                (Step.SET, "tree-ll")]
+    assert "moves with how many sets the slots above hand" in plan.entries[3].reason
+
+
+NO_FIX_SPACE = """
+[variables.NCCL_ALGO]
+values = ["Ring"]
+[[presets]]
+name = "simple"
+env = { NCCL_PROTO = "Simple" }
+"""
+
+
+def test_a_space_that_holds_no_fix_plans_no_triage_slot(tmp_path):
+    plan = _plan(tmp_path, NO_FIX_SPACE, budget=3, mode="presets", confirm=False)
+    assert plan.fixes is not None and plan.fixes.most == 0
+    assert _steps(plan) == [(Step.BASELINE, ""), (Step.SET, "simple"), (Step.FINAL_BASELINE, "")]
+
+
+def test_the_triages_slot_comes_first_and_the_screen_keeps_its_bound(tmp_path):
+    space = SPACE + '[variables.NCCL_P2P_LEVEL]\nvalues = ["SYS"]\n'
+    plan = _plan(tmp_path, space, budget=4, screen_top_k=2, mode="presets", confirm=False)
+    assert plan.fixes is not None and plan.fixes.most == 3  # LL or the level (fallback), the level (SHM), both
+    fixes, screened = plan.entries[1:3]
+    assert (fixes.step, fixes.up_to) == (Step.FIXES, 3)
+    # no fix: both screened sets fit the budget of 4, though three fixes would leave none
+    assert (screened.step, screened.up_to) == (Step.SCREENED, 2)
+    assert "the last 2 only if the triage relaunches fewer than 3 sets" in screened.reason

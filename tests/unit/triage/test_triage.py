@@ -130,3 +130,37 @@ def test_no_decode_size_is_said():
     t = triage(machine(fallback=True, shm=False), version=V, nranks=8)
     assert "from 4 KiB up" in t.findings[0].cost
     assert any("No decode allreduce size" in n for n in t.notes)
+
+
+def test_the_bound_counts_what_the_space_can_hold_of_each_fix():
+    """fix_bound: one per finding kind whose fix the space holds (the fallback and Simple at
+    decode never meet), their combination, one per graph/topology file; 0 when none."""
+    from tuner.triage import fix_bound
+
+    assert fix_bound({"NCCL_ALGO": ("unset", "Ring")}).most == 0
+    assert fix_bound({"NCCL_PROTO": ("unset", "LL", "Simple")}).most == 1
+    both = fix_bound({"NCCL_PROTO": ("unset", "LL"), "NCCL_P2P_LEVEL": ("unset", "PXB", "PHB", "SYS")})
+    assert (both.most, both.combined) == (3, True)
+    assert "NCCL_P2P_LEVEL=PHB/SYS" in both.text() and both.text().startswith("at most 3 here: ")
+    files = fix_bound({"NCCL_GRAPH_FILE": ("unset", "/a.xml"), "NCCL_TOPO_FILE": ("unset", "/t.xml")})
+    assert (files.most, files.files) == (2, 2)
+    assert fix_bound({"NCCL_MIN_NCHANNELS": ("unset", "16"), "NCCL_P2P_LEVEL": ("unset", "PXB")}).most == 1
+
+
+def test_every_fix_proposed_is_one_the_bound_knows():
+    """FIX_VALUES (the dry run's bound) holds every value the triage proposes, by finding kind."""
+    from tuner.triage import FIX_VALUES
+
+    cases = [triage(machine(fallback=True, shm=True), version=V, nranks=8, decode_bytes=[14336],
+                    prefill_bytes=28 << 20),
+             triage(machine(fallback=False, shm=True, sys_bw=40.0), version=V, nranks=8, decode_bytes=[14336]),
+             triage(machine(fallback=False, shm=False, bw=0.2, nch=1, sys_bw=40.0), version=V, nranks=8,
+                    decode_bytes=[14336])]
+    seen = 0
+    for t in cases:
+        for finding in t.findings:
+            for fix in finding.fixes:
+                for var, value in fix.env.items():
+                    assert value in FIX_VALUES[finding.kind][var], (finding.kind, var, value)
+                    seen += 1
+    assert seen >= 5
