@@ -7,14 +7,18 @@ night's outcome from the words the report prints. No server is started; only the
 A night (:func:`play_night`), step by step as ``tuner.sweep.runner.Sweep._loop`` does it:
 
 1. the untuned baseline (a :class:`tuner.record.TrialRecord` of kind ``baseline``);
-2. while the budget (``--trials``, :func:`tuner.planning.counts_in_budget`) is not spent: a baseline
-   re-measure when :meth:`tuner.planning.Planner.remeasure_due` says one is owed
-   (``--baseline-every``), else the planner's next launch (:meth:`Planner.next_launch`, the space's
-   presets in order: K no-effect sets and, at a chosen position, one set with a true gain), each
-   checked by :meth:`Planner.judge` like the sweep does;
-3. the reserved checks in :attr:`Planner.reserved` order: the confirmation
+2. stage 1, while its share of the budget (``--trials``: every relaunch counts,
+   :func:`tuner.planning.counts_in_budget`; :attr:`tuner.planning.Budget.screening` leaves the
+   reserved checks their slots) is not spent: a baseline re-measure when
+   :meth:`tuner.planning.Planner.remeasure_due` says one is owed (``--baseline-every``; it counts),
+   one after an outlier baseline launch the judgement names (:func:`tuner.planning.outlier_baseline`,
+   once), else the planner's next launch (:meth:`Planner.next_launch`, the space's presets in order:
+   K no-effect sets and, at a chosen position, one set with a true gain), each checked by
+   :meth:`Planner.judge` like the sweep does;
+3. stage 2, the reserved checks in :attr:`Planner.reserved` order: each confirmation slot
    (:meth:`Planner.confirmation` of :func:`tuner.judging.judge_by_host_type` on the records so far,
-   as ``Sweep._confirm``), then the final baseline when :func:`tuner.planning.final_baseline_owed`;
+   as ``Sweep._confirm``: the finalists, the runner-up when its slot is reserved), then the final
+   baseline when :func:`tuner.planning.final_baseline_owed`;
 4. the report: :func:`tuner.judging.judge_by_host_type` on every record,
    :func:`tuner.report.frame.trials_frame`, :func:`tuner.report.text.verdict_paragraph` (the
    paragraph report.md and the console print) and :func:`tuner.report.text.confirmed_row` (the
@@ -46,7 +50,8 @@ Columns (each a share of nights or of sets over ``nights`` nights of the cell):
   share of nights that say "Use it." for it (what the printed figure promises is 80 % power).
 
 Run: ``python benchmarks/night_calibration.py`` (the default cells, a few minutes on one core),
-``--issue`` (the cells of issue 21, the "before" table), ``--full`` (a wider grid), ``--jobs N``
+``--issue`` (the cells of issue 21, the "before" table), ``--full`` (a wider grid), ``--every``
+(``--baseline-every`` 0, 3, 4, 5 at budget 12, the measurement behind its default), ``--jobs N``
 (cells in N processes), ``--nights``, ``--seed``, ``--csv FILE``. benchmarks/results/ keeps the
 tables quoted in notes.
 """
@@ -74,7 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tuner.inputs.space import Preset, SearchSpace
 from tuner.judging import Judgement, judge, judge_by_host_type, stats
 from tuner.plaintext import plain_table
-from tuner.planning import Planner, Step, counts_in_budget, final_baseline_owed
+from tuner.planning import Budget, Planner, Step, counts_in_budget, final_baseline_owed, outlier_baseline
 from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import trials_frame
 from tuner.report.text import confirmed_row, verdict_paragraph
@@ -105,7 +110,8 @@ class Cell:
     sets, one true set with ``gain`` (fraction; 0: none) at ``position`` (first, middle, last in
     plan order), ``drift`` (fraction end to end, log-linear over the launches), ``hiccup`` (chance
     a run is :data:`HICCUP_DROP` slow), ``baseline_every`` (0: none), ``trials`` (the budget,
-    baseline included; 0: the baseline and every set once)."""
+    every relaunch counted; 0: enough for the baseline, every set once, the re-measures due and
+    the reserved checks)."""
 
     tau: float
     sigma: float
@@ -120,8 +126,14 @@ class Cell:
 
     @property
     def budget(self) -> int:
-        """The relaunch budget (``--trials``): the baseline and every set once unless given."""
-        return self.trials or 1 + self.k + (1 if self.gain else 0)
+        """The relaunch budget (``--trials``): the smallest that reaches every set once unless given."""
+        if self.trials:
+            return self.trials
+        sets = self.k + (1 if self.gain else 0)
+        n = sets + 1
+        while stage_one_sets(Budget(n).screening, self.baseline_every) < sets:
+            n += 1
+        return n
 
     def label(self) -> dict[str, str]:
         """The cell's columns as the table prints them."""
@@ -150,6 +162,19 @@ class Night:
     records: list[TrialRecord]
 
 
+def stage_one_sets(screening: int, every: int) -> int:
+    """Sets stage 1 reaches in ``screening`` relaunches with a re-measure every ``every`` (the
+    planner's rule, :meth:`tuner.planning.Planner.remeasure_due`: not in the last slot)."""
+    spent, since, sets = 1, 0, 0
+    while spent < screening:
+        if every and since >= every and screening - spent > 1:
+            since = 0
+        else:
+            sets, since = sets + 1, since + 1
+        spent += 1
+    return sets
+
+
 def _space(cell: Cell) -> tuple[SearchSpace, dict[str, str] | None]:
     """The night's space: ``cell.k`` no-effect presets and the true set at its position."""
     names = [f"null-{i:02d}" for i in range(1, cell.k + 1)]
@@ -168,8 +193,7 @@ class _Launcher:
 
     def __init__(self, cell: Cell, rng: np.random.Generator, true_env: dict[str, str] | None, gain: float) -> None:
         self.cell, self.rng, self.true_env, self.gain = cell, rng, true_env, gain
-        rechecks = (cell.budget - 2) // cell.baseline_every if cell.baseline_every else 0
-        self.expected = cell.budget + rechecks + 2  # + the confirmation and the final baseline
+        self.expected = cell.budget  # every relaunch counts
         self.records: list[TrialRecord] = []
 
     def runs_wanted(self) -> int:
@@ -210,14 +234,21 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
     night = _Launcher(cell, rng, true_env, cell.gain if gain is None else gain)
     records = night.records
     planner = Planner(space, "presets", records=lambda: list(records), busy_keys=set, problems=lambda env: [],
-                      baseline_every=cell.baseline_every)
+                      baseline_every=cell.baseline_every, trials=cell.budget)
     first = night.launch(Kind.BASELINE, {})
-    since_baseline = 0
-    while sum(1 for r in records if counts_in_budget(r)) < cell.budget:  # Sweep._fits: the budget
-        if planner.remeasure_due(since_baseline):
+    since_baseline, outlier_done = 0, not hasattr(Judgement, "noise_warning")
+    while (left := planner.budget.screening - sum(1 for r in records if counts_in_budget(r))) > 0:  # Sweep._fits
+        if planner.remeasure_due(since_baseline, left):
             night.launch(Kind.BASELINE, {}, recheck=True)
             since_baseline = 0
             continue
+        if not outlier_done:  # Sweep._outlier_remeasure: once, the latest baseline launch named
+            named = outlier_baseline(_judgement(records))
+            if named is not None and named == [r for r in records if r.kind is Kind.BASELINE][-1].trial:
+                outlier_done = True
+                night.launch(Kind.BASELINE, {}, recheck=True)
+                since_baseline = 0
+                continue
         step = planner.next_launch()
         if step.step is Step.DONE:
             break
@@ -226,7 +257,7 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
             raise RuntimeError(f"the planner would not launch {step.name}: {decision.reason}")
         night.launch(step.kind, step.env, step.name)
         since_baseline += 1
-    for check in planner.reserved:  # the confirmation, then the final baseline (Sweep._loop)
+    for check in planner.reserved:  # each confirmation slot, then the final baseline (Sweep._loop)
         if check is Step.CONFIRM:
             entry = planner.confirmation(_judgement(records))
             if entry is not None:
@@ -403,18 +434,28 @@ def full_cells() -> list[Cell]:
     return cells
 
 
+def every_cells() -> list[Cell]:
+    """The default ``--baseline-every`` measured (README): 0, 3, 4, 5 at tau 1 and 2 %, sigma 1 %,
+    4 runs, K = 10 with one +10 % set, budget 12 (every relaunch counted: stage 1 holds 7-8 of the
+    11 sets, so the true set sits in the middle, reached by each), without and with a -3 % drift."""
+    return [Cell(tau, 0.01, 4, 10, 0.10, "middle", drift=drift, baseline_every=every, trials=12)
+            for drift in (0.0, -0.03) for tau in (0.01, 0.02) for every in (0, 3, 4, 5)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     grid = ap.add_mutually_exclusive_group()
     grid.add_argument("--issue", action="store_true", help="the cells of issue 21 (the 'before' table)")
     grid.add_argument("--full", action="store_true", help="the wider grid (long: use --jobs)")
+    grid.add_argument("--every", action="store_true", help="--baseline-every 0/3/4/5 at budget 12 (the default's)")
     ap.add_argument("--nights", type=int, default=200, help="nights per cell (default 200)")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
     ap.add_argument("--no-mde", action="store_true", help="skip the second batch at the printed smallest gain")
     ap.add_argument("--csv", type=Path, help="also write the rows as CSV here")
     args = ap.parse_args(argv)
-    cells = issue_cells() if args.issue else full_cells() if args.full else default_cells()
+    cells = (issue_cells() if args.issue else full_cells() if args.full else every_cells() if args.every
+             else default_cells())
     t0 = time.perf_counter()
     rows = run_cells(cells, args.nights, args.seed, jobs=args.jobs, at_mde=not args.no_mde)
     print(f"{args.nights} nights per cell, seed {args.seed}; rates in % of nights (use/not yet/failed/keep/other) "

@@ -132,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="relaunch the server under each NCCL set and compare with the baseline",
                        formatter_class=fmt)
     s.add_argument("config", help="experiment TOML (see examples/)")
-    s.add_argument("--trials", type=_positive(int), help="relaunch budget, baseline included (default: the config's)")
+    s.add_argument("--trials", type=_positive(int),
+                   help="relaunch budget: every relaunch counts (the baseline, its re-measures, the sets, the "
+                        "confirmations); the checks' slots are kept inside it (default: the config's)")
     s.add_argument("--study", type=_study_name, help="study name (default: the config file's stem)")
     s.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
@@ -144,10 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-unsafe", action="store_true",
                    help="allow forcing LL128 and other settings that can corrupt data or hang")
     s.add_argument("--baseline-every", type=_nonneg_int, metavar="K",
-                   help="re-measure the baseline every K trials (drift check)")
-    s.add_argument("--no-final-baseline", action="store_true", help="skip the drift re-measure of the baseline at the end")
+                   help="re-measure the baseline every K relaunches (each re-measure counts: one set fewer)")
+    s.add_argument("--no-final-baseline", action="store_true",
+                   help="skip the baseline re-measure after the confirmations (frees its slot)")
     s.add_argument("--no-confirm", action="store_true",
-                   help="do not relaunch the winner to confirm its gain (then no set is recommended)")
+                   help="do not relaunch the finalists to confirm their gain (frees their slots; then no set is "
+                        "recommended)")
     s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
     s.add_argument("--target", type=_positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
     s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
@@ -158,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true",
                    help="check the config and the space, print the plan (values as NCCL reads them, the "
                         "relaunches in order with every skip and its reason, the screen's and the sampler's share "
-                        "with their bounds, the checks after the budget) and launch nothing")
+                        "with their bounds, the checks' slots in the budget) and launch nothing")
     s.add_argument("--force", action="store_true",
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
@@ -226,6 +230,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     cfg, space = _load_inputs(args)
     _check_fixed_env(cfg, space)
+    _check_budget(args, cfg)
     preflight.check(cfg, args.results)  # before anything is written, and in a dry run too
     if args.until is not None:  # said before anything else: a wrong deadline is seen at once
         print(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
@@ -244,7 +249,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return ExitCode.OK
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials
-    progress = Progress(trials + (0 if args.no_final_baseline else 1))
+    progress = Progress(trials)  # every relaunch counts, the checks included
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
@@ -299,6 +304,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if error is not None:
         raise error
     return ExitCode.OK
+
+
+def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
+    """Refuse a budget that cannot hold the baseline, one set and the reserved checks (InputError
+    naming --trials or sweep.trials, the value and the minimum), before anything starts."""
+    from tuner.planning import Budget
+
+    trials = args.trials or cfg.sweep.trials
+    why = Budget(trials, not args.no_confirm, not args.no_final_baseline).problem()
+    if why is None:
+        return
+    minimum = Budget(trials, not args.no_confirm, not args.no_final_baseline).minimum
+    if args.trials:
+        raise InputError(CLI, "--trials", trials, f"an integer >= {minimum}", why)
+    raise InputError(str(args.config), "sweep.trials", trials, f"an integer >= {minimum} (or pass --trials)", why)
 
 
 def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:

@@ -1,7 +1,8 @@
 """What to relaunch next: one set of planning rules for the sweep, ``--dry-run`` and the screen.
 
-:mod:`~tuner.planning.order` (the :class:`Planner`: order, skips, the reserved checks, the
-budget's count), :mod:`~tuner.planning.entry` (typed plan entries, :class:`ScreenedSet`),
+:mod:`~tuner.planning.order` (the :class:`Planner`: order, skips, the reserved checks),
+:mod:`~tuner.planning.budget` (the one budget rule: every relaunch counts, the checks' slots
+reserved inside it), :mod:`~tuner.planning.entry` (typed plan entries, :class:`ScreenedSet`),
 :mod:`~tuner.planning.identity` (a set's identity, NCCL's pick at the night's sizes from
 ``diagnose.json``), :mod:`~tuner.planning.sizes` (the allreduce sizes a night measures),
 :mod:`~tuner.planning.feasibility` (what must not or may not launch), :mod:`~tuner.planning.rules`
@@ -10,18 +11,18 @@ budget's count), :mod:`~tuner.planning.entry` (typed plan entries, :class:`Scree
 (the whole plan before the night, for ``--dry-run``).
 """
 
+from tuner.planning.budget import RUNNER_UP_FROM, Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.feasibility import doubts, problems
 from tuner.planning.forecast import Plan, SamplerView, forecast, rules_before_the_night
 from tuner.planning.identity import DecodeContext, Facts, SizePick, load_decode_context, night_inert, set_identity
 from tuner.planning.order import (
-    BUDGETED,
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
     RESERVED,
     Planner,
-    counts_in_budget,
     final_baseline_owed,
+    outlier_baseline,
 )
 from tuner.planning.params import FLAG_ON, flag_params, split_params
 from tuner.planning.rules import Rules
@@ -29,7 +30,6 @@ from tuner.planning.sets import COUNT_LIMIT, ENUMERABLE_POINTS, open_keys, point
 from tuner.planning.sizes import CHUNK_FLAGS, NightSize, NightSizes, chunk_tokens, night_sizes
 
 __all__ = [
-    "BUDGETED",
     "CHUNK_FLAGS",
     "COUNT_LIMIT",
     "ENUMERABLE_POINTS",
@@ -37,6 +37,8 @@ __all__ = [
     "FLAG_ON",
     "MAX_SKIPPED_PROPOSALS",
     "RESERVED",
+    "RUNNER_UP_FROM",
+    "Budget",
     "Decision",
     "DecodeContext",
     "Facts",
@@ -61,6 +63,7 @@ __all__ = [
     "night_inert",
     "night_sizes",
     "open_keys",
+    "outlier_baseline",
     "point_count",
     "point_sets",
     "problems",

@@ -5,8 +5,10 @@ with every launch imagined to succeed: the baseline, the triage's fix sets (unkn
 ``up to F``: the baseline's NCCL log decides them, :func:`tuner.triage.fix_bound` bounds them by
 the space), re-measures when due, the screen's best (unknown sets, ``up to k``), the presets
 with the skips the rules decide (invalid, unsafe, infeasible, the same set as an earlier one by
-canonical form or at the decode size), then the sampler's share of the budget (``up to k
-proposals``) and the reserved checks. What only the night can decide is bounded, not guessed:
+canonical form or at the decode size), then the sampler's share of stage 1 (``up to k
+proposals``, re-measures due among them counted) and the reserved checks, in the slots the budget
+keeps for them (:class:`tuner.planning.budget.Budget`: every relaunch counts). What only the night
+can decide is bounded, not guessed:
 the triage's findings, the screen's ranking, the sampler's proposals, a doubt the baseline's
 NCCL version and topology settle (the plan is numbered with every slot full; a second run with
 no fix set, no screened set and every doubtful set skipped gives the bounds: a set reached only
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import UNSET, SearchSpace
+from tuner.planning.budget import Budget
 from tuner.planning.entry import PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.identity import Facts, load_decode_context
 from tuner.planning.order import Planner
@@ -59,17 +62,26 @@ class SamplerView:
 @dataclass
 class Plan:
     """The forecast: ``entries`` in the night's order (the fixed part; a FIXES, SCREENED and a
-    PROPOSAL entry carry their bound in ``up_to``; the reserved checks last), the ``budget``
-    (relaunches, baseline included), ``rules`` it was judged with (``rules.decode`` names the
-    diagnose.json that gave the NCCL version and topology, if one did), ``sampler`` (search mode),
-    ``fixes``: how many fix sets the triage can propose on this space and why (``most`` 0: no
-    FIXES entry)."""
+    PROPOSAL entry carry their bound in ``up_to``; the reserved checks last: a CONFIRM entry per
+    confirmation slot, then FINAL_BASELINE), the ``budget`` (relaunches, every one counted),
+    ``rules`` it was judged with (``rules.decode`` names the diagnose.json that gave the NCCL
+    version and topology, if one did), ``sampler`` (search mode), ``fixes``: how many fix sets
+    the triage can propose on this space and why (``most`` 0: no FIXES entry), ``slots``: the
+    budget with its reserved checks, ``remeasures``: baseline re-measures stage 1 makes when every
+    slot hands its most sets (those among the sampler's proposals included)."""
 
     entries: list[PlanEntry]
     budget: int
     rules: Rules
     sampler: SamplerView | None = None
     fixes: FixBound | None = None
+    slots: Budget | None = None
+    remeasures: int = 0
+
+    def budget_words(self) -> str:
+        """How the budget is spent (:meth:`tuner.planning.budget.Budget.words`), e.g. ``12
+        relaunches: the baseline, up to 8 sets, 2 confirmations (...), the final baseline``."""
+        return (self.slots or Budget(self.budget)).words(self.remeasures)
 
     @property
     def fixed(self) -> list[PlanEntry]:
@@ -96,11 +108,14 @@ class _Run:
     entries: list[PlanEntry]
     spent: int
     sampler_reached: bool
+    proposals: int = 0
+    remeasures: int = 0
 
 
 def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_every: int, *, fixes: int,
              screened: int, skip_doubtful: bool) -> _Run:
-    """One imagined night: the planner's steps with every launch a success."""
+    """One imagined stage 1 of ``budget`` relaunches (the baseline, re-measures, sets): the
+    planner's steps with every launch a success, then the sampler's proposals while it has room."""
     ledger: list[TrialRecord] = []
 
     def add(rec: TrialRecord) -> TrialRecord:
@@ -125,18 +140,25 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
     planner.fixes = [ScreenedSet(f"fix: {i + 1}", {_FIX: str(i + 1)}) for i in range(fixes)]
     baseline = add(TrialRecord(trial=-1, kind=Kind.BASELINE, status=Status.OK))
     entries = [PlanEntry(Step.BASELINE, kind=Kind.BASELINE)]
-    spent, since, sampler = 1, 0, False
+    spent, since, sampler, remeasures = 1, 0, False, 0
     while True:
         within = spent < budget
-        if within and planner.remeasure_due(since):
+        if within and planner.remeasure_due(since, budget - spent):
             add(TrialRecord(trial=-1, kind=Kind.BASELINE, status=Status.OK, recheck=True))
             entries.append(PlanEntry(Step.REMEASURE, kind=Kind.BASELINE))
-            since = 0
+            spent, since, remeasures = spent + 1, 0, remeasures + 1
             continue
         step = planner.next_launch()
         if step.step is Step.PROPOSAL:
             sampler = within
-            break
+            proposals = 0
+            while spent < budget:  # the sampler's share, re-measures still due among its proposals
+                if planner.remeasure_due(since, budget - spent):
+                    since, remeasures = 0, remeasures + 1
+                else:
+                    proposals, since = proposals + 1, since + 1
+                spent += 1
+            return _Run(entries, spent, sampler, proposals, remeasures)
         if step.step is Step.DONE:
             break
         decision = planner.judge(step.env, step.flags, baseline=baseline)
@@ -155,23 +177,26 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
             rec.kind, rec.status, rec.cause = Kind.INVALID, Status.SKIPPED, decision.invalid_reason
             entries.append(replace(step, step=Step.SKIP, reason=decision.invalid_reason, reach="" if within else "budget"))
         add(rec)
-    return _Run(entries, spent, sampler)
+    return _Run(entries, spent, sampler, 0, remeasures)
 
 
 def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseline_every: int = 0,
              screen_top_k: int | None = None, confirm: bool = True, final_baseline: bool = True) -> Plan:
-    """The plan of a night of ``budget`` relaunches (baseline included) over ``space`` in
+    """The plan of a night of ``budget`` relaunches (every one counted) over ``space`` in
     ``mode`` (``search`` or ``presets``), judged by ``rules``; ``screen_top_k``: the screen's
-    ``top_k`` with a ``[screen]`` (None without); the other options are the sweep's. The
+    ``top_k`` with a ``[screen]`` (None without); the other options are the sweep's. Stage 1
+    spends what the reserved checks leave (:attr:`tuner.planning.budget.Budget.screening`). The
     triage's slot holds up to :func:`tuner.triage.fix_bound`'s ``most`` sets of this space."""
     k = screen_top_k or 0
     bound = fix_bound(space.choices())
     f = bound.most
-    main = _imagine(space, rules, mode, budget, baseline_every, fixes=f, screened=k, skip_doubtful=False)
-    most = _imagine(space, rules, mode, budget, baseline_every, fixes=0, screened=0, skip_doubtful=True)
+    slots = Budget(budget, confirm, final_baseline)
+    stage1 = slots.screening
+    main = _imagine(space, rules, mode, stage1, baseline_every, fixes=f, screened=k, skip_doubtful=False)
+    most = _imagine(space, rules, mode, stage1, baseline_every, fixes=0, screened=0, skip_doubtful=True)
     # the screened sets reached when the triage proposes none (its slot comes first)
     screened_most = k if not f else sum(
-        1 for e in _imagine(space, rules, mode, budget, baseline_every, fixes=0, screened=k,
+        1 for e in _imagine(space, rules, mode, stage1, baseline_every, fixes=0, screened=k,
                             skip_doubtful=False).entries if _SLOT in e.env and not e.reach)
     # what the most favourable night reaches (a set skipped there for its doubt is reached, and may run)
     reached_at_most = {e.name for e in most.entries if e.step in (Step.SET, Step.SKIP) and not e.reach}
@@ -201,7 +226,8 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
                                        ("a set marked 'may not be launched' is not launched", doubtful)) if on]
                 e = replace(e, reach="reached only if " + " or ".join(why))
             else:
-                e = replace(e, reach=f"not reached: the budget of {budget} relaunches is spent before it")
+                e = replace(e, reach=f"not reached: the budget of {budget} relaunches is spent before it"
+                            + (f" ({slots.reserved} kept for the checks)" if slots.reserved else ""))
         entries.append(e)
     shown = next((j for j, e in enumerate(entries) if e.step is Step.SCREENED), None)
     if k and shown is None and screened_most:  # the triage's slot spends the budget the screen's would have
@@ -214,16 +240,17 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
         entries[shown] = replace(e, up_to=screened_most, reason="; ".join(
             r for r in (e.reason, f"the last {'one' if extra == 1 else extra} only if the triage relaunches fewer than {f} set{'s' if f != 1 else ''}") if r))
     if mode != "presets":
-        entries.append(PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH, up_to=max(0, budget - most.spent) if most.sampler_reached else 0))
+        entries.append(PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH, up_to=most.proposals if most.sampler_reached else 0))
     tuned = any(e.step in (Step.FIXES, Step.SCREENED) or (e.step is Step.SET and not e.reach.startswith("not reached"))
                 or (e.step is Step.PROPOSAL and (e.up_to or 0) > 0) for e in entries)
-    if confirm and tuned:
-        entries.append(PlanEntry(Step.CONFIRM, "confirm", kind=Kind.CONFIRM))
-    if final_baseline and tuned:
-        entries.append(PlanEntry(Step.FINAL_BASELINE, kind=Kind.BASELINE))
+    if tuned:  # a CONFIRM per slot (the best set, then the runner-up), the final baseline right after
+        entries += [PlanEntry(Step.CONFIRM, "confirm" if i == 0 else "confirm: runner-up", kind=Kind.CONFIRM)
+                    for i in range(slots.confirmations)]
+        if final_baseline:
+            entries.append(PlanEntry(Step.FINAL_BASELINE, kind=Kind.BASELINE))
     planned = {rules.key_of(e.env, e.flags) for e in entries if e.step in (Step.BASELINE, Step.SET)}
     sampler = _sampler_view(space, rules, planned) if mode != "presets" else None
-    return Plan(entries, budget, rules, sampler, bound)
+    return Plan(entries, budget, rules, sampler, bound, slots, max(main.remeasures, most.remeasures))
 
 
 def _sampler_view(space: SearchSpace, rules: Rules, planned: set[str]) -> SamplerView:

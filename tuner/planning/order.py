@@ -1,13 +1,16 @@
 """What to relaunch next: a re-measure, a retry, a named set, the sampler's proposal, never a set twice.
 
-Order of the night: the untuned baseline (first), then, between any two steps below, a baseline
-re-measure once ``--baseline-every`` relaunches have passed since the last one; the retry of a
-trial whose runner died (once: a retry interrupted again is given up); the triage's fix sets
+Order of the night, in two stages inside one budget (:class:`tuner.planning.budget.Budget`:
+``--trials`` counts every relaunch). Stage 1: the untuned baseline (first), then, between any
+two steps below, a baseline re-measure once ``--baseline-every`` relaunches have passed since the
+last one (and a set can still follow it in stage 1); the retry of a trial whose runner died
+(once: a retry interrupted again is given up); the triage's fix sets
 (:meth:`Planner.fixes_first`: where NCCL's model of the machine looks wrong, after the
 baseline); the screen's best sets (:meth:`Planner.screened_first`, with a ``[screen]``); the
-space's presets in order; then (search
-mode) the sampler's proposals. After the budget, the reserved checks in :data:`RESERVED`
-order: one confirmation of the winner, then the final baseline re-measure (the drift check).
+space's presets in order; then (search mode) the sampler's proposals, until
+:attr:`Budget.screening` relaunches are spent. Stage 2, in the slots the budget reserved
+(:attr:`Planner.reserved`): the finalists' confirmations (:meth:`Planner.confirmation`), then the
+final baseline re-measure right after them (their fresh baseline, and the drift check).
 
 A named set already handled (measured, or decided not to launch, under its name), in flight on
 any worker, or given up is passed over. Every other set about to run is judged
@@ -18,21 +21,21 @@ measured set (the untuned one included) is told the known result. Neither spends
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from tuner.inputs.space import SearchSpace
 from tuner.judging import Judgement
+from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
 
-__all__ = ["BUDGETED", "EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget",
-           "final_baseline_owed"]
+__all__ = ["EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget", "final_baseline_owed",
+           "outlier_baseline"]
 
-#: Kinds of relaunch the budget (``--trials``) counts (re-measures of the baseline excepted).
-BUDGETED = (Kind.BASELINE, Kind.PRESET, Kind.SEARCH)
-#: The checks the night reserves after its budget, in their order.
+#: The kinds of check the night reserves slots for inside its budget, in their order.
 RESERVED = (Step.CONFIRM, Step.FINAL_BASELINE)
 #: Proposals of measured or invalid sets in a row after which the space counts as exhausted.
 MAX_SKIPPED_PROPOSALS = 50
@@ -40,12 +43,6 @@ MAX_SKIPPED_PROPOSALS = 50
 EXHAUSTED = "search space exhausted (only measured or invalid sets proposed)"
 #: Statuses of a trial whose set is not settled by it (still running, or not the set's doing).
 _UNSETTLED = (Status.RUNNING, Status.INTERRUPTED, Status.MACHINE_FAULT)
-
-
-def counts_in_budget(rec: TrialRecord) -> bool:
-    """True for a relaunch the budget counts: a baseline, preset or search trial, finished or
-    in flight; re-measures, confirmations and interrupted trials (their retry counts) not."""
-    return rec.kind in BUDGETED and not rec.recheck and rec.status is not Status.INTERRUPTED
 
 
 def final_baseline_owed(baselines: Sequence[TrialRecord], finished: Sequence[TrialRecord], host_type: str) -> bool:
@@ -59,6 +56,17 @@ def final_baseline_owed(baselines: Sequence[TrialRecord], finished: Sequence[Tri
                for r in finished)
 
 
+def outlier_baseline(judgement: Judgement) -> int | None:
+    """The baseline launch (its trial number) that ``judgement.noise_warning`` names as an
+    outlier, as ``trial N``; None when the warning is silent (None or absent: a judgement
+    without the attribute) or names no baseline launch."""
+    warning = getattr(judgement, "noise_warning", None)
+    if not warning:
+        return None
+    named = {int(n) for n in re.findall(r"\btrial (\d+)", str(warning))}
+    return next((t for t in judgement.baseline_trials if t in named), None)
+
+
 class Planner:
     """Plans relaunches for one sweep (and for its forecast, :func:`tuner.planning.forecast.forecast`).
 
@@ -69,7 +77,8 @@ class Planner:
     :class:`tuner.planning.rules.Rules`). ``decode_bytes``: the decode size identity is judged at
     (None without a diagnosis), for the words of a skip; ``judged_at``: those words when identity
     is judged at several sizes (:meth:`tuner.planning.identity.DecodeContext.sizes_text`). ``baseline_every`` (0: never),
-    ``confirm`` and ``final_baseline`` are the sweep's options.
+    ``confirm`` and ``final_baseline`` are the sweep's options; ``trials`` its budget, which
+    sets the reserved checks (:class:`tuner.planning.budget.Budget`; 0: one confirmation).
     """
 
     def __init__(self, space: SearchSpace, mode: str, *,
@@ -78,7 +87,7 @@ class Planner:
                  problems: Callable[[dict[str, str]], list[str]],
                  key_of: Callable[[dict[str, str], list[str]], str] = set_key,
                  decode_bytes: int | None = None, judged_at: str | None = None, baseline_every: int = 0,
-                 confirm: bool = True, final_baseline: bool = True) -> None:
+                 confirm: bool = True, final_baseline: bool = True, trials: int = 0) -> None:
         self.space = space
         self.mode = mode
         self._records = records
@@ -88,7 +97,9 @@ class Planner:
         self.decode_bytes = decode_bytes
         self.judged_at = judged_at or (f"{decode_bytes} B" if decode_bytes is not None else None)
         self.baseline_every = baseline_every
-        self.reserved = tuple(s for s, on in zip(RESERVED, (confirm, final_baseline), strict=True) if on)
+        self.budget = Budget(trials, confirm, final_baseline)
+        #: the reserved checks in the night's order: each confirmation slot, then the final baseline
+        self.reserved = self.budget.steps
         self.screened: list[ScreenedSet] = []
         self.fixes: list[ScreenedSet] = []
         self.screen_check: Callable[[dict[str, str]], str | None] | None = None
@@ -142,9 +153,13 @@ class Planner:
                 out.setdefault(key, r)
         return out
 
-    def remeasure_due(self, since_baseline: int) -> bool:
-        """True when ``since_baseline`` relaunches since the last baseline call for a re-measure."""
-        return bool(self.baseline_every) and since_baseline >= self.baseline_every
+    def remeasure_due(self, since_baseline: int, left: int | None = None) -> bool:
+        """True when ``since_baseline`` relaunches since the last baseline call for a re-measure
+        and, with ``left`` (stage-1 relaunches left), a set can still follow it in stage 1 (the
+        final baseline measures the last sets' time; a re-measure with no set after it would
+        take a set's slot for nothing)."""
+        due = bool(self.baseline_every) and since_baseline >= self.baseline_every
+        return due and (left is None or left > 1)
 
     def next_planned(self) -> PlanEntry | None:
         """The next retry or named set that must run before the sampler proposes, or None."""
@@ -207,12 +222,25 @@ class Planner:
                             reason=f"to NCCL{at} the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
         return Decision(True)
 
-    def confirmation(self, judgement: Judgement) -> PlanEntry | None:
-        """The reserved confirmation: the winner's set once more (kind confirm), unless there
-        is no winner or it was confirmed already (also on a resume)."""
-        if judgement.winner is None or judgement.sets[judgement.winner].confirm_trials:
-            return None
-        winner = judgement.sets[judgement.winner]
-        return PlanEntry(Step.CONFIRM, "confirm", dict(winner.env), list(winner.flags), Kind.CONFIRM,
-                         equals_trial=winner.first_trial)
+    def finalists(self, judgement: Judgement) -> list[str]:
+        """The set keys stage 2 confirms, best first, at most one per reserved confirmation slot:
+        ``judgement.finalists`` (chosen from stage-1 launches), or the winner where the judgement
+        has no finalists attribute."""
+        chosen = getattr(judgement, "finalists", None)
+        if chosen is None:
+            chosen = [judgement.winner] if judgement.winner is not None else []
+        return [k for k in chosen if k in judgement.sets][:self.budget.confirmations]
 
+    def confirmation(self, judgement: Judgement) -> PlanEntry | None:
+        """The next reserved confirmation: the first finalist (:meth:`finalists`) neither
+        confirmed yet (an ok confirm launch: a resumed night does not confirm twice; an
+        interrupted one is retried) nor in flight on any runner, relaunched once more (kind
+        confirm); None when every finalist is done or there is none."""
+        busy = self._busy()
+        for key in self.finalists(judgement):
+            s = judgement.sets[key]
+            if s.confirm_trials or self.key_of(s.env, s.flags) in busy:
+                continue
+            return PlanEntry(Step.CONFIRM, "confirm", dict(s.env), list(s.flags), Kind.CONFIRM,
+                             equals_trial=s.first_trial)
+        return None

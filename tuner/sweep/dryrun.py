@@ -5,8 +5,9 @@ candidate value means to NCCL (its canonical form, a value equal to NCCL's defau
 which environment every launch gets, and the relaunches in the order the sweep will make them:
 planning's forecast (:func:`tuner.planning.forecast`, the same planner the sweep asks), with
 the skips and their reasons, what only the night decides given with its bound (``up to F
-triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and the checks reserved
-after the budget. This module
+triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and how the budget is
+spent, the reserved checks' slots inside it (``Budget: 12 relaunches: the baseline, up to 8
+sets, 2 confirmations (...), the final baseline``: every relaunch counts). This module
 only words that plan. Values NCCL would reject or silently ignore never get here: loading the
 files refuses them, all at once, with the reason (exit 2).
 """
@@ -127,9 +128,11 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
         out.append("Mode presets: the sampler proposes nothing after them.")
     elif plan.sampler is not None:
         out.append(_sampler_line(proposals, plan.sampler, every_k))
-    reserved = [_RESERVED_WORDS[e.step] for e in plan.entries if e.step in _RESERVED_WORDS]
-    out.append(f"Budget: {plan.budget} relaunches (the baseline included)"
-               + (f", then {' and '.join(reserved)}, outside it" if reserved else "") + ".")
+    out.append(f"Budget: {plan.budget_words()}.")
+    out.append("  Every relaunch counts: the baseline, each re-measure (also one made once after an outlier baseline "
+               "launch, taking a set's slot), each set, each confirmation; the confirmations (the finalists of the "
+               "sets above relaunched once more) and the final baseline right after them keep their slots at the end"
+               + ("" if plan.slots is None or plan.slots.reserved else "; none is reserved here") + ".")
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
     risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version, rules.facts().topology))]
@@ -139,7 +142,8 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     return out
 
 
-_RESERVED_WORDS = {Step.CONFIRM: "one confirmation of a winner", Step.FINAL_BASELINE: "the final baseline re-measure"}
+#: The reserved checks, which the numbered list leaves to the budget's line.
+_RESERVED_WORDS = {Step.CONFIRM: "a confirmation", Step.FINAL_BASELINE: "the final baseline re-measure"}
 
 
 def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k: int) -> list[str]:

@@ -1,13 +1,13 @@
-"""The sweep loop: recover, baseline, presets and proposals within the budget, final baseline.
+"""The sweep loop: recover; stage 1 (baseline, re-measures, presets, proposals); stage 2 (confirmations, final baseline).
 
-What to relaunch, in which order, what to skip and which checks follow the budget is planning's
+What to relaunch, in which order, what to skip and which checks keep their slots is planning's
 (:class:`tuner.planning.Planner`, the same rules ``--dry-run`` prints): the untuned baseline
 first, then re-measures, retries, the screen's best, presets and proposals as it says, then
-its reserved checks. The budget (``--trials``) counts the baseline and the tuned relaunches of
-the whole study, those in flight on other runners included
-(:func:`tuner.planning.counts_in_budget`); re-measures and the reserved checks are outside it,
-bounded only by ``--timeout``/``--until``. A trial is started only when the measured trial time
-says it fits.
+the reserved checks. The budget (``--trials``) counts every relaunch of the whole study, those
+in flight on other runners included (:func:`tuner.planning.counts_in_budget`): the baseline, its
+re-measures, the tuned sets and the confirmations; stage 1 stops where the reserved checks'
+slots begin (:class:`tuner.planning.Budget`). A trial is started only when the measured trial
+time says it fits.
 
 Several runners (one per host, or per server of a host) may share one study through a
 PostgreSQL storage (tuner.study.storage): each measures the baseline of its host type
@@ -39,6 +39,7 @@ from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import (
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
+    Budget,
     Facts,
     PlanEntry,
     Planner,
@@ -49,6 +50,7 @@ from tuner.planning import (
     flag_params,
     load_decode_context,
     night_sizes,
+    outlier_baseline,
     split_params,
 )
 from tuner.record import Kind, Status, TopologyRecord, TrialRecord
@@ -78,7 +80,7 @@ ESTIMATE_MARGIN = 1.2
 class SweepOptions:
     """Command-line choices for one sweep.
 
-    ``trials``: relaunch budget, baseline included (None: the config's). ``timeout_s`` (s) and
+    ``trials``: relaunch budget, every relaunch included (None: the config's; :class:`tuner.planning.Budget`). ``timeout_s`` (s) and
     ``until`` (wall clock) bound the night. ``target`` (tok/s): stop at the first set whose CI
     lower bound meets it (``always``: tune even when the baseline meets it).
     """
@@ -118,6 +120,7 @@ class SweepOutcome:
     target_reached_by: int | None = None
     final_baseline_skipped: str = ""
     confirm_skipped: str = ""
+    outlier_remeasured: int | None = None
 
 
 class Sweep:
@@ -157,7 +160,7 @@ class Sweep:
                                decode_bytes=self.decode.nbytes if self.decode is not None else None,
                                judged_at=self.decode.sizes_text() if self.decode is not None else None,
                                baseline_every=self.baseline_every, confirm=options.confirm,
-                               final_baseline=options.final_baseline)
+                               final_baseline=options.final_baseline, trials=self.budget)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self._strict_port = False
@@ -193,29 +196,45 @@ class Sweep:
             self._learned = facts
         return facts
 
+    @property
+    def plan_budget(self) -> Budget:
+        """The night's budget with its reserved checks (``--trials``, ``--no-confirm``, ``--no-final-baseline``)."""
+        return self.planner.budget
+
     def _spent(self) -> int:
-        """Relaunches the budget counts: baseline, preset and search trials of the whole study,
-        finished or in flight on any runner (a resumed sweep continues the count); re-measures,
-        confirmations and interrupted trials (their retry counts instead) not."""
+        """Relaunches the budget counts: every relaunch of the whole study (baseline, re-measures,
+        sets, confirmations), finished or in flight on any runner (a resumed sweep continues the
+        count); interrupted trials not (their retry counts instead)."""
         return sum(1 for r in self.store.records() if counts_in_budget(r))
 
-    def _over_budget(self, trial: optuna.Trial) -> bool:
-        """True when trials asked before ``trial`` (any runner's) already spend the budget:
-        the earlier trial wins, so runners that check at the same moment never launch one
-        relaunch too many. Trials still being decided by their runner are waited for
-        (milliseconds; at most :data:`tuner.study.storage.SETTLE_S`)."""
+    def _over_budget(self, trial: optuna.Trial, limit: int | None = None) -> bool:
+        """True when trials asked before ``trial`` (any runner's) already spend ``limit``
+        relaunches (default: the stage-1 share, :attr:`tuner.planning.Budget.screening`; the
+        reserved checks pass the whole budget): the earlier trial wins, so runners that check
+        at the same moment never launch one relaunch too many, nor both take the last slot.
+        Trials still being decided by their runner are waited for (milliseconds; at most
+        :data:`tuner.study.storage.SETTLE_S`)."""
+        limit = self.plan_budget.screening if limit is None else limit
         deadline = time.monotonic() + SETTLE_S
         while True:
             before = sum(1 for r in self.store.records() if r.trial < trial.number and counts_in_budget(r))
-            if before >= self.budget:
+            if before >= limit:
                 return True
-            if before + self.store.undecided(trial.number) < self.budget or time.monotonic() > deadline:
+            if before + self.store.undecided(trial.number) < limit or time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
 
+    def _spent_words(self) -> str:
+        b = self.plan_budget
+        kept = f", {b.reserved} kept for the checks" if b.reserved else ""
+        return f"relaunch budget of {self.budget} spent ({b.screening} for the baseline and the sets{kept})"
+
     def _fits(self, *, extra: bool = False) -> tuple[bool, str]:
-        if not extra and self._spent() >= self.budget:
-            return False, f"relaunch budget of {self.budget} spent"
+        """Whether another relaunch fits: in stage 1 (``extra`` False) within the stage-1 share
+        of the budget, in stage 2 within the whole budget; both within --timeout/--until."""
+        limit = self.budget if extra else self.plan_budget.screening
+        if self._spent() >= limit:
+            return False, self._spent_words() if not extra else f"relaunch budget of {self.budget} spent"
         walls = [r.wall_s for r in self.store.finished() if r.wall_s] + self.progress.trial_times
         estimate = ESTIMATE_MARGIN * max(walls) if walls else 0.0
         if self.opt.timeout_s is not None and time.monotonic() - self.started + estimate > self.opt.timeout_s:
@@ -323,7 +342,7 @@ class Sweep:
         baselines = self._baselines()
         if not baselines or self.opt.rebaseline:
             rec = self._baseline(recheck=bool(baselines) or self._baseline_in_flight())
-            if rec.ok and self._target_met(rec) and not self.opt.always:
+            if rec is not None and rec.ok and self._target_met(rec) and not self.opt.always:
                 self.outcome.target_met_untuned = True
                 self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
                 return
@@ -369,27 +388,57 @@ class Sweep:
                     continue
                 self.outcome.stop_reason = why
                 break
-            if self.planner.remeasure_due(since_baseline):
-                self._baseline(recheck=True)
+            left = self.plan_budget.screening - self._spent()  # stage-1 slots left
+            if self.planner.remeasure_due(since_baseline, left):
+                if self._baseline(recheck=True, limit=self.plan_budget.screening) is None:
+                    break  # other runners' trials took the last stage-1 slot
                 since_baseline = 0
                 continue
             if self.outcome.target_reached_by is not None:
                 break
+            if self._outlier_remeasure():
+                since_baseline = 0
+                continue
             if not self._next_trial():
                 if self._await_silent_runners():
                     continue
                 break
             since_baseline += 1
-        for check in self.planner.reserved:  # the confirmation, then the final baseline
+        for check in self.planner.reserved:  # stage 2: each confirmation slot, then the final baseline
             if check is Step.CONFIRM:
                 self._confirm()
-            elif final_baseline_owed(self._baselines(), self.store.finished(), self.host.host_type):
-                fits, why = self._fits(extra=True)
-                if fits:
-                    self._baseline(recheck=True)
-                else:
-                    self.outcome.final_baseline_skipped = why
-                    self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
+            else:
+                self._final_baseline()
+
+    def _final_baseline(self) -> None:
+        """The final baseline re-measure, right after the confirmations (their fresh baseline,
+        and the drift check), in its reserved slot; made when a tuned relaunch followed the last
+        baseline launch of this host type (also on a resume)."""
+        if not final_baseline_owed(self._baselines(), self.store.finished(), self.host.host_type):
+            return
+        fits, why = self._fits(extra=True)
+        if fits and self._baseline(recheck=True, limit=self.budget) is not None:
+            return
+        why = why or "the budget was spent by trials asked before it (other runners')"
+        self.outcome.final_baseline_skipped = why
+        self.progress.log(f"the final baseline re-measure (drift check) was skipped: {why}")
+
+    def _outlier_remeasure(self) -> bool:
+        """Once a night: when the judgement's noise warning names the latest baseline launch as
+        an outlier (:func:`tuner.planning.outlier_baseline`) and a stage-1 slot is free,
+        relaunch the baseline (a re-measure; it counts in the budget and takes a set's slot).
+        True when it was relaunched."""
+        if self.outcome.outlier_remeasured is not None:
+            return False
+        bases = self._baselines()
+        j = self._judgement()
+        trial = outlier_baseline(j)
+        if trial is None or not bases or bases[-1].trial != trial:
+            return False  # silent, or a later baseline launch already stands beside it
+        self.outcome.outlier_remeasured = trial
+        self.progress.log(f"trial {trial}'s baseline launch is an outlier ({getattr(j, 'noise_warning', '')}); "
+                          "the baseline is relaunched once more (a re-measure: it counts in the budget, one set fewer)")
+        return self._baseline(recheck=True, limit=self.plan_budget.screening) is not None
 
     def _earlier_baseline(self, number: int) -> bool:
         """True when a first (not re-measure) baseline of this host type, ok or still running,
@@ -443,16 +492,16 @@ class Sweep:
         return mine if mine is not None else judge([], metric=self.cfg.probe.metric)
 
     def _confirm(self) -> None:
-        """Relaunch the headline's winner once more (planning's confirmation entry, kind
-        confirm); the final baseline that follows completes the alternating pair its gain must
-        hold on. Outside the budget, bounded by --timeout/--until; made once per winner (also on
-        a resume)."""
+        """Relaunch the next finalist once more in its reserved slot (planning's confirmation
+        entry, kind confirm); the final baseline that follows completes the pair its gain must
+        hold on. Counts in the budget, bounded by --timeout/--until; made once per finalist
+        (also on a resume; an interrupted one is made again)."""
         if self.outcome.target_reached_by is not None:
             self.outcome.confirm_skipped = "the sweep stopped at --target"
             return  # the user asked to stop there
         j = self._judgement()
         entry = self.planner.confirmation(j)
-        if entry is None or j.winner is None:
+        if entry is None:
             return
         fits, why = self._fits(extra=True)
         if not fits:
@@ -464,8 +513,12 @@ class Sweep:
         if self._taken(trial, self.rules.key_of(entry.env, entry.flags)):
             self.store.drop(trial, "the confirmation of this set is in flight on an earlier trial")
             return
-        comparison = j.sets[j.winner].comparison
-        gain = comparison.gain_pct if comparison else float("nan")
+        if self._over_budget(trial, self.budget):
+            self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
+            self.outcome.confirm_skipped = "the budget was spent by other runners' trials"
+            return
+        confirmed = next(s for s in j.sets.values() if s.first_trial == entry.equals_trial)
+        gain = confirmed.comparison.gain_pct if confirmed.comparison else float("nan")
         self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
                           "then the baseline; the gain must hold on those launches alone")
         self._relaunch(trial, params, rec)
@@ -507,7 +560,7 @@ class Sweep:
                 continue
             if decision.launch and self._over_budget(trial):
                 self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
-                self.outcome.stop_reason = f"relaunch budget of {self.budget} spent"
+                self.outcome.stop_reason = self._spent_words()
                 return False
             if decision.launch:
                 if planned is not None and planned.retry_of is not None:
@@ -534,10 +587,15 @@ class Sweep:
         rec = TrialRecord(trial=-1, kind=planned.kind, preset=planned.name, retry_of_trial=planned.retry_of)
         return self.store.ask_fixed(self.store.params_of(planned.env, flag_params(planned.flags)), rec)
 
-    def _baseline(self, *, recheck: bool) -> TrialRecord:
-        """Measure the untuned baseline (a trial like the others, so the sampler learns from it)."""
+    def _baseline(self, *, recheck: bool, limit: int | None = None) -> TrialRecord | None:
+        """Measure the untuned baseline (a trial like the others, so the sampler learns from it);
+        with ``limit``, not when trials asked before it (any runner's) spend that many relaunches
+        (then None)."""
         rec = TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=recheck)
         trial, params, rec = self.store.ask_fixed(self.store.params_of({}), rec)
+        if limit is not None and self._over_budget(trial, limit):
+            self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
+            return None
         return self._relaunch(trial, params, rec)
 
     def _relaunch(self, trial: optuna.Trial, params: dict[str, str], rec: TrialRecord) -> TrialRecord:

@@ -30,7 +30,8 @@ def nc() -> ModuleType:
 def test_a_noiseless_50_percent_set_is_recommended_every_night(nc):
     row = nc.run_cell(nc.Cell(0.0, 0.001, 4, 6, 0.50, "middle"), 5, seed=3, at_mde=False)
     assert row.use_right == 1.0 and row.use_wrong == 0.0 and row.power == 1.0
-    assert row.relaunches == 1 + 7 + 2  # baseline, the 7 sets, the confirmation, the final baseline
+    # baseline, the 7 sets, the confirmation, the final baseline (the runner-up's slot of the budget of 11 unused)
+    assert row.relaunches == 1 + 7 + 2
 
 
 def test_the_night_follows_the_sweeps_order(nc):
@@ -40,10 +41,12 @@ def test_the_night_follows_the_sweeps_order(nc):
     night = nc.play_night(cell, np.random.default_rng(0))
     kinds = [(r.kind, r.recheck) for r in night.records]
     base, recheck, preset = (Kind.BASELINE, False), (Kind.BASELINE, True), (Kind.PRESET, False)
-    # Sweep._loop: a re-measure after every 2 tuned relaunches while the budget (1 + 5) lasts,
+    # Sweep._loop: the smallest budget that reaches the 5 sets (9: stage 1 gets 7, 2 slots kept for the
+    # checks) holds a re-measure after every 2 tuned relaunches, but none in the last stage-1 slot;
     # then the confirmation of the winner (the true set) and the final baseline.
-    assert kinds == [base, preset, preset, recheck, preset, preset, recheck, preset, (Kind.CONFIRM, False), recheck]
-    assert night.records[1].env == night.records[8].env == {nc.VARIABLE: nc.TRUE_NAME}
+    assert cell.budget == 9
+    assert kinds == [base, preset, preset, recheck, preset, preset, preset, (Kind.CONFIRM, False), recheck]
+    assert night.records[1].env == night.records[7].env == {nc.VARIABLE: nc.TRUE_NAME}
     assert all(len(r.output_tok_s_runs) == 3 for r in night.records) and night.outcome == "use_right"
 
 
@@ -67,3 +70,14 @@ def test_outcome_words(nc):
     assert nc.outcome_of("Best set: x looked faster, but it failed confirmation", None, env) == "failed"
     assert nc.outcome_of("No set beat the baseline. Keep the defaults.", None, env) == "keep"
     assert nc.outcome_of("Best set: x, reworded", None, env) == "other"
+
+
+def test_every_relaunch_counts_in_the_budget(nc):
+    """Budget 12, a re-measure every 3: stage 1 holds 9 (the baseline, one re-measure, 7 sets), then
+    the reserved checks; never more relaunches than the budget."""
+    cell = nc.Cell(0.0, 0.001, 3, 10, 0.50, "first", baseline_every=3, trials=12)
+    night = nc.play_night(cell, np.random.default_rng(1))
+    kinds = [(r.kind, r.recheck) for r in night.records]
+    assert len(night.records) <= 12 and kinds[:9].count((Kind.BASELINE, True)) == 1
+    assert sum(1 for r in night.records[:9] if r.kind is Kind.PRESET) == 7
+    assert kinds[9] == (Kind.CONFIRM, False) and kinds[-1] == (Kind.BASELINE, True)

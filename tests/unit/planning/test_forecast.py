@@ -52,18 +52,21 @@ def test_skips_name_the_set_they_equal_and_reserved_checks_come_last(tmp_path):
     assert _steps(plan) == [(Step.BASELINE, ""), (Step.FIXES, ""), (Step.SET, "ring"), (Step.SKIP, "ring-again"),
                             (Step.SKIP, "default-buffer"), (Step.SET, "ll"), (Step.SET, "tree-ll"),
                             (Step.SET, "simple"), (Step.PROPOSAL, ""), (Step.CONFIRM, "confirm"),
-                            (Step.FINAL_BASELINE, "")]
+                            (Step.CONFIRM, "confirm: runner-up"), (Step.FINAL_BASELINE, "")]
     by_name = {e.name: e for e in plan.entries}
     assert by_name["ring-again"].equals == "preset ring"
     assert by_name["default-buffer"].equals == "the untuned baseline"
     assert "AllGather" in by_name["tree-ll"].doubt  # the baseline's topology decides: said, not acted on
-    # the sampler gets what the fixed part leaves, counting tree-ll as possibly not launched
-    assert plan.entries[8].up_to == 10 - 4
+    # the sampler gets what the fixed part leaves of stage 1 (10 less 3 slots kept for the two
+    # confirmations and the final baseline), counting tree-ll as possibly not launched
+    assert plan.entries[8].up_to == 10 - 3 - 4
+    assert plan.budget_words() == ("10 relaunches: the baseline, up to 6 sets, 2 confirmations (the best set and the "
+                                   "runner-up), the final baseline")
     assert [e.name for e in plan.fixed] == ["", "ring", "ring-again", "default-buffer", "ll", "simple"]
 
 
 def test_the_budget_cuts_the_presets_and_says_which_may_still_run(tmp_path):
-    plan = _plan(tmp_path, budget=4, confirm=False)
+    plan = _plan(tmp_path, budget=5, confirm=False)  # stage 1: 4, one slot kept for the final baseline
     reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
     maybe = "reached only if the triage relaunches fewer than 1 set or a set marked 'may not be launched' is not launched"
     assert reach == {"ring": "", "ll": "", "tree-ll": maybe, "simple": maybe}  # the triage's LL may come first
@@ -72,7 +75,7 @@ def test_the_budget_cuts_the_presets_and_says_which_may_still_run(tmp_path):
 
 
 def test_the_screens_share_is_a_bound_and_pushes_the_presets(tmp_path):
-    plan = _plan(tmp_path, budget=5, screen_top_k=2, mode="presets", final_baseline=False)
+    plan = _plan(tmp_path, budget=6, screen_top_k=2, mode="presets", final_baseline=False)  # stage 1: 5
     fixes, screened = plan.entries[1:3]
     assert (fixes.step, fixes.up_to) == (Step.FIXES, 1) and (screened.step, screened.up_to) == (Step.SCREENED, 2)
     reach = {e.name: e.reach for e in plan.entries if e.step is Step.SET}
@@ -85,7 +88,9 @@ def test_the_screens_share_is_a_bound_and_pushes_the_presets(tmp_path):
 
 
 def test_re_measures_fall_where_the_sweep_makes_them(tmp_path):
-    plan = _plan(tmp_path, budget=5, baseline_every=2, mode="presets", confirm=False)
+    plan = _plan(tmp_path, budget=7, baseline_every=2, mode="presets", confirm=False)  # the re-measure counts
+    assert plan.remeasures == 1 and plan.budget_words() == ("7 relaunches: the baseline, 1 baseline re-measure, "
+                                                            "up to 4 sets, the final baseline")
     assert _steps(plan)[:8] == [(Step.BASELINE, ""), (Step.FIXES, ""), (Step.SET, "ring"), (Step.REMEASURE, ""),
                                 (Step.SKIP, "ring-again"), (Step.SKIP, "default-buffer"), (Step.SET, "ll"),
                                 (Step.SET, "tree-ll")]
@@ -109,10 +114,11 @@ def test_a_space_that_holds_no_fix_plans_no_triage_slot(tmp_path):
 
 def test_the_triages_slot_comes_first_and_the_screen_keeps_its_bound(tmp_path):
     space = SPACE + '[variables.NCCL_P2P_LEVEL]\nvalues = ["SYS"]\n'
-    plan = _plan(tmp_path, space, budget=4, screen_top_k=2, mode="presets", confirm=False)
+    plan = _plan(tmp_path, space, budget=5, screen_top_k=2, mode="presets", confirm=False)
     assert plan.fixes is not None and plan.fixes.most == 3  # LL or the level (fallback), the level (SHM), both
     fixes, screened = plan.entries[1:3]
     assert (fixes.step, fixes.up_to) == (Step.FIXES, 3)
-    # no fix: both screened sets fit the budget of 4, though three fixes would leave none
+    # no fix: both screened sets fit stage 1's 4 relaunches (5 less the final baseline's slot), though
+    # three fixes would leave none
     assert (screened.step, screened.up_to) == (Step.SCREENED, 2)
     assert "the last 2 only if the triage relaunches fewer than 3 sets" in screened.reason

@@ -18,7 +18,9 @@ from tuner.planning.order import (
     Planner,
     counts_in_budget,
     final_baseline_owed,
+    outlier_baseline,
 )
+from tuner.planning.budget import Budget
 from tuner.planning.params import flag_params, split_params
 from tuner.record import Kind, Metric, Status, TrialRecord
 from tuner.study.storage import StudyStore
@@ -175,17 +177,40 @@ def test_re_measures_when_due_and_the_reserved_checks_in_order(store):
     assert not planner(store).remeasure_due(5)
     p = planner(store, baseline_every=2)
     assert [p.remeasure_due(n) for n in range(4)] == [False, False, True, True]
+    # not in the last stage-1 slot: no set could follow it there
+    assert [p.remeasure_due(2, left) for left in (0, 1, 2, 5)] == [False, False, True, True]
     assert planner(store).reserved == (Step.CONFIRM, Step.FINAL_BASELINE) == RESERVED
     assert planner(store, confirm=False).reserved == (Step.FINAL_BASELINE,)
     assert planner(store, confirm=False, final_baseline=False).reserved == ()
+    # from 10 relaunches the runner-up's confirmation has its slot too
+    assert planner(store, trials=9).reserved == RESERVED
+    assert planner(store, trials=10).reserved == (Step.CONFIRM, Step.CONFIRM, Step.FINAL_BASELINE)
+    assert planner(store, trials=12, confirm=False).reserved == (Step.FINAL_BASELINE,)
 
 
-def test_the_budget_counts_baseline_preset_and_search_launches_only():
+def test_the_budget_counts_every_relaunch():
     counted = [TrialRecord(0, Kind.BASELINE, Status.OK), TrialRecord(1, Kind.PRESET, Status.CRASHED),
-               TrialRecord(2, Kind.SEARCH, Status.RUNNING)]
-    not_counted = [TrialRecord(3, Kind.BASELINE, Status.OK, recheck=True), TrialRecord(4, Kind.CONFIRM, Status.OK),
-                   TrialRecord(5, Kind.PRESET, Status.INTERRUPTED), TrialRecord(6, Kind.DUPLICATE, Status.SKIPPED)]
+               TrialRecord(2, Kind.SEARCH, Status.RUNNING), TrialRecord(3, Kind.BASELINE, Status.OK, recheck=True),
+               TrialRecord(4, Kind.CONFIRM, Status.OK), TrialRecord(7, Kind.CONFIRM, Status.RUNNING)]
+    not_counted = [TrialRecord(5, Kind.PRESET, Status.INTERRUPTED), TrialRecord(6, Kind.DUPLICATE, Status.SKIPPED),
+                   TrialRecord(8, Kind.INVALID, Status.SKIPPED), TrialRecord(9, Kind.CONFIRM, Status.INTERRUPTED)]
     assert all(counts_in_budget(r) for r in counted) and not any(counts_in_budget(r) for r in not_counted)
+
+
+def test_the_budget_keeps_the_checks_slots_and_refuses_a_night_too_small():
+    b = Budget(12)
+    assert (b.confirmations, b.reserved, b.screening, b.minimum) == (2, 3, 9, 5)
+    assert b.words() == ("12 relaunches: the baseline, up to 8 sets, 2 confirmations (the best set and the "
+                         "runner-up), the final baseline")
+    assert Budget(12).words(remeasures=1) == ("12 relaunches: the baseline, 1 baseline re-measure, up to 7 sets, "
+                                              "2 confirmations (the best set and the runner-up), the final baseline")
+    assert Budget(9).words() == "9 relaunches: the baseline, up to 6 sets, 1 confirmation, the final baseline"
+    assert Budget(12, confirm=False).screening == 11 and Budget(12, False, False).screening == 12
+    assert Budget(4).problem() is None and Budget(2, False, False).problem() is None
+    why = Budget(3).problem()
+    assert why is not None and "at least 4" in why and "3 relaunches" in why and "--no-confirm" in why
+    assert Budget(1, confirm=False, final_baseline=False).problem() is not None  # the baseline and one set: 2
+    assert Budget(2, final_baseline=False).minimum == 3
 
 
 def test_final_baseline_owed_after_a_tuned_relaunch_only():
@@ -213,3 +238,43 @@ def test_the_confirmation_is_the_winners_set_once(store):
     confirmed = [*records, launch(3, Kind.CONFIRM, {"NCCL_PROTO": "LL"}, 139.0)]
     assert planner(store).confirmation(judge(confirmed, metric=Metric.OUTPUT)) is None  # made once per winner, also on a resume
     assert planner(store).confirmation(judge(records[:1], metric=Metric.OUTPUT)) is None  # no winner, no confirmation
+
+
+def test_the_confirmations_follow_the_finalists_in_their_slots(store):
+    """A judgement with ``finalists`` (stage-1's best first) is read over its winner: the first
+    finalist not yet confirmed, the runner-up only when its slot is reserved (10+ relaunches)."""
+    from tuner.judging.judge import judge
+
+    def launch(trial: int, kind: Kind, env: dict[str, str], level: float) -> TrialRecord:
+        runs = [level, level * 1.001, level * 0.999]
+        return TrialRecord(trial, kind, Status.OK, env=env, output_tok_s=level, output_tok_s_runs=runs,
+                           started_at=float(trial))
+
+    ll, simple = {"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}
+    records = [launch(0, Kind.BASELINE, {}, 70.0), launch(1, Kind.PRESET, ll, 75.0),
+               launch(2, Kind.PRESET, simple, 76.0)]
+    j = judge(records, metric=Metric.OUTPUT)
+    keys = {tuple(s.env.items()): s.key for s in j.sets.values()}
+    j.finalists = [keys[tuple(simple.items())], keys[tuple(ll.items())]]  # type: ignore[attr-defined]
+    first = planner(store, trials=12).confirmation(j)
+    assert first is not None and (first.env, first.equals_trial) == (simple, 2)
+    j = judge([*records, launch(3, Kind.CONFIRM, simple, 76.0)], metric=Metric.OUTPUT)
+    j.finalists = [keys[tuple(simple.items())], keys[tuple(ll.items())]]  # type: ignore[attr-defined]
+    second = planner(store, trials=12).confirmation(j)
+    assert second is not None and (second.env, second.equals_trial) == (ll, 1)
+    assert planner(store, trials=9).confirmation(j) is None  # no slot for the runner-up below 10
+    j.finalists = []  # type: ignore[attr-defined]
+    assert planner(store, trials=12).confirmation(j) is None  # no finalist: none, even with a winner
+
+
+def test_an_outlier_baseline_is_read_from_the_noise_warning():
+    from tuner.judging.judge import judge
+
+    records = [TrialRecord(0, Kind.BASELINE, Status.OK, output_tok_s=70.0, output_tok_s_runs=[70.0, 70.1],
+                           started_at=0.0)]
+    j = judge(records, metric=Metric.OUTPUT)
+    assert outlier_baseline(j) is None  # no warning attribute (or None): silent
+    j.noise_warning = "launch-to-launch noise measured ~6 % (prior 1.75 %); trial 0 is an outlier"  # type: ignore[attr-defined]
+    assert outlier_baseline(j) == 0
+    j.noise_warning = "trial 5 is an outlier"  # type: ignore[attr-defined]
+    assert outlier_baseline(j) is None  # not a baseline launch

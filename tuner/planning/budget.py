@@ -1,0 +1,104 @@
+"""The night's one budget rule: ``--trials N`` counts every relaunch, and the checks keep their slots in it.
+
+Every relaunch of the night counts (:func:`counts_in_budget`): the first baseline, every
+baseline re-measure (``--baseline-every``, one after an outlier baseline launch, the final one),
+every tuned set and every confirmation, finished or in flight on any runner of the study; an
+interrupted relaunch does not (its retry does). Inside N the plan reserves the second stage's
+slots (:class:`Budget`): one confirmation of the best set, one more for the runner-up when
+N >= :data:`RUNNER_UP_FROM`, and the final baseline launch, which comes right after the last
+confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
+slots. The first stage (the baseline, its re-measures, the tuned sets) spends what is left:
+:attr:`Budget.screening`. A night that cannot hold the baseline, one set and its reserved checks
+is refused before anything starts (:meth:`Budget.problem`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.planning.entry import Step
+from tuner.record import Status, TrialRecord
+
+__all__ = ["RUNNER_UP_FROM", "Budget", "counts_in_budget"]
+
+#: The smallest budget (relaunches) that also reserves a slot for the runner-up's confirmation.
+RUNNER_UP_FROM = 10
+
+
+def counts_in_budget(rec: TrialRecord) -> bool:
+    """True for a relaunch the budget counts: any relaunched kind (baseline, re-measure, preset,
+    search, confirm), finished or in flight; an interrupted one not (its retry counts), nor a
+    set recorded without a launch (duplicate, invalid)."""
+    return rec.kind.relaunched and rec.status is not Status.INTERRUPTED
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The night's ``trials`` (relaunches, everything included) and the reserved checks it holds:
+    ``confirm`` (the best set relaunched once more; the runner-up too from
+    :data:`RUNNER_UP_FROM`) and ``final_baseline`` (the baseline right after the confirmations)."""
+
+    trials: int
+    confirm: bool = True
+    final_baseline: bool = True
+
+    @property
+    def confirmations(self) -> int:
+        """Confirmation slots reserved: 0 (``--no-confirm``), 1, or 2 from :data:`RUNNER_UP_FROM` relaunches."""
+        if not self.confirm:
+            return 0
+        return 2 if self.trials >= RUNNER_UP_FROM else 1
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The reserved checks in the night's order: each confirmation, then the final baseline."""
+        return (Step.CONFIRM,) * self.confirmations + ((Step.FINAL_BASELINE,) if self.final_baseline else ())
+
+    @property
+    def reserved(self) -> int:
+        """Slots the reserved checks hold inside ``trials``."""
+        return len(self.steps)
+
+    @property
+    def screening(self) -> int:
+        """Relaunches the first stage may spend: the baseline, its re-measures and the tuned sets."""
+        return self.trials - self.reserved
+
+    @property
+    def minimum(self) -> int:
+        """The smallest ``trials`` this night's checks allow: the baseline, one set and the reserved checks."""
+        return 2 + Budget(max(self.trials, 0), self.confirm, self.final_baseline).reserved
+
+    def problem(self) -> str | None:
+        """Why the budget is too small (names the value, the minimum and what the slots hold), None when it fits."""
+        if self.trials >= self.minimum:
+            return None
+        held = ["the baseline", "one set", *self._check_words()]
+        return (f"{self.trials} relaunches cannot hold {', '.join(held[:-1])} and {held[-1]}: at least "
+                f"{self.minimum} are needed (--no-confirm and --no-final-baseline free their slots)")
+
+    def _check_words(self) -> list[str]:
+        words = []
+        if self.confirmations:
+            words.append("one confirmation" if self.confirmations == 1 else "two confirmations")
+        if self.final_baseline:
+            words.append("the final baseline")
+        return words
+
+    def words(self, remeasures: int = 0, sets: int | None = None) -> str:
+        """How the budget is spent, e.g. ``12 relaunches: the baseline, up to 8 sets, 2
+        confirmations (the best set and the runner-up), the final baseline``; ``remeasures``:
+        baseline re-measures planned in the first stage, ``sets``: the sets it leaves room for
+        (default: what the first stage leaves after the baseline and the re-measures)."""
+        left = max(0, self.screening - 1 - remeasures) if sets is None else sets
+        parts = ["the baseline"]
+        if remeasures:
+            parts.append(f"{remeasures} baseline re-measure{'s' if remeasures != 1 else ''}")
+        parts.append(f"up to {left} set{'s' if left != 1 else ''}")
+        if self.confirmations == 1:
+            parts.append("1 confirmation")
+        elif self.confirmations == 2:
+            parts.append("2 confirmations (the best set and the runner-up)")
+        if self.final_baseline:
+            parts.append("the final baseline")
+        return f"{self.trials} relaunches: " + ", ".join(parts)
