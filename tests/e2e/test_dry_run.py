@@ -112,13 +112,32 @@ def test_dry_run_gives_what_only_the_night_decides_with_its_bound():
     assert "the last one only if the triage relaunches fewer than 3 sets" in out
     assert ("ring-ll: NCCL_ALGO=Ring NCCL_PROTO=LL - reached only if the triage relaunches fewer than 3 sets or "
             "the screen hands fewer than 3 sets") in out
-    assert "p2p-disable: NCCL_P2P_DISABLE=1 - not reached: the budget of 6 relaunches is spent before it" in out
+    assert "p2p-disable: NCCL_P2P_DISABLE=1 - not reached: the budget of 8 relaunches is spent before it" in out
     res = cli("sweep", "examples/sim.toml", "--dry-run", "--trials", "20", "--baseline-every", "3", "--no-confirm")
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    # 20 relaunches less the baseline and the 7 presets that certainly run (tree-ll may not; no fix set)
-    assert "Then the sampler (TPE): up to 12 proposals (a baseline re-measure every 3 relaunches)" in out
+    # every relaunch counts: stage 1 gets 19 (the final baseline keeps its slot), less the baseline, the 7
+    # presets that certainly run (tree-ll may not; no fix set) and the 4 re-measures due among them and the proposals
+    assert "Then the sampler (TPE): up to 7 proposals (a baseline re-measure every 3 relaunches)" in out
     assert "  2-4. up to 3 triage fix sets" in out
     assert ("  5. baseline re-measure (every 3 relaunches; its place among the sets below moves with how many "
             "sets the slots above hand)") in out
-    assert "Budget: 20 relaunches (the baseline included), then the final baseline re-measure, outside it." in out
+    assert "Budget: 20 relaunches: the baseline, 4 baseline re-measures, up to 14 sets, the final baseline." in out
+
+
+def test_dry_run_says_how_the_budget_is_spent_and_refuses_one_too_small(tmp_path):
+    res = cli("sweep", str(_config(tmp_path, ACCEPTED, "2.24.3")), "--dry-run", "--trials", "12",
+              "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    assert ("Budget: 12 relaunches: the baseline, up to 8 sets, 2 confirmations (the best set and the runner-up), "
+            "the final baseline.") in res.stdout
+    for extra, minimum in (([], 4), (["--no-confirm"], 3)):
+        res = cli("sweep", str(_config(tmp_path, ACCEPTED, "2.24.3")), "--dry-run", "--trials", "2", *extra,
+                  "--results", str(tmp_path / "r"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "'--trials' has value 2" in res.stderr and f"at least {minimum} are needed" in res.stderr, res.stderr
+        assert res.stdout == "" and "Traceback" not in res.stderr
+    path = _config(tmp_path, ACCEPTED, "2.24.3")
+    path.write_text(path.read_text().replace("trials = 4", "trials = 3"))
+    res = cli("sweep", str(path), "--results", str(tmp_path / "r"))  # the config's own value, before any launch
+    assert res.returncode == 2 and "'sweep.trials' has value 3" in res.stderr and not (tmp_path / "r").exists()

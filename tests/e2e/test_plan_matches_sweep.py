@@ -7,9 +7,11 @@ what cannot run on the topology, the reserved checks) must be exactly what the s
 holds, in order, and what only the night decides (the triage's fix sets and the screen's
 ranking in their slots, the sampler's proposals) must stay within the bound the dry run gave;
 a set announced "reached only if" may be missing, from the end only. Re-measures are checked
-by their rule (every ``--baseline-every`` relaunches), since their place among the sets moves
-with how many sets the slots hand. Outcomes that would depend on a verdict are fixed: the
-confirmation runs only where one set is twice as fast, elsewhere ``--no-confirm``.
+by their rule (every ``--baseline-every`` relaunches, never in stage 1's last slot), since their
+place among the sets moves with how many sets the slots hand. Every relaunch counts in the budget
+the dry run prints, and the reserved checks it names (each confirmation, the final baseline) are
+the study's last relaunches. Outcomes that would depend on a verdict are fixed: the confirmation
+runs only where one set is twice as fast, elsewhere ``--no-confirm``.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ sys.path.insert(0, str(SERVERS))
 class Announced:
     """The dry run's plan as printed: the numbered relaunch lines (a set past the budget as
     ``("maybe", item)`` or ``("out", name)``), the bounds of the triage's and the screen's slots,
-    the sampler's bound, the reserved checks."""
+    the sampler's bound, the reserved checks, the budget (every relaunch counted)."""
 
     items: list[tuple]
     proposals: int | None
     screened: int
     reserved: list[str]
     fixes: int = 0
+    budget: int | None = None
 
 
 def _announced(stdout: str) -> Announced:
@@ -77,11 +80,12 @@ def _announced(stdout: str) -> Announced:
     sampler = next((line for line in lines if line.startswith("Then the sampler")), "")
     bound = re.match(r"Then the sampler \(TPE\): (?:up to (\d+) proposals?|no proposal)", sampler)
     budget = next(line for line in lines if line.startswith("Budget: "))
-    reserved = [name for name, words in (("confirm", "one confirmation of a winner"),
-                                         ("final", "the final baseline re-measure")) if words in budget]
-    if "one confirmation" in budget and "final baseline" in budget:
-        assert budget.index("one confirmation") < budget.index("final baseline"), budget  # in the night's order
-    return Announced(items, (int(bound.group(1) or 0) if bound else None), screened, reserved, fixes)
+    words = re.match(r"Budget: (\d+) relaunches: the baseline, (?:\d+ baseline re-measures?, )?up to \d+ sets?"
+                     r"(?:, (\d) confirmations?[^,]*)?(, the final baseline)?\.$", budget)
+    assert words is not None, budget  # the checks in the night's order: the confirmations, then the final baseline
+    reserved = ["confirm"] * int(words.group(2) or 0) + (["final"] if words.group(3) else [])
+    return Announced(items, (int(bound.group(1) or 0) if bound else None), screened, reserved, fixes,
+                     int(words.group(1)))
 
 
 def _records(results: Path, study: str) -> list[TrialRecord]:
@@ -136,14 +140,19 @@ def _compare(plan: Announced, ran: list[tuple], every: int = 0) -> None:
     """What ran against what the dry run announced (the module docstring says how)."""
     tail = [{"confirm": ("confirm",), "final": ("remeasure",)}[name] for name in plan.reserved]
     assert ran[len(ran) - len(tail):] == tail, (ran, plan.reserved)
+    if plan.budget is not None:  # every relaunch counts, the checks included
+        assert sum(1 for x in ran if x[0] != "skip") <= plan.budget, (plan.budget, ran)
     body = ran[:len(ran) - len(tail)]
+    launched = [i for i, x in enumerate(body) if x[0] in ("set", "search")]
     since = 0
-    for x in body:  # a re-measure exactly when due, before the next relaunch
+    for i, x in enumerate(body):  # a re-measure exactly when due, before the next relaunch
         if x[0] in ("baseline", "remeasure"):
             assert x == ("baseline",) or (every and since >= every), (x, since, body)
             since = 0
         elif x[0] in ("set", "search"):
-            assert not (every and since >= every), ("a re-measure was due", x, body)
+            last_slot = plan.budget is not None and i == launched[-1] and sum(
+                1 for y in body if y[0] != "skip") == plan.budget - len(tail)
+            assert not (every and since >= every) or last_slot, ("a re-measure was due", x, body)
             since += 1
     got = [x for x in body if x != ("remeasure",)]
     i, missing = 0, False
@@ -245,7 +254,7 @@ def test_presets_then_the_sampler_within_its_bound_then_the_confirmation(tmp_pat
                        extra_server=f"env = {{ ENVRATE_EFFECTS = '{effects}' }}",
                        extra_sweep='seed = 3\n[nccl]\nversion = "2.21.5"', max_tokens=60, repeats=3)
     results = tmp_path / "r"
-    dry, _ = _sweep_twice(cfg, results, "s", "--trials", "6")
+    dry, _ = _sweep_twice(cfg, results, "s", "--trials", "8")  # stage 1: 6, then the confirmation and the final baseline
     plan, ran = _check(dry.stdout, results, "s")
     assert plan.proposals == 3 and plan.reserved == ["confirm", "final"]
     assert ("skip", "ll-default-buffer", "to NCCL the same set as preset ll") in ran
@@ -284,7 +293,7 @@ def test_the_screens_best_within_their_bound_then_the_presets_as_announced(tmp_p
     screen = (f'[screen]\ncommand = [{cmd}]\nsizes = [14336, 14680064]\ntrials = 8\ntop_k = 2\ntimeout_s = 20\n'
               f'[model]\nconfig = "{model}"\nallreduces_per_token = 100\n[nccl]\nversion = "2.21.5"\n')
     server = "env = { " + ", ".join(f"{k} = '{v}'" for k, v in LANDSCAPE.items()) + " }"
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(SCREEN_SPACE), trials=5,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(SCREEN_SPACE), trials=6,
                        extra_server=server, extra_sweep='seed = 5\nmode = "presets"\n' + screen, max_tokens=40,
                        repeats=3)
     results = tmp_path / "r"
@@ -328,7 +337,7 @@ def test_the_triages_fix_runs_in_its_slot_and_pushes_the_last_preset_out(tmp_pat
     bound, and the preset it pushes out of the budget is missing from the end, as announced."""
     cfg = _sim_config(tmp_path, space_file(LEVEL_SPACE))
     results = tmp_path / "r"
-    dry, _ = _sweep_twice(cfg, results, "t", "--mode", "presets", "--trials", "4", "--no-confirm")
+    dry, _ = _sweep_twice(cfg, results, "t", "--mode", "presets", "--trials", "5", "--no-confirm")
     assert "2-4. up to 3 triage fix sets: decided by the baseline's NCCL log" in dry.stdout, dry.stdout
     plan, ran = _check(dry.stdout, results, "t")
     assert plan.fixes == 3 and ("maybe", ("set", "p2p-disable")) in plan.items
@@ -350,3 +359,7 @@ def test_the_comparison_fails_when_the_sweep_departs_from_the_announcement():
                      [("baseline",), fix, ("remeasure",), ("set", "a"), ("remeasure",)]):
         with pytest.raises(AssertionError):
             _compare(plan, departed, every=0 if departed[2] != ("remeasure",) else 2)
+    budgeted = Announced(plan.items, None, 0, ["final"], fixes=1, budget=4)
+    _compare(budgeted, [("baseline",), fix, ("set", "a"), ("remeasure",)])  # within the budget of 4
+    with pytest.raises(AssertionError):  # one relaunch more than the budget, the final baseline counted
+        _compare(budgeted, [("baseline",), fix, ("set", "a"), ("set", "b"), ("remeasure",)])

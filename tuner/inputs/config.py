@@ -45,6 +45,7 @@ from tuner.record import Metric
 
 __all__ = [
     "CPU_VENDOR_NAMES",
+    "DEFAULT_BASELINE_EVERY",
     "DEFAULT_SPACE",
     "MODES",
     "PLACEHOLDER",
@@ -229,10 +230,19 @@ class ProbeConfig(FileModel):
                                     description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
 
 
+#: ``[sweep] baseline_every`` by default: at budget 12, a re-measure every 3, 4 or 5 relaunches lifts
+#: "Use it" for a true +10 % set from 5 % to 77-79 % of nights at tau 1 % (17 % to 48-53 % at 2 %,
+#: benchmarks/night_calibration.py --every); 5 costs the fewest sets on longer nights.
+DEFAULT_BASELINE_EVERY = 5
+
+
 class SweepConfig(FileModel):
-    """What to try: ``space`` file, relaunch budget ``trials`` (baseline included), ``mode``
-    (search: presets then the sampler; presets: presets only), ``seed`` of the sampler,
-    a baseline every ``baseline_every`` trials (0: none between), stop at ``target`` tok/s.
+    """What to try: ``space`` file, relaunch budget ``trials`` (every relaunch counts: the
+    baseline, its re-measures, the sets, the confirmations; tuner.planning.budget), ``mode``
+    (search: presets then the sampler; presets: presets only), ``seed`` of the sampler, a
+    baseline re-measure every ``baseline_every`` relaunches (0: none between; the default,
+    :data:`DEFAULT_BASELINE_EVERY`, measured by benchmarks/night_calibration.py --every), stop at
+    ``target`` tok/s.
 
     ``space`` is looked up relative to the current directory, then to the config file.
     """
@@ -242,7 +252,7 @@ class SweepConfig(FileModel):
     trials: Annotated[int, _int(1, 10_000)] = 12
     mode: Annotated[Literal["search", "presets"], Field(description=" or ".join(MODES))] = "search"
     seed: Annotated[int | None, _int(0)] = None
-    baseline_every: Annotated[int, _int(0, 10_000)] = 0
+    baseline_every: Annotated[int, _int(0, 10_000)] = DEFAULT_BASELINE_EVERY
     target: Annotated[float | None, _above(0)] = None
 
     @field_validator("space", mode="before")

@@ -129,10 +129,10 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     elif plan.sampler is not None:
         out.append(_sampler_line(proposals, plan.sampler, every_k))
     out.append(f"Budget: {plan.budget_words()}.")
-    out.append("  Every relaunch counts: the baseline, each re-measure (also one made once after an outlier baseline "
-               "launch, taking a set's slot), each set, each confirmation; the confirmations (the finalists of the "
-               "sets above relaunched once more) and the final baseline right after them keep their slots at the end"
-               + ("" if plan.slots is None or plan.slots.reserved else "; none is reserved here") + ".")
+    out.append("  Every relaunch counts, re-measures and confirmations too"
+               + ("; the finalists' confirmations and the final baseline right after them keep their slots at the end"
+                  if plan.slots is None or plan.slots.reserved else "; no check keeps a slot here")
+               + "; a baseline launch found to be an outlier is re-measured once, in a set's slot.")
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
     risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version, rules.facts().topology))]

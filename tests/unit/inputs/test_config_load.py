@@ -57,7 +57,7 @@ def test_a_good_file_with_defaults(tmp_path, space):
         "Count from 1 to 50.", 512, 1, 3, 15, 0.01, 120.0)
     assert (p.check, p.concurrency, p.concurrency_requests) == (None, (), 4)
     s = cfg.sweep
-    assert (s.space, s.trials, s.mode, s.seed, s.baseline_every, s.target) == (space, 12, "search", None, 0, None)
+    assert (s.space, s.trials, s.mode, s.seed, s.baseline_every, s.target) == (space, 12, "search", None, 5, None)
 
 
 
