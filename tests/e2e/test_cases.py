@@ -34,6 +34,13 @@ def case_config(tmp_path: Path, case: str, name: str = "sweep.toml", **replace: 
 
 
 def sweep(tmp_path: Path, config: Path, *args: str, env: dict[str, str] | None = None):
+    """The case's sweep with --no-confirm; without --trials, the budget the case file gives for a
+    default night (every relaunch counts: the confirmation's and the final baseline's slots
+    included) less the slots these options free, so the same sets run."""
+    if "--trials" not in args:
+        found = re.search(r"^trials = (\d+)$", config.read_text(), re.M)
+        if found is not None:
+            args = (*args, "--trials", str(int(found.group(1)) - 1 - ("--no-final-baseline" in args)))
     res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--study", "case", "--no-confirm", *args,
               env=env)
     csv = tmp_path / "r" / "case" / "trials.csv"

@@ -231,7 +231,7 @@ def test_secrets_never_written(tmp_path, space_file):
     command = [sys.executable, "-c", code, "--port", "{port}", "--api-key", TOKEN]
     space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
     port = free_port()
-    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20,
+    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=3, max_tokens=20,
                        repeats=2, extra_server=f'env = {{ HF_TOKEN = "{TOKEN}" }}', port=port,
                        extra_sweep='mode = "presets"')
     env = dict(os.environ, MY_API_KEY=API_KEY)
@@ -275,7 +275,7 @@ def test_crash_during_ready_check_is_crashed(tmp_path, space_file):
         f'[[presets]]\nname = "after-{k}"\nenv = {{ SIM_FAULT = "crash-mid-stream", SIM_FAULT_AFTER = "{k}" }}\n'
         for k in (1, 2, 3)))
     port = free_port()
-    cfg = write_config(tmp_path / "exp.toml", command=_sim_command(), space=space, trials=4, max_tokens=32,
+    cfg = write_config(tmp_path / "exp.toml", command=_sim_command(), space=space, trials=5, max_tokens=32,
                        repeats=2, ready_timeout_s=5, stall_timeout_s=2, extra_sweep='mode = "presets"', port=port)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rc", "--no-final-baseline")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -292,7 +292,7 @@ def test_runner_env_secret_on_the_command_line_not_written(tmp_path, space_file)
     script = str(SERVERS / "envrate_server.py")
     command = [sys.executable, script, "--port", "{port}", "--api-key", API_KEY]
     space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
-    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20,
+    cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=3, max_tokens=20,
                        repeats=2, extra_sweep='mode = "presets"')
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec2", "--no-final-baseline",
                   env=dict(os.environ, MY_API_KEY=API_KEY))
@@ -311,7 +311,7 @@ def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
     import time
 
     space = space_file('[[presets]]\nname = "orphans"\nenv = { NCCL_NTHREADS = "224" }\n')
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2, max_tokens=20,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4, max_tokens=20,
                        repeats=2, extra_sweep='mode = "presets"')
     study_dir = tmp_path / "r" / "term"
     started = time.time()

@@ -51,7 +51,7 @@ def test_a_variable_nccl_never_saw_gets_no_speed_verdict(tmp_path, space_file):
 
 
 def test_without_nccl_debug_nothing_is_claimed(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3,
                        extra_sweep='mode = "presets"', max_tokens=30, repeats=2)
     cfg.write_text(cfg.read_text() + "\n[nccl]\ndebug = false\n")
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r2"), "--study", "quiet", "--no-confirm")

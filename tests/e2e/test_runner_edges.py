@@ -76,7 +76,7 @@ def test_second_runner_of_the_same_study_and_port_is_refused(tmp_path, space_fil
 
 
 def test_kill_during_last_trial_still_gets_the_final_baseline(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3,
                        extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=20, repeats=2)
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "last", "--no-confirm"]
     proc = start_cli(*args)

@@ -85,7 +85,7 @@ def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
     cfg = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
     cfg = cfg.replace('space = "search_spaces/default.toml"', f'space = "{ROOT / "search_spaces" / "default.toml"}"')
     (tmp_path / "decode.toml").write_text(cfg)
-    res = cli("sweep", str(tmp_path / "decode.toml"), "--results", str(tmp_path), "--trials", "4")
+    res = cli("sweep", str(tmp_path / "decode.toml"), "--results", str(tmp_path), "--trials", "6")
     assert res.returncode == 2, res.stderr
     assert "key 'probe.metric' has value 'output_tok_s'" in res.stderr
     assert "the metric study 'decode' is judged on" in res.stderr

@@ -45,7 +45,7 @@ def _saw_env(log: str) -> dict:
 
 def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     space = space_file(PRESETS)
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=6,
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     env = dict(os.environ, NCCL_PROTO="Simple", NCCL_DEBUG="INFO", CUDA_DEVICE_MAX_CONNECTIONS="4")
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
@@ -91,7 +91,7 @@ name = "fifteen-percent"
 env = { NCCL_PROTO = "LL" }
 """)
     effects = '{"CUDA_DEVICE_MAX_CONNECTIONS=1": 1.005, "NCCL_PROTO=LL": 1.15}'
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=5,
                        extra_server=f"env = {{ ENVRATE_EFFECTS = '{effects}' }}",
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "noise")
@@ -129,7 +129,7 @@ env = { NCCL_PROTO = "LL" }
 
 
 def test_target_met_by_baseline_spends_one_launch(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=5)
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=7)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "100")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "t" / "trials.csv")
@@ -154,7 +154,7 @@ def test_target_reached_stops_early(tmp_path, space_file):
     # machine only ever measures a server slower). The first preset, LL, is 4x faster (280): the
     # lower bound of its 5 runs' CI stays above 75 (0.27 of its median) even with two of them
     # delayed without limit (tuner.judging.stats.median_ci_halfwidth), so it meets the target.
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=7,
                        max_tokens=28, repeats=5,
                        extra_server="""env = { ENVRATE_BASE = "70", ENVRATE_EFFECTS = '{"NCCL_PROTO=LL": 4}' }""")
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "t", "--target", "75",
@@ -170,7 +170,7 @@ def test_baseline_drift_keeps_a_small_gain_from_being_called_faster(tmp_path, sp
 name = "two-percent"
 env = { NCCL_MAX_NCHANNELS = "8" }
 """)
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=2,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
                        extra_server=f'env = {{ ENVRATE_DRIFT_FILE = "{tmp_path / "drift"}", ENVRATE_DRIFT_AT = "2" }}',
                        extra_sweep='mode = "presets"', max_tokens=200)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
@@ -186,7 +186,7 @@ env = { NCCL_MAX_NCHANNELS = "8" }
 
 
 def test_report_rebuilds_from_storage(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
                        max_tokens=20)
     assert cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rep").returncode == 0
     out = tmp_path / "r" / "rep"
@@ -221,7 +221,7 @@ def test_port_already_answering_is_refused(tmp_path, space_file):
 
 
 def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
                        extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
     proc = start_cli(*["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sig"])
     wait_for_log(tmp_path / "r" / "sig", 0, "SAW_ENV")
@@ -234,7 +234,7 @@ def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
 
 def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     """The runner dies (SIGKILL) while trial 2's server loads; the same command resumes."""
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=5,
                        extra_server='env = { ENVRATE_LOAD_S = "1.5" }', max_tokens=30)
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "res", "--no-confirm"]  # no verdict-made row
     study_dir = tmp_path / "r" / "res"
@@ -259,7 +259,7 @@ def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
 
 
 def test_failed_baseline_stops_at_once_and_exits_4(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
                        extra_server='env = { ENVRATE_FAULT = "crash-start" }')
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "bf")
     assert res.returncode == 4, res.stderr
@@ -271,11 +271,11 @@ def test_failed_baseline_stops_at_once_and_exits_4(tmp_path, space_file):
 
 def test_resume_with_changed_server_is_refused(tmp_path, space_file):
     space = space_file(PRESETS)
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=1, max_tokens=20)
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=3, max_tokens=20)
     args = ["sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "fp"]
     assert cli(*args).returncode == 0
     cfg.write_text(cfg.read_text().replace("max_tokens = 20", "max_tokens = 40"))
-    res = cli(*args, "--trials", "2")
+    res = cli(*args, "--trials", "4")
     assert res.returncode == 2 and "probe.max_tokens" in res.stderr and "new --study" in res.stderr
     assert len(pd.read_csv(tmp_path / "r" / "fp" / "trials.csv")) == 1
 

@@ -33,7 +33,7 @@ env = { NCCL_ALGO = "Tree" }
 
 
 def test_timeout_stops_before_a_trial_that_would_not_fit(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=4,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=6,
                        extra_server='env = { ENVRATE_LOAD_S = "2" }')
     # Each trial takes >2 s (load); a 5 s budget admits the baseline and at most one more trial.
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "to", "--timeout", "5s")
@@ -82,7 +82,7 @@ def test_concurrency_table_per_trial(tmp_path, space_file):
 
 
 def test_sigint_exits_130_and_leaves_nothing(tmp_path, space_file):
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=3,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=5,
                        extra_server='env = { ENVRATE_LOAD_S = "30" }', ready_timeout_s=60)
     proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "int")
     wait_for_log(tmp_path / "r" / "int", 0, "SAW_ENV")

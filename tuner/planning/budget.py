@@ -8,8 +8,8 @@ slots (:class:`Budget`): one confirmation of the best set, one more for the runn
 N >= :data:`RUNNER_UP_FROM`, and the final baseline launch, which comes right after the last
 confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
 slots. The first stage (the baseline, its re-measures, the tuned sets) spends what is left:
-:attr:`Budget.screening`. A night that cannot hold the baseline, one set and its reserved checks
-is refused before anything starts (:meth:`Budget.problem`).
+:attr:`Budget.screening`. A night that cannot hold the baseline and its reserved checks is refused
+before anything starts (:meth:`Budget.problem`).
 """
 
 from __future__ import annotations
@@ -66,16 +66,17 @@ class Budget:
 
     @property
     def minimum(self) -> int:
-        """The smallest ``trials`` this night's checks allow: the baseline, one set and the reserved checks."""
-        return 2 + Budget(max(self.trials, 0), self.confirm, self.final_baseline).reserved
+        """The smallest ``trials`` this night's checks allow: the baseline and the reserved checks."""
+        return 1 + Budget(max(self.trials, 0), self.confirm, self.final_baseline).reserved
 
     def problem(self) -> str | None:
         """Why the budget is too small (names the value, the minimum and what the slots hold), None when it fits."""
         if self.trials >= self.minimum:
             return None
-        held = ["the baseline", "one set", *self._check_words()]
-        return (f"{self.trials} relaunches cannot hold {', '.join(held[:-1])} and {held[-1]}: at least "
-                f"{self.minimum} are needed (--no-confirm and --no-final-baseline free their slots)")
+        held = ["the baseline", *self._check_words()]
+        return (f"{self.trials} relaunch{'es' if self.trials != 1 else ''} cannot hold {', '.join(held[:-1])} and "
+                f"{held[-1]}: at least {self.minimum} are needed, more to leave room for sets (--no-confirm and "
+                "--no-final-baseline free their slots)")
 
     def _check_words(self) -> list[str]:
         words = []

@@ -11,6 +11,7 @@ import optuna
 import pytest
 
 from tuner.inputs.space import load_space
+from tuner.planning.budget import Budget
 from tuner.planning.entry import PlanEntry, ScreenedSet, Step
 from tuner.planning.order import (
     EXHAUSTED,
@@ -20,7 +21,6 @@ from tuner.planning.order import (
     final_baseline_owed,
     outlier_baseline,
 )
-from tuner.planning.budget import Budget
 from tuner.planning.params import flag_params, split_params
 from tuner.record import Kind, Metric, Status, TrialRecord
 from tuner.study.storage import StudyStore
@@ -199,18 +199,18 @@ def test_the_budget_counts_every_relaunch():
 
 def test_the_budget_keeps_the_checks_slots_and_refuses_a_night_too_small():
     b = Budget(12)
-    assert (b.confirmations, b.reserved, b.screening, b.minimum) == (2, 3, 9, 5)
+    assert (b.confirmations, b.reserved, b.screening, b.minimum) == (2, 3, 9, 4)
     assert b.words() == ("12 relaunches: the baseline, up to 8 sets, 2 confirmations (the best set and the "
                          "runner-up), the final baseline")
     assert Budget(12).words(remeasures=1) == ("12 relaunches: the baseline, 1 baseline re-measure, up to 7 sets, "
                                               "2 confirmations (the best set and the runner-up), the final baseline")
     assert Budget(9).words() == "9 relaunches: the baseline, up to 6 sets, 1 confirmation, the final baseline"
     assert Budget(12, confirm=False).screening == 11 and Budget(12, False, False).screening == 12
-    assert Budget(4).problem() is None and Budget(2, False, False).problem() is None
-    why = Budget(3).problem()
-    assert why is not None and "at least 4" in why and "3 relaunches" in why and "--no-confirm" in why
-    assert Budget(1, confirm=False, final_baseline=False).problem() is not None  # the baseline and one set: 2
-    assert Budget(2, final_baseline=False).minimum == 3
+    assert Budget(3).problem() is None and Budget(1, False, False).problem() is None
+    why = Budget(2).problem()
+    assert why is not None and "at least 3" in why and "2 relaunches" in why and "--no-confirm" in why
+    assert Budget(1, final_baseline=False).problem() is not None  # the baseline and the confirmation: 2
+    assert Budget(2, final_baseline=False).minimum == 2
 
 
 def test_final_baseline_owed_after_a_tuned_relaunch_only():
