@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.pg import fresh_database  # noqa: E402
 from tests.pgserver import PgServer  # noqa: E402
+from tuner.planning import counts_in_budget  # noqa: E402
 from tuner.record import Kind, Status  # noqa: E402
 from tuner.study import StudyStore, open_study  # noqa: E402
 
@@ -99,7 +100,7 @@ def run(workers: int, cfg: Path, url: str, tmp: Path, timeline: bool = False) ->
             raise SystemExit(f"a worker failed ({p.returncode}):\n{err[-3000:]}")
     wall = time.monotonic() - t0
     records = [r for r in StudyStore(open_study("bench", url, create=False), {}).records() if r.kind.relaunched]
-    budgeted = [r for r in records if r.kind in (Kind.BASELINE, Kind.PRESET, Kind.SEARCH) and not r.recheck]
+    budgeted = [r for r in records if counts_in_budget(r)]  # every relaunch counts (tuner.planning.budget)
     firsts = [r.set_key for r in records if r.kind in (Kind.PRESET, Kind.SEARCH) and r.status is not Status.INTERRUPTED]
     by_runner = Counter(r.runner.rpartition(":")[2] for r in records)
     kinds = Counter(("re-measure" if r.recheck else r.kind.value) for r in records)
