@@ -24,8 +24,11 @@ def free_port() -> int:
 
 def write_config(path: Path, *, command: list[str], space: Path, trials: int = 4, port: int | None = None,
                  max_tokens: int = 60, repeats: int = 3, extra_server: str = "", extra_probe: str = "",
-                 extra_sweep: str = "", ready_timeout_s: float = 20, stall_timeout_s: float = 5) -> Path:
-    """Write an experiment TOML for a test server; returns its path."""
+                 extra_sweep: str = "", ready_timeout_s: float = 20, stall_timeout_s: float = 5,
+                 baseline_every: int = 0) -> Path:
+    """Write an experiment TOML for a test server; returns its path. ``trials`` counts every
+    relaunch (the checks' slots included); ``baseline_every`` is 0 unless a test asks for
+    re-measures (the product's default is 5: these nights are counted by their sets)."""
     port = port or free_port()
     cmd = ", ".join(f'"{a}"' for a in command)
     path.write_text(f"""
@@ -45,6 +48,7 @@ stall_timeout_s = {stall_timeout_s}
 [sweep]
 space = "{space}"
 trials = {trials}
+baseline_every = {baseline_every}
 {extra_sweep}
 """)
     return path

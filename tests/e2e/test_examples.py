@@ -26,7 +26,7 @@ def simulated(example: str, tmp_path: Path, *extra_server_args: str) -> Path:
     text = re.sub(r"^port = \d+", f"port = {free_port()}", text, flags=re.M)
     text = re.sub(r"^max_tokens = \d+", "max_tokens = 32", text, flags=re.M)
     text = re.sub(r"^repeats = \d+", "repeats = 2", text, flags=re.M)
-    text = re.sub(r"^trials = \d+", "trials = 4", text, flags=re.M)  # the baseline, one set and the two checks
+    text = re.sub(r"^trials = \d+", "trials = 3", text, flags=re.M)  # --no-confirm: the baseline, one set, the final baseline
     text = re.sub(r'^space = "search_spaces/', f'space = "{ROOT}/search_spaces/', text, flags=re.M)
     path = tmp_path / example
     path.write_text(text)

@@ -22,7 +22,7 @@ env = { NCCL_ALGO = "Ring", CUDA_DEVICE_MAX_CONNECTIONS = "1" }
 
 def _sweep(tmp_path, space_file, extra_env: str):
     effects = '{"NCCL_PROTO=LL": 1.15, "NCCL_ALGO=Ring": 1.15}'
-    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=3,
+    cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=4,
                        extra_server=f"env = {{ ENVRATE_EFFECTS = '{effects}'{extra_env} }}",
                        extra_sweep='mode = "presets"', max_tokens=60, repeats=3)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "ev", "--no-confirm")

@@ -26,7 +26,7 @@ def _config(tmp_path: Path, command: list[str]) -> Path:
     faster, within the noise of 2 runs) no confirmation relaunch is added."""
     space = tmp_path / "space.toml"
     space.write_text(LL)
-    return write_config(tmp_path / "exp.toml", command=command, space=space, trials=2, max_tokens=20, repeats=2,
+    return write_config(tmp_path / "exp.toml", command=command, space=space, trials=3, max_tokens=20, repeats=2,
                         extra_sweep='mode = "presets"')
 
 

@@ -26,7 +26,7 @@ def night(tmp_path, space_file, seed: int, effects: str):
     server_env = (f"env = {{ ENVRATE_EFFECTS = '{effects}', ENVRATE_LAUNCH_NOISE = \"0.02\", "
                   f"ENVRATE_SEED = \"{seed}\", ENVRATE_COUNT_FILE = \"{tmp_path / study}.count\", "
                   "ENVRATE_LOAD_S = \"0.1\" }")
-    cfg = write_config(tmp_path / f"{study}.toml", command=envrate_command(), space=space_file(PRESETS), trials=6,
+    cfg = write_config(tmp_path / f"{study}.toml", command=envrate_command(), space=space_file(PRESETS), trials=8,
                        extra_server=server_env, extra_sweep='mode = "presets"', max_tokens=60, repeats=3)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", study)
     assert res.returncode == 0, res.stderr

@@ -229,11 +229,12 @@ class Sweep:
         kept = f", {b.reserved} kept for the checks" if b.reserved else ""
         return f"relaunch budget of {self.budget} spent ({b.screening} for the baseline and the sets{kept})"
 
-    def _fits(self, *, extra: bool = False) -> tuple[bool, str]:
+    def _fits(self, *, extra: bool = False, budget: bool = True) -> tuple[bool, str]:
         """Whether another relaunch fits: in stage 1 (``extra`` False) within the stage-1 share
-        of the budget, in stage 2 within the whole budget; both within --timeout/--until."""
+        of the budget, in stage 2 within the whole budget (``budget`` False: time only, for a
+        silent runner's trial whose slot its failure frees); always within --timeout/--until."""
         limit = self.budget if extra else self.plan_budget.screening
-        if self._spent() >= limit:
+        if budget and self._spent() >= limit:
             return False, self._spent_words() if not extra else f"relaunch budget of {self.budget} spent"
         walls = [r.wall_s for r in self.store.finished() if r.wall_s] + self.progress.trial_times
         estimate = ESTIMATE_MARGIN * max(walls) if walls else 0.0
@@ -463,7 +464,7 @@ class Sweep:
         silent (its runner may have died) wait for Optuna's heartbeat check to fail it, up to
         the grace period. True when a trial then awaits its retry (the loop goes on to make
         it, within the time budget)."""
-        if not self.store.running() or not self._fits(extra=True)[0]:
+        if not self.store.running() or not self._fits(extra=True, budget=False)[0]:
             return False
         now = time.monotonic()
         watch_until, deadline = now + 2 * self.heartbeat_s + 1, now + self.grace_s + 2 * self.heartbeat_s + 1
