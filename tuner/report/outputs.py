@@ -19,6 +19,7 @@ from tuner.report.plots import save_figures
 from tuner.report.proof import proof_markdown
 from tuner.report.screen import save_screen_figure, screen_markdown
 from tuner.report.text import (
+    USE_KEY,
     HostTypeSection,
     confirmed_row,
     levels_markdown,
@@ -63,15 +64,19 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         levels = judge_levels(group, metric=metric, min_effect=min_effect,
                               judged_level=_judged_level(group, info.judge_concurrency))
         judgement = levels.headline
-        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=judgement)
-        if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
-            df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
+        # the table, trials.csv and the figures are the single stream's; the verdict is the headline level's
+        single = levels.judgements[SINGLE_STREAM]
+        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=single)
+        if levels.judged_level != SINGLE_STREAM:
+            df.attrs[USE_KEY] = judgement.winner if judgement.confirmed else None
+        if single.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
+            df.attrs["launch_noise_pct"] = single.noise.sigma * 100
         df.attrs["metric"] = metric
-        if judgement.baseline_launches:
-            df.attrs["baseline_level"] = level(judgement.baseline_launches)
+        if single.baseline_launches:
+            df.attrs["baseline_level"] = level(single.baseline_launches)
         verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement, levels=levels)
         sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}", levels=levels))
-        judgements.append(judgement)
+        judgements.append(single)
     if len(sections) == 1:
         first = judgements[0]
         df, verdict = sections[0].df, sections[0].verdict

@@ -21,13 +21,14 @@ from rich.text import Text
 
 from tuner.judging import Judgement, LevelJudgement, SetJudgement, stats
 from tuner.plaintext import plain_table
-from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
+from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict, set_key
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 from tuner.triage import Triage
 
 __all__ = [
     "CONSOLE_COLUMNS",
     "FIGURE_SECTIONS",
+    "USE_KEY",
     "HostTypeSection",
     "confirmed_row",
     "console_table",
@@ -122,9 +123,22 @@ def _named(sets: list[SetJudgement], j: Judgement) -> str:
                      f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
 
 
+#: ``df.attrs`` key: the set to use when the headline rests on a concurrency level above 1
+#: (``probe.judge_concurrency``): its set key, or None when none held there.
+USE_KEY = "use_key"
+
+
 def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
-    """The confirmation relaunch whose gain held (the set to use), or None."""
-    rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
+    """The confirmation relaunch whose gain held (the set to use), or None. When the headline
+    rests on another level than the frame's single stream (``df.attrs[USE_KEY]``, set by
+    :func:`tuner.report.outputs.write_outputs`), that level's confirmed set's last confirmation row."""
+    if USE_KEY in df.attrs:
+        key = df.attrs[USE_KEY]
+        rows = df[(df["kind"] == Kind.CONFIRM)
+                  & pd.Series([set_key(e, f) == key for e, f in zip(df["env"], df["flags"], strict=True)],
+                              index=df.index, dtype=bool)]
+    else:
+        rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
     return None if rows.empty else rows.iloc[-1]
 
 
@@ -157,9 +171,11 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     k_base = len(j.baseline_launches)
     runs = sum(len(b) for b in j.baseline_launches)
     # The level every ratio uses (stats.level), not a row's median: said so, or they seem to disagree.
-    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {_n(runs, 'run')} over "
-             f"{_n(k_base, 'launch', 'launches')}" + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "")
-             + "; a row's tok/s is its launch's median)."]
+    over = (f"{_n(runs, 'run')} over {_n(k_base, 'launch', 'launches')}" if at_level == 1 else
+            f"{_n(k_base, 'launch', 'launches')}, one value each")
+    row = "its launch's median" if at_level == 1 else "its single-stream median"
+    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {over}"
+             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + f"; a row's tok/s is {row})."]
     if j.noise is not None:
         parts.append(f"Every interval includes the {j.noise.describe()}.")
     if info.target_met_untuned and target is not None:
@@ -302,7 +318,7 @@ def levels_markdown(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN
              f"(95 % over the {len(lj.levels)} levels, Bonferroni). C=1 is the single-stream probe on "
              f"{lj.metric.words}; above it a launch has one value, its aggregate output tok/s, so its noise is "
              f"all launch noise. \"Use it\" rests on C={lj.judged_level} (probe.judge_concurrency)"
-             + (", and the trials table's ratio and verdict are at that level." if lj.judged_level != 1 else "."), "",
+             + ("; the trials table above is the single stream's." if lj.judged_level != 1 else "."), "",
              markdown_table(pd.DataFrame(rows, columns=["set", *cols])), ""]
     flips = [f.sentence() for f in lj.flips()]
     return lines + ([*(f"- {f}" for f in flips), ""] if flips else [])
