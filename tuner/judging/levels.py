@@ -214,7 +214,8 @@ def _widened(key: str, level: int, j: Judgement, confidence: float, min_effect: 
     c = s.comparison
     if c is None:
         return None
-    verdict = s.verdict
+    # the comparison on all launches; a confirmation is the headline's business, not a level's
+    verdict = Verdict.NOT_APPLIED if s.not_applied else c.verdict
     if verdict not in _DIRECTIONAL or not (c.ci_low > 0 and c.ci_high > 0):
         return LevelVerdict(key, level, c.ratio, math.nan, math.nan, verdict)
     mid = (math.log(c.ci_low) + math.log(c.ci_high)) / 2.0

@@ -108,6 +108,8 @@ def test_judge_concurrency_moves_the_headline_to_that_level():
     assert lj.headline is lj.judgements[8]
     assert lj.winner == ring and lj.headline.confirmed is True  # +20 % at C=8, held on the fresh pair
     assert lj.judgements[1].winner != ring  # at one stream Ring is in the noise
+    assert lj.judgements[1].sets[ring].verdict is Verdict.FAILED_CONFIRMATION
+    assert lj.verdicts[1][ring].verdict is Verdict.NO_DIFFERENCE  # a level shows the comparison, not the confirmation
     assert lj.sentences()[0].startswith('The headline and "Use it" rest on C=8 (probe.judge_concurrency)')
 
 
