@@ -278,7 +278,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k) and k != "NCCL_DEBUG_FILE"}
     store.update_info(server_command=[scrub(a, secrets) for a in cfg.server.argv()], target=sweep.target,
                       storage_hint=hide_password(sweep.storage_url), server_env=redact(cfg.server.env),
-                      fixed_tuning_env=redact(fixed), min_effect=min_effect, space_notes=space.notes)
+                      fixed_tuning_env=redact(fixed), min_effect=min_effect, space_notes=space.notes,
+                      judge_concurrency=cfg.probe.judge_concurrency)
     if fixed:
         progress.log(f"note: server.env fixes {' '.join(f'{k}={v}' for k, v in redact(fixed).items())} for "
                      "every trial; the 'untuned' baseline runs with these too")

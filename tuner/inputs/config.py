@@ -204,6 +204,9 @@ class ProbeConfig(FileModel):
     (:func:`tuner.judging.stats.runs_for_precision`); the first baseline launch makes ``max_repeats``.
     ``stall_timeout_s`` (s): a stream with no token for that long is ``hung``.
     ``concurrency``: extra runs with that many simultaneous streams (``concurrency_requests`` each).
+    ``judge_concurrency``: the level "Use it" rests on (the headline, its confirmation): 1, the
+    single-stream probe (the default), or one of ``concurrency``; every level is judged and
+    shown either way (:mod:`tuner.judging.levels`).
     ``endpoint``: ``chat`` or ``completions`` (a base model without a chat template).
     ``metric``: what verdicts, the sampler and the plots use: ``output_tok_s`` (completion
     tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
@@ -224,10 +227,22 @@ class ProbeConfig(FileModel):
     concurrency: Annotated[tuple[Annotated[int, Field(ge=1, le=1024)], ...], BeforeTuple, Field(
         description="a list of integers in [1, 1024], e.g. [1, 2, 4, 8]")] = ()
     concurrency_requests: Annotated[int, _int(1, 10_000)] = 4
+    judge_concurrency: Annotated[int, Field(ge=1, description=(
+        "1 (the single-stream probe) or one of probe.concurrency"))] = 1
     endpoint: Annotated[Literal["chat", "completions"], Field(
         description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
     metric: Annotated[Metric, Field(strict=False,  # the file holds the enum's value, a string
                                     description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
+
+    @model_validator(mode="after")
+    def _judged_level_measured(self) -> ProbeConfig:
+        level = self.judge_concurrency
+        if level != 1 and level not in self.concurrency:
+            levels = f" ([{', '.join(map(str, self.concurrency))}])" if self.concurrency else ", which is empty"
+            raise_all("probe", [detail(("judge_concurrency",), level,
+                                       f"1 (the single-stream probe) or one of probe.concurrency{levels}",
+                                       f"C={level} is not measured")])
+        return self
 
 
 #: ``[sweep] baseline_every`` by default: at budget 12, a re-measure every 3, 4 or 5 relaunches lifts

@@ -2,8 +2,9 @@
 
 :mod:`~tuner.judging.stats` (two levels of noise: launch-to-launch and run-to-run, the
 comparison of a set with the baseline, the headline about the best of K sets, confirmations,
-the runs a launch needs) and :mod:`~tuner.judging.judge` (a study's records to sets, each judged
-against its host type's baseline on the study's metric).
+the runs a launch needs), :mod:`~tuner.judging.judge` (a study's records to sets, each judged
+against its host type's baseline on the study's metric) and :mod:`~tuner.judging.levels` (every
+set judged at each concurrency level, the headline at the one the config names).
 """
 
 from tuner.judging.judge import (
@@ -15,6 +16,15 @@ from tuner.judging.judge import (
     judge_by_host_type,
     pending,
     runs_of,
+)
+from tuner.judging.levels import (
+    SINGLE_STREAM,
+    Flip,
+    LevelJudgement,
+    LevelVerdict,
+    judge_levels,
+    level_records,
+    measured_levels,
 )
 from tuner.judging.stats import (
     DEFAULT_MIN_EFFECT,
@@ -43,12 +53,16 @@ __all__ = [
     "MIN_RUNS",
     "PRIOR_LAUNCH_DF",
     "PRIOR_LAUNCH_SIGMA",
+    "SINGLE_STREAM",
     "UNKNOWN_TYPE",
     "Comparison",
+    "Flip",
     "Headline",
     "Judgement",
     "LaunchNoise",
     "Launches",
+    "LevelJudgement",
+    "LevelVerdict",
     "SetJudgement",
     "best_of",
     "compare",
@@ -57,8 +71,11 @@ __all__ = [
     "host_type_groups",
     "judge",
     "judge_by_host_type",
+    "judge_levels",
     "launch_noise",
     "level",
+    "level_records",
+    "measured_levels",
     "median_ci_halfwidth",
     "min_detectable_effect",
     "pending",

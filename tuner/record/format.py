@@ -28,6 +28,10 @@ Versions:
    The study also stores ``triage`` (:attr:`tuner.record.study.StudyInfo.triage`): NCCL's model
    of the machine judged after the first ok baseline, with the fixes planned first; a
    version-2 study reads it as ``{}`` (not judged): its night goes on without fixes.
+4. The study stores ``judge_concurrency``
+   (:attr:`tuner.record.study.StudyInfo.judge_concurrency`): the concurrency level the headline
+   and "Use it" rest on (``probe.judge_concurrency``); a version-3 study reads it as 1, the
+   single-stream probe, as it was judged.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -42,7 +46,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

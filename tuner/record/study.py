@@ -67,6 +67,8 @@ class StudyInfo:
     ``triage``: NCCL's model of the machine judged after the first ok baseline, as
     :meth:`tuner.triage.Triage.to_dict` writes it (``{}``: not judged, or a study stored before
     format version 3); every runner of the study plans its fixes first.
+    ``judge_concurrency``: the concurrency level "Use it" rests on (``probe.judge_concurrency``
+    of the last sweep; 1, the single-stream probe, for a study stored before format version 4).
     """
 
     format_version: int = FORMAT_VERSION
@@ -92,6 +94,7 @@ class StudyInfo:
     screen: ScreenSummary | None = None
     space_notes: dict[str, str] = field(default_factory=dict)
     triage: dict[str, Any] = field(default_factory=dict)
+    judge_concurrency: int = 1
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner.judging import UNKNOWN_TYPE, host_type_groups, judge, level
+from tuner.judging import SINGLE_STREAM, UNKNOWN_TYPE, host_type_groups, judge_levels, level, measured_levels
 from tuner.record import Kind, StudyInfo, TrialRecord
 from tuner.report.frame import (
     combine_frames,
@@ -19,8 +19,10 @@ from tuner.report.plots import save_figures
 from tuner.report.proof import proof_markdown
 from tuner.report.screen import save_screen_figure, screen_markdown
 from tuner.report.text import (
+    USE_KEY,
     HostTypeSection,
     confirmed_row,
+    levels_markdown,
     not_launched_markdown,
     report_markdown,
     report_markdown_by_host_type,
@@ -45,6 +47,12 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     ``host-type-<k>/`` and report.md has a section per type (the screen's section, which ranks
     the screen against one type's relaunches, only with one type). Raises OSError when
     ``out_dir`` cannot be written.
+
+    Every concurrency level the night measured is judged too (:func:`tuner.judging.levels.judge_levels`):
+    report.md's "Per concurrency level" section, and the verdict says which sets flip. The
+    headline, "Use it" and the frame's verdicts are those of ``info.judge_concurrency``'s level
+    (1, the single-stream probe, unless the sweep's ``probe.judge_concurrency`` named another
+    that its records measured).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     relaunches = [r for r in records if r.kind.relaunched]
@@ -53,16 +61,22 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     sections = []
     judgements = []
     for k, (host_type, group) in enumerate((host_type_groups(relaunches) or {UNKNOWN_TYPE: []}).items(), 1):
-        judgement = judge(group, metric=metric, min_effect=min_effect)
-        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=judgement)
-        if judgement.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
-            df.attrs["launch_noise_pct"] = judgement.noise.sigma * 100
+        levels = judge_levels(group, metric=metric, min_effect=min_effect,
+                              judged_level=_judged_level(group, info.judge_concurrency))
+        judgement = levels.headline
+        # the table, trials.csv and the figures are the single stream's; the verdict is the headline level's
+        single = levels.judgements[SINGLE_STREAM]
+        df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=single)
+        if levels.judged_level != SINGLE_STREAM:
+            df.attrs[USE_KEY] = judgement.winner if judgement.confirmed else None
+        if single.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
+            df.attrs["launch_noise_pct"] = single.noise.sigma * 100
         df.attrs["metric"] = metric
-        if judgement.baseline_launches:
-            df.attrs["baseline_level"] = level(judgement.baseline_launches)
-        verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement)
-        sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}"))
-        judgements.append(judgement)
+        if single.baseline_launches:
+            df.attrs["baseline_level"] = level(single.baseline_launches)
+        verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement, levels=levels)
+        sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}", levels=levels))
+        judgements.append(single)
     if len(sections) == 1:
         first = judgements[0]
         df, verdict = sections[0].df, sections[0].verdict
@@ -71,8 +85,9 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
         extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
                                 figure=screen_png)
+        per_level = levels_markdown(sections[0].levels, min_effect=min_effect) if sections[0].levels else []
         (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures, extra,
-                                                           after=not_launched))
+                                                           after=not_launched, levels=per_level))
         return df, verdict
     for s in sections:
         s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]
@@ -81,3 +96,9 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     verdict = "\n\n".join(s.titled_verdict(k) for k, s in enumerate(sections, 1))
     (out_dir / "report.md").write_text(report_markdown_by_host_type(sections, info, study_name, not_launched))
     return df, verdict
+
+
+def _judged_level(records: Sequence[TrialRecord], wanted: int) -> int:
+    """``wanted`` when some record measured it (or it is 1), else 1: a study whose records
+    never held that level (stored before its sweep named it) is judged on the single stream."""
+    return wanted if wanted in measured_levels(records) else SINGLE_STREAM

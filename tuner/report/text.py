@@ -19,19 +19,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import Judgement, SetJudgement, stats
+from tuner.judging import Judgement, LevelJudgement, SetJudgement, stats
 from tuner.plaintext import plain_table
-from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
+from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict, set_key
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 from tuner.triage import Triage
 
 __all__ = [
     "CONSOLE_COLUMNS",
     "FIGURE_SECTIONS",
+    "USE_KEY",
     "HostTypeSection",
     "confirmed_row",
     "console_table",
     "export_lines",
+    "levels_markdown",
     "markdown_table",
     "not_launched_markdown",
     "note_lines",
@@ -121,14 +123,27 @@ def _named(sets: list[SetJudgement], j: Judgement) -> str:
                      f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
 
 
+#: ``df.attrs`` key: the set to use when the headline rests on a concurrency level above 1
+#: (``probe.judge_concurrency``): its set key, or None when none held there.
+USE_KEY = "use_key"
+
+
 def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
-    """The confirmation relaunch whose gain held (the set to use), or None."""
-    rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
+    """The confirmation relaunch whose gain held (the set to use), or None. When the headline
+    rests on another level than the frame's single stream (``df.attrs[USE_KEY]``, set by
+    :func:`tuner.report.outputs.write_outputs`), that level's confirmed set's last confirmation row."""
+    if USE_KEY in df.attrs:
+        key = df.attrs[USE_KEY]
+        rows = df[(df["kind"] == Kind.CONFIRM)
+                  & pd.Series([set_key(e, f) == key for e, f in zip(df["env"], df["flags"], strict=True)],
+                              index=df.index, dtype=bool)]
+    else:
+        rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
     return None if rows.empty else rows.iloc[-1]
 
 
 def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
-                      judgement: Judgement | None = None) -> str:
+                      judgement: Judgement | None = None, levels: LevelJudgement | None = None) -> str:
     """One paragraph a person can act on, claiming only what was measured: the baseline and the
     launch-to-launch noise, the headline about the best of the K sets tried (Bonferroni) and
     its confirmation, every other set with a significant verdict, the smallest gain this design
@@ -139,7 +154,10 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     given is not possible, so pass it; without it only the baseline sentence is written); the
     metric named is the judgement's.
     ``min_effect`` (fraction): the judging threshold (default ``info.min_effect``, else
-    :data:`tuner.judging.stats.DEFAULT_MIN_EFFECT`).
+    :data:`tuner.judging.stats.DEFAULT_MIN_EFFECT`). ``levels``: the night judged per
+    concurrency level (:func:`tuner.judging.levels.judge_levels`); ``judgement`` is then its
+    headline (the level ``probe.judge_concurrency`` names), and its sentences (that level, the
+    sets that flip with concurrency) follow the sets'.
     """
     if min_effect is None:
         min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
@@ -147,14 +165,17 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     j = judgement
     if j is None or not j.baseline_launches:
         return "The untuned baseline has no successful measurement yet, so no trial can be judged."
-    what = j.metric.described
+    at_level = levels.judged_level if levels is not None else 1
+    what = j.metric.described if at_level == 1 else f"aggregate output tok/s at C={at_level}"
     base_level = stats.level(j.baseline_launches)
     k_base = len(j.baseline_launches)
     runs = sum(len(b) for b in j.baseline_launches)
     # The level every ratio uses (stats.level), not a row's median: said so, or they seem to disagree.
-    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {_n(runs, 'run')} over "
-             f"{_n(k_base, 'launch', 'launches')}" + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "")
-             + "; a row's tok/s is its launch's median)."]
+    over = (f"{_n(runs, 'run')} over {_n(k_base, 'launch', 'launches')}" if at_level == 1 else
+            f"{_n(k_base, 'launch', 'launches')}, one value each")
+    row = "its launch's median" if at_level == 1 else "its single-stream median"
+    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {over}"
+             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + f"; a row's tok/s is {row})."]
     if j.noise is not None:
         parts.append(f"Every interval includes the {j.noise.describe()}.")
     if info.target_met_untuned and target is not None:
@@ -173,9 +194,12 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
                      + (f", {unapplied} not applied by NCCL" if unapplied else "") + "): keep the defaults.")
     else:
         parts += _headline(j, judged, min_effect)
+    if levels is not None:
+        parts += levels.sentences()
     mde = j.min_detectable_effect()
     if math.isfinite(mde):
-        parts.append(f"With {_n(j.runs_per_launch(), 'run')} per launch and {_n(k_base, 'baseline launch', 'baseline launches')}, "
+        per_launch = _n(j.runs_per_launch(), 'run') if at_level == 1 else "one value"
+        parts.append(f"With {per_launch} per launch and {_n(k_base, 'baseline launch', 'baseline launches')}, "
                      f"the smallest gain a set could be called faster at (80 % power) is about {mde * 100:.1f} %.")
     not_applied = [s for s in j.sets.values() if s.not_applied]
     if not_applied:
@@ -261,6 +285,43 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
                             else "also within the noise"))
         parts.append(sentence + ". Keep the defaults.")
     return parts
+
+
+def _level_cell(lj: LevelJudgement, level: int, key: str, min_effect: float) -> str:
+    v = lj.verdicts[level].get(key)
+    if v is None:
+        return "-"
+    return f"{v.gain_pct:+.1f} % {stats.verdict_words(v.verdict, min_effect)}"
+
+
+def levels_markdown(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
+                    level: str = "##") -> list[str]:
+    """report.md's "Per concurrency level" section: one row per set, one column per level
+    judged (C=1 the single-stream probe, then ``probe.concurrency``), each cell the set's
+    change against the baseline at that level and its verdict at the Bonferroni-over-levels
+    confidence (:attr:`tuner.judging.levels.LevelJudgement.confidence`), the baseline's level
+    (tok/s) first, then the sets that flip. Empty for a night that measured no level beyond
+    the single stream."""
+    if not lj.several:
+        return []
+    cols = [f"C={c}" for c in lj.levels]
+    base = {"set": "baseline (tok/s)"}
+    for c, col in zip(lj.levels, cols, strict=True):
+        launches = lj.judgements[c].baseline_launches
+        base[col] = f"{stats.level(launches):.1f}" if launches else "-"
+    rows = [base] + [{"set": label, **{col: _level_cell(lj, c, key, min_effect)
+                                       for c, col in zip(lj.levels, cols, strict=True)}}
+                     for key, label in lj.labels.items()]
+    conf = f"{lj.confidence * 100:.2f}".rstrip("0").rstrip(".")
+    lines = [f"{level} Per concurrency level", "",
+             f"Each level judged with the same model as the single-stream probe; verdicts at {conf} % "
+             f"(95 % over the {len(lj.levels)} levels, Bonferroni). C=1 is the single-stream probe on "
+             f"{lj.metric.words}; above it a launch has one value, its aggregate output tok/s, so its noise is "
+             f"all launch noise. \"Use it\" rests on C={lj.judged_level} (probe.judge_concurrency)"
+             + ("; the trials table above is the single stream's." if lj.judged_level != 1 else "."), "",
+             markdown_table(pd.DataFrame(rows, columns=["set", *cols])), ""]
+    flips = [f.sentence() for f in lj.flips()]
+    return lines + ([*(f"- {f}" for f in flips), ""] if flips else [])
 
 
 def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
@@ -368,32 +429,36 @@ FIGURE_SECTIONS: dict[str, tuple[str, str]] = {
 
 
 def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name: str,
-                    figures: Sequence[str] = (), sections: Sequence[str] = (), after: Sequence[str] = ()) -> str:
+                    figures: Sequence[str] = (), sections: Sequence[str] = (), after: Sequence[str] = (),
+                    levels: Sequence[str] = ()) -> str:
     """The text of report.md: the verdict, the best set's export lines when it is significantly
     faster, a section per figure (``figures``: PNG file names written next to report.md, in
     :data:`FIGURE_SECTIONS` order, each linking to the SVG beside it) with the trials table under
     the first, failed relaunches,
     why the sweep stopped and how to open the study in optuna-dashboard. ``sections``: more
     lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`);
-    ``after``: lines placed after the figures (the proof, the sets not launched)."""
+    ``after``: lines placed after the figures (the proof, the sets not launched); ``levels``:
+    the per-level section (:func:`levels_markdown`), right after the trials table."""
     lines = [f"# nccl-tune report: {study_name}", ""]
     if df.empty:
         return "\n".join([*lines, "No trial recorded yet.", ""])
     lines += ["## Verdict", "", verdict, ""]
-    lines += _markdown_body(df, info, figures, "##", sections)
+    lines += _markdown_body(df, info, figures, "##", sections, levels)
     return "\n".join(lines + list(after) + _markdown_end(df, info))
 
 
 @dataclass
 class HostTypeSection:
     """One host type of a study for the report: its rows (a trials frame), its verdict
-    paragraph, and its figures (PNG names) in ``folder`` next to report.md."""
+    paragraph, its figures (PNG names) in ``folder`` next to report.md, and its judgement per
+    concurrency level (None: not judged per level)."""
 
     host_type: str
     df: pd.DataFrame
     verdict: str
     figures: list[str] = field(default_factory=list)
     folder: str = ""
+    levels: LevelJudgement | None = None
 
     def titled_verdict(self, k: int) -> str:
         """The verdict paragraph led by the host type it is about."""
@@ -412,7 +477,8 @@ def report_markdown_by_host_type(sections: Sequence[HostTypeSection], info: Stud
     lines += [f"- {s.titled_verdict(k)}" for k, s in enumerate(sections, 1)] + [""]
     for k, s in enumerate(sections, 1):
         lines += [f"## Host type {k}: `{s.host_type or 'not recorded'}`", ""]
-        lines += _markdown_body(s.df, info, [f"{s.folder}/{name}" for name in s.figures], "###")
+        per_level = levels_markdown(s.levels, min_effect=_min_effect(info), level="###") if s.levels else []
+        lines += _markdown_body(s.df, info, [f"{s.folder}/{name}" for name in s.figures], "###", (), per_level)
     everything = pd.concat([s.df for s in sections], ignore_index=True).sort_values("trial")
     return "\n".join(lines + list(extra) + _markdown_end(everything, info, host_type=True))
 
@@ -426,11 +492,15 @@ def triage_markdown(info: StudyInfo, level: str = "##") -> list[str]:
             ""]
 
 
+def _min_effect(info: StudyInfo) -> float:
+    return info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
+
+
 def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], level: str,
-                   sections: Sequence[str] = ()) -> list[str]:
+                   sections: Sequence[str] = (), levels: Sequence[str] = ()) -> list[str]:
     """The best set's export lines when confirmed, ``sections`` (the screen's lines), then a
     section per figure (``figures``: PNG paths relative to report.md) with the trials table
-    under the first."""
+    under the first and ``levels`` (the per-level section) under it."""
     lines: list[str] = []
     use = confirmed_row(df)
     if use is not None:
@@ -447,6 +517,7 @@ def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], le
             if stem not in names:
                 lines += [f"{level} {heading}", ""]
             lines += [markdown_table(summary_table(df)), ""]
+            lines += list(levels)
     return lines
 
 

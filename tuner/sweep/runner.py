@@ -34,7 +34,17 @@ from tuner.diagnose import load_diagnosis
 from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
-from tuner.judging import UNKNOWN_TYPE, Judgement, judge, judge_by_host_type, runs_of, stats
+from tuner.judging import (
+    SINGLE_STREAM,
+    UNKNOWN_TYPE,
+    Judgement,
+    host_type_groups,
+    judge,
+    judge_by_host_type,
+    judge_levels,
+    runs_of,
+    stats,
+)
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import (
     EXHAUSTED,
@@ -492,6 +502,19 @@ class Sweep:
         mine = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE))
         return mine if mine is not None else judge([], metric=self.cfg.probe.metric)
 
+    def _headline(self) -> Judgement:
+        """The judgement the confirmation rests on: this host type's at ``probe.judge_concurrency``
+        (:func:`tuner.judging.levels.judge_levels`; C=1, the default, is :meth:`_judgement`)."""
+        level = self.cfg.probe.judge_concurrency
+        if level == SINGLE_STREAM:
+            return self._judgement()
+        info = self.store.info()
+        groups = host_type_groups(self.store.finished())
+        mine = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE, []))
+        return judge_levels(mine, metric=self.cfg.probe.metric, levels=(level,), judged_level=level,
+                            min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
+                            ).headline
+
     def _confirm(self) -> None:
         """Relaunch the next finalist once more in its reserved slot (planning's confirmation
         entry, kind confirm); the final baseline that follows completes the pair its gain must
@@ -500,7 +523,7 @@ class Sweep:
         if self.outcome.target_reached_by is not None:
             self.outcome.confirm_skipped = "the sweep stopped at --target"
             return  # the user asked to stop there
-        j = self._judgement()
+        j = self._headline()
         entry = self.planner.confirmation(j)
         if entry is None:
             return

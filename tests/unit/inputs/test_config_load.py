@@ -112,6 +112,13 @@ target = 90.5
     assert (cfg.sweep.mode, cfg.sweep.seed, cfg.sweep.baseline_every, cfg.sweep.target) == ("presets", 7, 2, 90.5)
 
 
+@pytest.mark.parametrize("probe,level", [("", 1), ("concurrency = [8, 32]\njudge_concurrency = 32", 32),
+                                         ("concurrency = [8]\njudge_concurrency = 1", 1)])
+def test_judge_concurrency_is_the_single_stream_or_a_measured_level(tmp_path, space, probe, level):
+    cfg = _load(tmp_path, SERVER + f"[probe]\n{probe}\n[sweep]\nspace = \"{space}\"\n")
+    assert cfg.probe.judge_concurrency == level
+
+
 def test_argv_substitutes_port_python_and_home(tmp_path, space):
     cfg = _load(tmp_path, f'[server]\ncommand = ["{{python}}", "~/srv.py", "--port={{port}}"]\nport = 8123\n'
                           f'[sweep]\nspace = "{space}"\n')
@@ -223,6 +230,11 @@ def test_server_problems(tmp_path, space, server, key, value, accepted):
     ("concurrency = [1, 0]", "probe.concurrency[1]", "0", "a list of integers in [1, 1024]"),
     ("concurrency = 4", "probe.concurrency", "4", "a list of integers in [1, 1024]"),
     ("concurrency_requests = 0", "probe.concurrency_requests", "0", "an integer in [1, 10000]"),
+    ("concurrency = [2, 4]\njudge_concurrency = 8", "probe.judge_concurrency", "8",
+     "1 (the single-stream probe) or one of probe.concurrency ([2, 4])"),
+    ("judge_concurrency = 4", "probe.judge_concurrency", "4", "one of probe.concurrency, which is empty"),
+    ("judge_concurrency = 0", "probe.judge_concurrency", "0", "1 (the single-stream probe) or one of"),
+    ('judge_concurrency = "8"', "probe.judge_concurrency", '"8"', "1 (the single-stream probe) or one of"),
 ])
 def test_probe_problems(tmp_path, space, probe, key, value, accepted):
     err = _one(tmp_path, SERVER + f"[probe]\n{probe}\n[sweep]\nspace = \"{space}\"\n")

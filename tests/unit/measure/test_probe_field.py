@@ -36,7 +36,10 @@ def test_keepalive_traffic_never_resets_the_stall_clock(ref, tap, kind, after):
         stream_once(c, url, model="ref-model", prompt="x", max_tokens=50, stall_timeout_s=0.6)
     (ex,) = tap.posts()
     check_stall(ex, 0.6, str(ei.value))
-    assert f"after {after} token chunks" in str(ei.value)
+    # the count the probe saw, as the oracle saw it: on a busy machine the server may fall silent
+    # for 0.6 s before its `after`-th token, and that stall is as real as the planned one
+    got = len(ex.tokens())
+    assert got <= after and f"after {got} token chunks" in str(ei.value)
 
 
 @pytest.mark.parametrize("kind", refserver.KEEPALIVE_KINDS)

@@ -16,6 +16,8 @@ from tuner.record import Metric, StudyInfo
 from tuner.report.frame import trials_frame
 from tuner.report.text import (
     CONSOLE_COLUMNS,
+    USE_KEY,
+    confirmed_row,
     console_table,
     export_lines,
     markdown_table,
@@ -244,3 +246,51 @@ def test_an_interrupted_baseline_is_re_measured_by_a_later_baseline():
                        "status": ["interrupted", "ok", "interrupted"],
                        "retry_of_trial": [None, None, None], "retried_by_trial": [None, None, None]})
     assert _not_retried(df) == 1  # the preset still waits for its retry; the baseline was measured again
+
+
+def test_per_level_section_and_the_flip_in_the_verdict():
+    from tests.unit.judging.test_levels import night
+    from tuner.judging import judge_levels
+    from tuner.report.text import levels_markdown
+
+    records = night()
+    lj = judge_levels(records, metric=Metric.OUTPUT)
+    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=lj.headline)
+    verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
+    flip = ("NCCL_P2P_DISABLE=1: faster at C=1 (+12.3 %), slower at C=8 (-15.1 %): it flips with concurrency, "
+            "so judge it at the workload's own level (probe.judge_concurrency).")
+    assert flip in verdict
+    section = levels_markdown(lj)
+    assert section[0] == "## Per concurrency level"
+    assert "verdicts at 97.5 % (95 % over the 2 levels, Bonferroni)" in section[2]
+    assert '"Use it" rests on C=1 (probe.judge_concurrency).' in section[2]
+    table = section[4].splitlines()
+    assert table[0] == "| set | C=1 | C=8 |"
+    assert table[2] == "| baseline (tok/s) | 70.5 | 400.5 |"
+    assert table[3] == "| NCCL_P2P_DISABLE=1 | +12.3 % faster | -15.1 % slower |"
+    assert table[4] == "| NCCL_PROTO=LL | -0.2 % no significant difference | -0.1 % no significant difference |"
+    assert section[-2] == f"- {flip}"
+    md = report_markdown(df, verdict, INFO, "s", levels=section)
+    assert md.index("## Trials vs baseline") < md.index("## Per concurrency level")  # after the per-set table
+    # a single-stream night: no section, no sentence
+    single = judge_levels(records, metric=Metric.OUTPUT, levels=())
+    assert levels_markdown(single) == [] and "flips" not in verdict_paragraph(df, INFO, judgement=single.headline,
+                                                                              levels=single)
+
+
+def test_the_verdict_names_the_level_it_rests_on():
+    from tests.unit.judging.test_levels import RING, night
+    from tuner.judging import judge_levels
+
+    records = night(confirm=RING)
+    lj = judge_levels(records, metric=Metric.OUTPUT, judged_level=8)
+    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=lj.judgements[1])
+    assert confirmed_row(df) is None  # at one stream the confirmation did not hold
+    df.attrs[USE_KEY] = lj.winner  # as write_outputs marks it
+    verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
+    assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (geometric mean of 2 launches, one value "
+                              "each, drift 0.3 %; a row's tok/s is its single-stream median).")
+    assert "Best set: NCCL_ALGO=Ring (trial 3), +20.1 %" in verdict and "Use it." in verdict
+    assert 'The headline and "Use it" rest on C=8 (probe.judge_concurrency)' in verdict
+    assert "With one value per launch" in verdict
+    assert confirmed_row(df)["env"] == RING
