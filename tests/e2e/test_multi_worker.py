@@ -177,10 +177,10 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
 
 @pytest.mark.postgres
 def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path: Path, pg_url: str):
-    """Two runners, a budget of 3: runner A is SIGKILLed in its tuned relaunch, the study's
-    last. Runner B, whose own work is done, does not end: it waits for the heartbeat's grace
+    """Two runners, a budget of 4 (every relaunch counts: both runners' first baselines too):
+    runner A is SIGKILLed in its tuned relaunch, the study's last. Runner B, whose own work is done, does not end: it waits for the heartbeat's grace
     period to fail A's trial, then retries it."""
-    cfg = _config(tmp_path, trials=3, load_s=1.5)
+    cfg = _config(tmp_path, trials=4, load_s=1.5)
     ports = [free_port(), free_port()]
     results = [tmp_path / "a", tmp_path / "b"]
     procs = [start_cli("sweep", str(cfg), "--results", str(results[i]), "--study", "last", "--storage", pg_url,
@@ -200,9 +200,9 @@ def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path
     retry = next(r for r in records if r.retry_of_trial == lost.trial)
     assert retry.status is Status.OK and retry.runner.endswith(f":{procs[1].pid}")
     budgeted = [r for r in records if counts_in_budget(r)]
-    assert len(budgeted) == 3
+    assert len(budgeted) == 4
     again = _finish(start_cli("sweep", str(cfg), "--results", str(results[0]), "--study", "last", "--storage",
                               pg_url, "--no-confirm", "--no-final-baseline", env=_worker_env(ports[0])))
-    assert "tore down its server" in again and "relaunch budget of 3 spent" in again
+    assert "tore down its server" in again and "relaunch budget of 4 spent" in again
     assert len([r for r in _records(pg_url, "last") if r.kind.relaunched]) == len(records)
     assert not _servers(ports[0]) and not _servers(ports[1])

@@ -145,7 +145,7 @@ def test_psycopg2_url_is_a_clear_input_error(tmp_path: Path):
     one paragraph naming --storage and the plain URL that works, no traceback, no password."""
     space = tmp_path / "space.toml"
     space.write_text('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
-    cfg = write_config(tmp_path / "exp.toml", command=["true", "{port}"], space=space, trials=2)
+    cfg = write_config(tmp_path / "exp.toml", command=["true", "{port}"], space=space, trials=4)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"),
                   "--storage", "postgresql+psycopg2://nccl:pw-s3cret@127.0.0.1:9/db")
     assert res.returncode == 2, res.stderr
