@@ -360,13 +360,14 @@ def _inconclusive(j: Judgement, levels: list[float], repeated: list[list[list[fl
 
 
 def _finalists(stage1: Judgement) -> list[str]:
-    """The stage-1 sets to confirm, best first: not slower, able to act, applied, above the
-    baseline by their point estimate; at most :data:`FINALISTS`. None on an inconclusive night."""
+    """The stage-1 sets to confirm, best first: not slower, able to act, applied, at least the
+    minimum effect above the baseline by their point estimate (below it "use it" is never said);
+    at most :data:`FINALISTS`. None on an inconclusive night."""
     if stage1.inconclusive is not None:
         return []
     able = [s for s in stage1.sets.values() if not s.not_applied and not s.cannot_act and s.comparison is not None
             and s.comparison.verdict not in (Verdict.SLOWER, Verdict.SLOWER_BELOW_MIN, Verdict.NOT_ENOUGH_RUNS)
-            and s.comparison.ratio > 1.0]
+            and s.comparison.ratio >= 1.0 + stage1.min_effect]
     able.sort(key=lambda s: s.comparison.ratio if s.comparison else 0.0, reverse=True)
     return [s.key for s in able[:FINALISTS]]
 

@@ -148,6 +148,8 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
     if s.verdict is Verdict.FAILED_CONFIRMATION:
         return _cols(s.comparison, Verdict.FAILED_CONFIRMATION, "the gain did not hold on the confirmation")
     note = s.comparison.note
+    if s.comparison.verdict is Verdict.SLOWER and len(s.launches) < 2:
+        note = "one launch" + (f"; {note}" if note else "")  # a slower set is never measured twice
     if len(s.launches) > 1:
         note = f"{len(s.launches)} launches" + (f"; {note}" if note else "")
     return _cols(s.comparison, s.comparison.verdict, note)

@@ -63,11 +63,16 @@ def test_verdicts(df):
                         8: Verdict.BASELINE, 9: Verdict.PENDING}
     fast, slow = by_trial(df, 3), by_trial(df, 4)
     assert 1.0 < fast["vs_baseline_ci_low"] < fast["vs_baseline"] < fast["vs_baseline_ci_high"]
-    # every set against every baseline launch, by level (mean of the launches' log means)
-    assert fast["vs_baseline"] == pytest.approx(stats.level([[80.2, 80.9, 81.4, 80.5]]) / stats.level(BASE))
+    # each set against the baseline interpolated at its own launch: trials 3 and 4 are the 3rd and
+    # 4th of the six ok relaunches, between the baseline launches at the 1st and the 6th
+    b0, b8 = (stats.launch_level(b) for b in BASE)
+    at = {3: 2 / 5, 4: 3 / 5}
+    base_at = {t: b0 ** (1 - w) * b8**w for t, w in at.items()}
+    assert fast["vs_baseline"] == pytest.approx(stats.launch_level([80.2, 80.9, 81.4, 80.5]) / base_at[3], rel=1e-3)
     assert slow["vs_baseline_ci_high"] < 1.0
-    assert slow["vs_baseline"] == pytest.approx(stats.level([[42.1, 42.6, 41.9, 42.4]]) / stats.level(BASE))
-    assert (df[df["kind"] != Kind.BASELINE]["verdict_note"] == "").all()
+    assert slow["vs_baseline"] == pytest.approx(stats.launch_level([42.1, 42.6, 41.9, 42.4]) / base_at[4], rel=1e-3)
+    notes = df[df["kind"] != Kind.BASELINE].set_index("trial")["verdict_note"]
+    assert notes[4] == "one launch" and (notes.drop(4) == "").all()  # slower on one launch, said so
 
 
 def test_a_baseline_launch_is_shown_against_the_other_baseline_launches(df):

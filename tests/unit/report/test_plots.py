@@ -100,9 +100,9 @@ def test_every_verdict_has_its_own_colour_and_words():
 def test_forest_rows_order_and_sections(df):
     rows, notes = forest_rows(df, min_effect=0.01)
     assert [(r.trial, r.section) for r in rows] == [
-        (0, "baseline"), (8, "baseline"), (3, "tuned"), (6, "tuned"), (1, "tuned"), (4, "tuned"),
+        (0, "baseline"), (8, "baseline"), (3, "tuned"), (1, "tuned"), (6, "tuned"), (4, "tuned"),
         (9, "unmeasured"), (2, "failed"), (7, "failed")]  # interrupted 5 was retried by 6: no row
-    assert rows[3].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
+    assert rows[4].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
     assert re.fullmatch(r"80\.7 tok/s  \+1\d\.\d % \[\+\d+\.\d % \.\. \+\d+\.\d %\]  faster", rows[2].detail)
     assert rows[0].detail.startswith("70.3 tok/s  -") and rows[0].detail.endswith("vs the other baseline launches")
     assert [(r.text, r.detail) for r in rows[-2:]] == [
