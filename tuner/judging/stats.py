@@ -338,7 +338,7 @@ def low_runs(launches: Launches, *, scale: float | None = None) -> list[tuple[in
     for each run more than :data:`HICCUP_SDS` robust run SDs (``scale``, default
     :func:`robust_run_sigma` of ``launches``) below its launch's :func:`launch_level`. These are
     left out of the run noise; the level itself already resists them."""
-    out = []
+    out: list[tuple[int, int, float]] = []
     logs = [np.log(np.asarray(r, dtype=float)) if len(r) else np.zeros(0) for r in launches]
     if scale is None:
         scale = _pair_sigma([y for y in logs if y.size])
