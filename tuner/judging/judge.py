@@ -336,7 +336,7 @@ def _noise_warning(noise: stats.LaunchNoise, outliers: list[str]) -> str | None:
 
 
 def _inconclusive(j: Judgement, levels: list[float], repeated: list[list[list[float]]],
-                  null: tuple[float, float] | None, run_sigma: float) -> str | None:
+                  null: tuple[float, float, int] | None, run_sigma: float) -> str | None:
     """Why the baseline moved beyond what the night can judge (None when it did not): 3+
     baseline launches that go up and down (the interpolation cannot follow a zigzag) by more
     than the launch noise the rest of the night measures explains (chi-square, 99 %)."""
