@@ -47,7 +47,12 @@ Columns (each a share of nights or of sets over ``nights`` nights of the cell):
 - ``power``: the true set's own verdict is faster (per set; ``-`` without one);
 - ``MDE``: the median printed smallest detectable gain; ``pow@MDE`` / ``use@MDE``: a second batch
   of nights (other seeds) with the true set's gain set to that figure: its per-set power and the
-  share of nights that say "Use it." for it (what the printed figure promises is 80 % power).
+  share of nights that say "Use it." for it (what the printed figure promises is 80 % power);
+- ``warn``: nights whose judgement carries a noise warning (``Judgement.noise_warning``);
+  ``false silent``: ``false f/s`` over the nights whose warning was silent.
+
+With ``RUNNER_UP`` the night also confirms ``Judgement.finalists[1]`` after the planner's
+confirmation (the two-stage design of issue 21, until the planner does it itself).
 
 Run: ``python benchmarks/night_calibration.py`` (the default cells, a few minutes on one core),
 ``--issue`` (the cells of issue 21, the "before" table), ``--full`` (a wider grid), ``--every``
@@ -92,13 +97,15 @@ VARIABLE = "NCCL_CALIBRATION_SET"  # one fake variable; its value names the set
 TRUE_NAME = "true-set"
 CI_TARGET = 0.01         # probe.ci_target default, for repeats = "auto"
 MAX_REPEATS = 15         # probe.max_repeats default
+RUNNER_UP = True         # confirm Judgement.finalists[1] too (the design of issue 21)
 
 # The words of tuner/report/text.py's headline that decide a night (matched in the paragraph).
 USE_IT = "Use it."
 NOT_YET = "not yet confirmed"
 FAILED = "it failed confirmation"
 BEST = "Best set:"
-_MDE = re.compile(r"smallest gain a set could be called faster at \(80 % power\) is about ([0-9.]+) %")
+_MDE = re.compile(r"smallest gain (?:a set could be called faster at|this night could recommend) \(80 % power\) "
+                  r"is about ([0-9.]+) %")
 
 OUTCOMES = ("use_right", "use_wrong", "not_yet", "failed", "keep", "other")
 
@@ -160,6 +167,7 @@ class Night:
     relaunches: int
     paragraph: str
     records: list[TrialRecord]
+    warned: bool = False
 
 
 def stage_one_sets(screening: int, every: int) -> int:
@@ -259,9 +267,14 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
         since_baseline += 1
     for check in planner.reserved:  # each confirmation slot, then the final baseline (Sweep._loop)
         if check is Step.CONFIRM:
-            entry = planner.confirmation(_judgement(records))
+            j0 = _judgement(records)
+            entry = planner.confirmation(j0)
             if entry is not None:
                 night.launch(entry.kind, entry.env, entry.name)
+            # The runner-up (Judgement.finalists), until the planner confirms it itself (issue 21).
+            runner = j0.sets.get(j0.finalists[1]) if len(getattr(j0, "finalists", [])) > 1 else None
+            if RUNNER_UP and runner is not None and not runner.confirm_trials:
+                night.launch(Kind.CONFIRM, dict(runner.env), "confirm")
         elif final_baseline_owed([r for r in records if r.kind is Kind.BASELINE], records, HOST_TYPE):
             night.launch(Kind.BASELINE, {}, recheck=True)
     j = _judgement(records)
@@ -276,7 +289,8 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
     true_faster = None if true is None else bool(true.comparison and true.comparison.verdict is Verdict.FASTER)
     found = _MDE.search(paragraph)
     return Night(outcome_of(paragraph, use_env, true_env), false, len(null), true_faster,
-                 float(found.group(1)) / 100 if found else math.nan, len(records), paragraph, records)
+                 float(found.group(1)) / 100 if found else math.nan, len(records), paragraph, records,
+                 getattr(j, "noise_warning", None) is not None)
 
 
 def outcome_of(paragraph: str, use_env: dict[str, str] | None, true_env: dict[str, str] | None) -> str:
@@ -312,6 +326,8 @@ class Row:
     use_at_mde: float
     relaunches: float
     seconds: float
+    warned: float = math.nan
+    false_silent: float = math.nan
 
 
 def _seed(cell: Cell, seed: int, batch: int) -> np.random.Generator:
@@ -341,7 +357,15 @@ def run_cell(cell: Cell, nights: int, seed: int = 21, *, at_mde: bool = True) ->
     return Row(cell, nights, count["use_right"], count["use_wrong"], count["not_yet"], count["failed"], count["keep"],
                count["other"], sum(n.false_verdicts for n in played) / null_sets if null_sets else math.nan,
                sum(trues) / len(trues) if trues else math.nan, mde, power_at, use_at,
-               statistics.mean(n.relaunches for n in played), time.perf_counter() - t0)
+               statistics.mean(n.relaunches for n in played), time.perf_counter() - t0,
+               sum(n.warned for n in played) / nights, _false_silent(played))
+
+
+def _false_silent(played: Sequence[Night]) -> float:
+    """The per-set false faster/slower rate over the nights whose noise warning was silent."""
+    silent = [n for n in played if not n.warned]
+    sets = sum(n.null_sets for n in silent)
+    return sum(n.false_verdicts for n in silent) / sets if sets else math.nan
 
 
 def _run_one(args: tuple[Cell, int, int, bool]) -> Row:
@@ -363,13 +387,14 @@ def _pct(x: float) -> str:
 
 #: Table columns after the cell's own.
 COLUMNS = ("use right %", "use wrong %", "not yet %", "failed %", "keep %", "other %", "false f/s %",
-           "power %", "MDE %", "pow@MDE %", "use@MDE %", "relaunches", "s")
+           "power %", "MDE %", "pow@MDE %", "use@MDE %", "relaunches", "s", "warn %", "false silent %")
 
 
 def _values(row: Row) -> list[str]:
     return [_pct(row.use_right), _pct(row.use_wrong), _pct(row.not_yet), _pct(row.failed), _pct(row.keep),
             _pct(row.other), _pct(row.false_fs), _pct(row.power), _pct(row.mde), _pct(row.power_at_mde),
-            _pct(row.use_at_mde), f"{row.relaunches:.1f}", f"{row.seconds:.0f}"]
+            _pct(row.use_at_mde), f"{row.relaunches:.1f}", f"{row.seconds:.0f}", _pct(row.warned),
+            _pct(row.false_silent)]
 
 
 def table_text(rows: Iterable[Row]) -> str:

@@ -8,6 +8,8 @@ set judged at each concurrency level, the headline at the one the config names).
 """
 
 from tuner.judging.judge import (
+    CONFIRM_ALPHA,
+    FINALISTS,
     UNKNOWN_TYPE,
     Judgement,
     SetJudgement,
@@ -15,6 +17,7 @@ from tuner.judging.judge import (
     judge,
     judge_by_host_type,
     pending,
+    runs_at,
     runs_of,
 )
 from tuner.judging.levels import (
@@ -28,6 +31,8 @@ from tuner.judging.levels import (
 )
 from tuner.judging.stats import (
     DEFAULT_MIN_EFFECT,
+    HICCUP_SDS,
+    HUBER_K,
     MIN_RUNS,
     PRIOR_LAUNCH_DF,
     PRIOR_LAUNCH_SIGMA,
@@ -39,17 +44,28 @@ from tuner.judging.stats import (
     compare,
     confirmed,
     drift,
+    interpolation_weights,
+    launch_level,
     launch_noise,
     level,
+    low_runs,
     median_ci_halfwidth,
     min_detectable_effect,
+    null_spread,
+    recommendable_gain,
+    robust_run_sigma,
     run_noise,
     runs_for_precision,
+    trend,
     verdict_words,
 )
 
 __all__ = [
+    "CONFIRM_ALPHA",
     "DEFAULT_MIN_EFFECT",
+    "FINALISTS",
+    "HICCUP_SDS",
+    "HUBER_K",
     "MIN_RUNS",
     "PRIOR_LAUNCH_DF",
     "PRIOR_LAUNCH_SIGMA",
@@ -69,18 +85,26 @@ __all__ = [
     "confirmed",
     "drift",
     "host_type_groups",
+    "interpolation_weights",
     "judge",
     "judge_by_host_type",
     "judge_levels",
+    "launch_level",
     "launch_noise",
     "level",
     "level_records",
+    "low_runs",
     "measured_levels",
     "median_ci_halfwidth",
     "min_detectable_effect",
+    "null_spread",
     "pending",
+    "recommendable_gain",
+    "robust_run_sigma",
     "run_noise",
+    "runs_at",
     "runs_for_precision",
     "runs_of",
+    "trend",
     "verdict_words",
 ]

@@ -39,6 +39,8 @@ from tuner.record import Verdict
 
 __all__ = [
     "DEFAULT_MIN_EFFECT",
+    "HICCUP_SDS",
+    "HUBER_K",
     "MIN_RUNS",
     "PRIOR_LAUNCH_DF",
     "PRIOR_LAUNCH_SIGMA",
@@ -50,12 +52,19 @@ __all__ = [
     "compare",
     "confirmed",
     "drift",
+    "interpolation_weights",
+    "launch_level",
     "launch_noise",
     "level",
+    "low_runs",
     "median_ci_halfwidth",
     "min_detectable_effect",
+    "null_spread",
+    "recommendable_gain",
+    "robust_run_sigma",
     "run_noise",
     "runs_for_precision",
+    "trend",
     "verdict_words",
 ]
 
@@ -81,14 +90,16 @@ MIN_RUNS = 3
 
 @dataclass(frozen=True)
 class LaunchNoise:
-    """Launch-to-launch noise: ``sigma`` (SD of log tok/s between launches of one set, a fraction).
+    """Launch-to-launch noise: ``sigma`` (SD of log tok/s between launches of one set, a
+    fraction): the one every interval uses (see :func:`launch_noise`).
 
-    ``df`` is its degrees of freedom: the prior's pseudo-count plus one per launch contrast
-    (launches minus sets). ``launches`` counts the launches it was estimated from (those of sets
-    with 2+ launches), ``baseline_launches`` how many of them were the baseline's, ``sets`` those
-    sets. ``data_sigma`` is the data-only estimate (None without a set of 2+ launches),
-    ``prior_sigma``/``prior_df`` the prior. ``prior_dominates`` when the prior weighs at least as
-    much as the data.
+    ``df`` is its degrees of freedom. ``launches`` counts the launches it was estimated from (those
+    of sets with 2+ launches), ``baseline_launches`` how many of them were the baseline's, ``sets``
+    those sets. ``data_sigma`` is the data-only estimate (None without data) on ``data_df`` df,
+    ``null_sets`` the sets measured once whose spread around the baseline entered it (0: none),
+    ``prior_sigma``/``prior_df`` the prior, ``shrunk_sigma`` data and prior pooled. ``above_prior``
+    when the data's estimate is significantly above the prior (chi-square, 95 %): ``sigma`` is
+    then the data's. ``prior_dominates`` when the prior weighs at least as much as the data.
     """
 
     sigma: float
@@ -99,29 +110,38 @@ class LaunchNoise:
     data_sigma: float | None
     prior_sigma: float
     prior_df: float
+    shrunk_sigma: float | None = None
+    data_df: float = 0.0
+    null_sets: int = 0
+    above_prior: bool = False
 
     @property
     def prior_dominates(self) -> bool:
-        """True when the prior's pseudo-count is at least the data's launch contrasts."""
-        return self.prior_df >= self.df - self.prior_df
+        """True when the prior's pseudo-count is at least the data's degrees of freedom."""
+        return self.prior_df >= self.data_df
 
     def describe(self) -> str:
         """One phrase for the report, e.g. ``launch-to-launch noise ~0.8 % (from 3 baseline
-        launches and a prior of 1.75 %)``."""
+        launches and a prior of 1.75 %; the data alone: 0.6 %)``."""
         prior = f"a prior of {self.prior_sigma * 100:g} %"
         if self.data_sigma is None:
-            source = f"{prior} alone: no set was measured over 2 launches"
-        else:
-            others = self.launches - self.baseline_launches
-            parts = []
-            if self.baseline_launches:
-                parts.append(f"{self.baseline_launches} baseline launch{_es(self.baseline_launches)}")
-            if others:
-                parts.append(f"{others} launch{_es(others)} of tuned sets")
-            source = f"from {' and '.join(parts)} and {prior}"
-            if self.prior_dominates:
-                source += ", which weighs most"
-        return f"launch-to-launch noise ~{self.sigma * 100:.1f} % ({source})"
+            return f"launch-to-launch noise ~{self.sigma * 100:.1f} % ({prior} alone: no set was measured over 2 launches)"
+        others = self.launches - self.baseline_launches
+        parts = []
+        if self.baseline_launches:
+            parts.append(f"{self.baseline_launches} baseline launch{_es(self.baseline_launches)}")
+        if others:
+            parts.append(f"{others} launch{_es(others)} of tuned sets")
+        if self.null_sets:
+            parts.append(f"the spread of {self.null_sets} sets measured once")
+        source = ", ".join(parts)
+        data = f"{self.data_sigma * 100:.1f} %"
+        if self.above_prior:
+            shrunk = self.shrunk_sigma if self.shrunk_sigma is not None else self.sigma
+            return (f"launch-to-launch noise ~{self.sigma * 100:.1f} % (the data's own estimate, from {source}: "
+                    f"well above {prior}; with the prior it would be {shrunk * 100:.1f} %)")
+        weighs = ", which weighs most" if self.prior_dominates else ""
+        return f"launch-to-launch noise ~{self.sigma * 100:.1f} % (from {source} and {prior}{weighs}; the data alone: {data})"
 
 
 @dataclass(frozen=True)
@@ -182,90 +202,271 @@ def _logs(launches: Launches, what: str) -> list[np.ndarray]:
     return out
 
 
+#: Variance of a launch's robust level relative to the mean's (``var * n / sigma_w^2``) for n
+#: normal runs: the median for n <= 4, Huber (k = 1.345, its own MAD scale) from 5. Simulated,
+#: 200 000 draws each (the Huber mean's asymptotic 1/0.95 is reached from about 8 runs).
+_LEVEL_EFFICIENCY = (1.0, 1.0, 1.0, 1.341, 1.188, 1.115, 1.095, 1.089, 1.074)
+#: The same for the Huber mean at a known scale (the night's robust run SD), from 3 runs.
+_SCALED_EFFICIENCY = 1.04
+#: Huber's tuning constant (95 % efficiency at the normal; Huber, Ann. Math. Statist. 35, 1964).
+HUBER_K = 1.345
+#: A run more than this many robust run SDs below its launch's level is flagged (a hiccup).
+HICCUP_SDS = 4.0
+#: MAD to SD at the normal, and the SD of a difference of two runs (sqrt 2) times it: the median
+#: absolute difference of two runs of a launch is 0.6745 * sqrt(2) sigma_w = 0.9539 sigma_w.
+_MAD_SD = 1.4826
+_PAIR_MEDIAN = 0.9539
+
+
+def _efficiency(n: int, scaled: bool = False) -> float:
+    if n <= 2:
+        return 1.0
+    if scaled:
+        return _SCALED_EFFICIENCY
+    return _LEVEL_EFFICIENCY[n] if n < len(_LEVEL_EFFICIENCY) else 1.07
+
+
+def _known(scale: float | None) -> bool:
+    return scale is not None and math.isfinite(scale) and scale > 0
+
+
+def _huber(y: np.ndarray, scale: float) -> float:
+    """Huber M-estimate of location of ``y`` at a fixed ``scale`` (iteratively reweighted mean,
+    started at the median); the median when the scale is 0."""
+    m = float(np.median(y))
+    if not scale > 0:
+        return m
+    for _ in range(50):
+        r = np.abs(y - m) / scale
+        w = np.minimum(1.0, HUBER_K / np.maximum(r, 1e-12))
+        new = float((w * y).sum() / w.sum())
+        if abs(new - m) < 1e-12:
+            break
+        m = new
+    return m
+
+
+def _robust_log_level(y: np.ndarray, scale: float | None = None) -> float:
+    """One launch's level on the log scale. With the night's robust run SD ``scale`` known: the
+    Huber mean at that scale from 3 runs (4 % above the mean's variance, where the median of 3-4
+    costs 19-34 %; a hiccup moves either by about half a run SD). Without it: the median of up to
+    4 runs, the Huber mean at the launch's own MAD from 5."""
+    if y.size <= 2:
+        return float(y.mean())
+    if _known(scale):
+        return _huber(y, float(scale))  # type: ignore[arg-type]
+    if y.size <= 4:
+        return float(np.median(y))
+    return _huber(y, _MAD_SD * float(np.median(np.abs(y - np.median(y)))))
+
+
+def _pair_sigma(logs: Sequence[np.ndarray]) -> float:
+    """Robust run SD from the median absolute difference of two runs of one launch, pooled over
+    every pair of runs of every launch (launch effects cancel in a difference; a hiccup spoils
+    only its own pairs). NaN without a launch of 2 runs."""
+    diffs = [np.abs(y[:, None] - y[None, :])[np.triu_indices(y.size, 1)] for y in logs if y.size >= 2]
+    if not diffs:
+        return math.nan
+    return float(np.median(np.concatenate(diffs))) / _PAIR_MEDIAN
+
+
+def _kept(y: np.ndarray, level: float, scale: float) -> np.ndarray:
+    """The runs of one launch that are not far below its level (:data:`HICCUP_SDS`)."""
+    if not (math.isfinite(scale) and scale > 0):
+        return y
+    return y[y >= level - HICCUP_SDS * scale]
+
+
 @dataclass(frozen=True)
 class _Side:
-    """One set on the log scale: level (mean of launch means) and its variance parts."""
+    """One side of a comparison on the log scale: its level (a weighted mean of launch levels)
+    and the parts of its variance."""
 
     level: float
-    launches: int
-    inv_n: float  # sum over launches of 1/n_i, divided by launches^2: the run-noise weight
-    sw2: float    # pooled within-launch variance of log tok/s
-    df_w: int     # its degrees of freedom: runs - launches
+    launch_w2: float  # sum of squared launch weights: the launch-noise weight
+    run_w: float      # sum_i w_i^2 eff(n_i) / n_i: the run-noise weight
+    sw2: float        # pooled within-launch variance of log tok/s (flagged runs left out)
+    df_w: int         # its degrees of freedom: kept runs - launches
 
 
-def _side(logs: list[np.ndarray]) -> _Side:
-    means = [float(y.mean()) for y in logs]
-    ss = sum(float(((y - y.mean()) ** 2).sum()) for y in logs)
-    df_w = sum(y.size for y in logs) - len(logs)
+def _side(logs: list[np.ndarray], weights: Sequence[float] | None = None, scale: float | None = None) -> _Side:
     k = len(logs)
-    return _Side(level=float(np.mean(means)), launches=k, inv_n=sum(1.0 / y.size for y in logs) / k**2,
+    w = np.full(k, 1.0 / k) if weights is None else np.asarray(weights, dtype=float)
+    if scale is None:
+        scale = _pair_sigma(logs)
+    levels = [_robust_log_level(y, scale) for y in logs]
+    kept = [_kept(y, m, scale) for y, m in zip(logs, levels, strict=True)]
+    ss = sum(float(((y - y.mean()) ** 2).sum()) for y in kept if y.size)
+    df_w = sum(y.size for y in kept) - sum(1 for y in kept if y.size)
+    return _Side(level=float(np.dot(w, levels)), launch_w2=float(np.dot(w, w)),
+                 run_w=float(sum(wi * wi * _efficiency(y.size, _known(scale)) / y.size
+                                 for wi, y in zip(w, logs, strict=True))),
                  sw2=ss / df_w if df_w > 0 else math.nan, df_w=df_w)
 
 
-def run_noise(launches: Launches) -> tuple[float, int]:
-    """Within-launch run noise of a set: pooled SD of log tok/s around each launch's mean
-    (a fraction), and its degrees of freedom (runs - launches). ``(nan, 0)`` when no launch has
-    2 runs. Raises ValueError on tok/s <= 0 or NaN."""
-    s = _side(_logs(launches, "run_noise"))
+def run_noise(launches: Launches, *, scale: float | None = None) -> tuple[float, int]:
+    """Within-launch run noise of a set: pooled SD of log tok/s around each launch's mean (a
+    fraction), and its degrees of freedom (kept runs - launches), leaving out the runs far below
+    their launch (:func:`low_runs`, judged at ``scale``: the night's robust run SD, default this
+    set's own, :func:`robust_run_sigma`). ``(nan, 0)`` when no launch has 2 runs. Raises
+    ValueError on tok/s <= 0 or NaN."""
+    s = _side(_logs(launches, "run_noise"), scale=scale)
     return (math.sqrt(s.sw2), s.df_w) if s.df_w > 0 else (math.nan, 0)
 
 
+def robust_run_sigma(launches: Launches) -> float:
+    """A run SD of log tok/s (fraction) that a hiccup cannot move: the median absolute difference
+    of two runs of one launch over every pair of every launch, / 0.9539 (its value at the normal:
+    0.6745 * sqrt 2). NaN without a launch of 2 runs. Raises ValueError on tok/s <= 0 or NaN."""
+    return _pair_sigma(_logs(launches, "robust_run_sigma"))
+
+
+def launch_level(runs: Sequence[float], *, scale: float | None = None) -> float:
+    """One launch's level in tok/s, which one hiccup cannot move: the Huber M-estimate
+    (k = :data:`HUBER_K`; Huber, Ann. Math. Statist. 35, 1964) of log tok/s at ``scale`` (the
+    night's robust run SD, :func:`robust_run_sigma`) from 3 runs; without a scale the median of
+    up to 4 runs (on the log scale) and the Huber mean at the launch's own MAD from 5; the mean of
+    1-2 runs. Raises ValueError on no run or tok/s <= 0 or NaN."""
+    logs = _logs([runs], "launch_level")
+    if not logs:
+        raise ValueError("launch_level needs at least one run")
+    return math.exp(_robust_log_level(logs[0], scale))
+
+
+def low_runs(launches: Launches, *, scale: float | None = None) -> list[tuple[int, int, float]]:
+    """The runs far below their launch: ``(launch index, run index, ratio to the launch's level)``
+    for each run more than :data:`HICCUP_SDS` robust run SDs (``scale``, default
+    :func:`robust_run_sigma` of ``launches``) below its launch's :func:`launch_level`. These are
+    left out of the run noise; the level itself already resists them."""
+    out: list[tuple[int, int, float]] = []
+    logs = [np.log(np.asarray(r, dtype=float)) if len(r) else np.zeros(0) for r in launches]
+    if scale is None:
+        scale = _pair_sigma([y for y in logs if y.size])
+    if not (scale is not None and math.isfinite(scale) and scale > 0):
+        return out
+    for i, y in enumerate(logs):
+        if y.size < 3:
+            continue
+        m = _robust_log_level(y, scale)
+        out += [(i, j, math.exp(v - m)) for j, v in enumerate(y) if v < m - HICCUP_SDS * scale]
+    return out
+
+
+def null_spread(log_ratios: Sequence[float], *, run_sigma: float = 0.0, runs_per_launch: int = 1,
+                min_sets: int = 6) -> tuple[float, float, int] | None:
+    """The launch noise the sets measured once say, most of them having no effect (the empirical
+    null of Efron, JASA 99, 2004): their log ratios to the baseline (``log_ratios``) around the
+    centre of their shortest half (the shorth, which sets with real effects on either side cannot
+    move while they are fewer than half), beyond 3 SDs of that half left out (the sets that do
+    have an effect), the SD of the rest minus the runs' part (the variance of one launch's robust
+    level of ``runs_per_launch`` runs of SD ``run_sigma``), its variance corrected for the cut.
+    Returns ``(sigma, df, sets)`` (df: the estimate's effective degrees of freedom, simulated;
+    sets: how many entered), or None with fewer than ``min_sets`` sets."""
+    x = np.sort(np.asarray([v for v in log_ratios if math.isfinite(v)], dtype=float))
+    n = x.size
+    if n < min_sets:
+        return None
+    h = n // 2 + 1
+    widths = x[h - 1:] - x[:n - h + 1]
+    at = int(np.argmin(widths))
+    centre = float(x[at:at + h].mean())
+    sd = float(widths[at]) / (2.0 * float(sps.norm.ppf(0.5 + h / n / 2.0)))
+    kept = x
+    # The shortest half of a few sets is narrow by luck: widen the cut until it holds still, then
+    # undo the 3-SD truncation (the SD of a normal cut at 3 SD is 0.9866 of its own).
+    for _ in range(10):
+        if not sd > 0:
+            break
+        new = x[np.abs(x - centre) <= 3.0 * sd]
+        if new.size < 3:
+            return None
+        sd = float(np.std(new, ddof=1)) / 0.9866
+        if new.size == kept.size and np.array_equal(new, kept):
+            break
+        kept = new
+    run_var = run_sigma**2 * _efficiency(runs_per_launch, True) / runs_per_launch if math.isfinite(run_sigma) else 0.0
+    # The cut, set by the sample's own spread, still leaves a few sets too narrow: the variance
+    # kept is (1 - 2.2 / n) of the true one at the normal (simulated, n = 6-20, 4000 draws each).
+    var = (float(np.std(kept, ddof=1)) / (0.9866 if kept.size < n else 1.0)) ** 2 / (1.0 - 2.2 / n) - run_var
+    # A trimmed SD of a few sets varies more than a plain one: its effective df (2 E[v]^2 / Var v,
+    # simulated: 2.0, 4.3 and 12.6 for 6, 10 and 20 sets) is about 0.75 (n - 1) - 2.5.
+    return math.sqrt(max(var, 0.0)), max(1.0, 0.75 * (n - 1) - 2.5), n
+
+
 def launch_noise(baseline: Launches, others: Sequence[Launches] = (), *,
+                 null: tuple[float, float, int] | None = None, scale: float | None = None,
                  prior_sigma: float = PRIOR_LAUNCH_SIGMA, prior_df: float = PRIOR_LAUNCH_DF) -> LaunchNoise:
     """Estimate the launch-to-launch noise from the baseline's and other sets' launches.
 
     ``baseline`` and each of ``others`` are :data:`Launches` (per-run tok/s); only sets with 2+
     launches carry information. Method: the ANOVA (method-of-moments) estimator of the
-    between-launch variance component, pooled over sets with a fixed level per set (Searle,
-    Casella & McCulloch, *Variance Components*, 1992, ch. 3, unbalanced one-way classification):
-    with ``SSB_s = sum_i n_i (m_i - m_s)^2`` per set and the pooled within-launch mean square
-    ``MSW``, ``E[sum SSB_s] = sum(k_s - 1) MSW + sigma_L^2 sum(N_s - sum_i n_i^2 / N_s)``, solved
-    for ``sigma_L^2`` and truncated at 0. It is then pooled with the prior as a scaled
-    inverse-chi-square pseudo-sample (the moderated variance of Smyth, Stat. Appl. Genet. Mol.
-    Biol. 3(1), article 3, 2004): ``sigma^2 = (prior_df * prior_sigma^2 + d * est^2) / (prior_df + d)``
-    with ``d = sum(k_s - 1)`` launch contrasts, ``df = prior_df + d``.
+    between-launch variance component (Searle, Casella & McCulloch, *Variance Components*, 1992,
+    ch. 3) on the robust launch levels (:func:`launch_level`): per set of k launches,
+    ``E[sum_i (m_i - mean m)^2] = (k - 1) sigma_L^2 + (1 - 1/k) sum_i c_i sigma_w^2`` with
+    ``c_i = eff(n_i) / n_i`` the variance of a level from its runs, solved for ``sigma_L^2`` over
+    the sets pooled and truncated at 0; ``sigma_w``: the pooled run noise (hiccups left out,
+    judged at ``scale``). ``null``: ``(sigma, df, sets)`` of :func:`null_spread`, pooled with it by df.
+    That is the data's own estimate (``data_sigma``, ``data_df``).
+
+    It is then pooled with the prior as a scaled inverse-chi-square pseudo-sample (the moderated
+    variance of Smyth, Stat. Appl. Genet. Mol. Biol. 3(1), article 3, 2004):
+    ``shrunk^2 = (prior_df * prior_sigma^2 + d * data^2) / (prior_df + d)``, ``df = prior_df + d``.
+    When the data's estimate is significantly above the prior (``d * data^2 / prior^2`` above the
+    95 % chi-square quantile on ``d`` df), the prior is wrong for this night: ``sigma`` is then
+    ``max(shrunk, data)`` on ``max(d, prior_df)`` df and ``above_prior`` is set (the report warns).
 
     Why not a fitted mixed model: with two or three launches REML/ML often lands on the boundary
     (statsmodels' MixedLM returned a zero launch variance in 3 of 20 simulated fits with two
-    launches), and a zero makes every later interval too narrow; the moment estimator is closed
-    form, unbiased before truncation, and the prior keeps few launches from ever giving zero.
+    launches), and a zero makes every later interval too narrow.
 
     ``prior_sigma`` (fraction, >= 0) and ``prior_df`` (> 0) default to :data:`PRIOR_LAUNCH_SIGMA`
     and :data:`PRIOR_LAUNCH_DF`. Raises ValueError on tok/s <= 0 or NaN, or a bad prior.
     """
     if not (prior_sigma >= 0 and prior_df > 0 and math.isfinite(prior_sigma) and math.isfinite(prior_df)):
         raise ValueError(f"launch_noise: prior_sigma must be >= 0 and prior_df > 0, got {prior_sigma}, {prior_df}")
-    ssb = ssw = coef = 0.0
+    ssb = ssw = run_coef = 0.0
     contrasts = df_w = launches = base_launches = sets = 0
     for index, launch_set in enumerate([baseline, *others]):
         logs = _logs(launch_set, "launch_noise")
         if len(logs) < 2:
             continue
-        n = np.array([y.size for y in logs], dtype=float)
-        m = np.array([y.mean() for y in logs])
-        grand = float((n * m).sum() / n.sum())
-        ssb += float((n * (m - grand) ** 2).sum())
-        ssw += sum(float(((y - y.mean()) ** 2).sum()) for y in logs)
-        df_w += int(n.sum()) - len(logs)
-        coef += float(n.sum() - (n**2).sum() / n.sum())
-        contrasts += len(logs) - 1
-        launches += len(logs)
-        base_launches += len(logs) if index == 0 else 0
+        side_scale = scale if scale is not None else _pair_sigma(logs)
+        m = np.array([_robust_log_level(y, side_scale) for y in logs])
+        k = len(logs)
+        ssb += float(((m - m.mean()) ** 2).sum())
+        run_coef += (1.0 - 1.0 / k) * sum(_efficiency(y.size, _known(side_scale)) / y.size for y in logs)
+        kept = [_kept(y, mi, side_scale) for y, mi in zip(logs, m, strict=True)]
+        ssw += sum(float(((y - y.mean()) ** 2).sum()) for y in kept if y.size)
+        df_w += sum(y.size for y in kept) - sum(1 for y in kept if y.size)
+        contrasts += k - 1
+        launches += k
+        base_launches += k if index == 0 else 0
         sets += 1
-    if contrasts == 0:
-        return LaunchNoise(prior_sigma, prior_df, 0, 0, 0, None, prior_sigma, prior_df)
-    msw = ssw / df_w if df_w > 0 else 0.0  # one run per launch: all spread is counted as launch noise
-    est2 = max(0.0, (ssb - contrasts * msw) / coef)
-    var = (prior_df * prior_sigma**2 + contrasts * est2) / (prior_df + contrasts)
-    return LaunchNoise(math.sqrt(var), prior_df + contrasts, launches, base_launches, sets, math.sqrt(est2),
-                       prior_sigma, prior_df)
+    parts: list[tuple[float, float]] = []
+    if contrasts:
+        msw = ssw / df_w if df_w > 0 else 0.0  # one run per launch: all spread is counted as launch noise
+        parts.append((max(0.0, (ssb - run_coef * msw) / contrasts), float(contrasts)))
+    if null is not None and null[1] > 0:
+        parts.append((null[0] ** 2, null[1]))
+    if not parts:
+        return LaunchNoise(prior_sigma, prior_df, 0, 0, 0, None, prior_sigma, prior_df, prior_sigma)
+    d = sum(df for _, df in parts)
+    data2 = sum(v * df for v, df in parts) / d
+    shrunk = math.sqrt((prior_df * prior_sigma**2 + d * data2) / (prior_df + d))
+    above = prior_sigma > 0 and d * data2 / prior_sigma**2 > float(sps.chi2.ppf(0.95, d))
+    # Above the prior the prior is wrong, so only the data's df say how well sigma is known; but
+    # no fewer than the prior's: 1-3 df (two baseline launches) would make every interval useless.
+    sigma = max(shrunk, math.sqrt(data2)) if above else shrunk
+    df = max(d, prior_df) if above else prior_df + d
+    return LaunchNoise(sigma, df, launches, base_launches, sets, math.sqrt(data2), prior_sigma, prior_df, shrunk,
+                       d, null[2] if null is not None else 0, above)
 
 
 def _log_ratio(trial: _Side, base: _Side, noise: LaunchNoise) -> tuple[float, float, float]:
     """Log ratio, its standard error and Satterthwaite degrees of freedom (both sides have runs)."""
     return (trial.level - base.level, *_se_df([
-        (noise.sigma**2 * (1.0 / trial.launches + 1.0 / base.launches), noise.df),
-        (trial.sw2 * trial.inv_n, trial.df_w), (base.sw2 * base.inv_n, base.df_w)]))
+        (noise.sigma**2 * (trial.launch_w2 + base.launch_w2), noise.df),
+        (trial.sw2 * trial.run_w, trial.df_w), (base.sw2 * base.run_w, base.df_w)]))
 
 
 def _se_df(parts: list[tuple[float, float]]) -> tuple[float, float]:
@@ -276,47 +477,82 @@ def _se_df(parts: list[tuple[float, float]]) -> tuple[float, float]:
     return math.sqrt(var), (var * var / denom if denom > 0 else math.inf)
 
 
+def interpolation_weights(baseline_positions: Sequence[float], position: float) -> np.ndarray:
+    """Weights on the baseline launches (at ``baseline_positions``, increasing: their places in
+    launch order) that give the baseline level at ``position`` by linear interpolation between
+    the two adjacent ones; before the first or after the last, the nearest one alone. Shape
+    ``(len(baseline_positions),)``, summing to 1. ValueError without a baseline position."""
+    pos = np.asarray(baseline_positions, dtype=float)
+    if pos.size == 0:
+        raise ValueError("interpolation_weights needs a baseline launch")
+    w = np.zeros(pos.size)
+    if position <= pos[0]:
+        w[0] = 1.0
+    elif position >= pos[-1]:
+        w[-1] = 1.0
+    else:
+        hi = int(np.searchsorted(pos, position, side="right"))
+        lo = hi - 1
+        frac = (position - pos[lo]) / (pos[hi] - pos[lo])
+        w[lo], w[hi] = 1.0 - frac, frac
+    return w
+
+
 def compare(trial: Launches, baseline: Launches, *, noise: LaunchNoise | None = None,
-            min_effect: float = DEFAULT_MIN_EFFECT, drift: float = 0.0, confidence: float = 0.95) -> Comparison:
+            min_effect: float = DEFAULT_MIN_EFFECT, drift: float = 0.0, confidence: float = 0.95,
+            baseline_weights: Sequence[float] | None = None, scale: float | None = None) -> Comparison:
     """Compare a tuned set's launches with the baseline's and name the verdict.
 
     ``trial``, ``baseline``: :data:`Launches` (per-run tok/s, grouped by launch). ``noise``: the
     launch-to-launch noise, normally :func:`launch_noise` over the whole study; None estimates it
-    from these two sets alone (with the prior).
+    from these two sets alone (with the prior). ``baseline_weights``: one weight per baseline
+    launch summing to 1 (default equal): the baseline level at the set's own time, the mean over
+    its launches of :func:`interpolation_weights`. ``scale``: the night's robust run SD
+    (:func:`robust_run_sigma`; default: of these two sides), which judges the runs far below
+    their launch that the run noise leaves out.
 
-    Level of a set: the geometric mean of its launches' geometric-mean tok/s (mean of per-launch
-    means of log tok/s), each launch weighted equally: the launch is the unit that varies, and
-    this estimator's variance under the model is the closed form below, where the median of
-    launch medians has none with 3-8 runs (and is less efficient under lognormal noise). ``ratio`` =
-    exp(trial level - baseline level).
+    Level of a side: the weighted mean of its launches' robust levels (:func:`launch_level` on
+    the log scale: the median of up to 4 runs, the Huber mean of 5+), so one hiccup cannot move
+    it; ``ratio`` = exp(trial level - baseline level).
 
     Interval: ``log ratio +- t_{df, (1+confidence)/2} * se`` with
-    ``se^2 = sigma_L^2 (1/k_t + 1/k_b) + sigma_wt^2 S_t + sigma_wb^2 S_b``, ``S = sum_i (1/n_i) / k^2``
-    for a side of k launches with n_i runs, ``sigma_w`` each side's pooled within-launch SD (Welch:
-    not assumed equal) and ``df`` by Satterthwaite (Biometrics Bull. 2(6), 1946) / Welch
-    (Biometrika 34, 1947) over the three variance parts (``sigma_L``'s df from :class:`LaunchNoise`).
+    ``se^2 = sigma_L^2 (sum w_t^2 + sum w_b^2) + sigma_wt^2 R_t + sigma_wb^2 R_b``,
+    ``R = sum_i w_i^2 eff(n_i) / n_i`` for a side with launch weights ``w_i`` and ``n_i`` runs
+    (``eff``: the robust level's variance relative to the mean's at the normal, 1.34 for the
+    median of 3), ``sigma_w`` each side's pooled within-launch SD (Welch: not assumed equal) and
+    ``df`` by Satterthwaite (Biometrics Bull. 2(6), 1946) over the three variance parts.
 
     Verdicts: ``FASTER`` when the whole interval is above 1 and ``ratio >= 1 + min_effect``;
     ``FASTER_BELOW_MIN`` when it is above 1 but the gain is smaller; ``SLOWER`` /
     ``SLOWER_BELOW_MIN`` symmetrically; ``NO_DIFFERENCE`` when it holds 1; ``NOT_ENOUGH_RUNS`` when
     a side has no launch with 2 runs (interval NaN). Extra guard: a directional verdict becomes
-    ``INCONCLUSIVE`` when the baseline's own ``drift`` (fraction, :func:`drift`) is at least the
-    gain. The launch noise in the interval already covers a baseline that wanders at random; the
-    guard is for a trend (a machine warming up over the night) that the model does not describe.
-    Measured (benchmarks/verdict_calibration.py): with 2 baseline launches it changes neither the
-    false-verdict rate nor the power; with 5 it removes about a fifth of the false verdicts at 2 %
-    launch noise and costs 2-8 points of power at +5 %, as the range of more launches is wider.
-    Raises ValueError on tok/s <= 0 or NaN, an empty side, ``confidence`` outside (0, 1), or a
-    negative ``min_effect`` or ``drift``; TypeError on a flat list of runs instead of launches.
+    ``INCONCLUSIVE`` when ``drift`` (fraction, :func:`drift`; judge() passes 0, as it compares
+    each set with the baseline at its own time) is at least the gain.
+    Raises ValueError on tok/s <= 0 or NaN, an empty side, ``confidence`` outside (0, 1), a
+    negative ``min_effect`` or ``drift``, or weights that do not match the baseline's launches;
+    TypeError on a flat list of runs instead of launches.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"compare: confidence must be in (0, 1), got {confidence}")
     if not (min_effect >= 0 and drift >= 0):
         raise ValueError(f"compare: min_effect and drift must be >= 0, got {min_effect}, {drift}")
+    if baseline_weights is not None:
+        if len(baseline_weights) != len(baseline):
+            raise ValueError(f"compare: {len(baseline_weights)} baseline weights for {len(baseline)} launches")
+        pairs = [(b, w) for b, w in zip(baseline, baseline_weights, strict=True) if len(b) and w > 0]
+        baseline = [b for b, _ in pairs]
+        total = sum(w for _, w in pairs)
+        weights: list[float] | None = [w / total for _, w in pairs] if total > 0 else None
+    else:
+        weights = None
     t_logs, b_logs = _logs(trial, "compare trial"), _logs(baseline, "compare baseline")
     if not t_logs or not b_logs:
         raise ValueError("compare needs at least one run on each side")
-    t_side, b_side = _side(t_logs), _side(b_logs)
+    if weights is not None and len(weights) != len(b_logs):
+        weights = None
+    if scale is None:
+        scale = _pair_sigma(t_logs + b_logs)
+    t_side, b_side = _side(t_logs, scale=scale), _side(b_logs, weights, scale)
     ratio = math.exp(t_side.level - b_side.level)
     if t_side.df_w == 0 or b_side.df_w == 0:
         short = "trial" if t_side.df_w == 0 else "baseline"
@@ -341,7 +577,7 @@ def compare(trial: Launches, baseline: Launches, *, noise: LaunchNoise | None = 
         notes.append(f"the baseline drifted {drift * 100:.1f} %, at least the {abs(ratio - 1) * 100:.1f} % "
                      f"{'gain' if ratio > 1 else 'loss'} (was: {verdict.value})")
         verdict = Verdict.INCONCLUSIVE
-    if b_side.launches == 1 and noise.data_sigma is None:
+    if len(b_logs) == 1 and noise.data_sigma is None:
         notes.append(f"one baseline launch: the launch-to-launch noise is the prior alone "
                      f"({noise.prior_sigma * 100:g} %)")
     return Comparison(ratio, low, high, verdict, "; ".join(notes))
@@ -388,7 +624,7 @@ def best_of(sets: Sequence[Launches], baseline: Launches, *, noise: LaunchNoise 
 
 
 def confirmed(winner_new: Launches, baseline_new: Launches, *, noise: LaunchNoise,
-              alpha: float = 0.05) -> Comparison:
+              alpha: float = 0.05, scale: float | None = None) -> Comparison:
     """Does the winner's gain hold on its confirmation relaunches alone?
 
     ``winner_new`` / ``baseline_new``: only the launches made for the confirmation (normally one
@@ -399,10 +635,13 @@ def confirmed(winner_new: Launches, baseline_new: Launches, *, noise: LaunchNois
     all launches. ``noise``: the study's :func:`launch_noise` (with one launch a side, the new
     launches alone cannot estimate it). Returns the comparison on the new launches with verdict
     ``FASTER`` (confirmed) or ``FAILED_CONFIRMATION`` (or ``NOT_ENOUGH_RUNS``) and a note.
+    ``alpha``: judge() passes 0.05 / the number of finalists confirmed (Bonferroni over those
+    only: the selection among the K sets does not enter the fresh launches). ``scale`` as in
+    :func:`compare`.
     """
     if not 0.0 < alpha < 0.5:
         raise ValueError(f"confirmed: alpha must be in (0, 0.5), got {alpha}")
-    c = compare(winner_new, baseline_new, noise=noise, min_effect=0.0, confidence=1.0 - 2.0 * alpha)
+    c = compare(winner_new, baseline_new, noise=noise, min_effect=0.0, confidence=1.0 - 2.0 * alpha, scale=scale)
     if c.verdict is Verdict.NOT_ENOUGH_RUNS:
         return c
     bound = f"one-sided {(1 - alpha) * 100:g} % lower bound {c.ci_low:.3f}"
@@ -468,9 +707,10 @@ def min_detectable_effect(*, run_sigma: float, noise: LaunchNoise, runs_per_laun
     if df_wt == 0 and df_wb == 0:
         return math.inf
     df_wt, df_wb = df_wt or df_wb, df_wb or df_wt
+    eff_t, eff_b = _efficiency(runs_per_launch, True), _efficiency(n_b, True)  # the robust levels compare() uses
     se, df = _se_df([(noise.sigma**2 * (1.0 / trial_launches + 1.0 / baseline_launches), noise.df),
-                     (run_sigma**2 / (trial_launches * runs_per_launch), df_wt),
-                     (run_sigma**2 / (baseline_launches * n_b), df_wb)])
+                     (run_sigma**2 * eff_t / (trial_launches * runs_per_launch), df_wt),
+                     (run_sigma**2 * eff_b / (baseline_launches * n_b), df_wb)])
     if se <= 0:
         return min_effect
     t_crit = float(sps.t.ppf(1.0 - alpha / sets / 2.0, df))
@@ -501,19 +741,53 @@ def median_ci_halfwidth(runs: Sequence[float], *, confidence: float = 0.95, seed
     return max(boot, t_half)
 
 
-def level(launches: Launches) -> float:
-    """A set's level in tok/s: geometric mean of its launches' geometric means (as
-    :func:`compare` uses). Raises ValueError on an empty set or tok/s <= 0 or NaN."""
+def level(launches: Launches, *, scale: float | None = None) -> float:
+    """A set's level in tok/s: the geometric mean of its launches' robust levels
+    (:func:`launch_level`, as :func:`compare` uses). Raises ValueError on an empty set or tok/s
+    <= 0 or NaN."""
     logs = _logs(launches, "level")
     if not logs:
         raise ValueError("level needs at least one run")
-    return math.exp(_side(logs).level)
+    return math.exp(_side(logs, scale=scale).level)
 
 
-def drift(baseline_medians: Sequence[float]) -> float:
-    """How far the baseline moved across its launches: max/min - 1 of their medians (fraction),
-    0 for fewer than two."""
-    vals = [v for v in baseline_medians if v and not math.isnan(v)]
+def drift(baseline_levels: Sequence[float]) -> float:
+    """How far the baseline moved across its launches: max/min - 1 of their levels
+    (:func:`launch_level`; fraction), 0 for fewer than two."""
+    vals = [v for v in baseline_levels if v and not math.isnan(v)]
     if len(vals) < 2:
         return 0.0
     return max(vals) / min(vals) - 1.0
+
+
+def trend(positions: Sequence[float], levels: Sequence[float]) -> float:
+    """The baseline's fitted drift over the night: the least-squares line of log level against
+    launch position, as the fraction it changes from the first position to the last (-0.03: 3 %
+    slower at the end). 0 for fewer than two levels."""
+    if len(levels) < 2 or len(positions) != len(levels):
+        return 0.0
+    x = np.asarray(positions, dtype=float)
+    y = np.log(np.asarray(levels, dtype=float))
+    if np.ptp(x) == 0:
+        return 0.0
+    slope = float(np.polyfit(x, y, 1)[0])
+    return math.expm1(slope * float(np.ptp(x)))
+
+
+def recommendable_gain(*, run_sigma: float, noise: LaunchNoise, runs_per_launch: int, finalists: int = 1,
+                       min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true gain (fraction) the night recommends with probability ``power``: the test
+    the claim rests on, one fresh launch of the finalist against one fresh baseline launch of
+    ``runs_per_launch`` runs each, one-sided at ``alpha / finalists`` with the launch noise
+    ``noise`` (its sigma and df) and the run noise ``run_sigma`` (times the robust level's
+    efficiency), by the noncentral t (:func:`min_detectable_effect`), and at least ``min_effect``
+    (the set must be that much faster on all its launches). It assumes the set was selected as a
+    finalist, which a gain this size among no-effect sets nearly always is. ``inf`` without run
+    noise to go on."""
+    if finalists < 1 or runs_per_launch < 1:
+        raise ValueError("recommendable_gain: finalists and runs must be >= 1")
+    if not math.isfinite(run_sigma):
+        return math.inf
+    g = min_detectable_effect(run_sigma=run_sigma, noise=noise, runs_per_launch=runs_per_launch,
+                              baseline_launches=1, min_effect=0.0, alpha=2.0 * alpha / finalists, power=power)
+    return max(g, min_effect)

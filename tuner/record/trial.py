@@ -159,6 +159,7 @@ class Verdict(StrEnum):
     SLOWER_BELOW_MIN = "slower, below the minimum effect"   #: CI below 1, loss < min effect
     INCONCLUSIVE = "inconclusive"                           #: the baseline drifted as much
     NOT_APPLIED = "not applied"                             #: NCCL did not confirm a variable
+    CANNOT_ACT = "measured ratio only"                      #: its variables cannot change the speed here
     UNVERIFIABLE = "unverifiable"                           #: a variable NCCL does not echo
     FAILED_CONFIRMATION = "failed confirmation"             #: the gain did not hold on relaunch
     NOT_ENOUGH_RUNS = "not enough runs to judge"            #: fewer than 2 runs on a side

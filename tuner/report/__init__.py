@@ -23,6 +23,7 @@ from tuner.report.forest import (
 )
 from tuner.report.frame import (
     CONCURRENCY_PREFIX,
+    baseline_levels,
     baseline_runs,
     best_row,
     combine_frames,
@@ -114,6 +115,7 @@ __all__ = [
     "GainPoint",
     "HostTypeSection",
     "baseline_band",
+    "baseline_levels",
     "baseline_runs",
     "baselines_figure",
     "best_row",

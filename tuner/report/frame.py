@@ -32,6 +32,7 @@ from tuner.record import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Metric, Status,
 
 __all__ = [
     "CONCURRENCY_PREFIX",
+    "baseline_levels",
     "baseline_runs",
     "best_row",
     "combine_frames",
@@ -148,6 +149,8 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
     if s.verdict is Verdict.FAILED_CONFIRMATION:
         return _cols(s.comparison, Verdict.FAILED_CONFIRMATION, "the gain did not hold on the confirmation")
     note = s.comparison.note
+    if s.comparison.verdict is Verdict.SLOWER and len(s.launches) < 2:
+        note = "one launch" + (f"; {note}" if note else "")  # a slower set is never measured twice
     if len(s.launches) > 1:
         note = f"{len(s.launches)} launches" + (f"; {note}" if note else "")
     return _cols(s.comparison, s.comparison.verdict, note)
@@ -254,10 +257,22 @@ def ok_baselines(df: pd.DataFrame) -> pd.DataFrame:
 
 def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
     """Pooled runs (tok/s) of every ok baseline measurement in ``df``, and the baseline's drift
-    (fraction, :func:`tuner.judging.stats.drift` of their medians; 0 for one measurement)."""
+    (fraction, :func:`tuner.judging.stats.drift` of their robust levels, :func:`baseline_levels`;
+    0 for one measurement)."""
     base = ok_baselines(df)
     runs = [float(v) for runs in base["output_tok_s_runs"] for v in runs]
-    return runs, stats.drift([float(v) for v in base["output_tok_s"]])
+    return runs, stats.drift(baseline_levels(df))
+
+
+def baseline_levels(df: pd.DataFrame) -> list[float]:
+    """The robust level (tok/s, :func:`tuner.judging.stats.launch_level` at the baseline's robust
+    run SD) of each ok baseline launch of ``df``, in launch order; a launch without runs keeps its
+    recorded median."""
+    base = ok_baselines(df)
+    launches = [[float(v) for v in runs] for runs in base["output_tok_s_runs"]]
+    scale = stats.robust_run_sigma([r for r in launches if r]) if any(launches) else math.nan
+    sc = scale if math.isfinite(scale) else None
+    return [stats.launch_level(r, scale=sc) if r else float(m) for r, m in zip(launches, base["output_tok_s"], strict=True)]
 
 
 def best_row(df: pd.DataFrame) -> pd.Series | None:

@@ -32,7 +32,7 @@ from tuner.record import Kind, Status, Verdict
 from tuner.report.forest import (
     trials_vs_baseline_figure,
 )
-from tuner.report.frame import baseline_runs, concurrency_columns, ok_baselines
+from tuner.report.frame import baseline_levels, baseline_runs, concurrency_columns, ok_baselines
 from tuner.report.style import (
     VERDICT_STYLE,
     plural,
@@ -304,8 +304,8 @@ def _verdicts_drawn(ax: Axes) -> list[tuple[Artist, str]]:
 # -- baselines and concurrency ---------------------------------------------------------------
 
 def plot_baselines(ax: Axes, df: pd.DataFrame) -> None:
-    """Every ok baseline launch at its trial number: runs as grey dots, medians joined by a
-    line, the drift (max/min of the medians - 1) as a band."""
+    """Every ok baseline launch at its trial number: runs as grey dots, robust levels (the ones
+    the verdicts use) joined by a line, the drift (max/min of the levels - 1) as a band."""
     base = ok_baselines(df)
     if base.empty:
         ax.text(0.5, 0.5, "no successful baseline measurement", ha="center", va="center", transform=ax.transAxes)
@@ -314,12 +314,12 @@ def plot_baselines(ax: Axes, df: pd.DataFrame) -> None:
         for k, (trial, runs) in enumerate(zip(base["trial"], base["output_tok_s_runs"], strict=True)):
             ax.scatter([trial] * len(runs), runs, s=14, color="gray", alpha=0.6,
                        label="individual runs" if k == 0 else None)
-        ax.plot(base["trial"], base["output_tok_s"], "s-", color="black", label="median of each launch")
+        levels = baseline_levels(df)  # the level every verdict uses (tuner.judging.stats.launch_level)
+        ax.plot(base["trial"], levels, "s-", color="black", label="robust level of each launch")
         _, drift = baseline_runs(df)
-        meds = base["output_tok_s"]
         if len(base) > 1:
-            ax.axhspan(float(meds.min()), float(meds.max()), color="tab:orange", alpha=0.15,
-                       label=f"drift {drift * 100:.1f} % (max / min of the medians - 1)")
+            ax.axhspan(min(levels), max(levels), color="tab:orange", alpha=0.15,
+                       label=f"drift {drift * 100:.1f} % (max / min of the levels - 1)")
             ax.set_title(f"The baseline over the sweep ({plural(len(base), 'launch')}, drift {drift * 100:.1f} %)")
         else:  # one launch measures no drift: say so rather than print 0 %
             ax.set_title("The baseline over the sweep (1 launch: drift not measured)")

@@ -131,6 +131,7 @@ VERDICT_STYLE: dict[Verdict, tuple[str, str]] = {
     Verdict.INCONCLUSIVE: ("#CC79A7", "D"),         # Okabe-Ito reddish purple
     Verdict.FAILED_CONFIRMATION: ("#882255", "X"),  # Tol muted wine
     Verdict.NOT_APPLIED: ("#999933", "P"),          # Tol muted olive
+    Verdict.CANNOT_ACT: ("#44AA99", "d"),           # Tol muted teal: a ratio, no verdict
     Verdict.UNVERIFIABLE: ("#009E73", "h"),         # Okabe-Ito bluish green
     Verdict.NOT_ENOUGH_RUNS: ("#BBBBBB", "o"),      # light grey
     Verdict.FAILED: ("#A50F15", "x"),               # dark red: no point, its status is written

@@ -174,10 +174,19 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     over = (f"{_n(runs, 'run')} over {_n(k_base, 'launch', 'launches')}" if at_level == 1 else
             f"{_n(k_base, 'launch', 'launches')}, one value each")
     row = "its launch's median" if at_level == 1 else "its single-stream median"
-    parts = [f"Baseline: {base_level:.1f} {what} (geometric mean of {over}"
-             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + f"; a row's tok/s is {row})."]
+    trend = (f", fitted {j.drift_trend * 100:+.1f} % over the night; each set is compared with the baseline "
+             "interpolated at its own launch" if k_base > 1 else "")
+    parts = [f"Baseline: {base_level:.1f} {what} (robust level of {over}"
+             + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + trend + f"; a row's tok/s is {row})."]
     if j.noise is not None:
         parts.append(f"Every interval includes the {j.noise.describe()}.")
+    if j.noise_warning:
+        parts.append(f"Warning: {j.noise_warning}.")
+    if j.inconclusive:
+        parts.append(f"Inconclusive: {j.inconclusive}.")
+    if j.forced:
+        parts.append(f"NCCL variables cannot change the speed on this night ({j.forced}): every set shows its "
+                     "measured ratio only.")
     if info.target_met_untuned and target is not None:
         parts.append(f"The target of {target:g} tok/s is already met by the untuned server (CI lower bound); "
                      "no tuned relaunch was spent. Keep the defaults.")
@@ -186,21 +195,32 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     tuned = settled["kind"] != Kind.BASELINE
     tried = int(tuned.sum())
     failed = int((tuned & (settled["status"] != Status.OK)).sum())
-    judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied]
+    judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied and not s.cannot_act]
     if not judged:
         unapplied = sum(1 for s in j.sets.values() if s.not_applied)
         parts.append("Only the baseline was measured: no tuned set to judge yet." if tried == 0 else
                      f"No tuned set could be judged on speed ({failed} of {tried} failed"
                      + (f", {unapplied} not applied by NCCL" if unapplied else "") + "): keep the defaults.")
-    else:
+    elif not j.inconclusive:
         parts += _headline(j, judged, min_effect)
     if levels is not None:
         parts += levels.sentences()
-    mde = j.min_detectable_effect()
-    if math.isfinite(mde):
-        per_launch = _n(j.runs_per_launch(), 'run') if at_level == 1 else "one value"
-        parts.append(f"With {per_launch} per launch and {_n(k_base, 'baseline launch', 'baseline launches')}, "
-                     f"the smallest gain a set could be called faster at (80 % power) is about {mde * 100:.1f} %.")
+    cannot = [s for s in j.sets.values() if s.cannot_act and not s.not_applied]
+    if cannot and not j.forced:
+        parts.append("Measured ratio only, as their variables cannot act here: " + "; ".join(
+            f"{env_text(s.env)} (trial {s.first_trial}, {_pct(s.comparison)}): {s.cannot_act}" for s in cannot) + ".")
+    elif cannot:
+        parts.append(f"Measured: {_named(cannot, j)}.")
+    gain = j.recommendable_gain()
+    per_launch = _n(j.runs_per_launch(), 'run') if at_level == 1 else "one value"
+    if math.isfinite(gain) and j.noise is not None:
+        parts.append(f"With {per_launch} per launch, the smallest gain this night could recommend "
+                     f"(80 % power) is about {gain * 100:.1f} %, assuming launch noise {j.noise.sigma * 100:.1f} %.")
+    if j.low:
+        shown = ", ".join(f"trial {t} run {n} ({(ratio - 1) * 100:+.0f} %)" for t, n, ratio in j.low[:5])
+        more = f" and {len(j.low) - 5} more" if len(j.low) > 5 else ""
+        parts.append(f"Runs far below their launch (left out of the run noise; the launch levels resist them): "
+                     f"{shown}{more}.")
     not_applied = [s for s in j.sets.values() if s.not_applied]
     if not_applied:
         parts.append("No speed verdict for " + "; ".join(
@@ -226,35 +246,44 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     return " ".join(parts)
 
 
+def _slower_named(sets: list[SetJudgement], j: Judgement) -> str:
+    """The slower sets, each marked "one launch" when that is all it rests on."""
+    return ", ".join(f"{env_text(s.env)}{' ' + ' '.join(s.flags) if s.flags else ''} (trial {s.first_trial}, "
+                     f"{_pct(s.comparison)}{', one launch' if len(s.launches) < 2 else ''})"
+                     for s in sets if s.comparison is not None)
+
+
 def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> list[str]:
-    """The sentences about the sets: the corrected headline and its confirmation, then every
-    set with a significant verdict of its own."""
+    """The sentences about the sets: the best finalist and the claim on its fresh launches,
+    then every set with a significant verdict of its own."""
     k = len(judged)
-    h = j.headline
     parts: list[str] = []
     by = {v: [s for s in judged if s.verdict is v] for v in Verdict}
-    if j.winner is not None and h is not None and j.winner_comparison is not None:
+    if j.winner is not None and j.winner_comparison is not None:
         s = j.sets[j.winner]
-        level = f"{h.confidence * 100:.2f}".rstrip("0").rstrip(".") + " %"
+        m = max(j.confirmed_sets, 1)
+        level = f"{(1 - 0.05 / m) * 100:.2f}".rstrip("0").rstrip(".") + " %"
         claim = (f"Best set: {env_text(s.env)} (trial {s.first_trial}), {_pct(j.winner_comparison)} "
-                 f"({_ci(j.winner_comparison, level)}, corrected for the {_n(k, 'set')} tried)")
+                 f"({_ci(j.winner_comparison)} on its {_n(len(s.launches), 'launch', 'launches')}, "
+                 f"the best of the {_n(k, 'set')} tried)")
+        fresh = (f"{_pct(s.confirmation)} on those alone, one-sided {level} bound"
+                 + (f", corrected for the {m} finalists" if m > 1 else ""))
         if j.confirmed is True:
-            parts.append(f"{claim}: faster than the baseline, and the gain held on a fresh relaunch of the set "
-                         f"and of the baseline ({_pct(s.confirmation)} on those alone). Use it.")
+            parts.append(f"{claim}: the gain held on a fresh relaunch of the set and of the baseline ({fresh} above 1). "
+                         "Use it.")
         elif j.confirmed is False:
-            parts.append(f"{claim} looked faster, but it failed confirmation: on a fresh relaunch of the set and "
-                         f"of the baseline the gain did not hold ({_pct(s.confirmation)}). Keep the defaults.")
+            assert s.confirmation is not None
+            why = s.confirmation.note.split(", but ", 1)
+            parts.append(f"{claim} looked best, but it failed confirmation: on a fresh relaunch of the set and "
+                         f"of the baseline the gain did not hold ({fresh} not above 1"
+                         + (f"; {why[1]}" if len(why) > 1 else "") + "). Keep the defaults.")
         else:
-            parts.append(f"{claim}: faster than the baseline, not yet confirmed by a fresh relaunch of the set and "
-                         "of the baseline; do not adopt it before it is (run the same command again).")
+            parts.append(f"{claim}: not yet confirmed by a fresh relaunch of the set and of the baseline; do not "
+                         "adopt it before it is (run the same command again).")
     faster = [s for s in by[Verdict.FASTER] if s.key != j.winner]
     if faster:
-        if j.winner:
-            parts.append(f"Also faster than the baseline (95 % interval, each on its own), not confirmed: "
-                         f"{_named(faster, j)}.")
-        else:
-            parts.append(f"Faster at 95 % on its own, but not once the {_n(k, 'set')} tried are accounted for: "
-                         f"{_named(faster, j)}.")
+        parts.append(f"{'Also faster' if j.winner else 'Faster'} than the baseline (95 % interval, each on its own), "
+                     f"not confirmed: {_named(faster, j)}.")
     below = by[Verdict.FASTER_BELOW_MIN] + by[Verdict.SLOWER_BELOW_MIN]
     if below:
         parts.append(f"Different from the baseline, but by less than the {min_effect * 100:g} % that matters: "
@@ -267,9 +296,9 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
         parts.append(f"Failed confirmation: {_named(failed_conf, j)}.")
     slower = by[Verdict.SLOWER]
     if slower and len(slower) == k:
-        parts.append(f"Every tuned set was slower than the baseline: {_named(slower, j)}. Keep the defaults.")
+        parts.append(f"Every tuned set was slower than the baseline: {_slower_named(slower, j)}. Keep the defaults.")
     elif slower:
-        parts.append(f"Slower: {_named(slower, j)}.")
+        parts.append(f"Slower: {_slower_named(slower, j)}.")
     if j.winner is None and not faster and len(slower) < k:
         best = max(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
         worst = min(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)

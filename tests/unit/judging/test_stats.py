@@ -55,7 +55,8 @@ def test_many_launches_find_the_true_launch_noise_and_outweigh_the_prior():
     assert noise.launches == 50 and noise.baseline_launches == 40 and noise.sets == 2
     assert not noise.prior_dominates
     assert noise.data_sigma == pytest.approx(0.01, abs=0.003)
-    assert "40 baseline launches and 10 launches of tuned sets" in noise.describe()
+    assert "40 baseline launches, 10 launches of tuned sets and a prior" in noise.describe()
+    assert "the data alone: " in noise.describe()
 
 
 def test_launch_noise_refuses_bad_values():

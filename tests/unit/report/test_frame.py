@@ -63,11 +63,16 @@ def test_verdicts(df):
                         8: Verdict.BASELINE, 9: Verdict.PENDING}
     fast, slow = by_trial(df, 3), by_trial(df, 4)
     assert 1.0 < fast["vs_baseline_ci_low"] < fast["vs_baseline"] < fast["vs_baseline_ci_high"]
-    # every set against every baseline launch, by level (mean of the launches' log means)
-    assert fast["vs_baseline"] == pytest.approx(stats.level([[80.2, 80.9, 81.4, 80.5]]) / stats.level(BASE))
+    # each set against the baseline interpolated at its own launch: trials 3 and 4 are the 3rd and
+    # 4th of the six ok relaunches, between the baseline launches at the 1st and the 6th
+    b0, b8 = (stats.launch_level(b) for b in BASE)
+    at = {3: 2 / 5, 4: 3 / 5}
+    base_at = {t: b0 ** (1 - w) * b8**w for t, w in at.items()}
+    assert fast["vs_baseline"] == pytest.approx(stats.launch_level([80.2, 80.9, 81.4, 80.5]) / base_at[3], rel=1e-3)
     assert slow["vs_baseline_ci_high"] < 1.0
-    assert slow["vs_baseline"] == pytest.approx(stats.level([[42.1, 42.6, 41.9, 42.4]]) / stats.level(BASE))
-    assert (df[df["kind"] != Kind.BASELINE]["verdict_note"] == "").all()
+    assert slow["vs_baseline"] == pytest.approx(stats.launch_level([42.1, 42.6, 41.9, 42.4]) / base_at[4], rel=1e-3)
+    notes = df[df["kind"] != Kind.BASELINE].set_index("trial")["verdict_note"]
+    assert notes[4] == "one launch" and (notes.drop(4) == "").all()  # slower on one launch, said so
 
 
 def test_a_baseline_launch_is_shown_against_the_other_baseline_launches(df):
@@ -151,5 +156,8 @@ def test_read_refuses_a_file_that_is_not_a_trials_csv(tmp_path):
 def test_baseline_runs_and_best_row(df):
     runs, drift = baseline_runs(df)
     assert runs == [70.1, 71.3, 69.8, 70.6, 71.0, 71.9, 70.8, 71.5]
-    assert drift == pytest.approx(71.25 / 70.35 - 1)
+    # the robust levels the verdicts use (Huber at the baseline's robust run SD), not the medians
+    scale = stats.robust_run_sigma(BASE)
+    b0, b8 = (stats.launch_level(b, scale=scale) for b in BASE)
+    assert drift == pytest.approx(b8 / b0 - 1) and abs(drift - (71.25 / 70.35 - 1)) < 0.001
     assert best_row(df)["trial"] == 3

@@ -94,7 +94,7 @@ def test_sweep_with_failures():
     df, fig = forest("failures")
     assert labels(fig) == [
         "baseline (untuned), trial 0", "baseline (untuned) re-measure, trial 8", "PROTO=LL CH=8 (trial 3)",
-        "PROTO=LL ALGO=Tree (trial 6, retry of 5)", "PROTO=LL ALGO=Ring CH=16 BUF=16777216 (16 MiB) CDMC=1 (trial 1)",
+        "PROTO=LL ALGO=Ring CH=16 BUF=16777216 (16 MiB) CDMC=1 (trial 1)", "PROTO=LL ALGO=Tree (trial 6, retry of 5)",
         "PROTO=Simple (trial 4)", "BUF=4194304 (4 MiB) (trial 9)", "PROTO=LL128 (trial 2)", "CH=2 (trial 7)"]
     check_rows_coloured_by_verdict(df, fig)
     statuses = {row_trial(labels(fig)[int(t.get_position()[1])]): t.get_text() for t in by_gid(fig, "forest-status")}

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from tests.helpers import sample_records, trial_record
 from tuner.record import Metric, Verdict
 from tuner.report.forest import ForestRow, baseline_band, forest_rows, plot_trials_vs_baseline, truncate_rows
-from tuner.report.frame import trials_frame
+from tuner.report.frame import baseline_levels, trials_frame
 from tuner.report.plots import (
     FAILED_COLOR,
     concurrency_figure,
@@ -100,9 +100,9 @@ def test_every_verdict_has_its_own_colour_and_words():
 def test_forest_rows_order_and_sections(df):
     rows, notes = forest_rows(df, min_effect=0.01)
     assert [(r.trial, r.section) for r in rows] == [
-        (0, "baseline"), (8, "baseline"), (3, "tuned"), (6, "tuned"), (1, "tuned"), (4, "tuned"),
+        (0, "baseline"), (8, "baseline"), (3, "tuned"), (1, "tuned"), (6, "tuned"), (4, "tuned"),
         (9, "unmeasured"), (2, "failed"), (7, "failed")]  # interrupted 5 was retried by 6: no row
-    assert rows[3].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
+    assert rows[4].label == "PROTO=LL ALGO=Tree (trial 6, retry of 5)"
     assert re.fullmatch(r"80\.7 tok/s  \+1\d\.\d % \[\+\d+\.\d % \.\. \+\d+\.\d %\]  faster", rows[2].detail)
     assert rows[0].detail.startswith("70.3 tok/s  -") and rows[0].detail.endswith("vs the other baseline launches")
     assert [(r.text, r.detail) for r in rows[-2:]] == [
@@ -193,9 +193,10 @@ def test_history_is_in_trial_numbers(df):
 def test_baselines(df):
     ax = axes()
     plot_baselines(ax, df)
-    assert ax.get_title() == "The baseline over the sweep (2 launches, drift 1.3 %)"
-    (medians,) = ax.lines
-    assert list(medians.get_xdata()) == [0, 8] and list(medians.get_ydata()) == [70.35, 71.25]
+    assert ax.get_title() == "The baseline over the sweep (2 launches, drift 1.2 %)"  # of the robust levels
+    (levels,) = ax.lines  # the robust levels, within a few tenths of the medians 70.35 and 71.25
+    assert list(levels.get_xdata()) == [0, 8] and list(levels.get_ydata()) == baseline_levels(df)
+    assert list(levels.get_ydata()) == pytest.approx([70.35, 71.25], abs=0.15)
     runs = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert sum(len(c.get_offsets()) for c in runs) == 8
     ax = axes()

@@ -104,12 +104,14 @@ def test_no_export_lines_without_a_confirmed_winner():
 
 def test_verdict_paragraph_for_a_confirmed_winner():
     _, text = report(confirmed_night())
-    assert text.startswith("Baseline: 70.9 single-stream output tok/s (geometric mean of 12 runs over 3 launches, drift ")
+    assert text.startswith("Baseline: 70.9 single-stream output tok/s (robust level of 12 runs over 3 launches, drift ")
+    assert "each set is compared with the baseline interpolated at its own launch" in text
     assert "launch-to-launch noise" in text
     assert "Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3), +13." in text
-    assert "corrected for the 4 sets tried" in text
+    assert "the best of the 4 sets tried" in text and "one-sided 95 % bound" in text
     assert "the gain held on a fresh relaunch of the set and of the baseline" in text and text.count("Use it.") == 1
-    assert "Slower: NCCL_PROTO=Simple (trial 4, -40." in text
+    assert "Slower: NCCL_PROTO=Simple (trial 4, -40." in text and "%, one launch)" in text
+    assert "the smallest gain this night could recommend (80 % power) is about " in text
     assert "2 of 7 tuned relaunches failed (see status and cause)." in text
     assert "interrupted" not in text  # trial 5 was retried by trial 6
 
@@ -123,7 +125,8 @@ def test_a_winner_that_fails_confirmation():
     records = [*sample_records(), trial_record(11, "confirm", [70.4, 70.8, 71.0, 70.6], env=LL8),
                trial_record(12, "baseline", [70.8, 71.6, 70.5, 71.2], recheck=True)]
     df, text = report(records)
-    assert "Failed confirmation: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3" in text and "Use it" not in text
+    assert "Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3" in text and "it failed confirmation" in text
+    assert "Use it" not in text
     assert df.set_index("trial").loc[11, "verdict"] == "failed confirmation"
     assert df.set_index("trial").loc[3, "verdict"] == "failed confirmation"
 
@@ -188,7 +191,7 @@ def test_markdown(df):
     assert "## Use the best set" in md and "export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8" in md
     assert "![trials vs baseline](trials_vs_baseline.png)" in md and "![history](history.png)" in md
     assert "## Concurrency" not in md and "## Failed trials" in md
-    assert "| 3 | preset | ok | 80.7 | 1.138 |" in md
+    assert "| 3 | preset | ok | 80.7 | 1.137 |" in md
     assert "| 7 | hung | no token for 120 s | NCCL_MAX_NCHANNELS=2 |" in md
     assert md.rstrip().endswith("`optuna-dashboard sqlite:///s.db`")
     assert report_markdown(frame(), "", INFO, "night") == "# nccl-tune report: night\n\nNo trial recorded yet.\n"
