@@ -271,7 +271,7 @@ def test_per_level_section_and_the_flip_in_the_verdict():
     assert table[0] == "| set | C=1 | C=8 |"
     assert table[2] == "| baseline (tok/s) | 70.5 | 400.5 |"
     assert table[3] == "| NCCL_P2P_DISABLE=1 | +12.3 % faster | -15.1 % slower |"
-    assert table[4] == "| NCCL_PROTO=LL | -0.2 % no significant difference | -0.1 % no significant difference |"
+    assert table[4] == "| NCCL_PROTO=LL | -0.1 % no significant difference | -0.1 % no significant difference |"
     assert section[-2] == f"- {flip}"
     md = report_markdown(df, verdict, INFO, "s", levels=section)
     assert md.index("## Trials vs baseline") < md.index("## Per concurrency level")  # after the per-set table
@@ -291,7 +291,7 @@ def test_the_verdict_names_the_level_it_rests_on():
     assert confirmed_row(df) is None  # at one stream the confirmation did not hold
     df.attrs[USE_KEY] = lj.winner  # as write_outputs marks it
     verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
-    assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (geometric mean of 2 launches, one value "
+    assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (robust level of 2 launches, one value "
                               "each, drift 0.3 %; a row's tok/s is its single-stream median).")
     assert "Best set: NCCL_ALGO=Ring (trial 3), +20.1 %" in verdict and "Use it." in verdict
     assert 'The headline and "Use it" rest on C=8 (probe.judge_concurrency)' in verdict
