@@ -294,7 +294,7 @@ def test_the_verdict_names_the_level_it_rests_on():
     assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (robust level of 2 launches, one value "
                               "each, drift 0.3 %, fitted +0.2 % over the night")
     assert "a row's tok/s is its single-stream median)." in verdict
-    assert "Best set: NCCL_ALGO=Ring (trial 3), +20.1 %" in verdict and "Use it." in verdict
+    assert "Best set: NCCL_ALGO=Ring (trial 3), +20.0 %" in verdict and "Use it." in verdict
     assert 'The headline and "Use it" rest on C=8 (probe.judge_concurrency)' in verdict
     assert "With one value per launch" in verdict
     assert confirmed_row(df)["env"] == RING
