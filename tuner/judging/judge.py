@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats as sps
 
 from tuner.judging import stats
-from tuner.record import Kind, Metric, Status, TrialRecord, Verdict
+from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 
 __all__ = [
     "CONFIRM_ALPHA",
@@ -45,6 +45,7 @@ __all__ = [
     "UNKNOWN_TYPE",
     "Judgement",
     "SetJudgement",
+    "cannot_act_on",
     "host_type_groups",
     "judge",
     "judge_by_host_type",
@@ -434,6 +435,23 @@ def host_type_groups(records: Sequence[TrialRecord]) -> dict[str, list[TrialReco
         merged = groups.pop(UNKNOWN_TYPE) + groups[typed[0]]
         groups[typed[0]] = sorted(merged, key=lambda r: r.trial)
     return groups
+
+
+def cannot_act_on(info: StudyInfo, records: Sequence[TrialRecord]) -> dict[str, str]:
+    """Set key -> why NCCL variables cannot change its speed on this night, from what the first
+    baseline showed (``info``): one GPU (``topology.nranks == 1``: no allreduce at all), or NCCL
+    not carrying the decode allreduce (``allreduce_nccl_on_decode_path`` False: the night ran with
+    ``--force``). Sets that vary a server flag are left out of the second (a flag such as
+    ``--disable-custom-all-reduce`` can move the allreduce to NCCL). Empty when every set can act."""
+    topo = info.topology
+    if topo is not None and topo.nranks == 1:
+        why = "TP 1: one GPU, no allreduce for NCCL to carry"
+        return {r.set_key: why for r in records if r.kind is not Kind.BASELINE}
+    if info.allreduce_nccl_on_decode_path is False:
+        why = (f"NCCL does not carry the decode allreduce here ({info.allreduce_backend}: "
+               f"{info.allreduce_backend_reason}); the night ran with --force")
+        return {r.set_key: why for r in records if r.kind is not Kind.BASELINE and not r.flags}
+    return {}
 
 
 def judge_by_host_type(records: Sequence[TrialRecord], *, metric: Metric,

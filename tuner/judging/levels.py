@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scipy import stats as sps
@@ -238,13 +238,15 @@ def _label(env: dict[str, str], flags: list[str]) -> str:
 
 def judge_levels(records: Sequence[TrialRecord], *, metric: Metric, levels: Sequence[int] | None = None,
                  judged_level: int = SINGLE_STREAM, min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                 alpha: float = 0.05) -> LevelJudgement:
+                 alpha: float = 0.05, cannot_act: Mapping[str, str] | None = None) -> LevelJudgement:
     """Judge every set of ``records`` at each concurrency level (module docstring).
 
     ``metric``: the study's (C = 1 only); ``levels``: the levels to judge (C values; default
     :func:`measured_levels`; C = 1 is always judged, duplicates and order do not matter);
     ``judged_level``: the level "Use it" rests on (``probe.judge_concurrency``); ``alpha``: the
-    error rate over the levels judged (per-level verdicts at ``1 - alpha / m``). ``records``
+    error rate over the levels judged (per-level verdicts at ``1 - alpha / m``); ``cannot_act``:
+    set key -> why its variables cannot act (:func:`tuner.judging.judge.cannot_act_on`), at every
+    level. ``records``
     are never modified. Raises ValueError when ``judged_level`` is not among the levels, for a
     level < 1, for ``alpha`` outside (0, 1), and as :func:`tuner.judging.judge.judge` does.
     """
@@ -257,9 +259,10 @@ def judge_levels(records: Sequence[TrialRecord], *, metric: Metric, levels: Sequ
     if judged_level not in judged:
         raise ValueError(f"judge_levels: judged_level {judged_level} is not a level judged "
                          f"({', '.join(map(str, judged))})")
-    judgements = {SINGLE_STREAM: judge(records, metric=metric, min_effect=min_effect)}
+    judgements = {SINGLE_STREAM: judge(records, metric=metric, min_effect=min_effect, cannot_act=cannot_act)}
     for c in judged[1:]:
-        judgements[c] = judge(level_records(records, c), metric=Metric.OUTPUT, min_effect=min_effect)
+        judgements[c] = judge(level_records(records, c), metric=Metric.OUTPUT, min_effect=min_effect,
+                              cannot_act=cannot_act)
     confidence = 1.0 - alpha / len(judged)
     out = LevelJudgement(metric, judged, judged_level, judgements, confidence)
     for c, j in judgements.items():

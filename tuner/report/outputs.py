@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from tuner.judging import SINGLE_STREAM, UNKNOWN_TYPE, host_type_groups, judge_levels, level, measured_levels
+from tuner.judging import (
+    SINGLE_STREAM,
+    UNKNOWN_TYPE,
+    cannot_act_on,
+    host_type_groups,
+    judge_levels,
+    level,
+    measured_levels,
+)
 from tuner.record import Kind, StudyInfo, TrialRecord
 from tuner.report.frame import (
     combine_frames,
@@ -62,7 +70,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     judgements = []
     for k, (host_type, group) in enumerate((host_type_groups(relaunches) or {UNKNOWN_TYPE: []}).items(), 1):
         levels = judge_levels(group, metric=metric, min_effect=min_effect,
-                              judged_level=_judged_level(group, info.judge_concurrency))
+                              judged_level=_judged_level(group, info.judge_concurrency),
+                              cannot_act=cannot_act_on(info, group))
         judgement = levels.headline
         # the table, trials.csv and the figures are the single stream's; the verdict is the headline level's
         single = levels.judgements[SINGLE_STREAM]

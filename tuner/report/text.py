@@ -207,8 +207,12 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         parts += levels.sentences()
     cannot = [s for s in j.sets.values() if s.cannot_act and not s.not_applied]
     if cannot and not j.forced:
-        parts.append("Measured ratio only, as their variables cannot act here: " + "; ".join(
-            f"{env_text(s.env)} (trial {s.first_trial}, {_pct(s.comparison)}): {s.cannot_act}" for s in cannot) + ".")
+        by_reason: dict[str, list] = {}
+        for s in cannot:
+            by_reason.setdefault(s.cannot_act, []).append(s)
+        for why, sets in by_reason.items():
+            parts.append(f"No speed verdict, measured ratio only ({why}): " + "; ".join(
+                f"{env_text(s.env)} (trial {s.first_trial}, {_pct(s.comparison)})" for s in sets) + ".")
     elif cannot:
         parts.append(f"Measured: {_named(cannot, j)}.")
     gain = j.recommendable_gain()

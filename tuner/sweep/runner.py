@@ -38,6 +38,7 @@ from tuner.judging import (
     SINGLE_STREAM,
     UNKNOWN_TYPE,
     Judgement,
+    cannot_act_on,
     host_type_groups,
     judge,
     judge_by_host_type,
@@ -497,8 +498,10 @@ class Sweep:
     def _judgement(self) -> Judgement:
         """This host type's sets judged against its own baseline launches."""
         info = self.store.info()
-        groups = judge_by_host_type(self.store.finished(), metric=self.cfg.probe.metric,
-                                    min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT)
+        finished = self.store.finished()
+        groups = judge_by_host_type(finished, metric=self.cfg.probe.metric,
+                                    min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT,
+                                    cannot_act=cannot_act_on(info, finished))
         mine = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE))
         return mine if mine is not None else judge([], metric=self.cfg.probe.metric)
 
@@ -512,8 +515,8 @@ class Sweep:
         groups = host_type_groups(self.store.finished())
         mine = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE, []))
         return judge_levels(mine, metric=self.cfg.probe.metric, levels=(level,), judged_level=level,
-                            min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
-                            ).headline
+                            min_effect=info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT,
+                            cannot_act=cannot_act_on(info, mine)).headline
 
     def _confirm(self) -> None:
         """Relaunch the next finalist once more in its reserved slot (planning's confirmation
