@@ -197,7 +197,7 @@ class Judgement:
             return math.inf
         run_sigma, _ = stats.run_noise(self.baseline_launches, scale=self._scale())
         return stats.recommendable_gain(run_sigma=run_sigma, noise=self.noise, runs_per_launch=runs,
-                                        finalists=self.confirmed_sets or len(self.finalists) or 1,
+                                        finalists=FINALISTS,
                                         min_effect=self.min_effect, alpha=CONFIRM_ALPHA)
 
     def _scale(self) -> float | None:
@@ -375,10 +375,12 @@ def _finalists(stage1: Judgement) -> list[str]:
 
 def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: int) -> None:
     """Judge each confirmed set on its fresh launches alone (the baseline launches after its
-    first confirmation), at :data:`CONFIRM_ALPHA` / the sets confirmed, then name the winner."""
+    first confirmation), at :data:`CONFIRM_ALPHA` / :data:`FINALISTS` (the most a night confirms,
+    fixed in advance so that confirming the runner-up later never changes the first's verdict),
+    then name the winner."""
     assert j.noise is not None
     confirming = [s for s in j.sets.values() if s.confirm_trials]
-    alpha = CONFIRM_ALPHA / max(len(confirming), 1)
+    alpha = CONFIRM_ALPHA / FINALISTS  # fixed before the night: a later runner-up never moves a verdict given
     sc = j._scale()
     for s in confirming:
         start = s.positions[s.trials.index(s.confirm_trials[0])]

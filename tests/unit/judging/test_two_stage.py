@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import trial_record
-from tuner.judging import CONFIRM_ALPHA, judge, stats
+from tuner.judging import CONFIRM_ALPHA, FINALISTS, judge, stats
 from tuner.record import Metric, Verdict
 
 
@@ -75,14 +75,16 @@ def test_finalists_come_from_stage_1_only():
     assert again.finalists == j.finalists
 
 
-def test_the_claim_is_at_alpha_over_the_finalists_confirmed():
+def test_the_claim_is_at_alpha_over_the_most_finalists_a_night_confirms():
+    """Fixed before the night: one finalist confirmed or two, each is judged at 0.05 / 2, so
+    confirming the runner-up later never changes the first's verdict."""
     rng = np.random.default_rng(12)
     one = judge(night(rng, tau=0.005, gain=0.10, k=6, confirm=[5]), metric=Metric.OUTPUT)
     assert one.confirmed is True and one.headline is not None
-    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA)
+    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
     two = judge(night(np.random.default_rng(12), tau=0.005, gain=0.10, k=6, confirm=[5, 0]), metric=Metric.OUTPUT)
-    assert two.headline is not None and two.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / 2)
-    assert two.winner == two.finalists[0]
+    assert two.headline is not None and two.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
+    assert two.winner == two.finalists[0] and one.winner == two.winner
 
 
 def test_a_set_that_cannot_act_gets_its_ratio_only():
