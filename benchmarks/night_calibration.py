@@ -459,6 +459,19 @@ def full_cells() -> list[Cell]:
     return cells
 
 
+def target_cells() -> list[Cell]:
+    """The issue's targets at the default budget (12 relaunches, every one counted, with the
+    default ``--baseline-every 5``): a true +10 % set among 6 no-effect ones (the middle of the
+    order) at tau 0.5-2 %, sigma 1 and 2 %; 7 no-effect sets at tau 0.5-5 % (false "Use it");
+    one run in 20 at -30 %."""
+    cells = [Cell(tau, sigma, 4, 6, 0.10, "middle", baseline_every=5, trials=12)
+             for sigma in (0.01, 0.02) for tau in (0.005, 0.01, 0.02)]
+    cells += [Cell(tau, sigma, 4, 7, baseline_every=5, trials=12)
+              for sigma in (0.01, 0.02) for tau in (0.005, 0.01, 0.02, 0.03, 0.05)]
+    cells.append(Cell(0.01, 0.01, 4, 6, 0.10, "middle", hiccup=0.05, baseline_every=5, trials=12))
+    return cells
+
+
 def every_cells() -> list[Cell]:
     """The default ``--baseline-every`` measured (README): 0, 3, 4, 5 at tau 1 and 2 %, sigma 1 %,
     4 runs, K = 10 with one +10 % set, budget 12 (every relaunch counted: stage 1 holds 7-8 of the
@@ -473,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid.add_argument("--issue", action="store_true", help="the cells of issue 21 (the 'before' table)")
     grid.add_argument("--full", action="store_true", help="the wider grid (long: use --jobs)")
     grid.add_argument("--every", action="store_true", help="--baseline-every 0/3/4/5 at budget 12 (the default's)")
+    grid.add_argument("--targets", action="store_true", help="the issue's targets at the default budget of 12")
     ap.add_argument("--nights", type=int, default=200, help="nights per cell (default 200)")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
@@ -480,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, help="also write the rows as CSV here")
     args = ap.parse_args(argv)
     cells = (issue_cells() if args.issue else full_cells() if args.full else every_cells() if args.every
-             else default_cells())
+             else target_cells() if args.targets else default_cells())
     t0 = time.perf_counter()
     rows = run_cells(cells, args.nights, args.seed, jobs=args.jobs, at_mde=not args.no_mde)
     print(f"{args.nights} nights per cell, seed {args.seed}; rates in % of nights (use/not yet/failed/keep/other) "
