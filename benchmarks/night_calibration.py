@@ -102,7 +102,7 @@ RUNNER_UP = True         # confirm Judgement.finalists[1] too (the design of iss
 # The words of tuner/report/text.py's headline that decide a night (matched in the paragraph).
 USE_IT = "Use it."
 NOT_YET = "not yet confirmed"
-FAILED = "it failed confirmation"
+FAILED = ("it failed confirmation", "it was not confirmed")
 BEST = "Best set:"
 _MDE = re.compile(r"smallest gain (?:a set could be called faster at|this night could recommend) \(80 % power\) "
                   r"is about ([0-9.]+) %")
@@ -300,7 +300,7 @@ def outcome_of(paragraph: str, use_env: dict[str, str] | None, true_env: dict[st
         return "use_right" if use_env is not None and use_env == true_env else "use_wrong"
     if NOT_YET in paragraph:
         return "not_yet"
-    if FAILED in paragraph:
+    if any(f in paragraph for f in FAILED):
         return "failed"
     if BEST not in paragraph:
         return "keep"  # no winner named: "Keep the defaults.", or sets "faster on their own" only

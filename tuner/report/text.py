@@ -278,9 +278,17 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
         elif j.confirmed is False:
             assert s.confirmation is not None
             why = s.confirmation.note.split(", but ", 1)
-            parts.append(f"{claim} looked best, but it failed confirmation: on a fresh relaunch of the set and "
-                         f"of the baseline the gain did not hold ({fresh} not above 1"
-                         + (f"; {why[1]}" if len(why) > 1 else "") + "). Keep the defaults.")
+            if len(why) == 1 and s.confirmation.ratio > 1.0:
+                gain = j.recommendable_gain()
+                can = f" (about {gain * 100:.0f} % here)" if math.isfinite(gain) else ""
+                parts.append(f"{claim} looked best, but it was not confirmed: on a fresh relaunch of the set and of "
+                             f"the baseline it measured {fresh} not above 1, so this night cannot tell it from "
+                             f"noise. It may be a real gain smaller than this night can confirm{can}: keep the "
+                             "defaults, or confirm it in a new study with more runs per launch (probe.repeats).")
+            else:
+                parts.append(f"{claim} looked best, but it failed confirmation: on a fresh relaunch of the set and "
+                             f"of the baseline the gain did not hold ({fresh} not above 1"
+                             + (f"; {why[1]}" if len(why) > 1 else "") + "). Keep the defaults.")
         else:
             parts.append(f"{claim}: not yet confirmed by a fresh relaunch of the set and of the baseline; do not "
                          "adopt it before it is (run the same command again).")
