@@ -290,7 +290,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                           target_reached_by=outcome.target_reached_by,
                           final_baseline_skipped=outcome.final_baseline_skipped)
         n = outcome.relaunches
-        progress.log(f"sweep ended: {outcome.stop_reason} ({n} relaunch{'es' if n != 1 else ''} this run)")
+        progress.log(f"sweep ended: {outcome.stop_reason}; {n} relaunch{'es' if n != 1 else ''} this run")
     except NcclTuneError as exc:
         error = exc
         store.update_info(stop_reason=str(exc))

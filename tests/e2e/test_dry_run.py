@@ -53,7 +53,7 @@ def test_dry_run_shows_what_nccl_reads_and_launches_nothing(tmp_path):
     assert "ring-again: NCCL_ALGO=ring - skipped: to NCCL the same set as preset ring" in out
     assert "distinct sets to NCCL" in out
     assert "Risky" not in out  # PXB keeps P2P behind one PCIe switch
-    assert "NCCL_P2P_LEVEL default here: not known yet (set [nccl] version and cpu_vendor" in out  # no GPU count
+    assert "NCCL_P2P_LEVEL default here: not known yet (it needs " in out  # no GPU count
     assert not (tmp_path / "r").exists()
 
 

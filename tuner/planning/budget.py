@@ -95,11 +95,11 @@ class Budget:
         parts = ["the baseline"]
         if remeasures:
             parts.append(f"{remeasures} baseline re-measure{'s' if remeasures != 1 else ''}")
-        parts.append(f"up to {left} set{'s' if left != 1 else ''}")
+        parts.append(f"up to {left} set{'s' if left != 1 else ''}" if left else "no tuned set")
         if self.confirmations == 1:
             parts.append("1 confirmation")
         elif self.confirmations == 2:
             parts.append("2 confirmations (the best set and the runner-up)")
         if self.final_baseline:
             parts.append("the final baseline")
-        return f"{self.trials} relaunches: " + ", ".join(parts)
+        return f"{self.trials} relaunch{'es' if self.trials != 1 else ''}: " + ", ".join(parts)

@@ -61,8 +61,12 @@ def p2p_default_line(facts: Facts, tp_size: int | None = None) -> str:
     gpus = local_gpus(facts.topology) if facts.topology is not None else tp_size
     level = default_p2p_level(facts.version, facts.cpu, gpus)
     if level is None:
-        return ("NCCL_P2P_LEVEL default here: not known yet (set [nccl] version and cpu_vendor, or the baseline "
-                "will tell)")
+        missing = [what for what, known in (("[nccl] version", facts.version is not None),
+                                            ("[nccl] cpu_vendor", facts.cpu is not None),
+                                            ("the GPU count (a --tensor-parallel-size in the server command)",
+                                             gpus is not None)) if not known]
+        return ("NCCL_P2P_LEVEL default here: not known yet (it needs " + " and ".join(missing or ["the baseline"])
+                + "; the baseline will tell)")
     nccl = f"NCCL {facts.version}" if facts.version is not None else "every supported NCCL"
     cpu = facts.cpu or "any CPU"
     count = f"{gpus} GPUs" if gpus is not None else "any GPU count"

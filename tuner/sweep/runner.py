@@ -238,7 +238,7 @@ class Sweep:
     def _spent_words(self) -> str:
         b = self.plan_budget
         kept = f", {b.reserved} kept for the checks" if b.reserved else ""
-        return f"relaunch budget of {self.budget} spent ({b.screening} for the baseline and the sets{kept})"
+        return f"relaunch budget of {self.budget} spent: {b.screening} for the baseline and the sets{kept}"
 
     def _fits(self, *, extra: bool = False, budget: bool = True) -> tuple[bool, str]:
         """Whether another relaunch fits: in stage 1 (``extra`` False) within the stage-1 share

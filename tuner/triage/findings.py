@@ -244,8 +244,8 @@ def _fallback(machine: NcclMachine, ring: ModelGraph | None, nranks: int, versio
     if decode:
         model = _pick_text(_picks(table, decode))
         forced = _pick_text(_picks(ll, decode))
-        cost = (f"NCCL's model on the fallen-back graph (1 channel at 0.1 GB/s) gives {model}, vs {forced} "
-                f"with LL: it picks by a bandwidth the links do not have")
+        cost = (f"on the fallen-back graph (1 channel at 0.1 GB/s) NCCL's model picks {model} (forced LL: "
+                f"{forced}), pricing by a bandwidth the links do not have")
         pci = machine.gpu_pcie_bw_GBps
         if pci:
             sane = _pick_text(_picks(_table(ModelGraph(1, pci, "SYS", pci), nranks, version), decode))
@@ -347,7 +347,7 @@ def _simple_at_decode(machine: NcclMachine, ring: ModelGraph, nranks: int, versi
         return None
     ll = _picks(_table(ring, nranks, version, {"NCCL_PROTO": "LL"}, nnodes), [p.nbytes for p in simple])
     quote = machine.ring_graph.line if machine.ring_graph is not None else ""
-    cost = f"NCCL's model gives {_pick_text(simple)} vs {_pick_text(ll)} with LL"
+    cost = f"NCCL's model picks {_pick_text(simple)} (forced LL: {_pick_text(ll)})"
     sentence = (f"NCCL's model picks Simple at the decode size on the graph it found (\"{quote.strip()}\", "
                 f"{_TUNING} and src/enqueue.cc topoGetAlgoInfo): {cost}.")
     fix = FixSet("fix: LL at decode", {"NCCL_PROTO": "LL"}, "LL where NCCL's model picks Simple at the decode size")

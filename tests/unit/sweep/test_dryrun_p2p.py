@@ -26,10 +26,12 @@ def test_known_from_the_config():
 
 
 def test_not_known_yet():
-    unknown = "NCCL_P2P_LEVEL default here: not known yet (set [nccl] version and cpu_vendor, or the baseline will tell)"
-    assert p2p_default_line(Facts(None, None, "AMD"), 8) == unknown  # 2.22 SYS, 2.23+ PXB
-    assert p2p_default_line(Facts(V222), 8) == unknown  # the CPU decides up to 2.22
-    assert p2p_default_line(Facts(V227, None, "AMD")) == unknown  # the GPU count decides on AMD
+    head = "NCCL_P2P_LEVEL default here: not known yet (it needs "
+    tail = "; the baseline will tell)"
+    assert p2p_default_line(Facts(None, None, "AMD"), 8) == head + "[nccl] version" + tail  # 2.22 SYS, 2.23+ PXB
+    assert p2p_default_line(Facts(V222), 8) == head + "[nccl] cpu_vendor" + tail  # the CPU decides up to 2.22
+    assert p2p_default_line(Facts(V227, None, "AMD")) == (  # the GPU count decides on AMD
+        head + "the GPU count (a --tensor-parallel-size in the server command)" + tail)
 
 
 def test_the_log_topology_wins_and_takes_the_config_cpu_when_it_named_none():
