@@ -71,7 +71,7 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     # +5 % with two baseline launches is within what the launch noise allows (issue: power is
     # honest, see the verdict tests); the interval covers the truth, -15 % is called slower.
     ll = df[df["env"] == json.dumps({"NCCL_PROTO": "LL"})].iloc[0]
-    assert ll["verdict"] in ("faster", "no significant difference")
+    assert ll["verdict"] in ("faster", "no significant difference", "failed confirmation")  # +5 %: may be a finalist
     assert ll["vs_baseline_ci_low"] <= 1.05 <= ll["vs_baseline_ci_high"] + 0.01
     simple = df[df["env"] == json.dumps({"NCCL_PROTO": "Simple"})].iloc[0]
     assert simple["verdict"] == "slower"
@@ -176,10 +176,12 @@ env = { NCCL_MAX_NCHANNELS = "8" }
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "d" / "trials.csv").set_index("trial")
-    assert list(df["kind"]) == ["baseline", "preset", "baseline"]
-    # The +2 % set is not called faster: the baselines' own 5 % move is in its interval.
-    assert df.loc[1, "verdict"] in ("no significant difference", "inconclusive")
+    # the set may be a finalist (relaunched once more before the final baseline): the budget of 4 holds it
+    assert list(df["kind"]) in (["baseline", "preset", "baseline"], ["baseline", "preset", "confirm", "baseline"])
+    # The +2 % set is not recommended: the baselines' own 5 % move is in its interval.
+    assert df.loc[1, "verdict"] in ("no significant difference", "inconclusive", "failed confirmation")
     assert df.loc[1, "vs_baseline_ci_low"] < 1.0
+    assert "Use it." not in res.stdout
     drift = float(re.search(r"over 2 launches, drift ([\d.]+) %", res.stdout).group(1))
     assert 3.0 <= drift <= 7.0
     assert (tmp_path / "r" / "d" / "baselines.png").exists()
