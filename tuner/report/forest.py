@@ -150,7 +150,7 @@ def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[l
     base_order = {int(t): i for i, t in enumerate(base["trial"])}
     retried = _retried(df)
     if len(base) > 1:
-        notes.append(f"Each set is compared with all {len(base)} baseline launches; each baseline row, with the others.")
+        notes.append(f"Each set is compared with the {len(base)} baseline launches, interpolated at its own place in the night; each baseline row, with the others.")
     for lost, by in sorted(retried.items()):
         notes.append(f"Trial {lost} was interrupted and retried as trial {by}.")
     by_section: dict[str, list[tuple[Any, ForestRow]]] = {s: [] for s in ("baseline", "tuned", "unmeasured", "failed")}
