@@ -160,9 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--min-effect", type=_fraction, default=None,
                    help="smallest gain worth calling faster (fraction; default 0.01, or what the study stored)")
     s.add_argument("--dry-run", action="store_true",
-                   help="check the config and the space, print the plan (values as NCCL reads them, the "
-                        "relaunches in order with every skip and its reason, the screen's and the sampler's share "
-                        "with their bounds, the checks' slots in the budget) and launch nothing")
+                   help="make the sweep's checks before its first launch (files, values, paths, the port, a live "
+                        "runner; without the server's program on PATH, what belongs to the night's host is reported, "
+                        "not refused), print the plan (values as NCCL reads them, the relaunches in order with every "
+                        "skip and its reason, the screen's and the sampler's share with their bounds, the checks' "
+                        "slots in the budget) and what was checked, and launch nothing")
     s.add_argument("--force", action="store_true",
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
@@ -228,25 +230,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from tuner.sweep import Sweep, SweepOptions
     from tuner.sweep.progress import Progress
 
-    cfg, space = _load_inputs(args)
+    cfg, space = _load_inputs(args, check_program=not args.dry_run)  # a dry run says what is not on PATH
     _check_fixed_env(cfg, space)
     _check_budget(args, cfg)
-    preflight.check(cfg, args.results)  # before anything is written, and in a dry run too
-    if args.until is not None:  # said before anything else: a wrong deadline is seen at once
-        print(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
-              + (" (tomorrow: that time has passed today)" if args.until.date() > datetime.now().date() else ""),
-              file=sys.stderr)
     if args.dry_run:
-        from tuner.sweep.dryrun import plan_lines
-
-        try:  # a diagnose.json of the study shapes the plan as it shapes the sweep
-            study_dir: Path | None = args.results / (args.study or _study_name_from(args.config))
-        except InputError:
-            study_dir = None
-        print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
-                                   baseline_every=args.baseline_every, confirm=not args.no_confirm,
-                                   final_baseline=not args.no_final_baseline, study_dir=study_dir)))
-        return ExitCode.OK
+        return _dry_run(args, cfg, space)
+    preflight.check(cfg, args.results)  # before anything is written
+    _say_until(args)
     study_name = args.study or _study_name_from(args.config)
     trials = args.trials or cfg.sweep.trials
     progress = Progress(trials)  # every relaunch counts, the checks included
@@ -259,7 +249,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     try:
         sweep = Sweep(cfg, space, opts)
     except OSError as exc:
-        raise InputError(CLI, "--results", str(args.results), "a folder nccl-tune can create and write",
+        raise InputError(CLI, "--results", str(args.results), preflight.RESULTS_ACCEPTED,
                          exc.strerror or str(exc)) from None
     except NcclTuneError:  # said by nccl-tune itself (a bad NCCL_TUNE_HEARTBEAT_S, say)
         raise
@@ -307,6 +297,35 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _say_until(args: argparse.Namespace) -> None:
+    """The deadline, said before anything else: a wrong one is seen at once."""
+    if args.until is not None:
+        print(f"--until: no trial will be started that would end after {args.until:%Y-%m-%d %H:%M}"
+              + (" (tomorrow: that time has passed today)" if args.until.date() > datetime.now().date() else ""),
+              file=sys.stderr)
+
+
+def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
+    """``--dry-run``: the sweep's checks before its first launch (raising what the sweep would
+    raise, with its exit status), then the plan and what was checked; launches nothing."""
+    from tuner.sweep.dryrun import plan_lines
+    from tuner.sweep.prelaunch import start_checks
+
+    try:  # a diagnose.json of the study shapes the plan as it shapes the sweep
+        study: str | None = args.study or _study_name_from(args.config)
+    except InputError:
+        study = None
+    checked = start_checks(cfg, space, args.results, study=study, trials=args.trials or cfg.sweep.trials,
+                           storage=args.storage)
+    _say_until(args)
+    study_dir = args.results / study if study is not None else None
+    print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
+                               baseline_every=args.baseline_every, confirm=not args.no_confirm,
+                               final_baseline=not args.no_final_baseline, study_dir=study_dir)))
+    print("\n".join(checked.lines()))
+    return ExitCode.OK
+
+
 def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
     """Refuse a budget that cannot hold the baseline, one set and the reserved checks (InputError
     naming --trials or sweep.trials, the value and the minimum), before anything starts."""
@@ -322,15 +341,17 @@ def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
     raise InputError(str(args.config), "sweep.trials", trials, f"an integer >= {minimum} (or pass --trials)", why)
 
 
-def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The experiment file and the search space, with every problem of both in one error."""
+def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tuple[Any, Any]:
+    """The experiment file and the search space, with every problem of both in one error
+    (``check_program``: a program not on PATH is one of them)."""
     from tuner.inputs.config import load_config
     from tuner.inputs.space import load_space
 
     problems: list[InputError] = []
     cfg = space = None
     try:
-        cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=args.space is None)
+        cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, check_program=check_program,
+                          resolve_space=args.space is None)
     except InputError as exc:
         problems += exc.problems
     space_path = args.space or (cfg.sweep.space if cfg is not None else None)

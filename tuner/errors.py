@@ -53,7 +53,8 @@ class ExitCode(IntEnum):
 #: What each exit status means, in the README's words (tests keep the README in step).
 EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "the sweep ended (budget, time, target, or space exhausted; a target not "
-                 "reached is said in the verdict), or a probe/bench/report succeeded",
+                 "reached is said in the verdict), its dry run found nothing the sweep would refuse, or a "
+                 "probe/bench/report succeeded",
     ExitCode.PROBE_FAILED: ("`probe` or `bench` failed against the server; `diagnose`: its one launch did not start or "
                            "failed the probe (the cause and the server log named)"),
     ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",

@@ -18,6 +18,7 @@ from tuner.inputs.config import (
     SmokeCheck,
     SweepConfig,
     load_config,
+    program_problem,
 )
 from tuner.inputs.envexpand import ACCEPTED, NumericOf, expand, expand_text, references
 from tuner.inputs.model import (
@@ -109,6 +110,7 @@ __all__ = [
     "load_space",
     "prefill_allreduce_bytes",
     "problem",
+    "program_problem",
     "raise_all",
     "read_toml",
     "references",

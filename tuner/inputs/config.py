@@ -62,6 +62,7 @@ __all__ = [
     "SmokeCheck",
     "SweepConfig",
     "load_config",
+    "program_problem",
 ]
 
 MODES = ("search", "presets")
@@ -152,7 +153,7 @@ class ServerConfig(FileModel):
                    for i, a in enumerate(argv) if (m := PLACEHOLDER.fullmatch(a)) and m.group(1) not in PLACEHOLDERS]
         raise_all("command", unknown)
         if load_context(info).check_program:
-            why = _program_problem(argv[0].replace("{python}", sys.executable))
+            why = program_problem(argv[0])
             raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])
         return tuple(argv)
 
@@ -172,9 +173,11 @@ class ServerConfig(FileModel):
         return f"http://{self.host}:{self.port}"
 
 
-def _program_problem(program: str) -> str | None:
-    """Why ``program`` cannot be started (a path: not an executable file; a name: not on PATH)."""
-    program = os.path.expanduser(program)
+def program_problem(program: str) -> str | None:
+    """Why ``program`` (a command's first argument as written: ``{python}`` is this interpreter,
+    a leading ``~`` the home folder) cannot be started: a path that is not an executable file
+    ("not found or not executable"), a name not on PATH ("not on PATH"); None when it can."""
+    program = os.path.expanduser(program.replace("{python}", sys.executable))
     if os.sep in program:
         return None if os.path.isfile(program) and os.access(program, os.X_OK) else "not found or not executable"
     return None if shutil.which(program) else "not on PATH"
@@ -425,7 +428,7 @@ class ScreenConfig(FileModel):
         if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise problem(accepted)
         if load_context(info).check_program:
-            why = _program_problem(argv[0].replace("{python}", sys.executable))
+            why = program_problem(argv[0])
             raise_all("command", [detail((0,), argv[0], PROGRAM_ACCEPTED, why)] if why else [])
         return tuple(argv)
 

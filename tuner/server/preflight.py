@@ -1,12 +1,16 @@
 """Checks before the first launch: what can be found wrong in seconds is not found after a
 45-minute ``ready_timeout_s``.
 
-Each check returns a sentence or None; :func:`problems` gathers them all so one run reports
-every one. Refused: a command that passes another port than ``server.port``, a local model path
-that does not exist, GPUs named in ``CUDA_VISIBLE_DEVICES`` that NVML does not see, too little
-free disk for the logs. Only warned (:func:`warnings`): a command with neither ``{port}`` nor
-the port number (the server may default to it; the launcher stops at once when its log shows it
-listening elsewhere).
+Each check returns a :class:`Check` (what it looked at, and a sentence when it refuses);
+:func:`checks` gathers them all so one run reports every one, and the sweep and ``--dry-run``
+both read that list (:func:`problems` is its refusals). Refused: a command that passes another
+port than ``server.port``, a local model path that does not exist, GPUs named in
+``CUDA_VISIBLE_DEVICES`` that NVML does not see, a ``NCCL_TOPO_FILE``/``NCCL_GRAPH_FILE`` in
+``server.env`` that NCCL could not read, a results folder that cannot be created or written,
+too little free disk for the logs. Refused later, after a dead runner's server was torn down:
+a port that already answers (:func:`port_held`). Only warned (:func:`warnings`): a command with
+neither ``{port}`` nor the port number (the server may default to it; the launcher stops at
+once when its log shows it listening elsewhere).
 """
 
 from __future__ import annotations
@@ -14,23 +18,38 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import InputError
-from tuner.inputs.config import ExperimentConfig, ServerConfig
+from tuner.inputs.config import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
+from tuner.nccl import FILE_VARS, read_xml_file
 from tuner.server import gpu
 from tuner.server.logpump import file_bound
+from tuner.server.ports import port_holder, port_in_use
 
 __all__ = [
+    "COMMAND_LINE",
     "LOG_FILES_PER_NIGHT",
     "MODEL_FLAGS",
+    "RESULTS_ACCEPTED",
+    "Check",
     "check",
+    "checks",
+    "disk_check",
     "disk_problem",
+    "gpu_check",
     "gpu_problem",
+    "model_path_check",
     "model_path_problem",
+    "nccl_file_check",
+    "port_check",
+    "port_held",
     "port_problem",
     "port_warning",
     "problems",
+    "program_checks",
+    "results_check",
     "warnings",
 ]
 
@@ -40,25 +59,67 @@ MODEL_FLAGS = ("--model", "--model-path", "--tokenizer")
 #: Free disk wanted for a night of logs: a few trial logs, each at most its bound
 #: (:func:`tuner.server.logpump.file_bound`: the cap in bytes, long lines and all).
 LOG_FILES_PER_NIGHT = 4
+#: The "file" an error about a flag names (the CLI's own words for it).
+COMMAND_LINE = "(command line)"
+#: What ``--results`` accepts (the sweep's words when creating it fails too).
+RESULTS_ACCEPTED = "a folder nccl-tune can create and write"
 
 
-def port_problem(server: ServerConfig) -> str | None:
-    """Why the server would not listen on ``server.port``, or None when its argv says it will."""
+@dataclass(frozen=True)
+class Check:
+    """One check before the first launch, as the sweep and ``--dry-run`` read it.
+
+    ``what``: what it looked at, in words (``the model path /models/m: it exists``); ``file``,
+    ``key``, ``value``, ``accepted``: the :class:`tuner.errors.InputError` it makes (``file``
+    None: the experiment file); ``problem``: why the sweep refuses to start (None: it passed or
+    could not run); ``unchecked``: why it could not run here (None: it ran); ``on_host``: its
+    answer belongs to the machine (the model's files, its GPUs, its disk, its port), not to the
+    files, so ``--dry-run`` on another machine reports it without refusing."""
+
+    what: str
+    key: str
+    value: object = None
+    accepted: str = ""
+    problem: str | None = None
+    unchecked: str | None = None
+    on_host: bool = True
+    file: str | None = None
+
+    def error(self, config_file: str) -> InputError:
+        """The refusal as an input error naming the file (``config_file`` unless ``file``)."""
+        value = list(self.value) if isinstance(self.value, tuple) else self.value
+        return InputError(self.file or config_file, self.key, value, self.accepted, self.problem or "")
+
+
+def port_check(server: ServerConfig) -> Check:
+    """Whether the server would listen on ``server.port``, by its argv: ``{port}``, or a
+    ``--port``/``-p`` value equal to it (another value is refused)."""
+    def made(what: str, problem: str | None = None) -> Check:
+        return Check(f"server.command's port: {what}", "server.command", server.command,
+                     "a command that listens on server.port", problem, on_host=False)
+
     if any("{port}" in a for a in server.command):
-        return None
+        return made(f"{{port}} is filled with server.port {server.port}")
     argv = server.argv()
     for i, arg in enumerate(argv):
         if arg in ("--port", "-p") and i + 1 < len(argv):
             if argv[i + 1] != str(server.port):
-                return (f"server.command passes {arg} {argv[i + 1]}, but server.port is {server.port}: "
-                        "nccl-tune would wait for a server that listens elsewhere; write \"{port}\" in the "
-                        "command")
-            return None
-        if arg.startswith("--port=") and arg.split("=", 1)[1] != str(server.port):
-            return f"server.command passes {arg}, but server.port is {server.port}; write \"--port={{port}}\""
+                return made(f"{arg} {argv[i + 1]}",
+                            f"server.command passes {arg} {argv[i + 1]}, but server.port is {server.port}: "
+                            "nccl-tune would wait for a server that listens elsewhere; write \"{port}\" in the "
+                            "command")
+            return made(f"{arg} {argv[i + 1]}, server.port")
         if arg.startswith("--port="):
-            return None
-    return None
+            if arg.split("=", 1)[1] != str(server.port):
+                return made(arg, f"server.command passes {arg}, but server.port is {server.port}; "
+                                 "write \"--port={port}\"")
+            return made(f"{arg}, server.port")
+    return made("none passed (see the warning)")
+
+
+def port_problem(server: ServerConfig) -> str | None:
+    """Why the server would not listen on ``server.port``, or None when its argv says it will."""
+    return port_check(server).problem
 
 
 def port_warning(server: ServerConfig) -> str | None:
@@ -69,67 +130,175 @@ def port_warning(server: ServerConfig) -> str | None:
             "there by default, write \"--port\", \"{port}\" in the command")
 
 
-def model_path_problem(server: ServerConfig) -> str | None:
-    """A model given as a local path (``/``, ``~``, ``./``) that does not exist."""
+def port_held(server: ServerConfig) -> str | None:
+    """Why the first launch cannot have ``server.host:server.port``: something already answers
+    there (named by :func:`tuner.server.ports.port_holder`: pid, name, command line); None when
+    nothing does. The sweep raises it as MachineNotClean (exit 3) after its recovery."""
+    host, port = server.host, server.port
+    if not port_in_use(host, port):
+        return None
+    return (f"port {port} on {host} already answers, held by {port_holder(port)}; "
+            "stop that server or choose another server.port before sweeping")
+
+
+def program_checks(cfg: ExperimentConfig) -> list[Check]:
+    """Whether each program nccl-tune starts (``server.command[0]``, ``screen.command[0]``) is
+    an executable file or on PATH (:func:`tuner.inputs.config.program_problem`, what loading the
+    experiment file refuses unless ``check_program=False``)."""
+    commands = [("server.command", cfg.server.command)] + ([("screen.command", cfg.screen.command)]
+                                                          if cfg.screen is not None else [])
+    out = []
+    for key, command in commands:
+        program = command[0]
+        why = program_problem(program)
+        shown = Path(program).name if os.sep in program else program
+        out.append(Check(f"{key}'s program {shown}: " + ("found" if why is None else why), f"{key}[0]", program,
+                         PROGRAM_ACCEPTED, why))
+    return out
+
+
+def _model_paths(server: ServerConfig) -> list[str]:
+    """The model arguments of the command given as local paths (``/``, ``./``, ``../``)."""
     argv = server.argv()
     candidates = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in MODEL_FLAGS]
     if len(argv) > 2 and argv[1] == "serve":  # vllm serve MODEL
         candidates.append(argv[2])
-    for path in candidates:
-        if re.match(r"^(/|\./|\.\./)", path) and not Path(path).exists():
-            return f"the model path {path} in server.command does not exist"
-    return None
+    return [path for path in candidates if re.match(r"^(/|\./|\.\./)", path)]
+
+
+def model_path_check(server: ServerConfig) -> Check:
+    """Whether every model given as a local path exists (a hub model id is not looked up)."""
+    paths = _model_paths(server)
+    accepted = "an existing local model path, or a hub model id"
+    if not paths:
+        return Check("the model: no local path in server.command (a hub id is the server's to fetch)",
+                     "server.command", server.command, accepted)
+    missing = next((p for p in paths if not Path(p).exists()), None)
+    if missing is not None:
+        return Check(f"the model path {missing}: it does not exist here", "server.command", server.command, accepted,
+                     f"the model path {missing} in server.command does not exist")
+    return Check(f"the model path{'s' if len(paths) > 1 else ''} {', '.join(paths)}: found", "server.command",
+                 server.command, accepted)
+
+
+def model_path_problem(server: ServerConfig) -> str | None:
+    """A model given as a local path (``/``, ``~``, ``./``) that does not exist."""
+    return model_path_check(server).problem
+
+
+def gpu_check(server: ServerConfig, environ: dict[str, str] | None = None) -> Check:
+    """Whether the GPUs named in CUDA_VISIBLE_DEVICES (server.env, else the runner's) are GPUs
+    NVML sees; not checked (``unchecked`` says why) without NVML or with UUID/MIG names."""
+    env = {**(environ if environ is not None else os.environ), **server.env}
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+
+    def made(what: str, problem: str | None = None, unchecked: str | None = None) -> Check:
+        return Check(what, "server.env.CUDA_VISIBLE_DEVICES", server.env.get("CUDA_VISIBLE_DEVICES"),
+                     "GPU indices this host has", problem, unchecked)
+
+    if visible is None:
+        return made("the GPUs: no CUDA_VISIBLE_DEVICES, the server gets every GPU")
+    wanted = [v.strip() for v in visible.split(",") if v.strip()]
+    if not all(v.isdigit() for v in wanted):
+        return made(f"CUDA_VISIBLE_DEVICES={visible}", unchecked="UUID and MIG names are not checked")
+    count = gpu.count()
+    if count is None:
+        return made(f"CUDA_VISIBLE_DEVICES={visible}", unchecked="NVML does not answer here (no NVIDIA driver)")
+    missing = [v for v in wanted if int(v) >= count]
+    if missing:
+        return made(f"CUDA_VISIBLE_DEVICES={visible}: {count} GPU(s) here",
+                    f"CUDA_VISIBLE_DEVICES names GPU {', '.join(missing)}, but this host has {count} GPU(s)")
+    return made(f"CUDA_VISIBLE_DEVICES={visible}: GPUs this host has ({count})")
 
 
 def gpu_problem(server: ServerConfig, environ: dict[str, str] | None = None) -> str | None:
     """GPUs named in CUDA_VISIBLE_DEVICES (server.env, else the runner's) that NVML does not
     see; None without NVML or with UUID/MIG names (not checked)."""
-    env = {**(environ if environ is not None else os.environ), **server.env}
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    count = gpu.count()
-    if visible is None or count is None:
-        return None
-    wanted = [v.strip() for v in visible.split(",") if v.strip()]
-    if not all(v.isdigit() for v in wanted):
-        return None
-    missing = [v for v in wanted if int(v) >= count]
-    if missing:
-        return f"CUDA_VISIBLE_DEVICES names GPU {', '.join(missing)}, but this host has {count} GPU(s)"
-    return None
+    return gpu_check(server, environ).problem
+
+
+def nccl_file_check(server: ServerConfig) -> list[Check]:
+    """Whether each NCCL_TOPO_FILE/NCCL_GRAPH_FILE that ``server.env`` fixes is a file NCCL can
+    read (:func:`tuner.nccl.read_xml_file`; a relative path from the runner's folder, where the
+    server starts). NCCL only warns about a file it cannot open and goes on without it
+    ("Could not open XML topology file", src/graph/xml.cc, ncclTopoGetXmlFromFile), so every
+    trial, the baseline included, would run without it."""
+    out = []
+    for name in FILE_VARS:
+        value = server.env.get(name)
+        if value is None:
+            continue
+        _file, why = read_xml_file(name, os.path.abspath(os.path.expanduser(value)))
+        out.append(Check(f"server.env {name}={value}: " + ("read as NCCL reads it" if why is None else "unreadable"),
+                         f"server.env.{name}", value, f"a {FILE_VARS[name][0]} XML file NCCL can read",
+                         None if why is None else f"{why}; NCCL would go on without it"))
+    return out
+
+
+def _nearest_existing(path: Path) -> Path:
+    where = path.absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return where
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when inside it (as a user would write it)."""
+    try:
+        return str(path.relative_to(Path.cwd())) if path != Path.cwd() else "the working folder"
+    except ValueError:
+        return str(path)
+
+
+def results_check(results: Path) -> Check:
+    """Whether the results folder exists as a writable folder, or can be created (its nearest
+    existing parent is a writable folder); nothing is created here."""
+    where = _nearest_existing(results)
+    shown = "writable" if where == results.absolute() else f"can be created in {_shown(where)}"
+    if not where.is_dir():
+        why: str | None = f"{where} is a file, not a folder"
+    elif not os.access(where, os.W_OK | os.X_OK):
+        why = f"{where} is not writable by this user"
+    else:
+        why = None
+    return Check(f"--results {results}: " + (shown if why is None else why), "--results", str(results),
+                 RESULTS_ACCEPTED, why, file=COMMAND_LINE)
+
+
+def disk_check(server: ServerConfig, results: Path) -> Check:
+    """Whether the free disk under ``results`` (or its nearest existing parent) holds a few
+    capped server logs (:data:`LOG_FILES_PER_NIGHT`)."""
+    need = LOG_FILES_PER_NIGHT * file_bound(server.log_max_bytes)
+    free = shutil.disk_usage(_nearest_existing(results)).free
+    why = (f"only {free / 2**20:.0f} MiB free under {results}; the server logs may need "
+           f"{need / 2**20:.0f} MiB (lower server.log_max_bytes or free space)") if free < need else None
+    return Check(f"free disk under {results}: {free / 2**30:.1f} GiB, the server logs may need {need / 2**20:.0f} MiB",
+                 "server.log_max_bytes", server.log_max_bytes, "a cap the free disk can hold", why)
 
 
 def disk_problem(server: ServerConfig, results: Path) -> str | None:
     """Less free disk under ``results`` (or its nearest existing parent: nothing is created
     here) than a few capped server logs need."""
-    where = results.absolute()
-    while not where.exists() and where != where.parent:
-        where = where.parent
-    need = LOG_FILES_PER_NIGHT * file_bound(server.log_max_bytes)
-    free = shutil.disk_usage(where).free
-    if free < need:
-        return (f"only {free / 2**20:.0f} MiB free under {results}; the server logs may need "
-                f"{need / 2**20:.0f} MiB (lower server.log_max_bytes or free space)")
-    return None
+    return disk_check(server, results).problem
+
+
+def checks(cfg: ExperimentConfig, results: Path, environ: dict[str, str] | None = None) -> list[Check]:
+    """Every check above, in the order they are reported (``environ``: the runner's, default
+    ``os.environ``); writes nothing."""
+    server = cfg.server
+    return [port_check(server), model_path_check(server), gpu_check(server, environ), *nccl_file_check(server),
+            results_check(results), disk_check(server, results)]
 
 
 def problems(cfg: ExperimentConfig, results: Path) -> list[InputError]:
     """Every problem the checks above find, as input errors naming the file and key (empty: go
     ahead)."""
-    file, server = str(cfg.path), cfg.server
-    found = [
-        ("server.command", server.command, "a command that listens on server.port", port_problem(server)),
-        ("server.command", server.command, "an existing local model path, or a hub model id", model_path_problem(server)),
-        ("server.env.CUDA_VISIBLE_DEVICES", server.env.get("CUDA_VISIBLE_DEVICES"), "GPU indices this host has",
-         gpu_problem(server)),
-        ("server.log_max_bytes", server.log_max_bytes, "a cap the free disk can hold", disk_problem(server, results)),
-    ]
-    return [InputError(file, key, list(value) if isinstance(value, tuple) else value, accepted, why)
-            for key, value, accepted, why in found if why]
+    return [c.error(str(cfg.path)) for c in checks(cfg, results) if c.problem]
 
 
 def check(cfg: ExperimentConfig, results: Path) -> None:
     """Raise InputError (exit 2) with every problem :func:`problems` finds; writes nothing, so
-    the CLI runs it before a storage or results folder exists, ``--dry-run`` included."""
+    the CLI runs it before a storage or results folder exists."""
     found = problems(cfg, results)
     if found:
         raise InputError.combine(found)

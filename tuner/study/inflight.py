@@ -78,14 +78,31 @@ class RunnerFile:
             fh.seek(0)
             other = _parse(fh.read())
             fh.close()
-            raise MachineNotClean(
-                f"another nccl-tune runner (pid {other.get('pid', '?')}) is sweeping study '{study}' on this "
-                f"host and port {self.port}; wait for it, stop it, or use another server.port") from None
+            raise self._held(study, other) from None
         fh.seek(0)
         self.left_behind = _parse(fh.read())
         self._fh = fh
         self._write({"pid": os.getpid(), "runner": runner_id(), "study": study, "port": self.port,
                      "since": time.time()})
+
+    def held_by(self, study: str) -> MachineNotClean | None:
+        """What :meth:`claim` would raise now, found without taking the lock or creating anything
+        (``--dry-run``; a probe of the lock could make a runner starting at that moment refuse):
+        the file's lock as the kernel lists it (:func:`_flocked`), or where that list cannot be
+        read, whether the file names a live nccl-tune runner (:func:`runner_alive`). None when
+        there is no file or nobody holds it."""
+        try:
+            other = _parse(self.path.read_text())
+            locked = _flocked(self.path, other.get("pid"))
+        except OSError:
+            return None
+        held = locked if locked is not None else runner_alive(str(other.get("runner", "")))
+        return self._held(study, other) if held else None
+
+    def _held(self, study: str, other: dict[str, Any]) -> MachineNotClean:
+        return MachineNotClean(
+            f"another nccl-tune runner (pid {other.get('pid', '?')}) is sweeping study '{study}' on this "
+            f"host and port {self.port}; wait for it, stop it, or use another server.port")
 
     def _write(self, data: dict[str, Any]) -> None:
         assert self._fh is not None
@@ -127,6 +144,20 @@ class RunnerFile:
                 found.append((path, _parse(fh.read())))
                 fcntl.flock(fh, fcntl.LOCK_UN)
         return found
+
+
+def _flocked(path: Path, pid: object) -> bool | None:
+    """Whether process ``pid`` (the file's runner) holds a ``flock`` on ``path``, from the
+    kernel's list of locks (``/proc/locks``: ``1: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode>
+    0 EOF``: fs/locks.c, lock_get_status); matched by inode and pid, since some filesystems
+    (btrfs subvolumes) show another device there than ``stat``. None where the list cannot be read."""
+    inode = str(path.stat().st_ino)
+    try:
+        listed = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    return any(f[1] == "FLOCK" and f[4] == str(pid) and f[5].rpartition(":")[2] == inode
+               for f in (line.split() for line in listed.splitlines()) if len(f) > 5)
 
 
 def _parse(text: str) -> dict[str, Any]:

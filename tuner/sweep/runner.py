@@ -66,7 +66,7 @@ from tuner.planning import (
 )
 from tuner.record import Kind, Status, TopologyRecord, TrialRecord
 from tuner.redaction import redact
-from tuner.server import ServerIdentity, kill_leftover, port_holder, port_in_use, preflight, split_inherited
+from tuner.server import ServerIdentity, kill_leftover, preflight, split_inherited
 from tuner.server.signals import SignalGuard
 from tuner.study.host import this_host
 from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
@@ -315,10 +315,9 @@ class Sweep:
         preflight.check(self.cfg, self.dir)
         for warning in preflight.warnings(self.cfg.server):
             self.progress.log(f"warning: {warning}")
-        host, port = self.cfg.server.host, self.cfg.server.port
-        if port_in_use(host, port):
-            raise MachineNotClean(f"port {port} on {host} already answers, held by {port_holder(port)}; "
-                                  "stop that server or choose another server.port before sweeping")
+        held = preflight.port_held(self.cfg.server)
+        if held:
+            raise MachineNotClean(held)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> SweepOutcome:
