@@ -1,8 +1,8 @@
 """notebooks/analysis.ipynb runs top to bottom against a study's trials.csv and draws its plots.
 
 The trials.csv is written by the report's own writer (``tuner.report.frame.write_trials_csv``)
-from real trial records of a night with failures, a winner, a baseline re-measure and a
-concurrency table (``tests.helpers.sample_records``), so the notebook reads what ``nccl-tune
+from real trial records of a night with failures, a winner, a baseline re-measure, a
+concurrency table and a preset not measured (``tests.helpers.sample_records``), so the notebook reads what ``nccl-tune
 report`` writes without running a sweep. The notebook is executed with nbclient on a kernel
 spec written here that points at this interpreter (not whatever ``python3`` a user-level kernel
 spec names), with ``NCCL_TUNE_TRIALS_CSV`` pointing at the file and this checkout first on the
@@ -20,9 +20,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from tests.helpers import ROOT, sample_records
+from tests.helpers import ROOT, sample_records, trial_record
 from tuner.record import Metric
-from tuner.report.frame import read_trials_csv, trials_frame, write_trials_csv
+from tuner.report.frame import combine_frames, read_trials_csv, skipped_frame, trials_frame, write_trials_csv
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
 KERNEL = "nccl-tune-test-python"
@@ -41,9 +41,13 @@ def _kernel_spec(tmp: Path) -> Path:
 
 def test_notebook_runs_against_a_study(tmp_path, monkeypatch):
     csv = tmp_path / "trials.csv"
-    write_trials_csv(trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01), csv)
+    records = [*sample_records(), trial_record(11, "duplicate", status="skipped", env={"NCCL_PROTO": "LL"}, preset="ll",
+                                               duplicate_of=3, cause="the same set to NCCL at 14336 B")]
+    write_trials_csv(combine_frames([trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01),
+                                     skipped_frame(records)]), csv)  # as nccl-tune report writes it
     df = read_trials_csv(csv)
     assert (df["status"] == "ok").sum() == 6 and (df["status"] == "crashed").sum() == 1
+    assert (df["status"] == "skipped").sum() == 1
     assert {"tok_s_c1", "tok_s_c8"} <= set(df.columns)
 
     # Run from a folder other than notebooks/ with the study given by the variable, on our kernel.
@@ -82,6 +86,9 @@ def test_notebook_runs_against_a_study(tmp_path, monkeypatch):
     assert "No tok_s_c* columns" not in joined
     assert "crashed" in joined  # the failed trial is in the table with its status
     assert "best tuned set: trial 3, NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL: 80.7 tok/s, faster" in joined
+    assert "10 relaunches" in joined  # the set not measured is listed, never drawn nor counted as a relaunch
+    assert ("not measured: trial 11 ll, NCCL_PROTO=LL: the same set to NCCL at 14336 B; equal to trial 3 "
+            "(preset ll-8ch)") in joined
     print(f"notebook {nb_s:.1f} s")
 
 

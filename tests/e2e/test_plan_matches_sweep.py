@@ -184,11 +184,14 @@ def _check(stdout: str, results: Path, study: str, *, judged_at: str | None = No
     plan = _announced(stdout)
     records = _records(results, study)
     ran = _ran(records, f" at {judged_at}" if judged_at is not None else "")
-    # what ran is in trials.csv too, in the same order
+    # what ran is in trials.csv too, in the same order, and so is every named set not launched
     df = pd.read_csv(results / study / "trials.csv").sort_values("trial")
     launched = [r for r in records if r.kind.relaunched]
-    assert list(df["trial"]) == [r.trial for r in launched]
-    assert list(df["kind"]) == [r.kind.value for r in launched]
+    relaunches = df[df["status"] != "skipped"]
+    assert list(relaunches["trial"]) == [r.trial for r in launched]
+    assert list(relaunches["kind"]) == [r.kind.value for r in launched]
+    named_skips = [r.trial for r in records if not r.kind.relaunched and r.preset]
+    assert set(named_skips) <= set(df[df["status"] == "skipped"]["trial"]), df[["trial", "kind", "preset"]]
     _compare(plan, ran, every)
     return plan, ran
 

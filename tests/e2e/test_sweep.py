@@ -303,6 +303,11 @@ values = ["0x400000", "4194304"]
                   "--no-final-baseline", "--no-confirm")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "eq" / "trials.csv")
+    skipped = df[df["status"] == "skipped"]
+    df = df[df["status"] != "skipped"].reset_index(drop=True)
     assert list(df["kind"]) == ["baseline", "search"], df[["trial", "kind", "env"]]
     assert json.loads(df.iloc[1]["env"])["NCCL_ALGO"].lower() == "ring"
+    # each other set proposed is listed once, with the set it equals (the baseline or trial 1's)
+    assert (skipped["kind"] == "duplicate").all() and skipped["env"].is_unique
+    assert set(skipped["verdict_note"]) <= {"trial 0 (the untuned baseline)", f"trial {df.iloc[1]['trial']} (a search set)"}
     assert "exhausted" in res.stderr

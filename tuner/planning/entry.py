@@ -79,12 +79,14 @@ class ScreenedSet(NamedTuple):
 class Decision:
     """What to do with a set about to be launched: ``launch``, or not, with the earlier trial
     it is to NCCL the same as (``duplicate_of``) or why it must not run (``invalid_reason``);
-    ``reason`` words either for the log."""
+    ``reason`` words either for the log; ``cause``: why, as the record of the set not launched
+    stores it (its ``cause``; the earlier set is its ``duplicate_of``, so not named here)."""
 
     launch: bool
     duplicate_of: TrialRecord | None = None
     invalid_reason: str = ""
     reason: str = ""
+    cause: str = ""
 
 
 def earlier_label(rec: TrialRecord) -> str:

@@ -196,20 +196,40 @@ class Planner:
         if planned is not None:
             return planned
         if self.mode == "presets":
-            return PlanEntry(Step.DONE, reason="all presets measured")
+            return PlanEntry(Step.DONE, reason=self.presets_done())
         if self.exhausted():
             return PlanEntry(Step.DONE, reason=EXHAUSTED)
         return PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH)
 
+    def presets_done(self) -> str:
+        """Why a presets night ends, counting the space's presets by what became of each:
+        ``all presets measured`` when every one was relaunched and measured, else e.g. ``8 presets:
+        4 measured, 4 skipped (see report.md, Sets not measured)`` (``failed``: relaunched, no
+        measurement; ``skipped``: recorded without a launch, as a duplicate or invalid set)."""
+        fate: dict[str, str] = {}
+        for r in self._records():
+            if not r.preset or r.kind is Kind.BASELINE or r.status in _UNSETTLED:
+                continue
+            now = "skipped" if not r.kind.relaunched else "measured" if r.ok else "failed"
+            if fate.get(r.preset) != "measured":  # a measurement of the set wins over anything else
+                fate[r.preset] = now
+        names = [p.name for p in self.space.presets]
+        counts = {word: sum(1 for n in names if fate.get(n) == word) for word in ("measured", "failed", "skipped")}
+        if counts["measured"] == len(names):
+            return "all presets measured"
+        said = ", ".join(f"{n} {word}" for word, n in counts.items() if n)
+        return f"{len(names)} presets: {said}" + (" (see report.md, Sets not measured)" if counts["skipped"] else "")
+
     def judge(self, env: dict[str, str], flags: list[str], *, baseline: TrialRecord | None) -> Decision:
         """Whether a set about to run must be relaunched: not when NCCL would reject it, it
         cannot run or is unsafe here, or the screen forbids it (invalid), nor when it was
-        measured before (the untuned set: the ``baseline``)."""
+        measured before (the untuned set: the ``baseline``). The decision's ``cause`` is what
+        the record of a set not launched stores (report.md's "Sets not measured")."""
         problems = self._problems(env)
         bad = self.screen_check(env) if self.screen_check is not None and not problems else None
         if problems or bad:
             why = problems[0] if problems else str(bad)
-            return Decision(False, invalid_reason=why, reason=why)
+            return Decision(False, invalid_reason=why, reason=why, cause=why)
         key = self.key_of(env, flags)
         records = self._records()
         untuned = key == self.key_of({}, []) and baseline is not None  # the untuned set, or one NCCL treats as equal
@@ -219,7 +239,8 @@ class Planner:
         if earlier is not None:
             at = f" at {self.judged_at}" if self.judged_at is not None else ""
             return Decision(False, duplicate_of=earlier,
-                            reason=f"to NCCL{at} the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})")
+                            reason=f"to NCCL{at} the same set as trial {earlier.trial} ({earlier.preset or earlier.kind})",
+                            cause=f"the same set to NCCL{at}")
         return Decision(True)
 
     def finalists(self, judgement: Judgement) -> list[str]:

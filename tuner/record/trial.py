@@ -6,20 +6,24 @@ user attributes of one Optuna trial, one attribute per field (:func:`to_user_att
 optuna-dashboard read everything from the storage alone. ``trials.csv`` has one column per
 field (:data:`CSV_COLUMNS`, list, mapping and typed fields as JSON text in the file only, the
 typed ones as the JSON objects of their fields: :func:`field_json`), plus the judging columns
-the report computes (``vs_baseline``, its CI, ``verdict``, ``verdict_note``). Which metric a
-study is judged on, its format version and what the study stores about itself are
-:mod:`tuner.record.study` and :mod:`tuner.record.format`.
+the report computes (``vs_baseline``, its CI, ``verdict``, ``verdict_note``), in trial order:
+one row per relaunch and one per set recorded without a launch (status ``skipped``, ``cause``
+why, verdict ``not measured``, ``verdict_note`` the set it equals: ``trial 3 (preset ll)``).
+Which metric a study is judged on, its format version and what the study stores about itself
+are :mod:`tuner.record.study` and :mod:`tuner.record.format`.
 
 Fields (units in the names: ``_s`` seconds, ``_tok_s`` output tokens per second, ``_at`` Unix
 time in seconds):
 
 ===================== ======================================================================
 ``trial``             Optuna trial number (relaunch order within the study)
-``kind``              :class:`Kind`: baseline, preset, search, confirm (duplicate/invalid are
-                      sampler bookkeeping, never relaunched)
+``kind``              :class:`Kind`: baseline, preset, search, confirm (duplicate/invalid: a
+                      set recorded without a launch, told to the sampler, never relaunched;
+                      trials.csv and report.md's "Sets not measured" list each one)
 ``preset``            the preset's name, or ``""``
 ``status``            :class:`Status`
 ``cause``             one line: why it failed (log tail, probe), or why it was not launched
+                      (a duplicate: ``the same set to NCCL at 14336 B``; an invalid set: why)
 ``env``               the set: variable -> value as launched (secrets as ``***``)
 ``flags``             server flags of the set, appended to the command (argv items)
 ``output_tok_s``      median output tok/s of the recorded runs (None unless ok)
@@ -50,7 +54,8 @@ time in seconds):
 ``retried_by_trial``  trial number that retried this interrupted one, or None (derived from
                       the retry's ``retry_of_trial`` when read: a finished trial is immutable)
 ``recheck``           a baseline re-measure (drift check), not counted in the budget
-``duplicate_of``      (duplicate kind only) the trial whose result the sampler was told
+``duplicate_of``      (duplicate kind only) the trial whose result the sampler was told: the
+                      measured set (or the baseline) this one is to NCCL the same as
 ``removed_inherited`` inherited NCCL_*/CUDA_DEVICE_MAX_CONNECTIONS names removed from the env
 ``nccl_version``      NCCL version the server's log names (``2.21.5``), or ``""``
 ``nccl_confirmed``    variable -> value as NCCL echoed it (``set by environment to``)
@@ -165,6 +170,7 @@ class Verdict(StrEnum):
     NOT_ENOUGH_RUNS = "not enough runs to judge"            #: fewer than 2 runs on a side
     FAILED = "failed"                                       #: the relaunch failed
     PENDING = "pending"                                     #: running or interrupted
+    NOT_MEASURED = "not measured"                           #: a set not launched (duplicate or invalid)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from the Optuna
 storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.metric`), so
-``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep. :mod:`tuner.report.frame` builds and judges the table and reads/writes trials.csv,
+``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep. :mod:`tuner.report.frame` builds and judges the table (and the sets not measured) and reads/writes trials.csv,
 :mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
 :mod:`tuner.report.plots` draws it, :mod:`tuner.report.screen` adds the screen's section
 (the bound, its ranking against the relaunches, the tuner-plugin export) when the study had one.
@@ -23,15 +23,19 @@ from tuner.report.forest import (
 )
 from tuner.report.frame import (
     CONCURRENCY_PREFIX,
+    SAME_SET,
     baseline_levels,
     baseline_runs,
     best_row,
     combine_frames,
     concurrency_columns,
     env_text,
+    equal_to,
     host_type_frames,
     ok_baselines,
     read_trials_csv,
+    skipped_frame,
+    split_skipped,
     trials_frame,
     verdict_text,
     write_trials_csv,
@@ -86,7 +90,7 @@ from tuner.report.text import (
     export_lines,
     levels_markdown,
     markdown_table,
-    not_launched_markdown,
+    not_measured_markdown,
     note_lines,
     print_results,
     report_markdown,
@@ -109,6 +113,7 @@ __all__ = [
     "LISTED",
     "MAX_ROWS",
     "PROOF_COLUMNS",
+    "SAME_SET",
     "SHORT_NAMES",
     "VERDICT_STYLE",
     "ForestRow",
@@ -125,6 +130,7 @@ __all__ = [
     "confirmed_row",
     "console_table",
     "env_text",
+    "equal_to",
     "export_lines",
     "forest_figure_size",
     "forest_rows",
@@ -136,7 +142,7 @@ __all__ = [
     "levels_markdown",
     "markdown_table",
     "names_key",
-    "not_launched_markdown",
+    "not_measured_markdown",
     "note_lines",
     "ok_baselines",
     "plot_baselines",
@@ -160,6 +166,8 @@ __all__ = [
     "set_label",
     "short_name",
     "size_text",
+    "skipped_frame",
+    "split_skipped",
     "summary_table",
     "tp_size",
     "triage_markdown",

@@ -1,8 +1,9 @@
-"""The trials table: one row per relaunch, judged against the baseline, and its CSV file.
+"""The trials table: one row per relaunch, judged against the baseline, the sets not measured, and its CSV file.
 
 :func:`trials_frame` turns :class:`tuner.record.trial.TrialRecord` objects into a DataFrame whose
 columns are :data:`tuner.record.trial.CSV_COLUMNS` plus ``tok_s_c<C>`` per measured concurrency
-level. List and mapping fields stay Python lists and dicts in the cells; only
+level; :func:`skipped_frame` has the same columns, one row per set not launched (trials.csv
+holds both, in trial order; :func:`split_skipped` parts them again). List and mapping fields stay Python lists and dicts in the cells; only
 :func:`write_trials_csv` writes them as JSON text, and :func:`read_trials_csv` decodes them back,
 so the file is the one place JSON text appears.
 
@@ -28,19 +29,24 @@ from typing import Any
 import pandas as pd
 
 from tuner.judging import Judgement, judge, runs_of, stats
+from tuner.planning import earlier_label
 from tuner.record import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Metric, Status, TrialRecord, Verdict, field_json
 
 __all__ = [
     "CONCURRENCY_PREFIX",
+    "SAME_SET",
     "baseline_levels",
     "baseline_runs",
     "best_row",
     "combine_frames",
     "concurrency_columns",
     "env_text",
+    "equal_to",
     "host_type_frames",
     "ok_baselines",
     "read_trials_csv",
+    "skipped_frame",
+    "split_skipped",
     "trials_frame",
     "verdict_text",
     "write_trials_csv",
@@ -198,6 +204,56 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: M
     if not rows:
         return _typed(pd.DataFrame(columns=list(CSV_COLUMNS)))
     return _typed(pd.DataFrame.from_records(rows))
+
+
+#: The cause of a duplicate stored before its record held one.
+SAME_SET = "the same set to NCCL"
+
+
+def equal_to(record: TrialRecord, by_trial: dict[int, TrialRecord]) -> str:
+    """The set a duplicate ``record`` is to NCCL the same as, as report.md and trials.csv name it
+    (``trial 3 (preset ll)``, ``trial 0 (the untuned baseline)``; :func:`tuner.planning.earlier_label`
+    of that trial in ``by_trial``, ``trial 3`` when it is not there); ``""`` for an invalid set."""
+    if record.duplicate_of is None:
+        return ""
+    earlier = by_trial.get(record.duplicate_of)
+    return f"trial {record.duplicate_of}" + (f" ({earlier_label(earlier)})" if earlier is not None else "")
+
+
+def skipped_frame(records: Sequence[TrialRecord]) -> pd.DataFrame:
+    """One row per set of ``records`` recorded without a launch (kind duplicate or invalid,
+    status skipped), sorted by trial number, with :func:`trials_frame`'s columns: every named set
+    (a preset, a screened or triage set), and every sampler proposal of a set no relaunch holds
+    as written (the sampler's repeat of a measured set is bookkeeping, not a set of its own); of
+    records of one name and set, the first.
+
+    ``cause`` says why (a duplicate stored before causes were: :data:`SAME_SET`), ``duplicate_of``
+    is the trial of the set it equals and ``verdict_note`` names it (:func:`equal_to`); ``verdict``
+    is ``not measured``, and no tok/s, ratio or interval is filled in: judging never sees these.
+    """
+    relaunched = {r.set_key for r in records if r.kind.relaunched}
+    by_trial = {r.trial: r for r in records}
+    seen: set[tuple[str, str]] = set()
+    rows = []
+    for r in records:
+        if r.kind.relaunched or (not r.preset and r.set_key in relaunched) or (r.preset, r.set_key) in seen:
+            continue
+        seen.add((r.preset, r.set_key))
+        row: dict[str, Any] = {name: copy.deepcopy(field_json(name, getattr(r, name))) for name in FIELDS}
+        row["output_tok_s"] = row["decode_tok_s"] = None
+        row["cause"] = r.cause or (SAME_SET if r.kind is Kind.DUPLICATE else "")
+        row.update(_cols(None, Verdict.NOT_MEASURED, equal_to(r, by_trial)))
+        rows.append(row)
+    return _typed(pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=list(CSV_COLUMNS)))
+
+
+def split_skipped(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(relaunches, sets not measured)`` of a trials frame that holds both, as a trials.csv read
+    back (:func:`read_trials_csv`) does: the rows of status skipped are the latter
+    (:func:`skipped_frame`), the rest the former, each indexed from 0. The figures and the
+    judged tables take the relaunches only."""
+    skipped = df["status"] == Status.SKIPPED
+    return df[~skipped].reset_index(drop=True), df[skipped].reset_index(drop=True)
 
 
 def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:

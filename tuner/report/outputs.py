@@ -17,9 +17,10 @@ from tuner.judging import (
     level,
     measured_levels,
 )
-from tuner.record import Kind, StudyInfo, TrialRecord
+from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import (
     combine_frames,
+    skipped_frame,
     trials_frame,
     write_trials_csv,
 )
@@ -31,7 +32,7 @@ from tuner.report.text import (
     HostTypeSection,
     confirmed_row,
     levels_markdown,
-    not_launched_markdown,
+    not_measured_markdown,
     report_markdown,
     report_markdown_by_host_type,
     verdict_paragraph,
@@ -44,10 +45,13 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
                   min_effect: float) -> tuple[pd.DataFrame, str]:
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
     and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
-    record: relaunches, and the sets not launched, which report.md lists), judging with ``min_effect``
+    record: relaunches, and the sets not launched), judging the relaunches alone with ``min_effect``
     (fraction) on the study's metric (``info.metric``, :func:`tuner.judging.judge.judge`).
-    Returns the frame (:func:`trials_frame`) and the verdict paragraph. With no
-    relaunch yet, trials.csv has only its header, report.md says so and no figure is drawn.
+    Returns the frame (:func:`trials_frame`, relaunches only) and the verdict paragraph.
+    trials.csv holds that frame's rows and :func:`tuner.report.frame.skipped_frame`'s (one per
+    set not measured, with why and the set it equals), report.md lists the latter under "Sets not
+    measured". With no relaunch yet, trials.csv has only its header, report.md says so and no
+    figure is drawn.
 
     A study measured on several host types (:func:`tuner.judging.judge.host_type_groups`) is judged per
     type, each against its own baseline: the frame holds every row (its ``host_type`` column
@@ -64,7 +68,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     relaunches = [r for r in records if r.kind.relaunched]
-    not_launched = [*proof_markdown(relaunches), *not_launched_markdown([r for r in records if r.kind is Kind.INVALID])]
+    skipped = skipped_frame(records)
+    not_launched = [*proof_markdown(relaunches), *not_measured_markdown(skipped)]
     metric = info.metric
     sections = []
     judgements = []
@@ -89,7 +94,7 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     if len(sections) == 1:
         first = judgements[0]
         df, verdict = sections[0].df, sections[0].verdict
-        write_trials_csv(df, out_dir / "trials.csv")
+        write_trials_csv(combine_frames([df, skipped]), out_dir / "trials.csv")
         figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
         screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
         extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
@@ -101,7 +106,7 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     for s in sections:
         s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]
     df = combine_frames([s.df for s in sections])
-    write_trials_csv(df, out_dir / "trials.csv")
+    write_trials_csv(combine_frames([df, skipped]), out_dir / "trials.csv")
     verdict = "\n\n".join(s.titled_verdict(k) for k, s in enumerate(sections, 1))
     (out_dir / "report.md").write_text(report_markdown_by_host_type(sections, info, study_name, not_launched))
     return df, verdict

@@ -136,6 +136,7 @@ VERDICT_STYLE: dict[Verdict, tuple[str, str]] = {
     Verdict.NOT_ENOUGH_RUNS: ("#BBBBBB", "o"),      # light grey
     Verdict.FAILED: ("#A50F15", "x"),               # dark red: no point, its status is written
     Verdict.PENDING: ("#5F5F5F", "o"),              # dark grey: running or interrupted
+    Verdict.NOT_MEASURED: ("#DDDDDD", "."),         # lightest grey: never drawn (not launched)
 }
 
 

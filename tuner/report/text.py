@@ -21,7 +21,7 @@ from rich.text import Text
 
 from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, stats
 from tuner.plaintext import plain_table
-from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict, set_key
+from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
 from tuner.report.frame import env_text, host_type_frames, verdict_text
 from tuner.triage import Triage
 
@@ -35,7 +35,7 @@ __all__ = [
     "export_lines",
     "levels_markdown",
     "markdown_table",
-    "not_launched_markdown",
+    "not_measured_markdown",
     "note_lines",
     "print_results",
     "report_markdown",
@@ -478,7 +478,7 @@ def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name:
     the first, failed relaunches,
     why the sweep stopped and how to open the study in optuna-dashboard. ``sections``: more
     lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`);
-    ``after``: lines placed after the figures (the proof, the sets not launched); ``levels``:
+    ``after``: lines placed after the figures (the proof, the sets not measured); ``levels``:
     the per-level section (:func:`levels_markdown`), right after the trials table."""
     lines = [f"# nccl-tune report: {study_name}", ""]
     if df.empty:
@@ -510,7 +510,7 @@ def report_markdown_by_host_type(sections: Sequence[HostTypeSection], info: Stud
                                  extra: Sequence[str] = ()) -> str:
     """report.md of a study measured on several host types: one verdict paragraph per type,
     then per type a section with what :func:`report_markdown` shows for one (export lines,
-    figures, the trials table), ``extra`` lines (the sets not launched), then the failed
+    figures, the trials table), ``extra`` lines (the proof, the sets not measured), then the failed
     relaunches of every type, why the sweep stopped and the optuna-dashboard line."""
     lines = [f"# nccl-tune report: {study_name}", "", "## Verdict", "",
              f"This study was measured on {len(sections)} host types (GPU model and count, server command). "
@@ -577,11 +577,19 @@ def _markdown_end(df: pd.DataFrame, info: StudyInfo, *, host_type: bool = False)
     return lines
 
 
-def not_launched_markdown(records: Sequence[TrialRecord]) -> list[str]:
-    """report.md lines listing the sets never launched because NCCL would reject them, they
-    cannot run on this machine, or they are unsafe there (kind ``invalid``), with why."""
-    if not records:
+def not_measured_markdown(skipped: pd.DataFrame) -> list[str]:
+    """report.md's "Sets not measured" section from a :func:`tuner.report.frame.skipped_frame`:
+    one row per set recorded without a launch, with its trial, its name (a preset's, a screened
+    or triage set's; ``(sampler)`` for a proposal), its variables, why (to NCCL the same set as a
+    measured one, or one NCCL would reject, that cannot run or is unsafe on this machine, or that
+    the screen refused) and the set it equals; no lines when there is none."""
+    if skipped.empty:
         return []
-    table = pd.DataFrame({"trial": [r.trial for r in records], "set": [env_text(r.env) for r in records],
-                          "why not launched": [r.cause for r in records]})
-    return ["## Sets not launched", "", markdown_table(table), ""]
+    table = pd.DataFrame({"trial": skipped["trial"], "name": [p or "(sampler)" for p in skipped["preset"]],
+                          "variables": [env_text(e) + (" " + " ".join(f) if f else "")
+                                        for e, f in zip(skipped["env"], skipped["flags"], strict=True)],
+                          "why": skipped["cause"], "equal to": skipped["verdict_note"]})
+    return ["## Sets not measured", "",
+            "Recorded without a launch, so no relaunch of the budget was spent on them (every runner of the "
+            "study, a resume and `nccl-tune report` read them from the storage).", "",
+            markdown_table(table), ""]

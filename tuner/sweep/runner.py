@@ -595,7 +595,9 @@ class Sweep:
                 return True
             if planned is None:
                 skipped += 1
-            rec.status = Status.SKIPPED
+            # stored in the study (every runner, a resume and `nccl-tune report` see it): report.md
+            # and trials.csv list each set not measured, with why and the set it equals
+            rec.status, rec.cause, rec.host_type = Status.SKIPPED, decision.cause, self.host.host_type
             if planned is not None:  # say why a planned set is not launched (a sampler's repeat is not news)
                 self.progress.log(f"trial {trial.number} [{planned.name or planned.kind}] "
                                   f"{json.dumps(rec.env)} not launched: {decision.reason}")
@@ -604,7 +606,7 @@ class Sweep:
                 value, constraint = self.store.trial_value(decision.duplicate_of.trial)
                 self.store.tell_known(trial, rec, value, constraint)
             else:
-                rec.kind, rec.cause = Kind.INVALID, decision.invalid_reason
+                rec.kind = Kind.INVALID
                 self.store.tell_known(trial, rec, None, 1.0)
         self.outcome.stop_reason = EXHAUSTED
         return False

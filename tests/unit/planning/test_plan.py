@@ -173,6 +173,32 @@ def test_next_launch_ends_presets_mode_and_a_searched_out_space(store):
     assert planner(store).next_launch() == PlanEntry(Step.DONE, reason=EXHAUSTED)
 
 
+def test_a_presets_night_with_skipped_presets_never_ends_all_presets_measured(store):
+    run(store, {}, Kind.BASELINE)
+    run(store, {"NCCL_PROTO": "LL"}, Kind.DUPLICATE, preset="ll")  # e.g. the same set to NCCL as the baseline
+    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, preset="simple")
+    assert planner(store, mode="presets").next_launch() == PlanEntry(
+        Step.DONE, reason="2 presets: 1 measured, 1 skipped (see report.md, Sets not measured)")
+
+
+def test_a_failed_preset_is_counted_as_failed(store):
+    run(store, {}, Kind.BASELINE)
+    run(store, {"NCCL_PROTO": "LL"}, Kind.PRESET, Status.CRASHED, preset="ll")
+    run(store, {"NCCL_PROTO": "Simple"}, Kind.PRESET, preset="simple")
+    assert planner(store, mode="presets").presets_done() == "2 presets: 1 measured, 1 failed"
+
+
+def test_a_duplicate_is_recorded_with_its_cause_and_an_invalid_set_with_its_reason(store):
+    base = run(store, {}, Kind.BASELINE)
+    p = planner(store, problems=lambda env: ["NCCL rejects it"] if env.get("NCCL_PROTO") == "Simple" else [],
+                key_of=lambda env, flags: "{}" if env == {"NCCL_PROTO": "LL"} else TrialRecord(0, Kind.SEARCH, env=env).set_key,
+                decode_bytes=14336)
+    same = p.judge({"NCCL_PROTO": "LL"}, [], baseline=base)
+    assert not same.launch and same.duplicate_of.trial == base.trial and same.cause == "the same set to NCCL at 14336 B"
+    bad = p.judge({"NCCL_PROTO": "Simple"}, [], baseline=base)
+    assert not bad.launch and bad.cause == bad.invalid_reason == "NCCL rejects it"
+
+
 def test_re_measures_when_due_and_the_reserved_checks_in_order(store):
     assert not planner(store).remeasure_due(5)
     p = planner(store, baseline_every=2)
