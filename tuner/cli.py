@@ -278,7 +278,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         outcome = sweep.run()
         store.update_info(stop_reason=outcome.stop_reason, target_met_untuned=outcome.target_met_untuned,
                           target_reached_by=outcome.target_reached_by,
-                          final_baseline_skipped=outcome.final_baseline_skipped)
+                          final_baseline_skipped=outcome.final_baseline_skipped,
+                          confirm_skipped=outcome.confirm_skipped, next_run=outcome.next_run)
         n = outcome.relaunches
         progress.log(f"sweep ended: {outcome.stop_reason}; {n} relaunch{'es' if n != 1 else ''} this run")
     except NcclTuneError as exc:
@@ -321,9 +322,26 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
     study_dir = args.results / study if study is not None else None
     print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
                                baseline_every=args.baseline_every, confirm=not args.no_confirm,
-                               final_baseline=not args.no_final_baseline, study_dir=study_dir)))
+                               final_baseline=not args.no_final_baseline, study_dir=study_dir,
+                               timeout_s=args.timeout, until=args.until,
+                               records=_stored_records(args, study_dir))))
     print("\n".join(checked.lines()))
     return ExitCode.OK
+
+
+def _stored_records(args: argparse.Namespace, study_dir: Path | None) -> list[Any]:
+    """The relaunches a study already stored (their measured phases time a dry run's night);
+    empty without a study or when its storage cannot be read (a dry run writes nothing, and
+    never fails for a storage it only reads)."""
+    from tuner.study import StudyStore, default_storage, open_study
+
+    if study_dir is None or (not args.storage and not (study_dir / "study.db").exists()):
+        return []
+    try:
+        study = open_study(study_dir.name, args.storage or default_storage(study_dir), create=False)
+        return StudyStore(study, {}).records()
+    except Exception:  # no such study, an unreachable server, an older format: the clock goes by the config
+        return []
 
 
 def _check_budget(args: argparse.Namespace, cfg: Any) -> None:

@@ -121,7 +121,9 @@ class ServerConfig(FileModel):
     SIGTERM-to-SIGKILL; ``log_max_bytes`` (bytes) bounds each trial log file in bytes (over-long
     lines cut, the middle dropped: :class:`tuner.server.logpump.LogPump`). A string ``command`` is split with :func:`shlex.split`.
     ``api_key``: sent as ``Authorization: Bearer`` (else ``OPENAI_API_KEY`` of the runner, else
-    a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere.
+    a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere. ``expected_load_s`` (s):
+    how long one launch takes to be ready, for the night's clock before a launch measured it
+    (:mod:`tuner.planning.clock`; measured loads replace it).
     """
 
     command: Annotated[tuple[str, ...], Field(
@@ -137,6 +139,7 @@ class ServerConfig(FileModel):
     teardown_grace_s: Annotated[float, _above(0)] = 30.0
     log_max_bytes: Annotated[int, _int(4096)] = 50 * 1024 * 1024
     api_key: Annotated[str | None, _TEXT] = None
+    expected_load_s: Annotated[float | None, _above(0, example=" (s), e.g. 2160 for a 36-minute load")] = None
 
     @field_validator("command", mode="before")
     @classmethod
@@ -215,7 +218,8 @@ class ProbeConfig(FileModel):
     tokens / E2E, the figure users quote) or ``decode_tok_s`` (1 / TPOT, prefill excluded);
     both are always recorded. It is stored with the study when the study begins
     (:class:`tuner.record.Metric`); once the study holds a trial, a resume with another one is
-    refused.
+    refused. ``expected_tok_s`` (tok/s): one stream's output rate, for the night's clock before
+    the baseline measured the probe (:mod:`tuner.planning.clock`; measured probes replace it).
     """
 
     prompt: Annotated[str, _TEXT] = "Count from 1 to 50."
@@ -236,6 +240,7 @@ class ProbeConfig(FileModel):
         description='"chat" (/v1/chat/completions) or "completions" (/v1/completions, base models)')] = "chat"
     metric: Annotated[Metric, Field(strict=False,  # the file holds the enum's value, a string
                                     description='"output_tok_s" (the default) or "decode_tok_s"')] = Metric.OUTPUT
+    expected_tok_s: Annotated[float | None, _above(0, example=" (tok/s), e.g. 50")] = None
 
     @model_validator(mode="after")
     def _judged_level_measured(self) -> ProbeConfig:

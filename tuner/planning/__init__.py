@@ -8,10 +8,24 @@ reserved inside it), :mod:`~tuner.planning.entry` (typed plan entries, :class:`S
 :mod:`~tuner.planning.feasibility` (what must not or may not launch), :mod:`~tuner.planning.rules`
 (both for one night), :mod:`~tuner.planning.sets` (counting a space's sets),
 :mod:`~tuner.planning.params` (a set as Optuna parameters), :mod:`~tuner.planning.forecast`
-(the whole plan before the night, for ``--dry-run``).
+(the whole plan before the night, for ``--dry-run``), :mod:`~tuner.planning.clock` (how long
+the night takes, what fits before a deadline, the reserved checks' time kept).
 """
 
 from tuner.planning.budget import RUNNER_UP_FROM, Budget, counts_in_budget
+from tuner.planning.clock import (
+    ESTIMATE_MARGIN,
+    Fit,
+    NightClock,
+    Phase,
+    RelaunchTime,
+    clock_time,
+    deadline_at,
+    deadline_name,
+    probe_tokens,
+    relaunch_time,
+    span,
+)
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.feasibility import doubts, problems
 from tuner.planning.forecast import Plan, SamplerView, forecast, rules_before_the_night
@@ -33,6 +47,7 @@ __all__ = [
     "CHUNK_FLAGS",
     "COUNT_LIMIT",
     "ENUMERABLE_POINTS",
+    "ESTIMATE_MARGIN",
     "EXHAUSTED",
     "FLAG_ON",
     "MAX_SKIPPED_PROPOSALS",
@@ -42,18 +57,25 @@ __all__ = [
     "Decision",
     "DecodeContext",
     "Facts",
+    "Fit",
+    "NightClock",
     "NightSize",
     "NightSizes",
+    "Phase",
     "Plan",
     "PlanEntry",
     "Planner",
+    "RelaunchTime",
     "Rules",
     "SamplerView",
     "ScreenedSet",
     "SizePick",
     "Step",
     "chunk_tokens",
+    "clock_time",
     "counts_in_budget",
+    "deadline_at",
+    "deadline_name",
     "doubts",
     "earlier_label",
     "final_baseline_owed",
@@ -66,8 +88,11 @@ __all__ = [
     "outlier_baseline",
     "point_count",
     "point_sets",
+    "probe_tokens",
     "problems",
+    "relaunch_time",
     "rules_before_the_night",
     "set_identity",
+    "span",
     "split_params",
 ]

@@ -83,6 +83,19 @@ class Plan:
         relaunches: the baseline, up to 8 sets, 2 confirmations (...), the final baseline``."""
         return (self.slots or Budget(self.budget)).words(self.remeasures)
 
+    def stage1(self) -> int:
+        """First-stage relaunches with every slot full (the baseline, re-measures, the sets and
+        proposals within the budget; at most :attr:`tuner.planning.budget.Budget.screening`)."""
+        n = sum(1 if e.step in (Step.BASELINE, Step.REMEASURE) else (e.up_to or 0)
+                if e.step in (Step.FIXES, Step.SCREENED, Step.PROPOSAL) else 1 if e.step is Step.SET and not e.reach
+                else 0 for e in self.entries)
+        return min(n, (self.slots or Budget(self.budget)).screening)
+
+    @property
+    def checks(self) -> tuple[Step, ...]:
+        """The reserved checks the plan makes, in order (none when no tuned set is planned)."""
+        return tuple(e.step for e in self.entries if e.step in (Step.CONFIRM, Step.FINAL_BASELINE))
+
     @property
     def fixed(self) -> list[PlanEntry]:
         """The entries the night carries out as planned, in order: the baseline, re-measures,

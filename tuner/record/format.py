@@ -32,6 +32,10 @@ Versions:
    (:attr:`tuner.record.study.StudyInfo.judge_concurrency`): the concurrency level the headline
    and "Use it" rest on (``probe.judge_concurrency``); a version-3 study reads it as 1, the
    single-stream probe, as it was judged.
+5. The study stores ``confirm_skipped`` and ``next_run``
+   (:attr:`tuner.record.study.StudyInfo.confirm_skipped`): why the last sweep's confirmation was
+   not made or gave nothing, and what the next run makes first; a version-4 study reads both as
+   ``""`` (the report then says no reason, as it did).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -46,7 +50,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

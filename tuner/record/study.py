@@ -53,7 +53,11 @@ class StudyInfo:
     ``fingerprint``: the settings a resume must not change; ``storage_hint``: the storage URL
     without its password; ``target`` (tok/s) and how it ended; ``stop_reason``: why the last
     sweep stopped; ``final_baseline_skipped``: why the drift re-measure owed at the end was not
-    made (a time budget), or empty; ``min_effect`` (fraction): the judging threshold the sweep used.
+    made (a time budget), or empty; ``confirm_skipped``: why a finalist's confirmation was not
+    made or gave nothing (no time, the budget, its relaunch failed), or empty; ``next_run``: what
+    the next run of the same command makes first when a check is owed, or empty (both of the last
+    sweep; a study stored before format version 5 reads them empty); ``min_effect`` (fraction):
+    the judging threshold the sweep used.
     ``space_choices``: every searched name and its candidates when the study began (an Optuna
     study keeps one distribution per name, so a resume must not change them).
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
@@ -83,6 +87,8 @@ class StudyInfo:
     target_reached_by: int | None = None
     stop_reason: str = ""
     final_baseline_skipped: str = ""
+    confirm_skipped: str = ""
+    next_run: str = ""
     min_effect: float | None = None
     space_choices: dict[str, list[str]] = field(default_factory=dict)
     nccl_learned: bool = False

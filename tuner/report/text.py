@@ -202,7 +202,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
                      f"No tuned set could be judged on speed ({failed} of {tried} failed"
                      + (f", {unapplied} not applied by NCCL" if unapplied else "") + "): keep the defaults.")
     elif not j.inconclusive:
-        parts += _headline(j, judged, min_effect)
+        parts += _headline(j, judged, min_effect, _pending(info))
     if levels is not None:
         parts += levels.sentences()
     cannot = [s for s in j.sets.values() if s.cannot_act and not s.not_applied]
@@ -257,8 +257,18 @@ def _slower_named(sets: list[SetJudgement], j: Judgement) -> str:
                      for s in sets if s.comparison is not None)
 
 
-def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> list[str]:
-    """The sentences about the sets: the best finalist and the claim on its fresh launches,
+def _pending(info: StudyInfo) -> str:
+    """Why the best set is not confirmed yet and what the next run makes first, as the last
+    sweep stored them (``(why); do not adopt it before it is: next``), or the plain advice."""
+    why = info.confirm_skipped or ("its fresh baseline, the final baseline re-measure, was not made"
+                                   if info.final_baseline_skipped else "")
+    return ((f" ({why})" if why else "") + "; do not adopt it before it is"
+            + (f": {info.next_run}" if info.next_run else " (run the same command again)"))
+
+
+def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pending: str = "") -> list[str]:
+    """The sentences about the sets: the best finalist and the claim on its fresh launches
+    (``pending``: why it is not confirmed yet and what the next run does, :func:`_pending`),
     then every set with a significant verdict of its own."""
     k = len(judged)
     parts: list[str] = []
@@ -290,8 +300,8 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float) -> li
                              f"of the baseline the gain did not hold ({fresh} not above 1"
                              + (f"; {why[1]}" if len(why) > 1 else "") + "). Keep the defaults.")
         else:
-            parts.append(f"{claim}: not yet confirmed by a fresh relaunch of the set and of the baseline; do not "
-                         "adopt it before it is (run the same command again).")
+            parts.append(f"{claim}: not yet confirmed by a fresh relaunch of the set and of the baseline"
+                         + (pending or "; do not adopt it before it is (run the same command again)") + ".")
     faster = [s for s in by[Verdict.FASTER] if s.key != j.winner]
     if faster:
         parts.append(f"{'Also faster' if j.winner else 'Faster'} than the baseline (95 % interval, each on its own), "

@@ -7,14 +7,19 @@ planning's forecast (:func:`tuner.planning.forecast`, the same planner the sweep
 the skips and their reasons, what only the night decides given with its bound (``up to F
 triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and how the budget is
 spent, the reserved checks' slots inside it (``Budget: 12 relaunches: the baseline, up to 8
-sets, 2 confirmations (...), the final baseline``: every relaunch counts). This module
-only words that plan. Values NCCL would reject or silently ignore never get here: loading the
+sets, 2 confirmations (...), the final baseline``: every relaunch counts), and the night's clock
+(:class:`tuner.planning.NightClock`: a relaunch's time by phase, the duration, the expected end
+and, with ``--until``/``--timeout``, which relaunches fit with the reserved checks' time kept).
+This module only words that plan. Values NCCL would reject or silently ignore never get here: loading the
 files refuses them, all at once, with the reason (exit 2).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from tuner.inputs.config import ExperimentConfig
@@ -30,7 +35,20 @@ from tuner.nccl import (
     risky_reason,
     unsafe_reason,
 )
-from tuner.planning import Facts, Plan, PlanEntry, SamplerView, Step, forecast, rules_before_the_night
+from tuner.planning import (
+    Facts,
+    NightClock,
+    Plan,
+    PlanEntry,
+    SamplerView,
+    Step,
+    deadline_at,
+    deadline_name,
+    forecast,
+    relaunch_time,
+    rules_before_the_night,
+)
+from tuner.record import TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
 from tuner.sweep.evidence import debug_env
@@ -80,10 +98,14 @@ def _env_text(env: dict[str, str]) -> str:
 def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool = False,
                mode: str | None = None, trials: int | None = None, baseline_every: int | None = None,
                confirm: bool = True, final_baseline: bool = True, study_dir: Path | None = None,
-               environ: dict[str, str] | None = None) -> list[str]:
+               environ: dict[str, str] | None = None, timeout_s: float | None = None,
+               until: datetime | None = None, records: Sequence[TrialRecord] = (),
+               now: float | None = None) -> list[str]:
     """The plan as printable lines (see the module docstring). ``trials``, ``mode`` and
     ``baseline_every`` override the config's like the sweep's options; ``study_dir``: where a
-    ``diagnose.json`` of the study may be (the sweep reads the same one)."""
+    ``diagnose.json`` of the study may be (the sweep reads the same one); ``timeout_s`` (s) and
+    ``until`` the sweep's deadline options, counted from ``now`` (Unix s; default: now);
+    ``records``: the study's stored relaunches, whose measured phases time the night."""
     version = cfg.nccl.nccl_version
     rules_text = (f"NCCL {version} ([nccl] version)" if version else
                   f"NCCL {OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
@@ -137,12 +159,27 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                + ("; the finalists' confirmations and the final baseline right after them keep their slots at the end"
                   if plan.slots is None or plan.slots.reserved else "; no check keeps a slot here")
                + "; a baseline launch found to be an outlier is re-measured once, in a set's slot.")
+    out += _clock_lines(plan, cfg, records, timeout_s, until, time.time() if now is None else now)
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
     risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version, rules.facts().topology))]
     if risky:
         out.append("Risky but reversible values are in the space (a trial that hangs is torn down and recorded as failed):")
         out += [f"  - {why}" for why in risky]
+    return out
+
+
+def _clock_lines(plan: Plan, cfg: ExperimentConfig, records: Sequence[TrialRecord], timeout_s: float | None,
+                 until: datetime | None, now: float) -> list[str]:
+    """The night's clock (:class:`tuner.planning.NightClock`), as the sweep's start prints it."""
+    clock = NightClock(relaunch_time(cfg, records), now, plan.stage1(), plan.checks,
+                       deadline=deadline_at(now, timeout_s, until), first_free=True)
+    lines = clock.lines(deadline_name(timeout_s, until, now))
+    out = ["Clock: " + lines[0], *(f"  {line}" for line in lines[1:])]
+    if cfg.screen is not None:
+        out.append(f"  Not counted: the screen's up to {cfg.screen.trials} nccl-tests runs after the baseline (seconds "
+                   f"each, at most {cfg.screen.timeout_s:g} s each; none starts past the deadline less the reserved "
+                   "checks' time).")
     return out
 
 

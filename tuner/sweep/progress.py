@@ -1,7 +1,10 @@
-"""What the runner shows while it works: trial i/N, phase, elapsed, ETA.
+"""What the runner shows while it works: relaunch k of n, phase, elapsed, the expected end.
 
 A rich status line on a terminal; plain timestamped log lines otherwise (CI, nohup, cron),
-so an overnight log reads well the next morning. Nothing secret is ever passed here.
+so an overnight log reads well the next morning. ``n`` counts every relaunch of the night as
+the runner's clock plans it now (:class:`tuner.planning.NightClock`; never below ``k``), and the
+expected end is a local clock time the runner corrects before each relaunch from the phases
+measured so far. Nothing secret is ever passed here.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from datetime import datetime
 
 from rich.console import Console
 
+from tuner.planning import clock_time
+
 __all__ = [
     "Progress",
     "proof_line",
@@ -19,7 +24,8 @@ __all__ = [
 
 
 class Progress:
-    """Prints progress events; ``interactive`` (a TTY) uses a rich live status."""
+    """Prints progress events; ``interactive`` (a TTY) uses a rich live status. ``total``: the
+    night's relaunches as first planned (the budget), until the runner's :meth:`plan` says more."""
 
     def __init__(self, total: int, *, interactive: bool | None = None, quiet: bool = False) -> None:
         self.total = total
@@ -31,21 +37,26 @@ class Progress:
         if self._status:
             self._status.start()
         self.trial_times: list[float] = []
+        self.end_at: float | None = None
 
-    def _eta(self, index: int) -> str:
-        if not self.trial_times:
-            return "?"
-        per = sum(self.trial_times) / len(self.trial_times)
-        left = max(0, self.total - index) * per
-        return f"{left / 60:.1f} min"
+    def plan(self, total: int, end_at: float | None) -> None:
+        """The plan as the runner's clock now has it: ``total`` relaunches in the night (every
+        one counted), ending at ``end_at`` (Unix s; None: not known yet)."""
+        self.total, self.end_at = total, end_at
+
+    def _end(self) -> str:
+        if self.end_at is None:
+            return "expected end not known yet"
+        left = max(0.0, self.end_at - time.time())
+        return f"expected end {clock_time(self.end_at, time.time())} (in {left / 60:.1f} min)"
 
     def phase(self, index: int, label: str, phase: str, detail: str = "") -> None:
-        """Announce that trial ``index`` (1-based relaunch count) entered ``phase``."""
+        """Announce that relaunch ``index`` (1-based, the night's count) entered ``phase``."""
         if self.quiet:
             return
         elapsed = time.monotonic() - self.start
-        text = (f"relaunch {index}/{self.total} [{label}] {phase}"
-                f"{': ' + detail if detail else ''}  elapsed {elapsed / 60:.1f} min, ETA {self._eta(index)}")
+        text = (f"relaunch {index} of {max(index, self.total)} [{label}] {phase}"
+                f"{': ' + detail if detail else ''}  elapsed {elapsed / 60:.1f} min, {self._end()}")
         if self._status:
             self._status.update(text)
         else:
@@ -59,7 +70,7 @@ class Progress:
         self.console.print(f"[{stamp}] {text}", markup=False, highlight=False, soft_wrap=True)
 
     def trial_done(self, wall_s: float) -> None:
-        """Record a finished relaunch's wall time (s) for the ETA."""
+        """Record a finished relaunch's wall time (s) (the runner's clock reads the stored records)."""
         self.trial_times.append(wall_s)
 
     def close(self) -> None:

@@ -6,8 +6,12 @@ first, then re-measures, retries, the screen's best, presets and proposals as it
 the reserved checks. The budget (``--trials``) counts every relaunch of the whole study, those
 in flight on other runners included (:func:`tuner.planning.counts_in_budget`): the baseline, its
 re-measures, the tuned sets and the confirmations; stage 1 stops where the reserved checks'
-slots begin (:class:`tuner.planning.Budget`). A trial is started only when the measured trial
-time says it fits.
+slots begin (:class:`tuner.planning.Budget`). Under ``--timeout``/``--until`` a relaunch is started
+only when it fits with the reserved checks' time kept after it (:class:`tuner.planning.NightClock`,
+the rule the dry run prints): the first stage stops early enough for the confirmations and the
+final baseline. The start of the night prints the clock (a relaunch's time by phase, the
+duration, which relaunches fit, the expected end), and each relaunch's progress line its number
+of the night's and the expected end, both corrected as relaunches are measured.
 
 Several runners (one per host, or per server of a host) may share one study through a
 PostgreSQL storage (tuner.study.storage): each measures the baseline of its host type
@@ -48,20 +52,26 @@ from tuner.judging import (
 )
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import (
+    ESTIMATE_MARGIN,
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
     Budget,
     Facts,
+    NightClock,
     PlanEntry,
     Planner,
     Rules,
     Step,
     counts_in_budget,
+    deadline_at,
+    deadline_name,
     final_baseline_owed,
     flag_params,
     load_decode_context,
     night_sizes,
     outlier_baseline,
+    relaunch_time,
+    span,
     split_params,
 )
 from tuner.record import Kind, Status, TopologyRecord, TrialRecord
@@ -82,9 +92,6 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
 ]
-
-#: The next relaunch is estimated at this factor times the longest measured one (loads vary).
-ESTIMATE_MARGIN = 1.2
 
 
 @dataclass
@@ -123,7 +130,9 @@ class SweepOptions:
 
 @dataclass
 class SweepOutcome:
-    """What a sweep did: relaunches made in this run and why it stopped."""
+    """What a sweep did: relaunches made in this run and why it stopped; ``confirm_skipped`` and
+    ``final_baseline_skipped``: why a reserved check owed was not made (empty when it was),
+    ``next_run``: what the next run of the same command makes first, when one is owed."""
 
     relaunches: int = 0
     stop_reason: str = ""
@@ -131,6 +140,7 @@ class SweepOutcome:
     target_reached_by: int | None = None
     final_baseline_skipped: str = ""
     confirm_skipped: str = ""
+    next_run: str = ""
     outlier_remeasured: int | None = None
 
 
@@ -176,6 +186,11 @@ class Sweep:
         self.signals = SignalGuard()
         self._strict_port = False
         self.started = time.monotonic()
+        #: the Unix time no relaunch may end after (--timeout from now, --until), None without either
+        self.deadline = deadline_at(time.time(), options.timeout_s, options.until)
+        self._deadline_words = deadline_name(options.timeout_s, options.until, time.time())
+        self._stage2 = False  # the first stage has ended in this run: only reserved checks are left
+        self._check_at = 0  # in stage 2: the reserved check (its index in Budget.steps) being made
         self.outcome = SweepOutcome()
         self._backend_said = False
         self._reaped: set[int] = set()  # trials whose dead runner's server was looked for
@@ -240,20 +255,46 @@ class Sweep:
         kept = f", {b.reserved} kept for the checks" if b.reserved else ""
         return f"relaunch budget of {self.budget} spent: {b.screening} for the baseline and the sets{kept}"
 
-    def _fits(self, *, extra: bool = False, budget: bool = True) -> tuple[bool, str]:
+    def _fits(self, *, extra: bool = False, budget: bool = True, then: int | None = None,
+              what: str = "another relaunch") -> tuple[bool, str]:
         """Whether another relaunch fits: in stage 1 (``extra`` False) within the stage-1 share
         of the budget, in stage 2 within the whole budget (``budget`` False: time only, for a
-        silent runner's trial whose slot its failure frees); always within --timeout/--until."""
+        silent runner's trial whose slot its failure frees); always before the deadline with
+        ``then`` more relaunches' time kept after it (default: stage 1 keeps every reserved check
+        still owed, stage 2 none), each at :attr:`tuner.planning.RelaunchTime.guard_s`."""
         limit = self.budget if extra else self.plan_budget.screening
         if budget and self._spent() >= limit:
             return False, self._spent_words() if not extra else f"relaunch budget of {self.budget} spent"
-        walls = [r.wall_s for r in self.store.finished() if r.wall_s] + self.progress.trial_times
-        estimate = ESTIMATE_MARGIN * max(walls) if walls else 0.0
-        if self.opt.timeout_s is not None and time.monotonic() - self.started + estimate > self.opt.timeout_s:
-            return False, f"--timeout: another trial (~{estimate:.0f} s) would not fit"
-        if self.opt.until is not None and time.time() + estimate > self.opt.until.timestamp():
-            return False, f"--until {self.opt.until:%H:%M}: another trial (~{estimate:.0f} s) would not fit"
-        return True, ""
+        if self.deadline is None:
+            return True, ""
+        guard = relaunch_time(self.cfg, self.store.finished()).guard_s
+        then = len(self._checks_left()) if then is None and not extra else (then or 0)
+        if time.time() + guard * (1 + then) <= self.deadline:
+            return True, ""
+        kept = (f" and the {then} reserved check{'s' if then != 1 else ''} after it (~{span(then * guard)}: "
+                f"{self._check_names(then)})" if then else "")
+        return False, f"{self._deadline_words}: {what} (~{span(guard)}){kept} would not fit"
+
+    def _checks_left(self) -> tuple[Step, ...]:
+        """The reserved checks this night still has slots for, in order (the last ones of
+        :attr:`tuner.planning.Budget.steps` when some were made)."""
+        steps = self.plan_budget.steps
+        left = max(0, self.budget - max(self._spent(), self.plan_budget.screening))
+        return steps[max(self._check_at, len(steps) - min(left, len(steps))):]
+
+    def _check_names(self, n: int) -> str:
+        """The last ``n`` reserved checks in words (``2 confirmations, the final baseline``)."""
+        steps = self._checks_left()[-n:] if n else ()
+        confirms = sum(1 for step in steps if step is Step.CONFIRM)
+        words = [f"{confirms} confirmation{'s' if confirms != 1 else ''}"] if confirms else []
+        return ", ".join(words + (["the final baseline"] if Step.FINAL_BASELINE in steps else []))
+
+    def _clock(self) -> NightClock:
+        """The rest of the night from now, on the measured (else configured) relaunch time."""
+        spent = self._spent()
+        stage1 = 0 if self._stage2 else max(0, self.plan_budget.screening - spent)
+        return NightClock(relaunch_time(self.cfg, self.store.finished()), time.time(), stage1, self._checks_left(),
+                          done=spent, deadline=self.deadline, first_free=not self._baselines())
 
     # -- recovery ------------------------------------------------------------------------
     def recover(self) -> None:
@@ -339,6 +380,8 @@ class Sweep:
             with self.signals:
                 self.recover()
                 self.preflight()
+                for line in self._clock().lines(self._deadline_words):
+                    self.progress.log(f"clock: {line}")
                 self._loop()
         finally:
             try:  # no runner ends while a dead runner's server of its study runs on its host
@@ -385,7 +428,7 @@ class Sweep:
             stage = screen.run_stage(
                 self.cfg, self.space, self.store, baseline=self._baselines()[0], study_dir=self.dir,
                 log=self.progress.log, judgement=self._judgement(), force=self.opt.force,
-                deadline=screen.deadline(self.started, self.opt.timeout_s, self.opt.until),
+                deadline=self._screen_deadline(),
                 seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
                 problems=self.rules.problems, held=self.signals.held)
             self.planner.screened_first(stage.top_sets, stage.check)
@@ -415,11 +458,42 @@ class Sweep:
                     continue
                 break
             since_baseline += 1
-        for check in self.planner.reserved:  # stage 2: each confirmation slot, then the final baseline
+        self._stage2 = True
+        for i, check in enumerate(self.planner.reserved):  # stage 2: each confirmation slot, then the final baseline
+            self._check_at = i
             if check is Step.CONFIRM:
                 self._confirm()
             else:
                 self._final_baseline()
+        self.outcome.next_run = self._next_run()
+
+    def _screen_deadline(self) -> float | None:
+        """The Unix time no screen run may end after: the deadline less the reserved checks' time."""
+        if self.deadline is None:
+            return None
+        return self.deadline - relaunch_time(self.cfg, self.store.finished()).guard_s * len(self._checks_left())
+
+    def _next_run(self) -> str:
+        """What the next run of the same command makes first when a reserved check owed was not
+        made (empty when none is owed): the stage-1 relaunches left, then the checks; or the
+        checks first, with their expected time; or, the budget spent, that it needs a larger one."""
+        if self.outcome.target_reached_by is not None or not (self.outcome.confirm_skipped
+                                                              or self.outcome.final_baseline_skipped):
+            return ""  # at --target the user asked to stop there
+        owed = ("the confirmation and the final baseline after it" if self.outcome.confirm_skipped
+                else "the final baseline re-measure")
+        n = 2 if self.outcome.confirm_skipped and self.opt.final_baseline else 1
+        spent = self._spent()
+        if spent + n > self.budget:
+            return (f"the budget of {self.budget} relaunches is spent: run the same command with --trials "
+                    f"{spent + n} to make {owed}")
+        left = self.plan_budget.screening - spent
+        if left > 0:
+            return (f"the next run of the same command first relaunches up to {left} more set{'s' if left != 1 else ''} "
+                    f"(the first stage's slots left), then makes {owed}")
+        each = relaunch_time(self.cfg, self.store.finished()).seconds
+        about = f", about {span(n * each)}" if each else ""
+        return f"the next run of the same command makes {owed} first ({n} relaunch{'es' if n != 1 else ''}{about})"
 
     def _final_baseline(self) -> None:
         """The final baseline re-measure, right after the confirmations (their fresh baseline,
@@ -427,7 +501,7 @@ class Sweep:
         baseline launch of this host type (also on a resume)."""
         if not final_baseline_owed(self._baselines(), self.store.finished(), self.host.host_type):
             return
-        fits, why = self._fits(extra=True)
+        fits, why = self._fits(extra=True, then=0, what="the final baseline")
         if fits and self._baseline(recheck=True, limit=self.budget) is not None:
             return
         why = why or "the budget was spent by trials asked before it (other runners')"
@@ -529,7 +603,8 @@ class Sweep:
         entry = self.planner.confirmation(j)
         if entry is None:
             return
-        fits, why = self._fits(extra=True)
+        # the final baseline after it is the confirmation's fresh baseline: both must fit
+        fits, why = self._fits(extra=True, then=1 if self.opt.final_baseline else 0, what="the confirmation")
         if not fits:
             self.outcome.confirm_skipped = why
             self.progress.log(f"the confirmation of trial {entry.equals_trial}'s set was skipped: {why}")
@@ -547,7 +622,10 @@ class Sweep:
         gain = confirmed.comparison.gain_pct if confirmed.comparison else float("nan")
         self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
                           "then the baseline; the gain must hold on those launches alone")
-        self._relaunch(trial, params, rec)
+        done = self._relaunch(trial, params, rec)
+        if not done.ok:
+            self.outcome.confirm_skipped = (f"its confirmation relaunch (trial {done.trial}) {done.status}"
+                                            + (f": {done.cause}" if done.cause else ""))
 
     def _target_met(self, rec: TrialRecord) -> bool:
         """True when ``rec``'s CI lower bound of tok/s meets ``--target``."""
@@ -629,7 +707,9 @@ class Sweep:
     def _relaunch(self, trial: optuna.Trial, params: dict[str, str], rec: TrialRecord) -> TrialRecord:
         """One relaunch of ``trial`` (its set from ``params``); records it and tells Optuna."""
         self.outcome.relaunches += 1
-        index = self.outcome.relaunches
+        night = self._clock()  # before the store counts this one: it is the first relaunch of the rest
+        index = night.done + 1  # the study's count, every relaunch included: a resumed night counts on
+        self.progress.plan(max(night.total, index), night.end_at)
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
         full_env, rec.flags = split_params(params)
         rec.env = redact(full_env)

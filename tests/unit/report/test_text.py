@@ -119,6 +119,19 @@ def test_verdict_paragraph_for_a_confirmed_winner():
 def test_a_winner_not_yet_confirmed_is_not_recommended():
     _, text = report(sample_records())
     assert "not yet confirmed by a fresh relaunch" in text and "Use it" not in text
+    assert "; do not adopt it before it is (run the same command again)." in text  # a store with no reason
+
+
+def test_a_confirmation_not_made_says_why_and_what_the_next_run_does_first():
+    why = ("--until 07:00: the confirmation (~44 min) and the 1 reserved check after it (~44 min: the final "
+           "baseline) would not fit")
+    then = "the next run of the same command makes the confirmation and the final baseline after it first (2 relaunches, about 1 h 13 min)"
+    _, text = report(sample_records(), StudyInfo(confirm_skipped=why, next_run=then))
+    assert (f"not yet confirmed by a fresh relaunch of the set and of the baseline ({why}); do not adopt it before "
+            f"it is: {then}.") in text
+    _, failed = report(sample_records(), StudyInfo(final_baseline_skipped="--timeout: the final baseline (~40 s) would "
+                                                                          "not fit"))
+    assert "baseline (its fresh baseline, the final baseline re-measure, was not made); do not adopt" in failed
 
 
 def test_a_winner_that_fails_confirmation():
