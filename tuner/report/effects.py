@@ -39,6 +39,8 @@ __all__ = [
 
 #: The launch-noise band's colour (as the forest plot's).
 NOISE_COLOR = "#9E9E9E"
+#: More sets than this under one value and their trial numbers are not written.
+_LABELLED = 8
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,8 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: f
     """The panel of variable ``name`` (module docstring) into ``ax``: x the values sets gave it
     (byte sizes as :func:`tuner.report.style.value_text`), y the gain against the baseline (%);
     each set a point with its 95 % interval, coloured and shaped by its verdict, filled when it
-    changes only ``name`` and open otherwise (its trial number above its bar: the forest plot's
-    row of that trial names the others); the baseline as the 0 % line in the launch-noise band; a red cross
+    changes only ``name`` and open otherwise (its trial number above its bar, up to 8 sets a
+    value: the forest plot's row of that trial names the others); the baseline as the 0 % line in the launch-noise band; a red cross
     on the bottom edge, statuses under the value, for relaunches that failed through their set
     (:attr:`tuner.record.trial.Status.blames_set`) and a note for those still running.
     ``min_effect`` is accepted for the figures' common signature. Returns what was drawn."""
@@ -135,6 +137,8 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: f
             ax.scatter([i + dx], [p.gain], s=38, marker=verdict_marker(p.verdict), zorder=4,
                        facecolors=color if p.alone else "white", edgecolors=color if not p.alone else "white",
                        linewidths=1.4 if not p.alone else 0.5, label=f"_verdict {p.verdict.value}")
+            if len(here) > _LABELLED:
+                continue  # too many side by side to read their numbers
             top = p.high if math.isfinite(p.high) else p.gain  # its trial above its bar: one column each
             ax.annotate(f"t{p.trial}", (i + dx, top), textcoords="offset points", xytext=(0, 2), fontsize=6.5,
                         color="#444444", ha="center", va="bottom", zorder=5, annotation_clip=False)
