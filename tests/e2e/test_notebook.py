@@ -1,7 +1,7 @@
 """notebooks/analysis.ipynb runs top to bottom against a study's trials.csv and draws its plots.
 
-The trials.csv is written by the report's own writer (``tuner.report.frame.write_trials_csv``)
-from real trial records of a night with failures, a winner, a baseline re-measure, a
+The trials.csv (and the judgement.json beside it) is written by the report's own writer
+(``tuner.report.frame.write_trials_csv``) from real trial records of a night with failures, a winner, a baseline re-measure, a
 concurrency table and a preset not measured (``tests.helpers.sample_records``), so the notebook reads what ``nccl-tune
 report`` writes without running a sweep. The notebook is executed with nbclient on a kernel
 spec written here that points at this interpreter (not whatever ``python3`` a user-level kernel
@@ -85,7 +85,10 @@ def test_notebook_runs_against_a_study(tmp_path, monkeypatch):
     joined = "\n".join(texts)
     assert "No tok_s_c* columns" not in joined
     assert "crashed" in joined  # the failed trial is in the table with its status
-    assert "best tuned set: trial 3, NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL: 80.7 tok/s, faster" in joined
+    # the judgement's numbers, read back from the judgement.json beside trials.csv
+    assert "Baseline: 70.9 single-stream output tok/s over 2 launches, drift 1.2 %" in joined
+    assert ("Best set: NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL (trial 3), +14.1 % (95 % CI +8.4..+20.0 %), faster: "
+            "not yet confirmed") in joined
     assert "10 relaunches" in joined  # the set not measured is listed, never drawn nor counted as a relaunch
     assert ("not measured: trial 11 ll, NCCL_PROTO=LL: the same set to NCCL at 14336 B; equal to trial 3 "
             "(preset ll-8ch)") in joined

@@ -248,10 +248,11 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
 
 def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],
              version: NcclVersion | None = None) -> SearchSpace:
-    """The space ``include_presets`` names, relative to ``file``; refuses a cycle."""
-    path = (file.parent / include).resolve()
+    """The space ``include_presets`` names, relative to ``file``; refuses a cycle. Its path
+    stays as relative as ``file``'s (messages name it as the user would type it)."""
+    path = Path(os.path.normpath(file.parent / include))
     here = file.resolve()
-    if path in (*seen, here):
+    if path.resolve() in (*seen, here):
         raise InputError(str(file), "include_presets", as_written(include),
                          "a file that does not include this one", "cycle")
     if not path.is_file():

@@ -134,7 +134,13 @@ class Judgement:
     ``inconclusive``: why the whole night cannot be judged (None when it can); ``low``: runs far
     below their launch, ``(trial, run number from 1, ratio to the launch's level)``;
     ``run_scale``: the night's robust run SD; ``forced``: the --force reason; ``level``: the
-    concurrency judged.
+    concurrency judged; ``baseline_levels``: each ok baseline launch's robust level (tok/s,
+    :func:`tuner.judging.stats.launch_level` at ``run_scale``, oldest first): the levels
+    ``drift`` and ``drift_trend`` are computed from and every ratio is interpolated between.
+
+    The report's text, figures and notebook take their numbers from here:
+    :attr:`baseline_level`, ``drift``, :attr:`winner` (the set the verdict names) and
+    :meth:`order` (the sets, best first).
     """
 
     metric: Metric
@@ -157,6 +163,28 @@ class Judgement:
     run_scale: float = math.nan
     forced: str | None = None
     level: int = 1
+    baseline_levels: list[float] = field(default_factory=list)
+
+    @property
+    def baseline_level(self) -> float:
+        """The baseline's level (tok/s): the geometric mean of :attr:`baseline_levels`, the
+        :func:`tuner.judging.stats.level` of the baseline launches at the night's run SD. NaN
+        without an ok baseline launch."""
+        if not self.baseline_levels:
+            return math.nan
+        return math.exp(float(np.mean(np.log(self.baseline_levels))))
+
+    def order(self) -> list[str]:
+        """Set keys, best first: the :attr:`winner` (the set the verdict names), then every
+        other set by its ratio to the baseline (comparison on all its launches), highest first,
+        ties by first trial; sets without a ratio last, by first trial."""
+        def rank(s: SetJudgement) -> tuple[int, float, int]:
+            c = s.comparison
+            ratio = c.ratio if c is not None and math.isfinite(c.ratio) else None
+            if s.key == self.winner:
+                return (0, 0.0, s.first_trial)
+            return (1, -ratio, s.first_trial) if ratio is not None else (2, 0.0, s.first_trial)
+        return [s.key for s in sorted(self.sets.values(), key=rank)]
 
     @property
     def confirmed(self) -> bool | None:
@@ -271,7 +299,7 @@ def _judge_launches(ordered: list[TrialRecord], metric: Metric, min_effect: floa
     levels = [stats.launch_level(b, scale=sc) for b in baseline_launches]
     out = Judgement(metric, min_effect, baseline_launches, [r.trial for _, r in bases], None, stats.drift(levels),
                     sets, baseline_positions=base_pos, drift_trend=stats.trend(base_pos, levels), run_scale=scale,
-                    forced=forced, level=level)
+                    forced=forced, level=level, baseline_levels=levels)
     trials = [r.trial for _, r in bases] + [t for s in sets.values() for t in s.trials]
     out.low = [(trials[i], j + 1, ratio) for i, j, ratio in stats.low_runs(every, scale=sc)]
     if not baseline_launches:

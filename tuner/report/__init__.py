@@ -4,14 +4,25 @@ Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from 
 storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.metric`), so
 ``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep. :mod:`tuner.report.frame` builds and judges the table (and the sets not measured) and reads/writes trials.csv,
 :mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
-:mod:`tuner.report.plots` draws it, :mod:`tuner.report.screen` adds the screen's section
-(the bound, its ranking against the relaunches, the tuner-plugin export) when the study had one.
+:mod:`tuner.report.plots` draws it (with :mod:`tuner.report.forest`, :mod:`tuner.report.history`,
+:mod:`tuner.report.effects` and the shared :mod:`tuner.report.marks`), :mod:`tuner.report.screen`
+adds the screen's section (the bound, its ranking against the relaunches, the tuner-plugin
+export) when the study had one. Every number they show that the judgement computed comes from
+one :class:`tuner.report.story.Story` of that judgement, carried by the frame.
 """
 
+from tuner.report.effects import (
+    EffectPanel,
+    EffectPoint,
+    plot_variable_effect,
+    variable_effects_figure,
+    variable_names,
+)
 from tuner.report.forest import (
     BAND_COLOR,
     KEEP_ROWS,
     LAUNCH_NOISE_KEYS,
+    MARK_COLOR,
     MAX_ROWS,
     ForestRow,
     baseline_band,
@@ -31,7 +42,9 @@ from tuner.report.frame import (
     concurrency_columns,
     env_text,
     equal_to,
+    frame_story,
     host_type_frames,
+    judged_order,
     ok_baselines,
     read_trials_csv,
     skipped_frame,
@@ -40,22 +53,33 @@ from tuner.report.frame import (
     verdict_text,
     write_trials_csv,
 )
-from tuner.report.outputs import write_outputs
-from tuner.report.plots import (
+from tuner.report.history import (
+    HistoryPlot,
+    clock_text,
+    history_figure,
+    plot_history,
+    relaunch_hours,
+)
+from tuner.report.marks import (
     FAILED_COLOR,
+)
+from tuner.report.outputs import (
+    write_outputs,
+)
+from tuner.report.plots import (
+    BaselinePlot,
     baselines_figure,
     concurrency_figure,
-    history_figure,
     plot_baselines,
     plot_concurrency,
-    plot_history,
-    plot_variable_effect,
     report_figures,
     save_figures,
-    variable_effects_figure,
-    variable_names,
 )
-from tuner.report.proof import PROOF_COLUMNS, proof_frame, proof_markdown
+from tuner.report.proof import (
+    PROOF_COLUMNS,
+    proof_frame,
+    proof_markdown,
+)
 from tuner.report.screen import (
     FIGURE,
     LISTED,
@@ -66,6 +90,15 @@ from tuner.report.screen import (
     save_screen_figure,
     screen_figure,
     screen_markdown,
+)
+from tuner.report.story import (
+    STORY_ATTR,
+    STORY_FILE,
+    SetFigures,
+    Story,
+    read_story,
+    story_of,
+    write_story,
 )
 from tuner.report.style import (
     SHORT_NAMES,
@@ -111,19 +144,29 @@ __all__ = [
     "KEEP_ROWS",
     "LAUNCH_NOISE_KEYS",
     "LISTED",
+    "MARK_COLOR",
     "MAX_ROWS",
     "PROOF_COLUMNS",
     "SAME_SET",
     "SHORT_NAMES",
+    "STORY_ATTR",
+    "STORY_FILE",
     "VERDICT_STYLE",
+    "BaselinePlot",
+    "EffectPanel",
+    "EffectPoint",
     "ForestRow",
     "GainPoint",
+    "HistoryPlot",
     "HostTypeSection",
+    "SetFigures",
+    "Story",
     "baseline_band",
     "baseline_levels",
     "baseline_runs",
     "baselines_figure",
     "best_row",
+    "clock_text",
     "combine_frames",
     "concurrency_columns",
     "concurrency_figure",
@@ -134,11 +177,13 @@ __all__ = [
     "export_lines",
     "forest_figure_size",
     "forest_rows",
+    "frame_story",
     "gain_points",
     "global_export",
     "history_figure",
     "host_type_frames",
     "is_size_variable",
+    "judged_order",
     "levels_markdown",
     "markdown_table",
     "names_key",
@@ -155,7 +200,9 @@ __all__ = [
     "print_results",
     "proof_frame",
     "proof_markdown",
+    "read_story",
     "read_trials_csv",
+    "relaunch_hours",
     "report_figures",
     "report_markdown",
     "report_markdown_by_host_type",
@@ -168,6 +215,7 @@ __all__ = [
     "size_text",
     "skipped_frame",
     "split_skipped",
+    "story_of",
     "summary_table",
     "tp_size",
     "triage_markdown",
@@ -183,5 +231,6 @@ __all__ = [
     "verdict_text",
     "verdict_words",
     "write_outputs",
+    "write_story",
     "write_trials_csv",
 ]

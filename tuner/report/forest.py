@@ -1,19 +1,22 @@
 """The forest plot: every measured set against the untuned baseline, one row each.
 
-Rows, top to bottom (:func:`forest_rows`): each launch of the baseline in the order it was
-measured (so drift shows), then the tuned sets by their ratio to the baseline, fastest first
-(several launches of one set, e.g. a confirmation, stay together in trial order, the set placed
-by the mean of their ratios); then rows with no ratio to draw: measured but not judged, running,
-interrupted and not yet retried; failed relaunches last, their status written where the point
-would be. An interrupted relaunch that a later trial retried has no row of its own: the retry's
+Rows, top to bottom (:func:`forest_rows`), in the order of every table
+(:func:`tuner.report.frame.judged_order`): each launch of the baseline in the order it was
+measured (so drift shows), then the tuned sets in the judgement's order, best first (the set the
+verdict names, then by ratio; several launches of one set, e.g. a confirmation, stay together in
+trial order); then rows with no ratio to draw: measured but not judged, running, interrupted and
+not yet retried; failed relaunches last, their status written where the point would be. The
+rows of the set the verdict names are marked (a band behind them and why: "use it" once its gain
+held on fresh launches, else that it is not confirmed). An interrupted relaunch that a later trial retried has no row of its own: the retry's
 row says ``retry of N`` and a note under the plot says so.
 
 Each row's point is the frame's ``vs_baseline`` (ratio of the set's level to the level of every
 baseline launch; a baseline launch's row: against the other baseline launches, so drift shows)
 and its bar the interval its verdict was judged on
 (``vs_baseline_ci_low``/``_high``), both coloured by the verdict
-(:data:`tuner.report.style.VERDICT_STYLE`). The shaded band is the baseline's own
-launch-to-launch spread (:func:`baseline_band`). Beyond :data:`MAX_ROWS` rows only the first and
+(:data:`tuner.report.style.VERDICT_STYLE`). The shaded band is the launch-to-launch noise the
+intervals include (:func:`baseline_band`); the title's tok/s is the baseline's level, the
+verdict's "Baseline:" (:attr:`tuner.report.story.Story.baseline_level`). Beyond :data:`MAX_ROWS` rows only the first and
 last :data:`KEEP_ROWS` are drawn, with a row saying how many are not shown.
 """
 
@@ -32,8 +35,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from tuner.record import Kind, Metric, Status, Verdict, set_key
-from tuner.report.frame import ok_baselines
+from tuner.record import Kind, Status, Verdict, set_key
+from tuner.report.frame import frame_story, judged_order, ok_baselines
+from tuner.report.story import Story
 from tuner.report.style import (
     VERDICT_STYLE,
     names_key,
@@ -48,6 +52,7 @@ __all__ = [
     "BAND_COLOR",
     "KEEP_ROWS",
     "LAUNCH_NOISE_KEYS",
+    "MARK_COLOR",
     "MAX_ROWS",
     "ForestRow",
     "baseline_band",
@@ -65,6 +70,8 @@ KEEP_ROWS = 25
 #: (SD of one launch's level); :func:`baseline_band` prefers them to the baseline's own spread.
 LAUNCH_NOISE_KEYS = ("launch_noise_pct", "launch_sigma_pct")
 BAND_COLOR = "#9E9E9E"
+#: The band behind the rows of the set the verdict names (a pale yellow no verdict uses).
+MARK_COLOR = "#FFF2B3"
 _CAUSE_CHARS = 48
 _ROW_IN = 0.3  # inches per row
 
@@ -77,7 +84,8 @@ class ForestRow:
     judged), ``failed``, or ``gap`` (the note standing for rows not shown). ``ratio``, ``low``,
     ``high``: the point and its interval (NaN when there is none); ``text``: what is written
     instead of a point (the status, or the note); ``detail``: the right-hand column (tok/s, gain
-    and CI in percent, verdict; or the cause).
+    and CI in percent, verdict; or the cause); ``mark``: on the rows of the set the verdict
+    names, what it says of it (``use it``, ``best, not confirmed``), else empty.
     """
 
     label: str
@@ -89,6 +97,7 @@ class ForestRow:
     high: float = math.nan
     text: str = ""
     detail: str = ""
+    mark: str = ""
 
     @property
     def has_point(self) -> bool:
@@ -141,11 +150,19 @@ def _measured_detail(r: pd.Series, min_effect: float | None) -> str:
     return f"{tok}  {_pct(r['vs_baseline'])} {ci}  {verdict_words(r['verdict'], min_effect)}"
 
 
+def _mark(story: Story) -> str:
+    """What the forest plot writes beside the set the verdict names."""
+    if story.confirmed is None:
+        return "best, not yet confirmed"
+    return "recommended: use it" if story.confirmed else "best, not confirmed"
+
+
 def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[list[ForestRow], list[str]]:
     """Every row of the forest plot of ``df`` (a :func:`tuner.report.frame.trials_frame`) in
     drawing order (module docstring), and the notes to print under it. ``min_effect``
     (fraction): names the threshold in the ``below the minimum effect`` verdicts when given."""
     notes: list[str] = []
+    story = frame_story(df)
     base = ok_baselines(df)
     base_order = {int(t): i for i, t in enumerate(base["trial"])}
     retried = _retried(df)
@@ -153,37 +170,27 @@ def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[l
         notes.append(f"Each set is compared with the {len(base)} baseline launches, interpolated at its own place in the night; each baseline row, with the others.")
     for lost, by in sorted(retried.items()):
         notes.append(f"Trial {lost} was interrupted and retried as trial {by}.")
-    by_section: dict[str, list[tuple[Any, ForestRow]]] = {s: [] for s in ("baseline", "tuned", "unmeasured", "failed")}
-    for _, r in df.iterrows():
+    rows: list[ForestRow] = []
+    for _, r in judged_order(df).iterrows():
         trial, status, verdict = int(r["trial"]), Status(r["status"]), Verdict(r["verdict"])
         if status is Status.INTERRUPTED and trial in retried:
             continue
         label = _row_label(r, base_order)
         if status.failed and status is not Status.INTERRUPTED:
             cause = r["cause"] if len(r["cause"]) <= _CAUSE_CHARS else r["cause"][: _CAUSE_CHARS - 1] + "…"
-            row = ForestRow(label, "failed", Verdict.FAILED, trial, text=status.value, detail=cause)
-            by_section["failed"].append((trial, row))
+            rows.append(ForestRow(label, "failed", Verdict.FAILED, trial, text=status.value, detail=cause))
         elif math.isfinite(r["vs_baseline"]):
             section = "baseline" if r["kind"] == Kind.BASELINE else "tuned"
-            row = ForestRow(label, section, verdict, trial, float(r["vs_baseline"]), float(r["vs_baseline_ci_low"]),
-                            float(r["vs_baseline_ci_high"]),
-                            detail=_measured_detail(r, min_effect))
-            key = base_order.get(trial, trial) if section == "baseline" else set_key(r["env"], r["flags"] or ())
-            by_section[section].append((key, row))
+            best = section == "tuned" and story.best is not None and set_key(r["env"], r["flags"] or ()) == story.best
+            rows.append(ForestRow(label, section, verdict, trial, float(r["vs_baseline"]), float(r["vs_baseline_ci_low"]),
+                                  float(r["vs_baseline_ci_high"]), detail=_measured_detail(r, min_effect),
+                                  mark=_mark(story) if best else ""))
         else:
             text = {Status.RUNNING: "running", Status.INTERRUPTED: "interrupted, not retried yet"}.get(
                 status, verdict.value)
             detail = {Status.RUNNING: "in flight: no result yet", Status.INTERRUPTED: r["cause"]}.get(
                 status, r["verdict_note"] or (f"{r['output_tok_s']:.1f} tok/s" if status is Status.OK else ""))
-            by_section["unmeasured"].append((trial, ForestRow(label, "unmeasured", verdict, trial, text=text,
-                                                              detail=detail)))
-    tuned_groups: dict[Any, list[ForestRow]] = {}
-    for key, row in by_section["tuned"]:
-        tuned_groups.setdefault(key, []).append(row)
-    ordered = sorted(tuned_groups.values(), key=lambda g: -float(np.mean([x.ratio for x in g])))
-    rows = ([row for _, row in sorted(by_section["baseline"], key=lambda kr: kr[0])]
-            + [row for group in ordered for row in sorted(group, key=lambda x: x.trial or 0)]
-            + [row for _, row in by_section["unmeasured"]] + [row for _, row in by_section["failed"]])
+            rows.append(ForestRow(label, "unmeasured", verdict, trial, text=text, detail=detail))
     return rows, notes
 
 
@@ -207,13 +214,18 @@ def truncate_rows(rows: list[ForestRow], max_rows: int = MAX_ROWS, keep: int = K
 def baseline_band(df: pd.DataFrame) -> tuple[float, float, str] | None:
     """The shaded band (ratio low, ratio high, legend text), or None when it cannot be drawn.
 
-    With a launch-noise estimate in ``df`` (a :data:`LAUNCH_NOISE_KEYS` column, first finite
-    value, or ``df.attrs``), in percent SD ``s``: ``1 -/+ 1.96 s``, where 95 % of launches of an
-    unchanged set land. Otherwise the ok baseline launches' medians relative to the first one
-    (the reference), from the lowest to the highest; None with fewer than two.
+    With a launch-noise estimate, in percent SD ``s``: ``1 -/+ 1.96 s``, where 95 % of launches
+    of an unchanged set land. The estimate is a :data:`LAUNCH_NOISE_KEYS` column's first finite
+    value, else the one the judgement's intervals include
+    (:attr:`tuner.report.story.Story.launch_noise`), else a :data:`LAUNCH_NOISE_KEYS` entry of
+    ``df.attrs``. Without any: the ok baseline launches' medians relative to the first one (the
+    reference), from the lowest to the highest; None with fewer than two.
     """
-    for key in LAUNCH_NOISE_KEYS:
-        values = df[key].dropna() if key in df.columns else pd.Series([df.attrs.get(key)]).dropna()
+    story = frame_story(df) if not df.empty else None
+    found = [df[key].dropna() for key in LAUNCH_NOISE_KEYS if key in df.columns]
+    found.append(pd.Series([story.launch_noise * 100 if story is not None else None]).dropna())
+    found += [pd.Series([df.attrs.get(key)]).dropna() for key in LAUNCH_NOISE_KEYS]
+    for values in found:
         if len(values) and math.isfinite(float(values.iloc[0])):
             sigma = float(values.iloc[0]) / 100
             return 1 - 1.96 * sigma, 1 + 1.96 * sigma, f"launch-to-launch noise (±1.96 σ, σ = {sigma * 100:.1f} %)"
@@ -259,6 +271,9 @@ def _legend_handles(rows: list[ForestRow], band: tuple[float, float, str] | None
     handles.append(Line2D([], [], color="black", lw=1, label="1.0 = the baseline"))
     if band:
         handles.append(Patch(color=BAND_COLOR, alpha=0.3, label=band[2]))
+    marked = next((r.mark for r in rows if r.mark), "")
+    if marked:
+        handles.append(Patch(color=MARK_COLOR, label=f"the set the verdict names ({marked})"))
     return handles
 
 
@@ -286,6 +301,8 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
             ax.text(0.5, y, r.text, transform=right, ha="center", va="center", color="#5F5F5F", fontsize=8,
                     fontstyle="italic", gid="forest-gap")
             continue
+        if r.mark:
+            ax.axhspan(y - 0.5, y + 0.5, color=MARK_COLOR, lw=0, zorder=0, gid="forest-mark")
         if r.has_point:
             if math.isfinite(r.low) and math.isfinite(r.high):
                 ax.plot([r.low, r.high], [y, y], "-|", color=r.color, lw=2, ms=7, gid="forest-ci", zorder=3)
@@ -295,11 +312,11 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
             ax.text(1.0, y, r.text, ha="center", va="center", color=r.color, fontsize=8, fontweight="bold",
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": r.color, "lw": 0.8},
                     gid="forest-status", zorder=5)
-        ax.text(1.01, y, r.detail, transform=right, ha="left", va="center", color=r.color, fontsize=8,
-                gid="forest-detail")
+        ax.text(1.01, y, r.detail + (f"  ◀ {r.mark}" if r.mark else ""), transform=right, ha="left", va="center",
+                color=r.color, fontsize=8, gid="forest-detail", fontweight="bold" if r.mark else "normal")
     ax.set_yticks(range(len(rows)), [r.label if r.section != "gap" else "" for r in rows], fontsize=8)
     for tick, r in zip(ax.get_yticklabels(), rows, strict=True):
-        if r.verdict is Verdict.FASTER and r.section == "tuned":
+        if (r.verdict is Verdict.FASTER and r.section == "tuned") or r.mark:
             tick.set_fontweight("bold")  # the sets worth using stand out without the colour
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.tick_params(axis="y", length=0)
@@ -312,11 +329,12 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     ax.text(1.01, -0.5, "tok/s   gain [95 % CI]   verdict", transform=right, ha="left", va="bottom",
             fontsize=8, fontweight="bold")
     base = ok_baselines(df)
-    level = df.attrs.get("baseline_level")
-    ref = f" ({level:.1f} tok/s)" if level else (f" ({base['output_tok_s'].iloc[0]:.1f} tok/s)" if not base.empty else "")
-    metric = Metric(df.attrs.get("metric", Metric.OUTPUT)).described  # what the x axis compares
+    story = frame_story(df)
+    level = story.baseline_level  # the verdict's "Baseline:"
+    ref = f" ({level:.1f} tok/s)" if math.isfinite(level) else ""
+    metric = story.metric.described  # what the x axis compares
     ax.set_title(f"Every measured set vs the untuned baseline{ref}\n{metric}, ratio of launch levels; "
-                 "bars: 95 % CI with launch noise; fastest first",
+                 "bars: 95 % CI with launch noise; best first (as the tables)",
                  fontsize=11)
     if band is None and not base.empty:
         notes.append("One baseline launch: its launch-to-launch spread is not measured (no band).")
@@ -334,7 +352,7 @@ def forest_figure_size(df: pd.DataFrame, *, min_effect: float | None = None) -> 
     grows with the rows drawn, the width with the longest label and right-hand text."""
     rows = truncate_rows(forest_rows(df, min_effect=min_effect)[0])
     label = max((len(r.label) for r in rows if r.section != "gap"), default=20)
-    detail = max((len(r.detail) for r in rows), default=20)
+    detail = max((len(r.detail) + (len(r.mark) + 3 if r.mark else 0) for r in rows), default=20)
     width = min(max(6.0 + 0.062 * (label + detail), 11.0), 24.0)
     n_names = len({n for env in df["env"] for n in env})
     return width, 3.3 + _ROW_IN * len(rows) + 0.15 * n_names

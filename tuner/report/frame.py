@@ -12,6 +12,11 @@ Column types: ``kind``, ``status`` and ``verdict`` hold :class:`~tuner.record.tr
 ``df["kind"] == "baseline"`` works); other text columns are pandas ``str``; optional trial
 numbers are nullable ``Int64``; optional measurements are ``float64`` with NaN for "none"
 (tok/s of a failed relaunch is NaN, never 0).
+
+The judgement the rows were judged by travels with the frame as its :class:`tuner.report.story.Story`
+(``df.attrs[STORY_ATTR]``, :func:`frame_story`), and beside trials.csv as ``judgement.json``:
+the baseline's levels and drift, the sets' order and the best set come from there
+(:func:`baseline_levels`, :func:`baseline_runs`, :func:`best_row`, :func:`judged_order`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,20 @@ import pandas as pd
 
 from tuner.judging import Judgement, judge, runs_of, stats
 from tuner.planning import earlier_label
-from tuner.record import CSV_COLUMNS, FIELDS, JSON_FIELDS, Kind, Metric, Status, TrialRecord, Verdict, field_json
+from tuner.record import (
+    CSV_COLUMNS,
+    FIELDS,
+    JSON_FIELDS,
+    Kind,
+    Metric,
+    Status,
+    TrialRecord,
+    Verdict,
+    field_json,
+    from_user_attrs,
+    set_key,
+)
+from tuner.report.story import STORY_ATTR, STORY_FILE, Story, read_story, story_of, write_story
 
 __all__ = [
     "CONCURRENCY_PREFIX",
@@ -42,7 +60,9 @@ __all__ = [
     "concurrency_columns",
     "env_text",
     "equal_to",
+    "frame_story",
     "host_type_frames",
+    "judged_order",
     "ok_baselines",
     "read_trials_csv",
     "skipped_frame",
@@ -201,9 +221,13 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: M
         for level, tok_s in r.concurrency_tok_s().items():
             row[f"{CONCURRENCY_PREFIX}{level}"] = tok_s
         rows.append(row)
-    if not rows:
-        return _typed(pd.DataFrame(columns=list(CSV_COLUMNS)))
-    return _typed(pd.DataFrame.from_records(rows))
+    df = _typed(pd.DataFrame.from_records(rows)) if rows else _typed(pd.DataFrame(columns=list(CSV_COLUMNS)))
+    df.attrs[STORY_ATTR] = story_of(j)
+    return df
+
+
+#: ``df.attrs`` key of a combined frame's stories, by host type (see :func:`combine_frames`).
+_STORIES = "stories_by_host_type"
 
 
 #: The cause of a duplicate stored before its record held one.
@@ -258,24 +282,49 @@ def split_skipped(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """One frame of several :func:`trials_frame` frames (one per host type), rows by trial
-    number, columns and types as :func:`trials_frame` makes them."""
-    return _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
+    number, columns and types as :func:`trials_frame` makes them. It carries no story of its own
+    (each frame's judgement is its own host type's): :func:`host_type_frames` gives each type's
+    rows theirs back."""
+    stories = {}
+    for f in frames:
+        types = set(f["host_type"])
+        story = f.attrs.get(STORY_ATTR)
+        if isinstance(story, Story) and len(types) == 1:
+            stories[types.pop()] = story
+    df = _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
+    df.attrs.pop(STORY_ATTR, None)
+    df.attrs[_STORIES] = stories
+    return df
 
 
 def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``(host type, rows)`` of ``df`` per host type, in order of first trial; rows without
     a host type (written before host types) join the only type when there is one
-    (:func:`tuner.judging.judge.host_type_groups`)."""
+    (:func:`tuner.judging.judge.host_type_groups`). Rows of a :func:`combine_frames` frame get
+    their own type's story."""
     types = [t for t in dict.fromkeys(df["host_type"]) if t]
     if len(types) <= 1:
         return [(types[0] if types else "", df)]
-    return [(t, df[df["host_type"] == t]) for t in types] + (
+    out = [(t, df[df["host_type"] == t]) for t in types] + (
         [("", df[df["host_type"] == ""])] if (df["host_type"] == "").any() else [])
+    for t, rows in out:  # each type's rows with its own judgement's story (combine_frames kept them)
+        story = df.attrs.get(_STORIES, {}).get(t)
+        if story is not None:
+            rows.attrs[STORY_ATTR] = story
+    return out
 
 
 def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
     """Write ``df`` (a :func:`trials_frame`) to ``path``: list and mapping cells
-    (:data:`tuner.record.trial.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as empty."""
+    (:data:`tuner.record.trial.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as
+    empty; and its story to ``judgement.json`` beside it (:data:`tuner.report.story.STORY_FILE`;
+    a frame without one, e.g. of several host types, removes a stale one). Raises OSError."""
+    story = df.attrs.get(STORY_ATTR)
+    beside = path.with_name(STORY_FILE)
+    if isinstance(story, Story):
+        write_story(story, beside)
+    else:
+        beside.unlink(missing_ok=True)
     out = df.copy()
     for name in JSON_FIELDS & set(out.columns):
         out[name] = out[name].map(lambda v, n=name: json.dumps(v, sort_keys=n == "env"))
@@ -286,10 +335,11 @@ def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
 
 def read_trials_csv(path: Path | str) -> pd.DataFrame:
     """The frame :func:`write_trials_csv` wrote to ``path``, with the same columns and types
-    (JSON text decoded back to lists and dicts, enums restored).
+    (JSON text decoded back to lists and dicts, enums restored) and the story of ``judgement.json``
+    beside it when there is one (else :func:`frame_story` judges the rows again).
 
     Raises FileNotFoundError, and ValueError when the file lacks a trials.csv column or holds a
-    value its column cannot take.
+    value its column cannot take, or the judgement.json beside it is not one.
     """
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in CSV_COLUMNS if c not in raw.columns]
@@ -310,7 +360,67 @@ def read_trials_csv(path: Path | str) -> pd.DataFrame:
             df[name] = pd.to_numeric(text.where(text != "")).astype(dtype)
         else:
             df[name] = text
-    return _typed(df)
+    out = _typed(df)
+    beside = Path(path).with_name(STORY_FILE)
+    if beside.is_file():
+        out.attrs[STORY_ATTR] = read_story(beside)
+    return out
+
+
+def _record(row: pd.Series) -> TrialRecord:
+    """The record a trials-frame row holds (its judgement columns left out)."""
+    attrs: dict[str, Any] = {}
+    for name in FIELDS:
+        value = row.get(name)
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            continue
+        attrs[name] = value.item() if hasattr(value, "item") else value
+    return from_user_attrs(int(row["trial"]), attrs, default_status=Status.RUNNING)
+
+
+def frame_story(df: pd.DataFrame) -> Story:
+    """The story of the judgement ``df``'s rows were judged by (``df.attrs[STORY_ATTR]``, set by
+    :func:`trials_frame` and :func:`read_trials_csv`). A frame without one (a trials.csv written
+    before judgement.json, several host types combined) has its rows judged again by
+    :func:`tuner.judging.judge.judge`, on its ``metric`` attr (default output tok/s) at the default
+    minimum effect, without the study's cannot-act reasons."""
+    story = df.attrs.get(STORY_ATTR)
+    if isinstance(story, Story):
+        return story
+    records = [_record(r) for _, r in df.iterrows()]
+    return story_of(judge([r for r in records if r.kind.relaunched], metric=Metric(df.attrs.get("metric", Metric.OUTPUT))))
+
+
+def _section(row: pd.Series) -> int:
+    """0 baseline launch with a ratio, 1 tuned with one, 2 no ratio (running, interrupted, not
+    judged), 3 failed."""
+    status = Status(row["status"])
+    if status.failed and status is not Status.INTERRUPTED:
+        return 3
+    if not math.isfinite(row["vs_baseline"]):
+        return 2
+    return 0 if row["kind"] == Kind.BASELINE else 1
+
+
+def judged_order(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s rows in the order every table and the forest plot show them: the baseline's
+    launches in launch order, then the tuned sets in the judgement's order (best first,
+    :meth:`tuner.report.story.Story.order`; a set's launches together, by trial), then rows with
+    no ratio (running, interrupted, not judged) and the failed ones last, each by trial."""
+    if df.empty:
+        return df
+    story = frame_story(df)
+    launch = {t: i for i, t in enumerate(ok_baselines(df)["trial"])}
+    def key(row: pd.Series) -> tuple[int, int, int]:
+        section = _section(row)
+        trial = int(row["trial"])
+        if section == 0:
+            return (0, launch.get(trial, trial), trial)
+        if section == 1:
+            return (1, story.rank(set_key(row["env"], row["flags"] or ())), trial)
+        return (section, 0, trial)
+    keys = [key(r) for _, r in df.iterrows()]
+    return df.iloc[sorted(range(len(df)), key=keys.__getitem__)]
 
 
 def ok_baselines(df: pd.DataFrame) -> pd.DataFrame:
@@ -321,30 +431,29 @@ def ok_baselines(df: pd.DataFrame) -> pd.DataFrame:
 
 def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
     """Pooled runs (tok/s) of every ok baseline measurement in ``df``, and the baseline's drift
-    (fraction, :func:`tuner.judging.stats.drift` of their robust levels, :func:`baseline_levels`;
-    0 for one measurement)."""
+    as the judgement measured it (fraction, :attr:`tuner.report.story.Story.drift`: max/min - 1
+    of the launches' robust levels; 0 for one launch)."""
     base = ok_baselines(df)
     runs = [float(v) for runs in base["output_tok_s_runs"] for v in runs]
-    return runs, stats.drift(baseline_levels(df))
+    return runs, frame_story(df).drift if not df.empty else 0.0
 
 
 def baseline_levels(df: pd.DataFrame) -> list[float]:
-    """The robust level (tok/s, :func:`tuner.judging.stats.launch_level` at the baseline's robust
-    run SD) of each ok baseline launch of ``df``, in launch order; a launch without runs keeps its
-    recorded median."""
-    base = ok_baselines(df)
-    launches = [[float(v) for v in runs] for runs in base["output_tok_s_runs"]]
-    scale = stats.robust_run_sigma([r for r in launches if r]) if any(launches) else math.nan
-    sc = scale if math.isfinite(scale) else None
-    return [stats.launch_level(r, scale=sc) if r else float(m) for r, m in zip(launches, base["output_tok_s"], strict=True)]
+    """The robust level (tok/s) of each ok baseline launch of ``df`` as the judgement has it
+    (:attr:`tuner.report.story.Story.baseline_levels`: :func:`tuner.judging.stats.launch_level`
+    at the night's robust run SD), in launch order."""
+    return list(frame_story(df).baseline_levels) if not df.empty else []
 
 
 def best_row(df: pd.DataFrame) -> pd.Series | None:
-    """The ok non-baseline row with the highest median output tok/s, or None when there is none."""
-    ok = df[(df["status"] == Status.OK) & (df["kind"] != Kind.BASELINE) & df["output_tok_s"].notna()]
-    if ok.empty:
+    """The first relaunch of the best set, the one the verdict names (else the first set in the
+    judgement's order), or None when no tuned set was judged."""
+    story = frame_story(df) if not df.empty else None
+    if story is None or not story.sets:
         return None
-    return ok.loc[ok["output_tok_s"].idxmax()]
+    best = story.find(story.best) if story.best is not None else story.sets[0]
+    rows = df[df["trial"].isin(best.trials if best is not None else ())]
+    return None if rows.empty else rows.sort_values("trial").iloc[0]
 
 
 def env_text(env: dict[str, str]) -> str:

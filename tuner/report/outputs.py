@@ -14,7 +14,6 @@ from tuner.judging import (
     cannot_act_on,
     host_type_groups,
     judge_levels,
-    level,
     measured_levels,
 )
 from tuner.record import StudyInfo, TrialRecord
@@ -27,6 +26,7 @@ from tuner.report.frame import (
 from tuner.report.plots import save_figures
 from tuner.report.proof import proof_markdown
 from tuner.report.screen import save_screen_figure, screen_markdown
+from tuner.report.story import STORY_ATTR, story_of
 from tuner.report.text import (
     USE_KEY,
     HostTypeSection,
@@ -83,11 +83,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         df = trials_frame(group, min_effect=min_effect, metric=metric, judgement=single)
         if levels.judged_level != SINGLE_STREAM:
             df.attrs[USE_KEY] = judgement.winner if judgement.confirmed else None
-        if single.noise is not None:  # the forest plot's band: the baseline's launch-to-launch noise
-            df.attrs["launch_noise_pct"] = single.noise.sigma * 100
+            df.attrs[STORY_ATTR] = story_of(single, headline=judgement)  # the best set: the headline level's
         df.attrs["metric"] = metric
-        if single.baseline_launches:
-            df.attrs["baseline_level"] = level(single.baseline_launches)
         verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=judgement, levels=levels)
         sections.append(HostTypeSection(host_type, df, verdict, folder=f"host-type-{k}", levels=levels))
         judgements.append(single)

@@ -21,20 +21,24 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
 
 from tuner.judging import Judgement
 from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
+from tuner.report.style import set_label
 from tuner.report.text import export_lines, note_lines
-from tuner.screen.rank import predicted_gain_pct, screen_key, spearman
+from tuner.screen.rank import Spearman, predicted_gain_pct, screen_key, spearman
 from tuner.screen.table import SCREEN_CSV, read_screen_csv
 
 __all__ = [
     "FIGURE",
     "LISTED",
     "GainPoint",
+    "ScreenPlot",
     "gain_points",
     "global_export",
+    "label_places",
     "plot_predicted_vs_measured",
     "save_screen_figure",
     "screen_figure",
@@ -46,13 +50,16 @@ FIGURE = "screen_gain"
 #: Screened sets listed in report.md.
 LISTED = 12
 _DPI = 110
+_LABEL_PT = 7.5
 
 
 @dataclass(frozen=True)
 class GainPoint:
     """One relaunched set: ``label``, ``key`` (its screened variables,
     :func:`tuner.screen.rank.screen_key`), ``predicted`` and ``measured`` gain (%, measured with
-    its 95 % CI ``low``..``high``), ``trial`` (its first relaunch; -1 for the baseline)."""
+    its 95 % CI ``low``..``high``), ``trial`` (its first relaunch; -1 for the baseline),
+    ``best``: True for the set the verdict names; ``short``: the set in short form
+    (:func:`tuner.report.style.set_label`)."""
 
     label: str
     key: str
@@ -61,6 +68,20 @@ class GainPoint:
     low: float
     high: float
     trial: int
+    best: bool = False
+    short: str = ""
+
+
+@dataclass(frozen=True)
+class ScreenPlot:
+    """What :func:`plot_predicted_vs_measured` drew: the ``points``, each one's label text and
+    height (``labels``, ``label_y``: points above the axes' bottom, in the column right of them) and the
+    rank correlation printed under the title (``rho``, the one report.md states)."""
+
+    points: tuple[GainPoint, ...]
+    labels: tuple[str, ...]
+    label_y: tuple[float, ...]
+    rho: Spearman
 
 
 def _decode_times(screen: pd.DataFrame, decode: int) -> dict[str, float]:
@@ -94,39 +115,97 @@ def gain_points(summary: ScreenSummary, screen: pd.DataFrame, judgement: Judgeme
             continue
         points.append(GainPoint(env_text(s.env) + (" " + " ".join(s.flags) if s.flags else ""), screen_key(s.env),
                                 predicted,
-                                c.gain_pct, (c.ci_low - 1) * 100, (c.ci_high - 1) * 100, s.first_trial))
+                                c.gain_pct, (c.ci_low - 1) * 100, (c.ci_high - 1) * 100, s.first_trial,
+                                s.key == judgement.winner, set_label(s.env, s.flags)))
     return points
 
 
-def plot_predicted_vs_measured(ax: Axes, points: Sequence[GainPoint]) -> None:
+def label_places(heights: Sequence[float], gap: float, low: float = 0.0, high: float = 1.0) -> list[float]:
+    """Heights for labels wanted at ``heights`` (any order) that keep their order and at least
+    ``gap`` apart, each as near its own as that allows, inside ``low``..``high`` when they fit
+    (else from ``low`` up). Returned in the order given."""
+    order = sorted(range(len(heights)), key=lambda i: heights[i])
+    placed = [min(max(heights[i], low), high) for i in order]
+    for k in range(1, len(placed)):  # push up what is too close to the one below
+        placed[k] = max(placed[k], placed[k - 1] + gap)
+    over = placed[-1] - high if placed else 0.0
+    if over > 0:  # then down from the top, never below low
+        placed[-1] -= over
+        for k in range(len(placed) - 2, -1, -1):
+            placed[k] = min(placed[k], placed[k + 1] - gap)
+        shift = low - placed[0]
+        if shift > 0:
+            placed = [v + shift for v in placed]
+    out = [0.0] * len(heights)
+    for i, v in zip(order, placed, strict=True):
+        out[i] = v
+    return out
+
+
+def _point_label(p: GainPoint) -> str:
+    if p.trial < 0:
+        return "baseline (untuned)"
+    return f"t{p.trial} {p.short or p.label}" + ("  ◀ the verdict's best" if p.best else "")
+
+
+def plot_predicted_vs_measured(ax: Axes, points: Sequence[GainPoint]) -> ScreenPlot:
     """Draw measured gain (%, with its 95 % CI) against the screen's predicted gain (%), one
-    point per relaunched set labelled with its trial, and the line where they agree."""
+    point per relaunched set (the one the verdict names ringed), the line where they agree, and
+    the rank correlation under the title (:func:`tuner.screen.rank.spearman`, as report.md
+    states it). Each point is labelled in a column right of the axes (trial and set in short
+    form), joined to it by a thin line, the labels kept in the points' order and apart
+    (:func:`label_places`). Returns what was drawn."""
+    xs = [p.predicted for p in points]
+    ys = [p.measured for p in points]
+    rho = spearman(xs, ys)
     if not points:
         ax.text(0.5, 0.5, "no relaunched set with a screen time", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        return
-    xs = [p.predicted for p in points]
-    ys = [p.measured for p in points]
+        return ScreenPlot((), (), (), rho)
     lo = [p.measured - p.low if not math.isnan(p.low) else 0.0 for p in points]
     hi = [p.high - p.measured if not math.isnan(p.high) else 0.0 for p in points]
     ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color="#0072B2", ecolor="#56B4E9", capsize=3,
-                label="relaunched set (95 % CI)")
+                label="relaunched set (95 % CI)", zorder=3)
+    best = [p for p in points if p.best]
+    if best:
+        ax.scatter([p.predicted for p in best], [p.measured for p in best], s=190, facecolors="none",
+                   edgecolors="#332288", linewidths=1.6, zorder=4, label="the set the verdict names")
     span = [min([*xs, *ys, 0.0]) - 1.0, max([*xs, *ys, 0.0]) + 1.0]
     ax.plot(span, span, ls="--", color="#999999", lw=1, label="measured = predicted")
     ax.axhline(0, color="#666666", lw=0.6)
     ax.axvline(0, color="#666666", lw=0.6)
-    for p in points:
-        ax.annotate("base" if p.trial < 0 else f"t{p.trial}", (p.predicted, p.measured), textcoords="offset points",
-                    xytext=(4, 4), fontsize=8)
+    bottom = min([*(p.low for p in points if not math.isnan(p.low)), *ys, 0.0])
+    top = max([*(p.high for p in points if not math.isnan(p.high)), *ys, 0.0])
+    pad = 0.06 * max(top - bottom, 1.0)
+    ax.set_ylim(bottom - pad, top + pad)
+    ylo, yhi = ax.get_ylim()
+    fig = ax.get_figure(root=True)
+    assert fig is not None
+    # Labels are placed in points above the axes' bottom, so a later layout cannot squeeze them
+    # together; the axes' height is the laid-out one (the labels, right of the axes, move only
+    # their width).
     ax.set_xlabel("gain the screen predicts (%)")
     ax.set_ylabel("gain the relaunches measured (%)")
-    ax.set_title("Screen prediction vs relaunch measurement")
+    ax.set_title(f"Screen prediction vs relaunch measurement\n{rho.describe()}", fontsize=10)
+    fig.draw_without_rendering()
+    height_pt = max(ax.get_window_extent().height * 72 / fig.dpi, 1.0)
+    wanted = [(p.measured - ylo) / (yhi - ylo) * height_pt for p in points]
+    places = label_places(wanted, _LABEL_PT * 1.4, 0.0, height_pt)
+    labels = [_point_label(p) for p in points]
+    for p, text, y in zip(points, labels, places, strict=True):
+        at = ax.transAxes + ScaledTranslation(0, y / 72, fig.dpi_scale_trans)
+        ax.annotate(text, (p.predicted, p.measured), xytext=(1.03, 0.0), textcoords=at, va="center",
+                    fontsize=_LABEL_PT, color="#332288" if p.best else "#333333",
+                    fontweight="bold" if p.best else "normal", annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": "#BBBBBB", "lw": 0.6, "shrinkA": 0, "shrinkB": 3})
     ax.legend(loc="upper left", fontsize=8)
+    return ScreenPlot(tuple(points), tuple(labels), tuple(places), rho)
 
 
 def screen_figure(points: Sequence[GainPoint]) -> Figure:
-    """The predicted-vs-measured figure (not registered with pyplot)."""
-    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    """The predicted-vs-measured figure (not registered with pyplot), wide enough for the labels."""
+    longest = max((len(_point_label(p)) for p in points), default=20)
+    fig = Figure(figsize=(6.4 + 0.065 * longest, 4.8), layout="constrained")
     plot_predicted_vs_measured(fig.add_subplot(), points)
     return fig
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
-from tuner.report.frame import env_text, host_type_frames, verdict_text
+from tuner.report.frame import env_text, host_type_frames, judged_order, verdict_text
 from tuner.triage import Triage
 
 __all__ = [
@@ -68,10 +68,25 @@ def tp_size(command: Sequence[str] | None) -> str | None:
     return None
 
 
+def _here_relative(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each absolute path inside the current directory written relative to it
+    (``./x`` for a program in it), as the user would type it there."""
+    here = Path.cwd()
+    out = []
+    for i, arg in enumerate(argv):
+        path = Path(arg)
+        if path.is_absolute() and path.is_relative_to(here) and path != here:
+            rel = str(path.relative_to(here))
+            arg = f"./{rel}" if i == 0 and "/" not in rel else rel  # a bare name would be looked up on PATH
+        out.append(arg)
+    return out
+
+
 def export_lines(env: dict[str, str], command: Sequence[str] | None = None) -> list[str]:
     """Ready-to-paste lines for the set ``env``: a shell ``export``, vLLM and SGLang launch
     snippets with the server command's own tensor-parallel size (``TP`` when it names none),
-    and ``command`` (the study's server argv) under ``env`` when given."""
+    and ``command`` (the study's server argv) under ``env`` when given, its paths inside the
+    current directory relative to it."""
     if not env:
         return ["# the untuned baseline: unset every NCCL_* variable"]
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -81,7 +96,7 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None) -> l
              f"{assigns} python -m sglang.launch_server --model-path MODEL --tp {tp}"
              + ("   # note: SGLang overrides CUDA_DEVICE_MAX_CONNECTIONS" if "CUDA_DEVICE_MAX_CONNECTIONS" in env else "")]
     if command:
-        lines.append(f"env {assigns} {shlex.join(command)}")
+        lines.append(f"env {assigns} {shlex.join(_here_relative(command))}")
     return lines
 
 
@@ -167,7 +182,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         return "The untuned baseline has no successful measurement yet, so no trial can be judged."
     at_level = levels.judged_level if levels is not None else 1
     what = j.metric.described if at_level == 1 else f"aggregate output tok/s at C={at_level}"
-    base_level = stats.level(j.baseline_launches)
+    base_level = j.baseline_level
     k_base = len(j.baseline_launches)
     runs = sum(len(b) for b in j.baseline_launches)
     # The level every ratio uses (stats.level), not a row's median: said so, or they seem to disagree.
@@ -358,8 +373,8 @@ def levels_markdown(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN
     cols = [f"C={c}" for c in lj.levels]
     base = {"set": "baseline (tok/s)"}
     for c, col in zip(lj.levels, cols, strict=True):
-        launches = lj.judgements[c].baseline_launches
-        base[col] = f"{stats.level(launches):.1f}" if launches else "-"
+        level_c = lj.judgements[c].baseline_level
+        base[col] = f"{level_c:.1f}" if math.isfinite(level_c) else "-"
     rows = [base] + [{"set": label, **{col: _level_cell(lj, c, key, min_effect)
                                        for c, col in zip(lj.levels, cols, strict=True)}}
                      for key, label in lj.labels.items()]
@@ -388,15 +403,16 @@ def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
 
 
 def console_table(df: pd.DataFrame, *, metric: Metric, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Table:
-    """The end-of-sweep table: one row per relaunch sorted by ``metric`` (the study's; tok/s,
-    failed last), columns
-    :data:`CONSOLE_COLUMNS`: ratio to the baseline with its 95 % CI, the verdict (with its note)
-    for measured rows and the cause for failed ones, the set."""
+    """The end-of-sweep table: one row per relaunch in the judgement's order (the forest plot's,
+    :func:`tuner.report.frame.judged_order`: the baseline's launches, then the sets best first,
+    failed last), columns :data:`CONSOLE_COLUMNS`: ``metric`` (the study's tok/s), ratio to the
+    baseline with its 95 % CI, the verdict (with its note) for measured rows and the cause for
+    failed ones, the set."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     for col in CONSOLE_COLUMNS:  # on a narrow terminal only the verdict and the set fold
         table.add_column(col, justify="right" if col in _RIGHT else "left", no_wrap=col not in _FOLDS,
                          overflow="fold")  # never an ellipsis: a cut value could be pasted
-    for _, r in df.sort_values(metric.value, ascending=False, na_position="last").iterrows():
+    for _, r in judged_order(df).iterrows():
         table.add_row(*(Text(cell) for cell in _console_row(r, min_effect, metric)))  # Text: no markup in causes or values
     return table
 
@@ -452,7 +468,8 @@ def markdown_table(df: pd.DataFrame) -> str:
 
 
 def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """The trials of ``df`` sorted by tok/s (failed last), for report.md: ``columns`` (default:
+    """The trials of ``df`` in the judgement's order (:func:`tuner.report.frame.judged_order`,
+    as the console table and the forest plot), for report.md: ``columns`` (default:
     trial, kind, status, output_tok_s, the ratio and its CI, verdict with its note, load_s, then
     warmup_s when a launch warmed up 2 s or more behind a green health check, env as
     ``NAME=value`` words)."""
@@ -460,7 +477,7 @@ def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.
                             "vs_baseline_ci_high", "verdict", "load_s", "env"])
     if columns is None and "warmup_s" in df and (pd.to_numeric(df["warmup_s"], errors="coerce") >= 2).any():
         cols.insert(cols.index("load_s") + 1, "warmup_s")  # a warm-up behind a green health check, part of load_s
-    ordered = df.sort_values("output_tok_s", ascending=False, na_position="last")
+    ordered = judged_order(df)
     out = ordered[cols].copy()
     if "verdict" in cols:
         out["verdict"] = [verdict_text(r) for _, r in ordered.iterrows()]

@@ -101,6 +101,15 @@ def test_included_presets_come_first_with_their_notices(tmp_path):
     assert len(space.notices) == 1 and "base.toml" in space.notices[0]
 
 
+def test_an_included_file_is_named_as_relative_as_the_including_one(tmp_path, monkeypatch):
+    _write(tmp_path, '[variables.NCCL_PROTO]\nvalues = ["LL128", "LL"]\n', "base.toml")
+    (tmp_path / "sub").mkdir()
+    _write(tmp_path / "sub", 'include_presets = "../base.toml"\n' + GOOD)
+    monkeypatch.chdir(tmp_path)
+    (notice,) = load_space(Path("sub/space.toml")).notices  # what the sweep prints: the path as typed here
+    assert notice.startswith("base.toml: skipping NCCL_PROTO=LL128 (")
+
+
 @pytest.mark.parametrize("text,key,value,accepted", [
     ('colour = "x"\n' + GOOD, "colour", '"x"', "the keys description, include_presets, presets, variables"),
     ('variables = ["NCCL_PROTO"]\n', "variables", '["NCCL_PROTO"]', "[variables.NAME] tables"),

@@ -22,9 +22,10 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
+from tuner.judging import PRIOR_LAUNCH_SIGMA
 from tuner.record import Metric, Status, Verdict
 from tuner.report.forest import trials_vs_baseline_figure
-from tuner.report.frame import trials_frame
+from tuner.report.frame import frame_story, trials_frame
 from tuner.report.plots import report_figures, save_figures
 from tuner.report.style import verdict_color
 
@@ -100,8 +101,10 @@ def test_sweep_with_failures():
     statuses = {row_trial(labels(fig)[int(t.get_position()[1])]): t.get_text() for t in by_gid(fig, "forest-status")}
     assert statuses == {2: "crashed", 7: "hung", 9: "running"}
     assert len(by_gid(fig, "forest-point")) == 6  # no point for a relaunch with no tok/s
-    (band,) = by_gid(fig, "forest-band")
-    assert (band.get_x(), band.get_x() + band.get_width()) == (pytest.approx(1.0), pytest.approx(71.25 / 70.35))
+    (band,) = by_gid(fig, "forest-band")  # the launch noise every interval includes: ±1.96 σ
+    sigma = frame_story(df).launch_noise
+    assert (band.get_x(), band.get_x() + band.get_width()) == (pytest.approx(1 - 1.96 * sigma),
+                                                               pytest.approx(1 + 1.96 * sigma))
     (one,) = by_gid(fig, "forest-one")
     assert list(one.get_xdata()) == [1.0, 1.0]
     title = fig.axes[0].get_legend().get_title().get_text()
@@ -117,7 +120,10 @@ def test_sweep_with_a_winner():
     assert len(rows) == 8 and rows[-1] == "PROTO=Simple ALGO=Ring (trial 3)"
     check_rows_coloured_by_verdict(df, fig)
     winner = [t for t in by_gid(fig, "forest-detail") if t.get_position()[1] == 2]
-    assert re.fullmatch(r"87\.2 tok/s  \+\d\.\d % \[\+\d\.\d % \.\. \+\d+\.\d %\]  faster", winner[0].get_text())
+    assert re.fullmatch(r"87\.2 tok/s  \+\d\.\d % \[\+\d\.\d % \.\. \+\d+\.\d %\]  faster  ◀ recommended: use it",
+                        winner[0].get_text())
+    marks = by_gid(fig, "forest-mark")  # the band behind the set the verdict names, both its launches
+    assert sorted(round(m.get_y() + m.get_height() / 2) for m in marks) == [2, 3]
     assert not by_gid(fig, "forest-status")
     check_nothing_cut(fig)
 
@@ -126,9 +132,9 @@ def test_sweep_of_one_trial():
     df, fig = forest("one-trial")
     assert labels(fig) == ["baseline (untuned), trial 0"]
     check_rows_coloured_by_verdict(df, fig)
-    assert not by_gid(fig, "forest-band")  # one launch: no spread measured, and it says so
-    assert "One baseline launch: its launch-to-launch spread is not measured (no band)." in (
-        fig.axes[0].get_legend().get_title().get_text())
+    (band,) = by_gid(fig, "forest-band")  # one launch: the band is the prior launch noise the intervals assume
+    sigma = frame_story(df).launch_noise
+    assert band.get_x() == pytest.approx(1 - 1.96 * sigma) and sigma == pytest.approx(PRIOR_LAUNCH_SIGMA)
     assert len(by_gid(fig, "forest-one")) == 1
     check_nothing_cut(fig)
 

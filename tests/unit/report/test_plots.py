@@ -11,7 +11,6 @@ import math
 import re
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,11 +19,14 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from tests.helpers import sample_records, trial_record
+from tuner.judging import PRIOR_LAUNCH_SIGMA
 from tuner.record import Metric, Verdict
 from tuner.report.forest import ForestRow, baseline_band, forest_rows, plot_trials_vs_baseline, truncate_rows
-from tuner.report.frame import baseline_levels, trials_frame
+from tuner.report.frame import frame_story, trials_frame
+from tuner.report.history import clock_text, relaunch_hours
 from tuner.report.plots import (
     FAILED_COLOR,
+    BaselinePlot,
     concurrency_figure,
     plot_baselines,
     plot_concurrency,
@@ -41,7 +43,6 @@ from tuner.report.style import (
     plural,
     set_label,
     size_text,
-    verdict_color,
     verdict_words,
 )
 
@@ -133,22 +134,28 @@ def test_truncate_rows_keeps_top_and_bottom_with_a_note():
     assert truncate_rows(rows[:60]) == rows[:60]
 
 
-def test_baseline_band_from_the_launches_or_a_noise_column(df):
-    low, high, label = baseline_band(df)
-    assert (low, high) == (1.0, pytest.approx(71.25 / 70.35))
-    assert label == "baseline launch-to-launch spread (2 launches: +0.0 % .. +1.3 %)"
+def test_baseline_band_from_the_judgement_or_a_noise_column(df):
+    low, high, label = baseline_band(df)  # the launch noise the intervals include
+    sigma = frame_story(df).launch_noise
+    assert (low, high) == (pytest.approx(1 - 1.96 * sigma), pytest.approx(1 + 1.96 * sigma))
+    assert label == f"launch-to-launch noise (±1.96 σ, σ = {sigma * 100:.1f} %)"
+    bare = df.copy()  # a frame without its judgement: judged again from its rows, the same noise
+    bare.attrs.clear()
+    assert baseline_band(bare)[:2] == (pytest.approx(low), pytest.approx(high))
     with_noise = df.assign(launch_noise_pct=0.8)
     low, high, label = baseline_band(with_noise)
     assert (low, high) == (pytest.approx(1 - 0.01568), pytest.approx(1 + 0.01568))
     assert label == "launch-to-launch noise (±1.96 σ, σ = 0.8 %)"
-    assert baseline_band(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)) is None
+    one = trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)
+    assert baseline_band(one)[0] == pytest.approx(1 - 1.96 * PRIOR_LAUNCH_SIGMA)  # one launch: the prior
 
 
 def test_plot_trials_vs_baseline_on_a_given_axes(df):
     ax = axes()
     rows = plot_trials_vs_baseline(ax, df, min_effect=0.01)
     assert [t.get_text() for t in ax.get_yticklabels()] == [r.label for r in rows]
-    assert ax.get_title().startswith("Every measured set vs the untuned baseline (70.3 tok/s)\n"
+    level = frame_story(df).baseline_level  # the verdict's "Baseline:"
+    assert ax.get_title().startswith(f"Every measured set vs the untuned baseline ({level:.1f} tok/s)\n"
                                      "single-stream output tok/s, ratio of launch levels")
     assert ax.get_xlabel().startswith("ratio to the baseline")
     (top,) = ax.child_axes
@@ -161,42 +168,72 @@ def test_plot_trials_vs_baseline_on_a_given_axes(df):
     assert "Short names: PROTO = NCCL_PROTO" in ax.get_legend().get_title().get_text()
     bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
     assert bold == ["PROTO=LL CH=8 (trial 3)"]
+    assert [(r.trial, r.mark) for r in rows if r.mark] == [(3, "best, not yet confirmed")]  # the verdict's best
+    assert "the set the verdict names (best, not yet confirmed)" in labels
+    assert [m.get_y() + m.get_height() / 2 for m in ax.patches if m.get_gid() == "forest-mark"] == [2.0]
 
 
 # -- the other figures -----------------------------------------------------------------------
 
-def test_history_is_in_trial_numbers(df):
+def test_history_is_against_the_clock_with_the_best_so_far(df):
     ax = axes()
-    twin = plot_history(ax, df, min_effect=0.01)
-    assert ax.get_xlabel() == "trial number (relaunch order)" and twin.get_ylabel() == "cumulative wall time (h)"
-    assert ax.get_title() == "The sweep in trial order: 10 relaunches, 4.6 h of wall time"
-    best = ax.lines[0]
-    assert list(best.get_xdata()) == list(range(10))
-    assert list(best.get_ydata()[1:]) == [70.2, 70.2, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7, 80.7]  # held across gaps
+    drawn = plot_history(ax, df, min_effect=0.01)
+    story = frame_story(df)
+    assert ax.get_xlabel() == "time since the first launch began (h:mm)"
+    assert ax.get_ylabel() == "gain vs the baseline (%)"
+    assert ax.get_title().startswith("The night against the clock: 10 relaunches in 6.0 h\n"
+                                     "best at the end: PROTO=LL CH=8, +14.1 %")
+    # each relaunch at its end (start + wall time; trial 9 still running: its start), in hours from trial 0's start
+    assert drawn.trials == tuple(range(10))
+    assert drawn.hours == pytest.approx([(2400 * t + w) / 3600 for t, w in zip(range(10), [2290, 2290, 900, 2290, 2290,
+                                                                                          900, 2290, 900, 2290, 0], strict=True)])
+    ll8 = story.find(story.best)
+    assert drawn.gains[3] == pytest.approx(ll8.gain_pct) and math.isnan(drawn.gains[2])  # crashed: no ratio
+    # the best so far: the baseline (0 %) until trial 3's set, which the verdict names; held to the end
+    assert drawn.best == story.best
+    assert drawn.best_gains == pytest.approx([0.0, 0.0, ll8.gain_pct, ll8.gain_pct, ll8.gain_pct, ll8.gain_pct,
+                                              ll8.gain_pct])
+    assert drawn.best_hours[-1] == pytest.approx(max(drawn.hours))
+    (best,) = [line for line in ax.lines if str(line.get_label()).startswith("best so far")]
+    assert list(best.get_ydata()) == pytest.approx(list(drawn.best_gains))
+    assert ax.xaxis.get_major_formatter()(1.5, 0) == "1:30"
     baseline = next(line for line in ax.lines if str(line.get_label()).startswith("baseline launch"))
-    assert list(baseline.get_xdata()) == [0, 8] and list(baseline.get_ydata()) == [70.35, 71.25]
+    assert list(baseline.get_ydata()) == pytest.approx([(df["vs_baseline"][0] - 1) * 100,
+                                                        (df["vs_baseline"][8] - 1) * 100])
     re_measures = [line for line in ax.lines if line.get_linestyle() == ":"]
-    assert [list(line.get_xdata()) for line in re_measures] == [[8, 8]]
+    assert [list(line.get_xdata()) for line in re_measures] == [[drawn.hours[8]] * 2]
     failed = next(c for c in ax.collections if c.get_label() == "failed (status written)")
-    assert list(failed.get_offsets()[:, 0]) == [2, 7]
+    assert list(failed.get_offsets()[:, 0]) == pytest.approx([drawn.hours[2], drawn.hours[7]])
     pending = next(c for c in ax.collections if c.get_label() == "running or interrupted")
-    assert list(pending.get_offsets()[:, 0]) == [5, 9]
+    assert list(pending.get_offsets()[:, 0]) == pytest.approx([drawn.hours[5], drawn.hours[9]])
     assert {"crashed", "hung", "interrupted", "running"} <= {t.get_text() for t in ax.texts}
-    assert legend_texts(twin.get_legend()) == [
-        "best tuned so far", "faster", "no significant difference", "slower", "baseline launch (joined: drift)",
-        "baseline re-measure", "failed (status written)", "running or interrupted",
-        "cumulative wall time (h, right axis)"]
-    ticks = ax.get_xticks()
-    assert np.allclose(ticks, np.round(ticks))  # whole trial numbers only
+    assert legend_texts(ax.get_legend()) == [
+        "best so far (the judgement's order:\nthe set the verdict names first)", "faster", "no significant difference",
+        "slower", "baseline launch, vs the others (joined: drift)", "baseline re-measure", "failed (status written)",
+        "running or interrupted"]
 
 
-def test_baselines(df):
+def test_clock_text():
+    assert [clock_text(0.0), clock_text(1.5), clock_text(10.25), clock_text(0.01, seconds=True)] == [
+        "0:00", "1:30", "10:15", "0:00:36"]
+
+
+def test_relaunch_hours_without_start_times_is_the_cumulative_wall_time(df):
+    old = df.assign(started_at=float("nan"), finished_at=float("nan"))
+    assert relaunch_hours(old) == pytest.approx(list(df["wall_s"].fillna(0).cumsum() / 3600))
+
+
+def test_baselines_are_the_judgements(df):
     ax = axes()
-    plot_baselines(ax, df)
-    assert ax.get_title() == "The baseline over the sweep (2 launches, drift 1.2 %)"  # of the robust levels
-    (levels,) = ax.lines  # the robust levels, within a few tenths of the medians 70.35 and 71.25
-    assert list(levels.get_xdata()) == [0, 8] and list(levels.get_ydata()) == baseline_levels(df)
+    drawn = plot_baselines(ax, df)
+    story = frame_story(df)
+    assert drawn == BaselinePlot((0, 8), story.baseline_levels, story.drift, story.baseline_level)
+    assert ax.get_title() == f"The baseline over the sweep (2 launches, drift {story.drift * 100:.1f} %)"
+    levels, level = ax.lines  # the robust levels, within a few tenths of the medians 70.35 and 71.25
+    assert list(levels.get_xdata()) == [0, 8] and list(levels.get_ydata()) == list(story.baseline_levels)
     assert list(levels.get_ydata()) == pytest.approx([70.35, 71.25], abs=0.15)
+    assert list(level.get_ydata()) == [story.baseline_level] * 2
+    assert f"the baseline's level, {story.baseline_level:.1f} tok/s (geometric mean)" in legend_texts(ax.get_legend())
     runs = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert sum(len(c.get_offsets()) for c in runs) == 8
     ax = axes()
@@ -230,34 +267,42 @@ def test_concurrency_legend_whole_and_baselines_apart(df):
 def test_variable_effect_panels(df):
     assert variable_names(df) == ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_BUFFSIZE",
                                   "NCCL_MAX_NCHANNELS", "NCCL_PROTO"]
+    story = frame_story(df)
     ax = axes()
-    plot_variable_effect(ax, df, "NCCL_PROTO")
-    assert ax.get_title() == "NCCL_PROTO (PROTO)"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["unset", "LL", "LL128", "Simple"]
+    panel = plot_variable_effect(ax, df, "NCCL_PROTO")
+    assert ax.get_title() == "NCCL_PROTO (PROTO)" and ax.get_ylabel() == "gain vs the baseline (%)"
+    # no "unset" column: only the sets that set NCCL_PROTO, each at its value
+    assert panel.values == ("LL", "LL128", "Simple")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["LL", "LL128", "Simple"]
+    assert [(p.value, p.trial, p.others) for p in panel.points] == [
+        ("LL", 3, ("CH",)), ("LL", 1, ("ALGO", "CH", "BUF", "CDMC")), ("LL", 6, ("ALGO",)), ("Simple", 4, ())]
+    for p in panel.points:  # the judgement's ratio and interval, in percent
+        s = story.find(p.key)
+        assert (p.gain, p.low, p.high, p.verdict) == (pytest.approx(s.gain_pct), pytest.approx((s.low - 1) * 100),
+                                                      pytest.approx((s.high - 1) * 100), s.verdict)
     dots = [c for c in ax.collections if str(c.get_label()).startswith("_verdict ")]
-    xs = sorted(round(float(c.get_offsets()[0][0])) for c in dots)
-    assert xs == [0, 0, 1, 1, 1, 3]  # unset: baselines 0 and 8; LL: 1, 3, 6; Simple: 4
-    for c in dots:  # coloured by verdict
-        assert to_hex(c.get_facecolor()[0]) == verdict_color(str(c.get_label()).removeprefix("_verdict ")).lower()
+    assert sorted(round(float(c.get_offsets()[0][0])) for c in dots) == [0, 0, 0, 2]
+    filled = [c for c in dots if to_hex(c.get_facecolor()[0]) != "#ffffff"]
+    assert [round(float(c.get_offsets()[0][0])) for c in filled] == [2]  # only PROTO=Simple changes PROTO alone
+    assert [line.get_ydata()[0] for line in ax.lines if line.get_label() == "_baseline"] == [0.0]
     crosses = [c for c in ax.collections if c.get_label() == "failed (statuses under the value)"]
-    assert [c.get_offsets()[0][0] for c in crosses] == [0, 2]  # at "unset" (trial 7) and "LL128" (trial 2)
+    assert [c.get_offsets()[0][0] for c in crosses] == [1]  # at LL128 (trial 2); trial 7 set no PROTO
     assert all(to_hex(c.get_facecolor()[0]) == FAILED_COLOR.lower() for c in crosses)
-    # failures that are the set's: trial 2 (LL128) and 7 (unset PROTO); the interrupted trial 5 is not
-    # counted; trial 9 (PROTO unset) is still running
-    assert sorted(t.get_text() for t in ax.texts) == ["1 crashed", "1 hung", "1 running"]
+    assert panel.failed == (("LL128", "crashed"),)
+    assert sorted(t.get_text() for t in ax.texts if not t.get_text().startswith("t")) == ["1 crashed"]
     ax = axes()
-    plot_variable_effect(ax, df, "NCCL_BUFFSIZE")
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["unset", "4194304\n(4 MiB)", "16777216\n(16 MiB)"]
+    panel = plot_variable_effect(ax, df, "NCCL_BUFFSIZE")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4194304\n(4 MiB)", "16777216\n(16 MiB)"]
     assert "1 running" in [t.get_text() for t in ax.texts]
-    baseline = [line for line in ax.lines if line.get_label() == "baseline median"]
-    assert len(baseline) == 1 and baseline[0].get_ydata()[0] == pytest.approx(70.9)  # median of the 8 pooled runs
     fig = variable_effects_figure(df, min_effect=0.01)
     assert [a.get_title() for a in fig.axes if a.axison] == [
         "CUDA_DEVICE_MAX_CONNECTIONS (CDMC)", "NCCL_ALGO (ALGO)", "NCCL_BUFFSIZE (BUF)",
         "NCCL_MAX_NCHANNELS (CH)", "NCCL_PROTO (PROTO)"]
     assert legend_texts(fig.legends[0]) == [
-        "baseline", "faster", "no significant difference", "slower", "median per value",
-        "failed (statuses under the value)", "baseline median (70.9 tok/s)"]
+        "faster", "no significant difference", "slower", "filled: the set changes only this variable",
+        "open: it changes others too (its trial's row in the forest plot names them)", "95 % CI, as judged",
+        f"the baseline ({story.baseline_level:.1f} tok/s)",
+        f"launch-to-launch noise (±1.96 σ, σ = {story.launch_noise * 100:.1f} %)", "failed (statuses under the value)"]
 
 
 def test_save_figures_writes_png_and_svg(df, tmp_path):

@@ -3,10 +3,18 @@ real trial records: the bound, the ranking against the relaunches, Spearman, the
 
 from __future__ import annotations
 
+import itertools
+import math
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
+
 from tests.helpers import trial_record
 from tuner.judging.judge import judge
 from tuner.record import Metric, ScreenSummary, Status, StudyInfo
-from tuner.report.screen import gain_points, save_screen_figure, screen_markdown
+from tuner.report.screen import GainPoint, gain_points, label_places, save_screen_figure, screen_figure, screen_markdown
+from tuner.report.style import set_label
+from tuner.screen.rank import spearman
 from tuner.screen.store import FIRST, SEARCH, ScreenRecord
 from tuner.screen.table import SCREEN_CSV, read_screen_csv, write_screen_csv
 
@@ -65,3 +73,32 @@ def test_section_figure_and_agreement(tmp_path):
 def test_no_section_without_a_screen(tmp_path):
     assert screen_markdown(StudyInfo(), tmp_path, None) == []
     assert save_screen_figure(StudyInfo(), tmp_path, None) is None
+
+
+def test_label_places_keep_order_and_gap():
+    assert label_places([0.5, 0.1, 0.9], 0.05) == [0.5, 0.1, 0.9]  # apart already: where they are
+    placed = label_places([0.50, 0.51, 0.49, 0.98, 0.99], 0.05)
+    order = sorted(range(5), key=[0.50, 0.51, 0.49, 0.98, 0.99].__getitem__)
+    ys = [placed[i] for i in order]
+    assert all(b - a >= 0.05 - 1e-12 for a, b in itertools.pairwise(ys))  # in order, a gap apart
+    assert max(placed) <= 1.0 and min(placed) >= 0.0
+
+
+def test_figure_labels_never_overlap_and_the_rho_is_printed():
+    env = [{"NCCL_PROTO": "LL", "NCCL_MAX_NCHANNELS": str(n)} for n in (2, 4, 8, 16)]
+    points = [GainPoint("baseline", "{}", 0.0, 0.0, math.nan, math.nan, -1),
+              *[GainPoint("x", "{}", 9.3 + i * 0.01, 7.1 + i * 0.1, 2.0, 13.0, i + 1, i == 2, set_label(e))
+                for i, e in enumerate(env)],
+              GainPoint("y", "{}", -0.3, -0.1, -5.0, 5.0, 5, False, "PROTO=Simple")]
+    fig = screen_figure(points)
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    rho = spearman([p.predicted for p in points], [p.measured for p in points])
+    assert ax.get_title().endswith(rho.describe()) and "Spearman rho = " in ax.get_title()
+    labels = [t for t in ax.texts if t.get_text().startswith(("t", "baseline"))]
+    assert len(labels) == len(points)
+    boxes = [Text.get_window_extent(t) for t in labels]  # the words alone, not the leader line
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert [t.get_text() for t in labels if t.get_fontweight() == "bold"] == [
+        "t3 PROTO=LL CH=8  ◀ the verdict's best"]
+    assert all(fig.bbox.x0 <= b.x0 and b.x1 <= fig.bbox.x1 for b in boxes)  # inside the figure, not cut

@@ -63,10 +63,12 @@ def test_console_table_columns_and_order(df):
     table = console_table(df, metric=Metric.OUTPUT)
     assert tuple(c.header for c in table.columns) == CONSOLE_COLUMNS
     trials = [int(c.plain) for c in table.columns[0].cells]
-    assert trials == [3, 11, 8, 12, 6, 0, 1, 4, 2, 5, 7, 9]  # by tok/s, failed and running last
+    # the judgement's order, as the forest plot: the baseline's launches, the sets best first (trial 6 measured
+    # 70.5 tok/s but a lower ratio than trial 1's 70.2), then the rows with no ratio, failed last
+    assert trials == [0, 8, 12, 3, 11, 1, 6, 4, 5, 9, 2, 7]
     verdicts = [c.plain for c in table.columns[6].cells]
-    assert verdicts[0] == "faster (2 launches)" and verdicts[1] == "faster (confirmed on the new launches alone)"
-    assert verdicts[8].startswith("exited with code 1: NCCL WARN [LL128]")  # cause, markup left alone
+    assert verdicts[3] == "faster (2 launches)" and verdicts[4] == "faster (confirmed on the new launches alone)"
+    assert verdicts[10].startswith("exited with code 1: NCCL WARN [LL128]")  # cause, markup left alone
 
 
 def test_piped_rows_are_whole_lines_on_a_narrow_console(df):
@@ -79,7 +81,7 @@ def test_piped_rows_are_whole_lines_on_a_narrow_console(df):
     lines = out.getvalue().splitlines()
     assert lines[0].split() == ["trial", "kind", "status", "tok/s", "vs", "base", "95%", "CI", "verdict", "env"]
     rows = lines[1:13]
-    assert [int(r.split()[0]) for r in rows] == [3, 11, 8, 12, 6, 0, 1, 4, 2, 5, 7, 9]
+    assert [int(r.split()[0]) for r in rows] == [0, 8, 12, 3, 11, 1, 6, 4, 5, 9, 2, 7]
     deployment = next(r for r in rows if r.split()[0] == "1")
     assert deployment.endswith("CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring NCCL_BUFFSIZE=16777216 "
                                "NCCL_MAX_NCHANNELS=16 NCCL_PROTO=LL")
@@ -194,6 +196,15 @@ def test_export_lines():
     assert lines[-1] == "env NCCL_PROTO=LL NCCL_ALGO=Ring vllm serve m --tensor-parallel-size 4"
     assert "--tensor-parallel-size TP" in export_lines({"NCCL_PROTO": "LL"}, ["python", "-m", "sglang.x"])[1]
     assert export_lines({}) == ["# the untuned baseline: unset every NCCL_* variable"]
+
+
+def test_export_lines_name_paths_here_relative(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [str(tmp_path / ".venv" / "bin" / "python"), "-m", "tuner.sim", "--conf", str(tmp_path / "c.toml"),
+            "/etc/hosts"]
+    assert export_lines({"NCCL_PROTO": "LL"}, argv)[-1] == (
+        "env NCCL_PROTO=LL .venv/bin/python -m tuner.sim --conf c.toml /etc/hosts")  # outside here: kept whole
+    assert export_lines({"NCCL_PROTO": "LL"}, [str(tmp_path / "serve")])[-1] == "env NCCL_PROTO=LL ./serve"
 
 
 def test_markdown(df):
