@@ -50,6 +50,8 @@ def test_sets_equal_at_the_decode_size_are_relaunched_once(tmp_path):
         equal = df[df["trial"] == row["duplicate_of"]].iloc[0]
         assert equal["status"] != "skipped" and row["verdict_note"].startswith(f"trial {equal['trial']} ("), row
     assert (skipped["verdict"] == "not measured").all() and skipped["output_tok_s"].isna().all()
+    # the judgement beside trials.csv (the notebook's numbers) survives the rows not measured
+    assert (tmp_path / "r" / "d" / "judgement.json").is_file()
     assert "all presets measured" not in res.stderr
     assert "sweep ended: 8 presets: 3 measured, 5 skipped (see report.md, Sets not measured)" in res.stderr
     md = (tmp_path / "r" / "d" / "report.md").read_text()

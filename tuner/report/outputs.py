@@ -91,7 +91,10 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     if len(sections) == 1:
         first = judgements[0]
         df, verdict = sections[0].df, sections[0].verdict
-        write_trials_csv(combine_frames([df, skipped]), out_dir / "trials.csv")
+        full = combine_frames([df, skipped])
+        if STORY_ATTR in df.attrs:  # the sets not measured change no figure of the judgement
+            full.attrs[STORY_ATTR] = df.attrs[STORY_ATTR]
+        write_trials_csv(full, out_dir / "trials.csv")
         figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
         screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
         extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
