@@ -89,7 +89,9 @@ def run(workers: int, cfg: Path, url: str, tmp: Path, timeline: bool = False) ->
     t0 = time.monotonic()
     procs = []
     for i in range(workers):
-        env = {**os.environ, "PORT": str(free_port()), "PYTHONPATH": str(ROOT)}
+        # each worker its own GPUs and this run its own registry: workers sharing a GPU are refused
+        env = {**os.environ, "PORT": str(free_port()), "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": str(i),
+               "NCCL_TUNE_WORKERS_DIR": str(tmp / "workers")}
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "tuner.cli", "sweep", str(cfg), "--results", str(tmp / f"w{workers}-host{i}"),
              "--study", "bench", "--storage", url], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

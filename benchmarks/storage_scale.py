@@ -137,7 +137,9 @@ def part1(url: str, workers: int, trials: int, load_s: float, tmp: Path) -> None
     for i in range(workers):
         out = tmp / f"worker{i}.json"
         outs.append(out)
-        env = {**os.environ, "PORT": str(free_port()), "PYTHONPATH": str(ROOT)}
+        # each worker its own GPUs and this run its own registry: workers sharing a GPU are refused
+        env = {**os.environ, "PORT": str(free_port()), "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": str(i),
+               "NCCL_TUNE_WORKERS_DIR": str(tmp / "workers")}
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", str(out), "--", "sweep", str(cfg), "--results", str(tmp / f"host{i}"),
              "--study", "scale", "--storage", url, "--no-confirm"],

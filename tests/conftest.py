@@ -1,5 +1,6 @@
-"""Fixtures shared by every test: the simulator (``sim``), a stand-in NVML (``nvml``) and
-search-space files; the PostgreSQL fixtures come from tests/pg.py. Helpers live in
+"""Fixtures shared by every test: the simulator (``sim``), a stand-in NVML (``nvml``),
+search-space files, and each test's own worker registry folder (``workers_dir``); the
+PostgreSQL fixtures come from tests/pg.py. Helpers live in
 tests/helpers.py; the probe's servers have their fixtures in tests/unit/measure/conftest.py."""
 
 from __future__ import annotations
@@ -33,13 +34,27 @@ def sim() -> Iterator:
         s.close()
 
 
+@pytest.fixture(autouse=True)
+def workers_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own worker registry (``NCCL_TUNE_WORKERS_DIR``, tuner.study.workers): the
+    sweeps of tests running side by side (xdist) or of a night on this machine never refuse
+    each other; the workers one test starts see each other."""
+    from tuner.study.workers import WORKERS_DIR_VAR
+
+    folder = tmp_path_factory.mktemp("workers")
+    monkeypatch.setenv(WORKERS_DIR_VAR, str(folder))
+    return folder
+
+
 @pytest.fixture
 def nvml(monkeypatch: pytest.MonkeyPatch):
-    """Factory: ``nvml(gpus, driver="550.54.15")`` makes ``import pynvml`` give a stand-in NVML
-    that sees ``gpus`` (a list of model names; GPU i has UUID ``GPU-i...``); ``nvml(None)``
-    makes NVML absent (the import fails), as on a machine without the NVIDIA driver."""
+    """Factory: ``nvml(gpus, driver="550.54.15", processes=None)`` makes ``import pynvml`` give
+    a stand-in NVML that sees ``gpus`` (a list of model names; GPU i has UUID ``GPU-i...``) and
+    on GPU i the compute processes of pids ``processes[i]`` (1 GiB each); ``nvml(None)`` makes
+    NVML absent (the import fails), as on a machine without the NVIDIA driver."""
 
-    def install(gpus: list[str] | None, driver: str = "550.54.15") -> None:
+    def install(gpus: list[str] | None, driver: str = "550.54.15",
+                processes: dict[int, list[int]] | None = None) -> None:
         if gpus is None:
             monkeypatch.setitem(sys.modules, "pynvml", None)  # import raises ImportError
             return
@@ -52,6 +67,8 @@ def nvml(monkeypatch: pytest.MonkeyPatch):
         fake.nvmlDeviceGetUUID = lambda h: f"GPU-{h}aaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"  # type: ignore[attr-defined]
         fake.nvmlSystemGetDriverVersion = lambda: driver.encode()  # type: ignore[attr-defined]
         fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=0)  # type: ignore[attr-defined]
+        fake.nvmlDeviceGetComputeRunningProcesses = lambda h: [  # type: ignore[attr-defined]
+            types.SimpleNamespace(pid=pid, usedGpuMemory=2**30) for pid in (processes or {}).get(h, [])]
         monkeypatch.setitem(sys.modules, "pynvml", fake)
 
     return install

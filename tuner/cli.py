@@ -9,6 +9,7 @@ accepted; an interrupted sweep exits 129/130/143 with its server torn down.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -238,6 +239,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     preflight.check(cfg, args.results)  # before anything is written
     _say_until(args)
     study_name = args.study or _study_name_from(args.config)
+    _hold_gpus(args, cfg, study_name, "sweep")  # refused before anything is opened or written
     trials = args.trials or cfg.sweep.trials
     progress = Progress(trials)  # every relaunch counts, the checks included
     opts = SweepOptions(study=study_name, results=args.results, storage=args.storage, trials=trials,
@@ -342,6 +344,24 @@ def _stored_records(args: argparse.Namespace, study_dir: Path | None) -> list[An
         return StudyStore(study, {}).records()
     except Exception:  # no such study, an unreachable server, an older format: the clock goes by the config
         return []
+
+
+def _hold_gpus(args: argparse.Namespace, cfg: Any, study: str, command: str) -> None:
+    """Register this worker on its GPUs until the command ends (``args.held``), or raise
+    GpusInUse (exit 3) naming the live worker of this host that shares one. A registry folder
+    that cannot be written leaves the GPUs unchecked, said on stderr."""
+    from tuner.study import register, this_worker, workers_dir
+
+    where = workers_dir()
+    try:
+        held = register(this_worker(cfg, study=study, results=args.results, storage=getattr(args, "storage", None),
+                                    command=command), where)
+    except OSError as exc:
+        print(f"warning: the worker registry {where} cannot be written ({exc.strerror or exc}): GPUs shared with "
+              "another nccl-tune worker are not checked; set NCCL_TUNE_WORKERS_DIR to a writable folder",
+              file=sys.stderr)
+        return
+    args.held.callback(held.release)
 
 
 def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
@@ -497,12 +517,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
     from tuner import diagnose
     from tuner.inputs.config import load_config
+    from tuner.study import check_processes, gpus_of
 
     cfg = load_config(args.config, resolve_space=False)
     study = args.study or _study_name_from(args.config)
     study_dir = args.results / study
     size = diagnose.model_decode_size(cfg, args.model_config)
     diagnose.check_inputs(cfg, args.results)
+    _hold_gpus(args, cfg, study, "diagnose")  # its launch must not share a GPU with a worker either
+    check_processes(gpus_of(cfg))  # nor with a compute process NVML lists on them
     diag = diagnose.run(cfg, study_dir, study=study, max_tokens=args.max_tokens, repeats=args.repeats,
                         decode_size=size, log=lambda text: print(text, file=sys.stderr), space_files=_space_files(cfg))
     json_path, md_path = diagnose.write_diagnosis(diag, study_dir)
@@ -530,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report,
                 "diagnose": _cmd_diagnose}
+    args.held = contextlib.ExitStack()  # what a command holds until it ends (its worker registry file)
     try:
         return int(handlers[args.command](args))
     except NcclTuneError as exc:
@@ -542,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return int(ExitCode.OK)
+    finally:
+        args.held.close()
 
 
 def _prefix(exc: NcclTuneError, args: argparse.Namespace) -> str:

@@ -16,6 +16,7 @@ __all__ = [
     "BaselineFailed",
     "ExitCode",
     "ForeignListener",
+    "GpusInUse",
     "InputError",
     "Interrupted",
     "MachineFault",
@@ -59,7 +60,8 @@ EXIT_MEANINGS: dict[ExitCode, str] = {
                            "failed the probe (the cause and the server log named)"),
     ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",
     ExitCode.MACHINE_NOT_CLEAN: "the machine is not clean (port held by another process, "
-                                "or a listener on it that is not the launched server, processes survived a teardown, another runner of the same study and port alive)",
+                                "or a listener on it that is not the launched server, processes survived a teardown, another runner of the same study and port alive, "
+                                "the GPUs shared with another live worker or a compute process)",
     ExitCode.BASELINE_FAILED: "the untuned baseline failed",
     ExitCode.STOPPED_BY_CHECK: "a check stopped the sweep before spending relaunches "
                                "(`--force` overrides it)",
@@ -139,6 +141,38 @@ class ForeignListener(MachineNotClean):
         super().__init__(f"port {port} is listened on by {holder}, not by {ours} ({when}): its answers are not "
                          "this trial's, so nothing was recorded as measured for it. Stop that server or choose "
                          "another server.port; a resume retries the trial")
+
+
+class GpusInUse(MachineNotClean):
+    """This worker's GPUs are in use: by a live nccl-tune worker on this host (any study, any
+    storage; ``worker`` True) or, where NVML lists it, by a compute process that is not this
+    worker's (``worker`` False). Raised before anything is launched or written (exit 3,
+    ``MACHINE_NOT_CLEAN``): two servers on one GPU slow each other down, and both studies would
+    record the slowdown as the sets' effect.
+
+    ``mine``: this worker's GPUs in words (``CUDA_VISIBLE_DEVICES=0,1 from server.env``);
+    ``holder``: the other worker(s) or process(es) in words, pid, study, config, port, GPUs and
+    start time (:meth:`tuner.study.workers.Worker.describe`); ``pids``: theirs."""
+
+    def __init__(self, mine: str, holder: str, pids: list[int], *, worker: bool) -> None:
+        self.mine, self.holder, self.pids, self.worker = mine, holder, pids, worker
+        kill = " ".join(map(str, pids))
+        many = len(pids) > 1
+        if worker:
+            whose = "live nccl-tune workers" if many else "a live nccl-tune worker"
+            text = (f"this worker's GPUs ({mine}) overlap those of {whose} on this host: {holder}. Two servers on one GPU slow each other down and "
+                    "both studies would take that for the sets' effect, so nothing was launched. Give this worker "
+                    f"GPUs {'the others do' if many else 'the other does'} not use (CUDA_VISIBLE_DEVICES in server.env "
+                    f"or in its environment; unset means every GPU), or stop the other worker{'s' if many else ''} "
+                    f"(kill {kill}: {'each' if many else 'it'} tears its server down, and the same command resumes "
+                    "its study)")
+        else:
+            text = (f"this worker's GPUs ({mine}) already run {'compute processes' if many else 'a compute process'} "
+                    f"that {'are' if many else 'is'} not this worker's: {holder}. A server beside "
+                    f"{'them' if many else 'it'} would be measured at a speed it shares, so nothing was launched. "
+                    "Give this worker other GPUs (CUDA_VISIBLE_DEVICES in server.env or in its environment), or "
+                    f"stop {'those processes' if many else 'that process'} (pid {kill})")
+        super().__init__(text)
 
 
 class BaselineFailed(NcclTuneError):

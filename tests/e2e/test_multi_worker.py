@@ -1,7 +1,8 @@
 """Several runners on one study in a real PostgreSQL server (tests/pg.py), each a real
 ``nccl-tune sweep`` process with its own independent test server (tests/servers/envrate_server.py)
 on its own port, from one experiment file whose port is ``${PORT}``: one runner SIGKILLed in
-the middle of a trial, and two runners of different studies side by side on one host.
+the middle of a trial, and two runners of different studies side by side on one host. Each runner
+gets its own CUDA_VISIBLE_DEVICES, as on a real box (runners sharing a GPU are refused).
 
 Heartbeats every second and a 3 s grace period (``NCCL_TUNE_HEARTBEAT_S``/``NCCL_TUNE_GRACE_S``),
 short loads and few tokens, so the whole study takes seconds."""
@@ -41,8 +42,10 @@ def _config(tmp_path: Path, trials: int, load_s: float) -> Path:
     return cfg
 
 
-def _worker_env(port: int) -> dict[str, str]:
-    return {**os.environ, "PORT": str(port), "NCCL_TUNE_HEARTBEAT_S": "1", "NCCL_TUNE_GRACE_S": "3"}
+def _worker_env(port: int, gpus: str) -> dict[str, str]:
+    """A worker's environment: its port and its own GPUs (workers on one host sharing a GPU are refused)."""
+    return {**os.environ, "PORT": str(port), "CUDA_VISIBLE_DEVICES": gpus, "NCCL_TUNE_HEARTBEAT_S": "1",
+            "NCCL_TUNE_GRACE_S": "3"}
 
 
 def _servers(port: int) -> list:
@@ -91,7 +94,7 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
 
     def start(i: int) -> subprocess.Popen:
         return start_cli("sweep", str(cfg), "--results", str(results[i]), "--study", "multi", "--storage", pg_url,
-                         "--no-confirm", env=_worker_env(ports[i]))
+                         "--no-confirm", env=_worker_env(ports[i], str(i)))
 
     procs = [start(i) for i in range(3)]
     _wait_for(lambda: _mid_trial(results[0], "multi", ports[0], after=1), 90, "runner 0's second relaunch")
@@ -144,11 +147,11 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
     hold = tmp_path / "hold-x"  # x's first server stays in its load until y's part is done: x is certainly alive
     hold.touch()
     x = start_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
-                  "--no-confirm", "--no-final-baseline", env={**_worker_env(px), "ENVRATE_HOLD_FILE": str(hold)})
+                  "--no-confirm", "--no-final-baseline", env={**_worker_env(px, "0"), "ENVRATE_HOLD_FILE": str(hold)})
 
     def start_y() -> subprocess.Popen:
         return start_cli("sweep", str(cfg), "--results", str(results), "--study", "sy", "--storage", pg_url,
-                         "--trials", "2", "--no-confirm", "--no-final-baseline", env=_worker_env(py))
+                         "--trials", "2", "--no-confirm", "--no-final-baseline", env=_worker_env(py, "1"))
 
     y = start_y()
     try:
@@ -160,7 +163,7 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
     y.communicate(timeout=30)
     assert x.poll() is None, "runner x should still be sweeping when y restarts"
     twin = run_cli("sweep", str(cfg), "--results", str(results), "--study", "sx", "--storage", pg_url,
-                   env=_worker_env(px))  # a second runner of x's study, host and port
+                   env=_worker_env(px, "0"))  # a second runner of x's study, host, port and GPUs
     assert twin.returncode == 3 and f"pid {x.pid}" in twin.stderr, twin.stderr[-2000:]
     hold.unlink()
     y_again = _finish(start_y())
@@ -184,7 +187,7 @@ def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path
     ports = [free_port(), free_port()]
     results = [tmp_path / "a", tmp_path / "b"]
     procs = [start_cli("sweep", str(cfg), "--results", str(results[i]), "--study", "last", "--storage", pg_url,
-                       "--no-confirm", "--no-final-baseline", env=_worker_env(ports[i])) for i in range(2)]
+                       "--no-confirm", "--no-final-baseline", env=_worker_env(ports[i], str(i))) for i in range(2)]
     _wait_for(lambda: _mid_trial(results[0], "last", ports[0], after=1), 60, "runner A's tuned relaunch")
     killed = procs[0].pid
     procs[0].send_signal(signal.SIGKILL)
@@ -202,7 +205,7 @@ def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path
     budgeted = [r for r in records if counts_in_budget(r)]
     assert len(budgeted) == 4
     again = _finish(start_cli("sweep", str(cfg), "--results", str(results[0]), "--study", "last", "--storage",
-                              pg_url, "--no-confirm", "--no-final-baseline", env=_worker_env(ports[0])))
+                              pg_url, "--no-confirm", "--no-final-baseline", env=_worker_env(ports[0], "0")))
     assert "tore down its server" in again and "relaunch budget of 4 spent" in again
     assert len([r for r in _records(pg_url, "last") if r.kind.relaunched]) == len(records)
     assert not _servers(ports[0]) and not _servers(ports[1])

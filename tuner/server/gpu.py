@@ -1,5 +1,7 @@
-"""GPUs via NVML (nvidia-ml-py): memory, to prove a torn-down server freed its GPUs, and the
-host's GPU model, count and driver for the trial records (:func:`describe`).
+"""GPUs via NVML (nvidia-ml-py): memory, to prove a torn-down server freed its GPUs, the
+host's GPU model, count and driver for the trial records (:func:`describe`), and which GPUs a
+``CUDA_VISIBLE_DEVICES`` names and what already computes on them (:func:`selected_uuids`,
+:func:`compute_processes`), so that two workers never share a GPU.
 
 On a machine without NVIDIA GPUs every function degrades to "nothing to check".
 """
@@ -8,9 +10,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-__all__ = ["NO_GPU", "count", "describe", "used_bytes", "wait_released"]
+__all__ = ["NO_GPU", "ComputeProcess", "compute_processes", "count", "describe", "selected_uuids", "used_bytes",
+           "wait_released"]
+
+_T = TypeVar("_T")
 
 #: ``describe()["gpu"]`` on a machine where NVML (the driver) is absent.
 NO_GPU = "no NVIDIA GPU (NVML not available)"
@@ -104,3 +111,66 @@ def describe(visible: str | None = None) -> dict[str, Any]:
         pynvml.nvmlShutdown()
     models = " + ".join(name for name, _ in Counter(names).most_common()) or "no GPU selected"
     return {"gpu": models, "gpu_count": len(names), "driver": driver}
+
+
+def _query(ask: Callable[[Any], _T]) -> _T | None:
+    """``ask(pynvml)`` between nvmlInit and nvmlShutdown; None when NVML, its driver or the
+    query fails (no GPUs to check)."""
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no library
+        return None
+    try:
+        return ask(pynvml)
+    except Exception:  # a driver that answers init but not the query
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _is_mig(visible: str | None) -> bool:
+    return visible is not None and any(v.strip().upper().startswith("MIG-") for v in visible.split(","))
+
+
+def _chosen(nvml: Any, visible: str | None) -> list[tuple[int, str, Any]]:
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+    return [(i, uuids[i], handles[i]) for i in _selected(len(handles), uuids, visible)]
+
+
+def selected_uuids(visible: str | None) -> list[str] | None:
+    """NVML's UUIDs (``GPU-5f3c...``) of the GPUs ``visible`` (a ``CUDA_VISIBLE_DEVICES`` value;
+    None: unset, every GPU) names, indices read in NVML's order (PCI bus order: CUDA's own with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``); a name that matches no GPU counts as every GPU. None
+    without NVML, and for MIG instance names (``MIG-...``), which NVML's GPU list does not hold."""
+    if _is_mig(visible):
+        return None
+    return _query(lambda nvml: [uuid for _, uuid, _ in _chosen(nvml, visible)])
+
+
+@dataclass(frozen=True)
+class ComputeProcess:
+    """One compute process NVML lists on a GPU (``nvmlDeviceGetComputeRunningProcesses``):
+    ``index`` and ``uuid`` of the GPU, ``pid`` as NVML reports it (the host's pid namespace),
+    ``used_bytes`` of GPU memory (None where NVML cannot say)."""
+
+    index: int
+    uuid: str
+    pid: int
+    used_bytes: int | None
+
+
+def compute_processes(visible: str | None) -> list[ComputeProcess] | None:
+    """The compute processes on the GPUs ``visible`` names (as :func:`selected_uuids` reads it);
+    None without NVML or for MIG instance names."""
+    if _is_mig(visible):
+        return None
+
+    def ask(nvml: Any) -> list[ComputeProcess]:
+        return [ComputeProcess(i, uuid, int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                for i, uuid, handle in _chosen(nvml, visible)
+                for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+
+    return _query(ask)

@@ -3,7 +3,8 @@
 :mod:`~tuner.study.storage` (every Optuna access: records in and out, the study's own
 attributes, the checks a resume must pass: format version, fingerprint, space, metric),
 :mod:`~tuner.study.host` (this runner's host and its host type), :mod:`~tuner.study.inflight`
-(this host's runners and what they have in flight).
+(this host's runners and what they have in flight), :mod:`~tuner.study.workers` (this host's
+live workers of any study and their GPUs: a worker sharing a GPU with another is refused).
 """
 
 from tuner.study.host import Host, command_identity, host_type, server_version, this_host
@@ -26,6 +27,19 @@ from tuner.study.storage import (
     hide_password,
     open_study,
 )
+from tuner.study.workers import (
+    WORKERS_DIR_VAR,
+    Gpus,
+    Registration,
+    Worker,
+    check_processes,
+    dry_run_lines,
+    gpus_of,
+    live_workers,
+    register,
+    this_worker,
+    workers_dir,
+)
 
 __all__ = [
     "CONSTRAINT",
@@ -35,22 +49,33 @@ __all__ = [
     "HEARTBEAT_VAR",
     "JOURNAL",
     "SETTLE_S",
+    "WORKERS_DIR_VAR",
+    "Gpus",
     "Host",
+    "Registration",
     "RunnerFile",
     "StudyStore",
+    "Worker",
     "check_fingerprint",
     "check_format",
     "check_metric",
+    "check_processes",
     "check_space",
     "command_identity",
     "default_storage",
+    "dry_run_lines",
+    "gpus_of",
     "heartbeat_settings",
     "hide_password",
     "host_name",
     "host_type",
+    "live_workers",
     "open_study",
+    "register",
     "runner_alive",
     "runner_id",
     "server_version",
     "this_host",
+    "this_worker",
+    "workers_dir",
 ]

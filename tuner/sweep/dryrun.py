@@ -51,6 +51,7 @@ from tuner.planning import (
 from tuner.record import TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
+from tuner.study.workers import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
 __all__ = ["p2p_default_line", "plan_lines"]
@@ -118,6 +119,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
                + (f"; inherited {', '.join(removed)} removed" if removed else "")
                + (f"; inherited hardware selectors {', '.join(kept)} kept" if kept else "") + ".")
+    out += dry_run_lines(cfg, environ)  # the GPUs, and any live worker or process on them
     notes = [*cfg.notices, *space.notices]
     if notes:
         out.append("Notes:")

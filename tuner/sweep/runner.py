@@ -81,6 +81,7 @@ from tuner.server.signals import SignalGuard
 from tuner.study.host import this_host
 from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
 from tuner.study.storage import SETTLE_S, StudyStore, default_storage, heartbeat_settings, open_study
+from tuner.study.workers import check_processes, gpus_of
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress, proof_line
 from tuner.sweep.trial import TrialContext, log_path, relaunch
@@ -352,10 +353,12 @@ class Sweep:
     def preflight(self) -> None:
         """Before the first launch: refuse what would only show after ``ready_timeout_s``
         (InputError with every problem), say what only might, and refuse to start when the
-        port already answers (MachineNotClean, naming who holds it)."""
+        port already answers (MachineNotClean, naming who holds it) or NVML lists a compute process
+        on its GPUs that is not this runner's (GpusInUse)."""
         preflight.check(self.cfg, self.dir)
         for warning in preflight.warnings(self.cfg.server):
             self.progress.log(f"warning: {warning}")
+        check_processes(gpus_of(self.cfg))  # after recover(): a server this study's dead runner left is gone
         held = preflight.port_held(self.cfg.server)
         if held:
             raise MachineNotClean(held)
