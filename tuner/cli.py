@@ -320,6 +320,9 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
         study = None
     checked = start_checks(cfg, space, args.results, study=study, trials=args.trials or cfg.sweep.trials,
                            storage=args.storage)
+    from tuner.study import check_workers, gpus_of, workers_dir
+
+    check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None
     print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,

@@ -120,7 +120,8 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
     assert len(interrupted) == 1, [(r.trial, r.kind, r.cause) for r in interrupted]
     lost = interrupted[0]
     assert lost.runner.endswith(f":{killed_pid}") and f":{killed_pid}" in lost.cause
-    retry = next(r for r in relaunched if r.retry_of_trial == lost.trial)
+    retry = next((r for r in relaunched if r.retry_of_trial == lost.trial), None)
+    assert retry is not None, [(r.trial, r.kind, r.status, r.retry_of_trial, r.env, r.cause) for r in records]
     assert lost.retried_by_trial == retry.trial and retry.status is Status.OK and retry.set_key == lost.set_key
     assert not retry.runner.endswith(f":{killed_pid}")
     firsts = [r.set_key for r in relaunched if r.kind in (Kind.PRESET, Kind.SEARCH) and r.status is not Status.INTERRUPTED]

@@ -39,8 +39,8 @@ from tuner.server import describe_pid, gpu
 from tuner.study.inflight import host_name
 from tuner.study.storage import hide_password
 
-__all__ = ["WORKERS_DIR_VAR", "Gpus", "Registration", "Worker", "check_processes", "dry_run_lines", "gpus_of",
-           "live_workers", "register", "this_worker", "workers_dir"]
+__all__ = ["WORKERS_DIR_VAR", "Gpus", "Registration", "Worker", "check_processes", "check_workers", "dry_run_lines",
+           "gpus_of", "live_workers", "register", "this_worker", "workers_dir"]
 
 #: Overrides the registry folder (tests give each run its own; a box whose home is read-only).
 WORKERS_DIR_VAR = "NCCL_TUNE_WORKERS_DIR"
@@ -252,6 +252,15 @@ class Registration:
             with contextlib.suppress(OSError):  # the folder went away: nothing left to remove
                 self.path.unlink(missing_ok=True)
             self.path = None
+
+
+def check_workers(gpus: Gpus, directory: Path) -> None:
+    """What :func:`register` refuses, without writing anything (the dry run): raises
+    :class:`tuner.errors.GpusInUse` (exit 3) when a live worker of this host in ``directory``
+    (not this process) shares one of ``gpus``."""
+    others = [w for w in live_workers(directory) if w.pid != os.getpid() and w.gpus.overlaps(gpus)]
+    if others:
+        raise GpusInUse(gpus.text(), "; ".join(w.describe() for w in others), [w.pid for w in others], worker=True)
 
 
 def register(worker: Worker, directory: Path) -> Registration:

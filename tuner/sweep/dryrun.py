@@ -124,7 +124,8 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     if notes:
         out.append("Notes:")
         out += [f"  - {n}" for n in notes]
-    out.append("Candidate values as NCCL reads them:")
+    if space.variables:  # a presets-only space has no candidate values, only its presets below
+        out.append("Candidate values as NCCL reads them:")
     for name, values in space.variables.items():
         shown = []
         for v in values:
