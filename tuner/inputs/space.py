@@ -234,8 +234,19 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
         except InputError as exc:
             problems += exc.problems
     for i, entry in enumerate(parsed.presets if parsed else ()):
-        if not any(p.env == entry.env for p in presets):
-            presets.append(Preset(entry.name if entry.name is not None else f"preset-{i}", entry.env))
+        preset_name = entry.name if entry.name is not None else f"preset-{i}"
+        if any(p.name == preset_name for p in presets):
+            problems.append(InputError(name, f"presets[{i}].name", as_written(preset_name),
+                                       "a name no other preset of this space (or of the file it includes) has",
+                                       "two presets would print as one in every table"))
+            continue
+        same = next((p for p in presets if p.env == entry.env), None)
+        if same is not None:  # said, never dropped in silence: "did we try it?" has an answer
+            context.notices.append(f"{name}: preset '{preset_name}' is the same set as preset '{same.name}' "
+                                   f"({' '.join(f'{k}={v}' for k, v in sorted(entry.env.items())) or 'untuned'}): "
+                                   "measured once, under that name")
+            continue
+        presets.append(Preset(preset_name, entry.env))
 
     if not problems and not variables and not presets:
         problems.append(InputError(name, "variables", as_written(raw_variables or {}),

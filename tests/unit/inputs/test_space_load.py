@@ -82,6 +82,14 @@ env = { NCCL_PROTO = "LL", NCCL_ALGO = "Ring" }
                              Preset("preset-1", {"NCCL_MAX_NCHANNELS": "8"})]
     assert space.choices()["NCCL_ALGO"] == (UNSET, "Ring")
     assert space.choices()["NCCL_MAX_NCHANNELS"] == (UNSET, "8")
+    # the one left out is said, never dropped in silence
+    assert any("preset 'same again' is the same set as preset 'ring-ll'" in n for n in space.notices), space.notices
+
+
+def test_two_presets_of_one_name_are_refused(tmp_path):
+    err = _one(tmp_path, GOOD + '[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n'
+                                '[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "Simple" }\n')
+    assert err.key == "presets[1].name" and 'value "ll"' in str(err) and "a name no other preset" in str(err)
 
 
 def test_presets_only_is_enough(tmp_path):
@@ -98,7 +106,8 @@ def test_included_presets_come_first_with_their_notices(tmp_path):
                               '[[presets]]\nname = "dup"\nenv = { NCCL_PROTO = "LL" }\n'
                               '[[presets]]\nname = "simple"\nenv = { NCCL_PROTO = "Simple" }\n'))
     assert [p.name for p in space.presets] == ["ll", "simple"]
-    assert len(space.notices) == 1 and "base.toml" in space.notices[0]
+    assert len(space.notices) == 2 and "base.toml" in space.notices[0]
+    assert "preset 'dup' is the same set as preset 'll'" in space.notices[1]
 
 
 def test_an_included_file_is_named_as_relative_as_the_including_one(tmp_path, monkeypatch):
