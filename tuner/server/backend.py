@@ -11,14 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from tuner.backends.catalogue import BackendChoice, BackendName, ServerName
 from tuner.nccl import NcclVersion, version_in_text
 
-__all__ = ["SERVER_OVERRIDES", "Backend", "BackendName", "allreduce_backend"]
-
-BackendName = Literal["nccl", "nccl_symmetric", "custom_allreduce", "symm_mem", "flashinfer", "mscclpp",
-                      "none", "unknown"]
+__all__ = ["DISPATCH_BACKENDS", "SERVER_OVERRIDES", "Backend", "BackendName", "BackendProof", "allreduce_backend",
+           "dispatch_order", "prove"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +33,37 @@ class Backend:
     name: BackendName
     nccl_on_decode_path: bool | None
     reason: str
-    server: Literal["vllm", "sglang"] | None = None
+    server: ServerName | None = None
     nccl_version: NcclVersion | None = None
+
+
+#: vLLM's names in its dispatch line to ours (cuda_communicator.py,
+#: CudaCommunicator._log_all_reduce_backend_selection, v0.22.0 to v0.33.0; QUICK_REDUCE and
+#: AITER_CUSTOM are ROCm's own kernels).
+DISPATCH_BACKENDS: dict[str, BackendName] = {
+    "FLASHINFER_PCIE_IPC": "flashinfer", "FLASHINFER": "flashinfer", "NCCL_SYMM_MEM": "nccl_symmetric",
+    "QUICK_REDUCE": "custom_allreduce", "AITER_CUSTOM": "custom_allreduce", "CUSTOM": "custom_allreduce",
+    "SYMM_MEM": "symm_mem", "PYNCCL": "nccl",
+}
+#: ``"Using %s all-reduce backends (in dispatch order) for group '%s' out of potential backends:
+#: %s."``, the first ``%s`` a list such as ``['CUSTOM', 'SYMM_MEM', 'PYNCCL']`` (vLLM 0.22.0+,
+#: cuda_communicator.py, CudaCommunicator._log_all_reduce_backend_selection).
+_DISPATCH_LINE = re.compile(r"Using \[(?P<list>[^\]]*)\] all-reduce backends \(in dispatch order\) for group "
+                            r"'(?P<group>[^']*)'")
+
+
+def dispatch_order(log_lines: Iterable[str]) -> tuple[list[str], str] | None:
+    """vLLM 0.22+'s dispatch order for its tensor-parallel group and the line saying it, else None.
+
+    ``(["CUSTOM", "SYMM_MEM", "PYNCCL"], line)``: the backends vLLM tries per allreduce, in order,
+    each one taking the sizes it accepts; the group is the ``tp`` one (``tp``, ``tp:0``).
+    """
+    for line in log_lines:
+        m = _DISPATCH_LINE.search(line)
+        if m and m.group("group").split(":")[0] == "tp":
+            names = [n.strip().strip("'\"") for n in m.group("list").split(",") if n.strip()]
+            return names, m.group(0)
+    return None
 
 
 _CA_DISABLED = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled (?:because|due to) (?P<why>[^.]*)")
@@ -69,7 +96,7 @@ def _option(argv: Sequence[str], *names: str) -> str | None:
     return None
 
 
-def _server_of(argv: Sequence[str], text: str) -> Literal["vllm", "sglang"] | None:
+def _server_of(argv: Sequence[str], text: str) -> ServerName | None:
     joined = " ".join(argv)
     if "sglang" in joined:
         return "sglang"
@@ -113,6 +140,24 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
         return result("none", False, "tensor parallel size 1: the decode step has no allreduce")
     if server is None:
         return result("unknown", None, "neither the command nor the log names vLLM or SGLang")
+    if server == "vllm" and (order := dispatch_order(lines)):
+        names, said = order
+        first = DISPATCH_BACKENDS.get(names[0], "unknown") if names else "unknown"
+        on_path = True if first == "nccl" else (None if first in ("nccl_symmetric", "unknown") else False)
+        return result(first, on_path, f"vLLM logged \"{said}\": {names[0] if names else 'nothing'} comes "
+                      "first for the tensor-parallel allreduce, later ones take only the sizes it refuses"
+                      + ("" if first == "nccl" else "; NCCL variables cannot change the decode allreduce it takes"))
+    # backends that go before the custom allreduce in dispatch (vLLM: cuda_communicator.py,
+    # CudaCommunicator.all_reduce, v0.17.0 to v0.33.0; SGLang: parallel_state.py,
+    # GroupCoordinator._resolve_outplace_all_reduce_method, v0.5.23)
+    if server == "vllm" and env.get("VLLM_ALLREDUCE_USE_FLASHINFER", "0") not in ("0", "") \
+            and "FlashInfer All Reduce is disabled" not in text:
+        return result("flashinfer", False, "VLLM_ALLREDUCE_USE_FLASHINFER is set: FlashInfer's allreduce goes first "
+                                           "in vLLM's dispatch for the sizes it takes")
+    if server == "sglang" and _flag(argv, "--enable-mscclpp") and "PyMscclpp is disabled" not in text \
+            and "PyMscclpp is unavailable" not in text:
+        return result("mscclpp", False, "--enable-mscclpp: MSCCL++ goes before SGLang's custom allreduce for the "
+                                        "sizes it takes")
     disabled = [m.group(0).strip() for m in _CA_DISABLED.finditer(text)]
     # the engine-config line ("..., disable_custom_all_reduce=True, ..."), not the warning's advice
     flag_off = _flag(argv, "--disable-custom-all-reduce") or re.search(r"disable_custom_all_reduce=True[,)]", text)
@@ -161,3 +206,79 @@ SERVER_OVERRIDES: dict[str, dict[str, str]] = {
         "NCCL_CUMEM_ENABLE": "vllm/env_override.py (older: vllm/__init__.py) sets 0 unless already non-zero",
     },
 }
+
+
+@dataclass(frozen=True)
+class BackendProof:
+    """What one launch's log says about the backend its set asked for.
+
+    ``choice``: the catalogue entry the set's params name (None: the set names no backend
+    switch); ``ran``: the backend the log shows carried the decode allreduce (:func:`allreduce_backend`);
+    ``applied``: True when the log proves the asked-for backend ran, False when the server
+    ignored it or fell back (``reason`` quotes the line, or says which proving line is absent),
+    None for a set that asks for no backend; ``reason``: the evidence; ``lines``: the log lines
+    quoted.
+    """
+
+    choice: BackendChoice | None
+    ran: BackendName
+    applied: bool | None
+    reason: str
+    lines: tuple[str, ...] = ()
+
+
+def _first(patterns: Sequence[str], lines: Sequence[str]) -> tuple[str, str] | None:
+    """The first ``(match, line)`` of any of ``patterns`` in ``lines``."""
+    for pattern in patterns:
+        rx = re.compile(pattern)
+        for line in lines:
+            if m := rx.search(line):
+                return m.group(0).strip(), line
+    return None
+
+
+def prove(choice: BackendChoice | None, log_lines: Iterable[str], argv: Sequence[str],
+          env: Mapping[str, str]) -> BackendProof:
+    """Whether the launch whose log is ``log_lines`` ran the backend ``choice`` asks for.
+
+    ``choice``: the set's catalogue entry (``tuner.backends.choice_of``), None for a set naming
+    no backend switch (``applied`` None). Not applied when a refusal line of ``choice`` is in
+    the log (quoted), when vLLM 0.22+'s dispatch line puts another backend first, when the log
+    shows another backend carrying the decode allreduce, or when none of the choice's proving
+    lines is there; applied when one is and nothing refuses. A choice whose server prints no
+    proving line in the versions read (``proof`` empty: SGLang's MSCCL++ and torch symmetric
+    memory) is applied when the log shows that backend and no refusal. A set for NCCL is proven
+    by the log showing NCCL carries decode (pynccl's ``"vLLM is using nccl==%s"`` /
+    ``"sglang is using nccl==%s"``, or the dispatch line led by ``PYNCCL``).
+    """
+    lines = list(log_lines)
+    backend = allreduce_backend(lines, argv, env)
+    if choice is None:
+        return BackendProof(None, backend.name, None, "the set names no backend switch: " + backend.reason)
+    if refused := _first(choice.refusal, lines):
+        said, line = refused
+        return BackendProof(choice, backend.name, False, f"{choice.name} not applied: the server logged \"{said}\"",
+                            (line,))
+    order = dispatch_order(lines) if choice.server == "vllm" else None
+    if order is not None and choice.dispatch is not None:
+        names, said = order
+        if not names or names[0] != choice.dispatch:
+            return BackendProof(choice, backend.name, False,
+                                f"{choice.name} not applied: vLLM logged \"{said}\", so "
+                                f"{names[0] if names else 'no backend'} comes first, not {choice.dispatch}", (said,))
+        return BackendProof(choice, backend.name, True, f"{choice.name} applied: vLLM logged \"{said}\"", (said,))
+    if (choice.backend == "nccl" or not choice.proof) and backend.name not in (choice.backend, "unknown"):
+        return BackendProof(choice, backend.name, False,
+                            f"{choice.name} not applied: the log shows {backend.name} carrying the decode "
+                            f"allreduce ({backend.reason})")
+    if not choice.proof:
+        return BackendProof(choice, backend.name, True,
+                            f"{choice.name} applied: its switch is set and no refusal line is in the log "
+                            f"({choice.server} prints no line saying this backend ran)")
+    if proven := _first(choice.proof, lines):
+        said, line = proven
+        return BackendProof(choice, choice.backend, True, f"{choice.name} applied: the server logged \"{said}\"",
+                            (line,))
+    wanted = " or ".join(f"/{p}/" for p in choice.proof)
+    return BackendProof(choice, backend.name, False,
+                        f"{choice.name} not applied: the proving line {wanted} is absent from the log")

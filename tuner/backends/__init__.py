@@ -1,0 +1,25 @@
+"""Which server code carries the allreduce, by server version: vLLM's and SGLang's backend switches.
+
+``choice.py``: :class:`BackendChoice`, the names (:data:`BackendName`, :data:`ServerName`) and
+:func:`version_key`; ``entries.py``: :data:`CATALOGUE`, every released switch as read in the
+servers' source; ``catalogue.py``: :func:`choices`, :func:`choice_of`, :func:`infeasible`,
+:func:`switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
+``tuner.server.backend.prove``. The table is docs/BACKENDS.md.
+"""
+
+from tuner.backends.catalogue import (
+    CATALOGUE,
+    BackendChoice,
+    BackendName,
+    ServerName,
+    choice_of,
+    choices,
+    infeasible,
+    switch_keys,
+    switch_versions,
+    version_key,
+)
+from tuner.backends.entries import MiB
+
+__all__ = ["CATALOGUE", "BackendChoice", "BackendName", "MiB", "ServerName", "choice_of", "choices", "infeasible",
+           "switch_keys", "switch_versions", "version_key"]
