@@ -3,6 +3,8 @@
 A space file (TOML)::
 
     include_presets = "safe.toml"        # optional: presets of another file, tried first
+    server = "vllm"                      # optional: "vllm" or "sglang", whose backend switches it sets
+    server_version = "0.11.0"            # optional: a switch this version lacks is refused
     [variables.NCCL_PROTO]
     values = ["LL", "LL128", "Simple"]   # "unset" (NCCL's default) is always a candidate
     unsafe = ["LL128"]                   # optional: skipped unless --allow-unsafe
@@ -32,6 +34,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
 
+from tuner.backends import ServerName, switch_versions, version_key
 from tuner.errors import InputError
 from tuner.inputs.schema import (
     SECRET_ACCEPTED,
@@ -85,6 +88,8 @@ class SearchSpace:
     presets: list[Preset]
     notices: list[str] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
+    server: ServerName | None = None
+    server_version: str | None = None
 
     def choices(self) -> dict[str, tuple[str, ...]]:
         """Per variable: ``("unset", *candidates)`` plus any value a preset uses.
@@ -170,8 +175,20 @@ class _PresetEntry(FileModel):
     note: Annotated[str, _STRING] = ""
 
 
+def _server_version(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("a version such as \"0.11.0\", in quotes")
+    version_key(value)  # ValueError names what is accepted
+    return value
+
+
 class _SpaceFile(FileModel):
     description: Annotated[str, _STRING] = ""
+    server: Annotated[ServerName | None, Field(description='"vllm" or "sglang"')] = None
+    server_version: Annotated[str | None, PlainValidator(_server_version),
+                              Field(description='a version such as "0.11.0"')] = None
     include_presets: Annotated[str | None, Field(description="a path to another space file")] = None
     variables: Annotated[dict[str, dict[str, Any]], Field(
         description='[variables.NAME] tables with values = ["...", ...] (and optional unsafe, note)')] = Field(
@@ -248,13 +265,40 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
             continue
         presets.append(Preset(preset_name, entry.env))
 
+    server = parsed.server if parsed else None
+    server_version = parsed.server_version if parsed else None
+    if server and server_version:
+        own = [(f"presets[{i}].env.{k}", k, v) for i, e in enumerate(parsed.presets if parsed else ())
+               for k, v in e.env.items()]
+        own += [(f"variables.{k}", k, ", ".join(vs)) for k, vs in variables.items()]
+        problems += _switch_problems(name, server, server_version, own)
     if not problems and not variables and not presets:
         problems.append(InputError(name, "variables", as_written(raw_variables or {}),
                                    "at least one [variables.NAME] with a safe value, or one [[presets]] entry",
                                    "nothing to try"))
     if problems:
         raise InputError.combine(problems)
-    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices, notes=notes)
+    return SearchSpace(path=file, variables=variables, presets=presets, notices=context.notices, notes=notes,
+                       server=server, server_version=server_version)
+
+
+def _switch_problems(file: str, server: ServerName, version: str,
+                     entries: list[tuple[str, str, str]]) -> list[InputError]:
+    """A backend switch of the catalogue (tuner/backends) that ``server`` ``version`` lacks, one
+    problem each: ``entries`` are ``(key as dotted, name, value)``."""
+    out = []
+    for where, key, value in entries:
+        versions = switch_versions(server, key)
+        if versions is None:
+            continue
+        since, until = versions
+        have = version_key(since) <= version_key(version) and (until is None or version_key(version) <= version_key(until))
+        if not have:
+            span = f"{since}+" if until is None else f"{since} to {until}"
+            out.append(InputError(file, where, as_written(value), f"a {server} version that has it ({span})",
+                                  f"server_version {version} of {server} does not have {key} "
+                                  "(docs/BACKENDS.md)"))
+    return out
 
 
 def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],

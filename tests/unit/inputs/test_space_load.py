@@ -120,7 +120,7 @@ def test_an_included_file_is_named_as_relative_as_the_including_one(tmp_path, mo
 
 
 @pytest.mark.parametrize("text,key,value,accepted", [
-    ('colour = "x"\n' + GOOD, "colour", '"x"', "the keys description, include_presets, presets, variables"),
+    ('colour = "x"\n' + GOOD, "colour", '"x"', "the keys description, include_presets, presets, server, server_version, variables"),
     ('variables = ["NCCL_PROTO"]\n', "variables", '["NCCL_PROTO"]', "[variables.NAME] tables"),
     ('[variables]\nNCCL_PROTO = "LL"\n', "variables.NCCL_PROTO", '"LL"', "[variables.NAME] tables"),
     ('[variables.NCCL_PROTO]\nchoices = ["LL"]\nvalues = ["LL"]\n', "variables.NCCL_PROTO.choices", '["LL"]',
