@@ -194,7 +194,15 @@ def resolve_set(items: Sequence[str], flags: Sequence[str], *, cfg: ExperimentCo
                          "a flag starts with '-'")
     if not env and not flags:
         raise InputError("(command line)", "--set", "", "a NAME or VAR=VALUE items", "nothing to check")
-    return CheckedSet("deployed", env, list(flags))
+    checked = CheckedSet("deployed", env, list(flags))
+    if against is None:
+        return checked
+    same = next((r for r in against.records if r.kind.relaunched and r.kind is not Kind.BASELINE
+                 and r.set_key == checked.key), None)
+    if same is not None:  # the night measured it: said, so the two can be read side by side
+        return CheckedSet("deployed", env, list(flags), f"the command line; trial {same.trial} of study {against.name}"
+                          + (f", preset '{same.preset}'" if same.preset else ""))
+    return checked
 
 
 def _named(name: str, *, cfg: ExperimentConfig, space: Callable[[], SearchSpace | None],
