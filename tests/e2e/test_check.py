@@ -79,3 +79,20 @@ def test_check_refuses_a_name_it_cannot_find_and_a_budget_below_four(tmp_path):
     res = cli("check", str(cfg), "--set", FASTER, "--trials", "3", "--results", str(tmp_path / "r"))
     assert res.returncode == ExitCode.BAD_INPUT and "an integer >= 4" in res.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_check_names_a_preset_of_the_night_and_judges_with_its_noise(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('[[presets]]\nname = "p2p-sys"\nenv = { NCCL_P2P_LEVEL = "SYS" }\n')
+    cfg = _config(tmp_path, name="night")
+    cfg.write_text(cfg.read_text().replace(f'space = "{ROOT / "search_spaces" / "default.toml"}"',
+                                           f'space = "{space}"\nmode = "presets"'))
+    results = tmp_path / "r"
+    night = cli("sweep", str(cfg), "--trials", "4", "--results", str(results))
+    assert night.returncode == 0, night.stderr[-3000:]
+    # the night's triage relaunched NCCL_P2P_LEVEL=SYS first, as its fix "fix: p2p level"
+    res = cli("check", str(cfg), "--set", "fix: p2p level", "--against", "night", "--results", str(results))
+    assert res.returncode == ExitCode.OK, res.stderr[-3000:]
+    assert "NCCL_P2P_LEVEL=SYS (fix: p2p level) measured +" in res.stdout
+    assert "(the stored noise of study night)" in res.stdout
+    assert "preset 'fix: p2p level' of study night" in res.stderr

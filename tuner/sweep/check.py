@@ -209,7 +209,9 @@ def _named(name: str, *, cfg: ExperimentConfig, space: Callable[[], SearchSpace 
            against: Against | None) -> CheckedSet:
     if against is not None:
         relaunched = [r for r in against.records if r.kind.relaunched and r.kind is not Kind.BASELINE]
-        hit = next((r for r in relaunched if r.preset == name), None)
+        # a preset the night passed over as a duplicate of another set still names its set
+        hit = next((r for r in against.records if r.preset == name and r.kind is not Kind.BASELINE
+                    and (r.kind.relaunched or r.kind is Kind.DUPLICATE)), None)
         if hit is not None:
             return CheckedSet(name, dict(hit.env), list(hit.flags), f"preset '{name}' of study {against.name}")
         if name == WINNER:
