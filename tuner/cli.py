@@ -1,4 +1,4 @@
-"""``nccl-tune``: sweep, probe, bench, report, sim.
+"""``nccl-tune``: sweep, probe, bench, report, diagnose, check, sim.
 
 Every error nccl-tune raises on purpose is a :class:`tuner.errors.NcclTuneError`; :func:`main`
 turns it into one paragraph on stderr and its ``exit_code`` (the list is
@@ -214,6 +214,28 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--model-config", type=Path,
                    help="the model's config.json, to size the decode allreduce (default: [model] config)")
     d.add_argument("--json", action="store_true", help="print diagnose.json instead of the tables")
+
+    c = sub.add_parser("check", help="relaunch the baseline and a deployed set (baseline, set, set, baseline) and "
+                                     "say whether the set still holds: exit 0 it does, 6 it no longer does, 7 it "
+                                     "cannot be judged", formatter_class=fmt)
+    c.add_argument("config", help="experiment TOML (see examples/)")
+    c.add_argument("--set", dest="set_items", nargs="+", required=True, metavar="NAME|VAR=VALUE",
+                   help="the deployed set: VAR=VALUE items, or one NAME: a preset or trial number of the --against "
+                        "study, 'winner' (the set its verdict names), or a preset of the config's space")
+    c.add_argument("--flag", dest="flags", action="append", default=[], metavar="ITEM",
+                   help="a server argv item of the set (repeatable, in order): --flag=--disable-custom-all-reduce; "
+                        "or put the flags after '--'")
+    c.add_argument("--against", type=_study_name,
+                   help="the study whose launch noise judges the check (and whose sets --set NAME names); "
+                        "without it, the prior")
+    c.add_argument("--storage", help="Optuna storage of --against and of the check's own study "
+                                     "(default: SQLite in results/<study>/)")
+    c.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    c.add_argument("--trials", type=_positive(int), default=4,
+                   help="relaunches, every one counted (the baselines' included): baseline, set, set, baseline, "
+                        "then set, set, baseline again; at least 4")
+    c.add_argument("--study", type=_study_name, help="the check's own study (default: check-<config>-<time>)")
+    c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
 
     sub.add_parser("sim", help="the bundled simulator: nccl-tune sim serve --port P ...", add_help=False)
     return p
@@ -540,6 +562,74 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+# -- check ---------------------------------------------------------------------------------
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """``nccl-tune check``: the logic is tuner.sweep.check's; here the inputs, the worker
+    registry, the outputs and the exit status."""
+    from tuner import report
+    from tuner.errors import NoLongerHolds, NotJudged
+    from tuner.inputs.config import load_config
+    from tuner.inputs.space import load_space
+    from tuner.judging import DEFAULT_MIN_EFFECT
+    from tuner.server import preflight
+    from tuner.study import this_host
+    from tuner.sweep import CHECK_TRIALS, PRIOR_WORDS, SweepOptions, judge_check, open_against, resolve_set, run_check
+    from tuner.sweep.progress import Progress
+
+    if args.trials < CHECK_TRIALS:
+        raise InputError(CLI, "--trials", args.trials, f"an integer >= {CHECK_TRIALS}",
+                         "baseline, set, set, baseline is the smallest check that can say the set holds")
+    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False)
+    metric = cfg.probe.metric
+    try:
+        against = (open_against(args.against, args.storage, args.results, metric, this_host(cfg).host_type)
+                   if args.against else None)
+    except NcclTuneError:
+        raise
+    except Exception as exc:  # storage URLs fail in many ways (driver, host, scheme)
+        raise _storage_error(args.storage, exc) from None
+
+    def space() -> Any:
+        try:
+            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version)
+        except InputError:
+            return None
+
+    checked = resolve_set(args.set_items, [*args.flags, *getattr(args, "trailing", [])], cfg=cfg, space=space,
+                          against=against, allow_unsafe=args.allow_unsafe)
+    study = args.study or f"check-{_study_name_from(args.config)}-{datetime.now():%Y%m%d-%H%M%S}"
+    if (args.results / study / "study.db").exists() and not args.storage:
+        raise InputError(CLI, "--study", study, "a study name not used yet", "a check is one fresh study")
+    preflight.check(cfg, args.results)
+    _hold_gpus(args, cfg, study, "check")
+    progress = Progress(args.trials)
+    progress.log(f"check: {checked.words()} ({checked.source}) against the untuned baseline, {args.trials} relaunches "
+                 f"as study {study}" + (f"; judged with the launch noise of study {against.name}" if against else ""))
+    opts = SweepOptions(study=study, results=args.results, storage=args.storage, trials=args.trials, confirm=False,
+                        final_baseline=False, allow_unsafe=args.allow_unsafe, force=True, progress=progress)
+    try:
+        sweep = run_check(cfg, checked, opts)
+    except OSError as exc:
+        raise InputError(CLI, "--results", str(args.results), preflight.RESULTS_ACCEPTED,
+                         exc.strerror or str(exc)) from None
+    store = sweep.store
+    records = store.records(relaunched_only=False)
+    noise_from = f"the stored noise of study {against.name}" if against else PRIOR_WORDS
+    verdict = judge_check(records, checked, metric=metric, noise=against.noise if against else None,
+                          noise_from=noise_from, info=store.info())
+    store.update_info(stop_reason=f"nccl-tune check: {verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
+    report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT)
+    if verdict.holds:
+        print(f"check: the set {verdict.reason}")
+    print(f"results: {opts.study_dir}/trials.csv, report.md (nccl-tune report --study {study})")
+    if verdict.holds is None:
+        raise NotJudged(verdict.reason)
+    if not verdict.holds:
+        raise NoLongerHolds(verdict.reason)
+    return ExitCode.OK
+
+
 # -- entry point ----------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -550,12 +640,17 @@ def main(argv: list[str] | None = None) -> int:
 
         code: int = import_module("tuner.sim.cli").main(argv[1:])
         return code
+    trailing: list[str] = []
+    if argv[:1] == ["check"] and "--" in argv:  # `check ... -- --disable-custom-all-reduce`: the set's flags
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    args.trailing = trailing
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report,
-                "diagnose": _cmd_diagnose}
+                "diagnose": _cmd_diagnose, "check": _cmd_check}
     args.held = contextlib.ExitStack()  # what a command holds until it ends (its worker registry file)
     try:
         return int(handlers[args.command](args))

@@ -22,6 +22,8 @@ __all__ = [
     "MachineFault",
     "MachineNotClean",
     "NcclTuneError",
+    "NoLongerHolds",
+    "NotJudged",
     "PortBusy",
     "ProbeConnectError",
     "ProbeDisconnected",
@@ -46,6 +48,8 @@ class ExitCode(IntEnum):
     MACHINE_NOT_CLEAN = 3
     BASELINE_FAILED = 4
     STOPPED_BY_CHECK = 5
+    NO_LONGER_HOLDS = 6
+    NOT_JUDGED = 7
     SIGHUP = 128 + signal.SIGHUP
     SIGINT = 128 + signal.SIGINT
     SIGTERM = 128 + signal.SIGTERM
@@ -54,8 +58,8 @@ class ExitCode(IntEnum):
 #: What each exit status means, in the README's words (tests keep the README in step).
 EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.OK: "the sweep ended (budget, time, target, or space exhausted; a target not "
-                 "reached is said in the verdict), its dry run found nothing the sweep would refuse, or a "
-                 "probe/bench/report succeeded",
+                 "reached is said in the verdict), its dry run found nothing the sweep would refuse, a "
+                 "probe/bench/report succeeded, or `check` found the set still faster than the baseline",
     ExitCode.PROBE_FAILED: ("`probe` or `bench` failed against the server; `diagnose`: its one launch did not start or "
                            "failed the probe (the cause and the server log named)"),
     ExitCode.BAD_INPUT: "bad input (config, space, flags, changed settings on resume)",
@@ -65,6 +69,11 @@ EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.BASELINE_FAILED: "the untuned baseline failed",
     ExitCode.STOPPED_BY_CHECK: "a check stopped the sweep before spending relaunches "
                                "(`--force` overrides it)",
+    ExitCode.NO_LONGER_HOLDS: "`check`: the set no longer holds: on its fresh launches it is not significantly "
+                              "faster than the baseline (the reason says by how much, and whether it is slower)",
+    ExitCode.NOT_JUDGED: "`check`: the set could not be judged (a launch failed, NCCL did not apply a variable, the "
+                         "variables cannot act here, or the baseline moved more than the noise allows); the reason "
+                         "names it",
     ExitCode.SIGHUP: "hung up (SIGHUP: terminal closed, SSH lost); resumable",
     ExitCode.SIGINT: "interrupted by SIGINT (Ctrl-C); resumable",
     ExitCode.SIGTERM: "terminated by SIGTERM; resumable",
@@ -186,6 +195,23 @@ class StoppedByCheck(NcclTuneError):
     before relaunches were spent; ``--force`` overrides it."""
 
     exit_code = ExitCode.STOPPED_BY_CHECK
+
+
+class NoLongerHolds(NcclTuneError):
+    """``nccl-tune check``: the deployed set is no longer significantly faster than the baseline
+    on its fresh launches (exit 6, ``NO_LONGER_HOLDS``); the message gives the ratio, its bound
+    and the rule."""
+
+    exit_code = ExitCode.NO_LONGER_HOLDS
+
+
+class NotJudged(NcclTuneError):
+    """``nccl-tune check``: the deployed set could not be judged (exit 7, ``NOT_JUDGED``): a
+    launch of it or of the baseline failed, NCCL did not apply one of its variables, its variables
+    cannot act on this server, or the baseline's launches disagree beyond the launch noise.
+    The message names which, with the trial and its server log."""
+
+    exit_code = ExitCode.NOT_JUDGED
 
 
 class Interrupted(NcclTuneError):

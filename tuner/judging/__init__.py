@@ -10,6 +10,7 @@ set judged at each concurrency level, the headline at the one the config names).
 from tuner.judging.judge import (
     CONFIRM_ALPHA,
     FINALISTS,
+    OUTLIER_PRIORS,
     UNKNOWN_TYPE,
     Judgement,
     SetJudgement,
@@ -68,6 +69,7 @@ __all__ = [
     "HICCUP_SDS",
     "HUBER_K",
     "MIN_RUNS",
+    "OUTLIER_PRIORS",
     "PRIOR_LAUNCH_DF",
     "PRIOR_LAUNCH_SIGMA",
     "SINGLE_STREAM",

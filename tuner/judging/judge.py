@@ -42,6 +42,7 @@ from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 __all__ = [
     "CONFIRM_ALPHA",
     "FINALISTS",
+    "OUTLIER_PRIORS",
     "UNKNOWN_TYPE",
     "Judgement",
     "SetJudgement",

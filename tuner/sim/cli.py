@@ -77,6 +77,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="drop this variable before NCCL reads it (repeatable), as a server that "
                         "overwrites it or workers that never receive it (default: "
                         "SIM_IGNORE_VARS, comma-separated)")
+    s.add_argument("--no-effect", action="append", default=None, metavar="NAME",
+                   help="test support: NCCL reads and echoes this variable (repeatable) but the speed "
+                        "is that of the launch without it, as after an NCCL upgrade that made a tuned "
+                        "value moot (default: SIM_NO_EFFECT, comma-separated)")
     s.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: NCCL carries the decode allreduces")
     s.add_argument("--stdout-buffering", choices=STDOUT_BUFFERING, default=None,
@@ -137,6 +141,14 @@ def ignored_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
     return tuple(n for n in re.split(r"[,\s]+", environ.get("SIM_IGNORE_VARS", "")) if n)
 
 
+def no_effect_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
+    """Names from ``--no-effect`` (repeatable) or else ``SIM_NO_EFFECT`` (comma or space
+    separated): read by NCCL, without effect on the speed."""
+    if cli:
+        return tuple(cli)
+    return tuple(n for n in re.split(r"[,\s]+", environ.get("SIM_NO_EFFECT", "")) if n)
+
+
 def _serve(args, environ: dict, prog: str) -> int:
     import dataclasses
 
@@ -193,6 +205,7 @@ def _serve(args, environ: dict, prog: str) -> int:
                         seed=seed, workers=workers, reasoning_tokens=reasoning,
                         reasoning_field=args.reasoning_field, faults=plan, environ=environ,
                         ignore_vars=ignored_vars(args.ignore_var, environ), stdout_buffering=buffering,
+                        no_effect=no_effect_vars(args.no_effect, environ),
                         ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule)
     return serve(opts)
 

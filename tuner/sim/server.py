@@ -3,7 +3,8 @@
 Life cycle of ``serve(opts)``:
 
 1. drop the ``ignore_vars`` from the environment (a server that overwrites them, or Ray workers
-   that never receive them), print ``SIM ENV {...}`` and vLLM's start lines;
+   that never receive them), print ``SIM ENV {...}`` and vLLM's start lines; the ``no_effect``
+   variables (test support) stay for NCCL to read, but the speed is that of the launch without them;
 2. play the start (startup.py): read the NCCL environment as NCCL would, spawn N-1 worker
    processes that print their own rank's lines, run the start-up collectives; a failure there
    ends the process (exit 1) the way vLLM does, with NCCL's WARN lines when NCCL_DEBUG asks;
@@ -87,6 +88,8 @@ class ServeOptions:
     ray_nodes: int = 1
     ray_start_env: dict | None = None
     log_schedule: bool = False  # SIM SCHEDULE after each stream: when its tokens were due (for tests)
+    #: test support: variables NCCL reads (and echoes) whose effect on the speed is dropped
+    no_effect: tuple = ()
 
 
 class Engine:
@@ -243,6 +246,13 @@ def _worker_report(environ: dict, version: str) -> EnvReport | None:
         return None
 
 
+def _without_effect(speed: CostModel, names: tuple, environ: dict, p: Profile) -> CostModel:
+    """The cost model of ``environ`` without ``names`` (``--no-effect``): NCCL has read and echoed
+    them, the speed is the launch's without them (``speed`` when that environment fails init)."""
+    report = _worker_report(drop_vars(environ, names), p.nccl_version)
+    return CostModel(p, report.settings) if report is not None else speed
+
+
 def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, environ: dict):
     """Play the start: (model or None, workers, outcome, Ray log monitor or None, the model
     that sets the speed). Prints rank 0's lines (and, on Ray, the workers' as Ray shows them)."""
@@ -348,7 +358,9 @@ def serve(opts: ServeOptions) -> int:
         _exit_line(log, f"code=1 reason=nccl-{outcome.failure[0]}")
         return 1
     assert model is not None and speed is not None
-    model = speed
+    model = _without_effect(speed, opts.no_effect, environ, p) if opts.no_effect else speed
+    if opts.no_effect:
+        log.sim("NO-EFFECT", sorted(set(opts.no_effect)))
     faults = opts.faults
     engine = Engine(opts, model, log, workers)
     bd = model.breakdown(1)

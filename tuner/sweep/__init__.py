@@ -1,6 +1,7 @@
 """The night: one Optuna study, one server relaunch per trial, every trial against the baseline.
 
 :mod:`~tuner.sweep.runner` (the loop: recovery, the steps planning gives, budget, confirmation),
+:mod:`~tuner.sweep.check` (``nccl-tune check``: a deployed set relaunched beside the baseline and judged),
 :mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.evidence` (what NCCL
 did in a relaunch, from its log), :mod:`~tuner.sweep.dryrun` (``--dry-run``: planning's plan in
 words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before its first launch),
@@ -8,6 +9,20 @@ words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before 
 :mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
 """
 
+from tuner.sweep.check import (
+    CHECK_TRIALS,
+    PRIOR_WORDS,
+    WINNER,
+    Against,
+    CheckedSet,
+    CheckVerdict,
+    check_space,
+    design,
+    judge_check,
+    open_against,
+    resolve_set,
+    run_check,
+)
 from tuner.sweep.dryrun import plan_lines
 from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read
 from tuner.sweep.prelaunch import StartChecks, start_checks
@@ -17,7 +32,13 @@ from tuner.sweep.trial import PhaseCallback, TrialContext, counted_in_order, log
 
 __all__ = [
     "CHANNEL_LINES",
+    "CHECK_TRIALS",
     "ESTIMATE_MARGIN",
+    "PRIOR_WORDS",
+    "WINNER",
+    "Against",
+    "CheckVerdict",
+    "CheckedSet",
     "Evidence",
     "PhaseCallback",
     "Progress",
@@ -26,14 +47,20 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
     "TrialContext",
+    "check_space",
     "counted_in_order",
     "debug_env",
     "debug_file",
+    "design",
+    "judge_check",
     "log_path",
     "nccl_dir",
+    "open_against",
     "plan_lines",
     "proof_line",
     "read",
     "relaunch",
+    "resolve_set",
+    "run_check",
     "start_checks",
 ]

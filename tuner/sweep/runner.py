@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -364,12 +365,14 @@ class Sweep:
             raise MachineNotClean(held)
 
     # -- the loop ------------------------------------------------------------------------
-    def run(self) -> SweepOutcome:
+    def run(self, steps: Callable[[], None] | None = None) -> SweepOutcome:
         """Run relaunches until the budget, time limit, target or space ends the sweep.
 
-        Raises MachineNotClean (port held, processes survived, another runner alive),
-        BaselineFailed (nothing can be judged), Interrupted on SIGHUP/SIGINT/SIGTERM after
-        tearing the server down. What was recorded stays in every case.
+        ``steps``: in place of the night's loop, the relaunches to make (``nccl-tune check``'s
+        fixed design, each one :meth:`relaunch_set`), with the same recovery, preflight, signal
+        handling and teardown around them. Raises MachineNotClean (port held, processes
+        survived, another runner alive), BaselineFailed (nothing can be judged), Interrupted on
+        SIGHUP/SIGINT/SIGTERM after tearing the server down. What was recorded stays in every case.
         """
         for notice in [*self.cfg.notices, *self.space.notices]:
             self.progress.log(notice)
@@ -385,7 +388,7 @@ class Sweep:
                 self.preflight()
                 for line in self._clock().lines(self._deadline_words):
                     self.progress.log(f"clock: {line}")
-                self._loop()
+                (steps or self._loop)()
         finally:
             try:  # no runner ends while a dead runner's server of its study runs on its host
                 self._reap_dead_servers()
@@ -705,6 +708,16 @@ class Sweep:
         if limit is not None and self._over_budget(trial, limit):
             self.store.drop(trial, "the budget was spent by trials asked before it (other runners')")
             return None
+        return self._relaunch(trial, params, rec)
+
+    def relaunch_set(self, kind: Kind, env: dict[str, str], flags: list[str], *, preset: str = "",
+                     recheck: bool = False) -> TrialRecord:
+        """One relaunch of the set ``env`` + ``flags`` (``{}``/``[]`` and ``Kind.BASELINE``: the
+        untuned baseline) outside planning, for a fixed design run through :meth:`run`
+        (``steps``): asked, launched, probed, recorded and told to Optuna exactly as a night's
+        relaunch. Returns its record (any status); raises what :meth:`run` raises."""
+        rec = TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck)
+        trial, params, rec = self.store.ask_fixed(self.store.params_of(env, flag_params(flags)), rec)
         return self._relaunch(trial, params, rec)
 
     def _relaunch(self, trial: optuna.Trial, params: dict[str, str], rec: TrialRecord) -> TrialRecord:
