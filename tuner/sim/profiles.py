@@ -20,6 +20,9 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
 * ``pcie-4x-acs``: 4 GPUs under one PCIe switch with ACS on: NCCL_P2P_DISABLE=1 wins at one
   stream, P2P wins with many.
 * ``pcie-8x-nccl-right``: one socket, every pair on P2P, LL at decode: knobs inside the noise.
+* ``pcie-4x-backends``: 4 RTX PRO 6000 on one PCIe switch tree serving a 32B model with vLLM
+  0.30.0: custom allreduce is refused, NCCL carries decode by default; FlashInfer's PCIe IPC
+  allreduce (``VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1``) decodes ~10 % faster.
 
 TOML files use the same keys (plus ``extends = "<built-in>"``). Times in ms (``*_ms``) or us
 (``*_us``), sizes in bytes, bandwidths in GB/s (1 GB/s = 1000 bytes/us).
