@@ -7,6 +7,8 @@ core never imports it) used to develop and test nccl-tune without GPUs. Modules:
 * ``ncclconst``: numbers and names transcribed from NCCL's source, cited per item;
 * ``ncclenv``: read NCCL variables as NCCL does (strtoll, parseList, version rules);
 * ``costmodel``: NCCL's tuning model, launch resources, chunking, and the realised time;
+* ``arbackends``: vLLM's allreduce backends by version (custom allreduce, torch and NCCL
+  symmetric memory, FlashInfer, FlashInfer PCIe IPC): its switches, dispatch and log lines;
 * ``profiles``: the simulated boxes; every number that is not NCCL's, with its source;
 * ``nccllog`` / ``vllmlog``: NCCL's and vLLM's log lines, NCCL_DEBUG filtering; ``nccltopo``:
   NCCL's GRAPH lines (topology, search graphs, the search fallback);

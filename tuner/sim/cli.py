@@ -15,6 +15,7 @@ import re
 import sys
 
 from . import faults as faults_mod
+from .arbackends import MISSING_PACKAGES, plan_for, vtuple
 from .profiles import BUILTIN, DEFAULT_PROFILE, ProfileError, load_profile
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
@@ -83,6 +84,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "value moot (default: SIM_NO_EFFECT, comma-separated)")
     s.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: NCCL carries the decode allreduces")
+    _backend_options(s)
     s.add_argument("--stdout-buffering", choices=STDOUT_BUFFERING, default=None,
                    help="where NCCL's lines go without NCCL_DEBUG_FILE: 'line', whole lines with "
                         "the other lines (tidy); 'block', each process's stdout through a "
@@ -126,11 +128,49 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="override an environment variable (repeatable)")
     m.add_argument("--batch", type=int, default=1, help="concurrent streams")
     m.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    m.add_argument("--disable-custom-all-reduce", action="store_true",
+                   help="vLLM's flag: no custom allreduce")
+    _backend_options(m)
 
     sub.add_parser("profiles", help="list the built-in profiles")
     sub.add_parser("faults", help="list the fault modes")
     sub.add_parser("worker", add_help=False, help="one simulated TP worker (started by serve)")
     return ap
+
+
+def _backend_options(ap: argparse.ArgumentParser) -> None:
+    """Options that choose vLLM's allreduce backends (arbackends.py), shared by serve and model."""
+    ap.add_argument("--vllm-version", default=None, metavar="X.Y.Z",
+                    help="vLLM version to simulate: which backend variables it reads, their "
+                         "defaults, its dispatch order and log lines (default: the profile's)")
+    ap.add_argument("--sim-missing", action="append", default=None, metavar="PACKAGE",
+                    help=f"a package the server lacks ({', '.join(MISSING_PACKAGES)}; "
+                         "repeatable): its backend falls back with vLLM's message (default: "
+                         "TUNER_SIM_MISSING, comma-separated)")
+
+
+def backend_choice(args, environ: dict, profile, prog: str):
+    """(profile with --vllm-version / --disable-custom-all-reduce applied, missing packages).
+    Raises ProfileError for a bad version or package name."""
+    import dataclasses
+
+    if args.vllm_version is not None:
+        try:
+            vtuple(args.vllm_version)
+        except ValueError:
+            raise ProfileError(f"--vllm-version must look like 0.30.0, got "
+                               f"{args.vllm_version!r}") from None
+        profile = dataclasses.replace(profile, vllm_version=args.vllm_version)
+    if args.disable_custom_all_reduce:
+        profile = dataclasses.replace(profile, disable_custom_all_reduce=True)
+    names = args.sim_missing or [n for n in re.split(r"[,\s]+", environ.get("TUNER_SIM_MISSING", ""))
+                                 if n]
+    where = "--sim-missing" if args.sim_missing else "TUNER_SIM_MISSING"
+    for name in names:
+        if name not in MISSING_PACKAGES:
+            raise ProfileError(f"{where}: unknown package {name!r}; accepted: "
+                               f"{', '.join(MISSING_PACKAGES)}")
+    return profile, tuple(sorted(set(names)))
 
 
 def ignored_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
@@ -150,8 +190,6 @@ def no_effect_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
 
 
 def _serve(args, environ: dict, prog: str) -> int:
-    import dataclasses
-
     from .server import ServeOptions, serve
 
     try:
@@ -159,11 +197,10 @@ def _serve(args, environ: dict, prog: str) -> int:
         plan = faults_mod.parse_faults(args.fault, after_tokens=args.fault_after,
                                        on_request=args.fault_request, teardown_s=args.teardown_s,
                                        environ=environ)
+        profile, missing = backend_choice(args, environ, profile, prog)
     except (ProfileError, faults_mod.FaultError) as exc:
         print(f"{prog} serve: {exc}", file=sys.stderr)
         return 2
-    if args.disable_custom_all_reduce:
-        profile = dataclasses.replace(profile, disable_custom_all_reduce=True)
     load = args.load_time if args.load_time is not None else _env_default(
         environ, "SIM_LOAD_TIME_S", float, profile.load_time_s, prog)
     noise = args.noise if args.noise is not None else _env_default(
@@ -206,16 +243,25 @@ def _serve(args, environ: dict, prog: str) -> int:
                         reasoning_field=args.reasoning_field, faults=plan, environ=environ,
                         ignore_vars=ignored_vars(args.ignore_var, environ), stdout_buffering=buffering,
                         no_effect=no_effect_vars(args.no_effect, environ),
-                        ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule)
+                        ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule,
+                        missing=missing)
     return serve(opts)
 
 
+#: Every non-NCCL backend variable off: with --disable-custom-all-reduce, pure NCCL.
+NCCL_ONLY = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0", "VLLM_USE_NCCL_SYMM_MEM": "0",
+             "VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "0"}
+
+
 def _model(args, environ: dict, prog: str) -> int:
+    import dataclasses
+
     from .costmodel import CollectiveCrash, CostModel, check_init
     from .ncclenv import NcclInitError, read_env
 
     try:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
+        profile, missing = backend_choice(args, environ, profile, prog)
     except ProfileError as exc:
         print(f"{prog} model: {exc}", file=sys.stderr)
         return 2
@@ -227,9 +273,17 @@ def _model(args, environ: dict, prog: str) -> int:
         k, v = item.split("=", 1)
         env[k] = v
     try:
+        plan = plan_for(profile, env, missing)
+    except ValueError as exc:
+        print(f"vLLM would fail at start: ValueError: {exc}", file=sys.stderr)
+        return 1
+    try:
         settings = read_env(env, profile.nccl_version).settings
         check_init(profile, settings)
-        bd = CostModel(profile, settings).breakdown(max(1, args.batch))
+        model = CostModel(profile, settings, plan)
+        bd = model.breakdown(max(1, args.batch))
+        bare = dataclasses.replace(profile, disable_custom_all_reduce=True)
+        nccl_bd = CostModel(bare, settings, plan_for(bare, NCCL_ONLY)).breakdown(max(1, args.batch))
     except NcclInitError as exc:
         print(f"NCCL would fail: {'; '.join(m.text for m in exc.messages if m.level == 'WARN')} "
               f"({exc.result})", file=sys.stderr)
@@ -245,7 +299,11 @@ def _model(args, environ: dict, prog: str) -> int:
            "allreduce_us": round(c.time_us, 3), "nccl_model_us": round(c.model_us, 3),
            "via": c.via, "algo": c.algo, "proto": c.proto, "nchannels": c.nchannels,
            "nthreads": c.nthreads, "corrupt": c.corrupt,
-           "parts_us": {k: round(v, 3) for k, v in c.parts.items()}}
+           "parts_us": {k: round(v, 3) for k, v in c.parts.items()},
+           "vllm_version": profile.vllm_version, "backends": list(plan.enabled),
+           "backend": plan.pick(c.nbytes), "backend_us": round(c.time_us, 3),
+           "nccl_only_tok_s": round(nccl_bd.tok_s, 3),
+           "vs_nccl_only": f"{(bd.tok_s / nccl_bd.tok_s - 1) * 100:+.1f} %"}
     if args.json:
         print(json.dumps(out))
     else:

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import math
 
+from .arbackends import VIA, BackendPlan, plan_for
 from .ncclconst import (
     ALLREDUCE_CHUNKSTEPS,
     BASE_LAT_US,
@@ -106,7 +107,9 @@ class TuneModel:
 
 @dataclasses.dataclass(frozen=True)
 class AllreduceCost:
-    """One allreduce of ``nbytes``: ``via`` ``"nccl"`` or ``"custom"`` (vLLM custom allreduce),
+    """One allreduce of ``nbytes``: ``via`` ``"nccl"``, ``"custom"`` (vLLM custom allreduce),
+    ``"nccl_symm_mem"``, ``"symm_mem"``, ``"flashinfer"`` or ``"flashinfer_pcie_ipc"``
+    (arbackends.VIA),
     NCCL's pick and launch (``nchannels`` / ``nthreads``), ``model_us`` NCCL's own estimate,
     ``core_us`` the collective on the hardware, ``time_us`` what a served step pays (core +
     overheads), ``parts`` the breakdown, ``corrupt`` when the protocol runs where NCCL would
@@ -502,11 +505,11 @@ def _connections_us(profile: Profile, settings: NcclSettings) -> float:
     return 0.0
 
 
-def custom_allreduce_on(profile: Profile) -> bool:
+def custom_allreduce_on(profile: Profile, plan: BackendPlan | None = None) -> bool:
     """Whether vLLM's custom allreduce is enabled (custom_all_reduce.py: supported world size,
-    and 2 GPUs or fully connected NVLink, unless --disable-custom-all-reduce)."""
-    return (not profile.disable_custom_all_reduce and profile.tp in CUSTOM_AR_WORLD_SIZES
-            and (profile.tp == 2 or profile.nvlink_fully_connected))
+    and 2 GPUs or fully connected NVLink, unless --disable-custom-all-reduce); ``plan``
+    defaults to the profile's own (no vLLM variables set)."""
+    return (plan or plan_for(profile)).has("CUSTOM")
 
 
 class CostModel:
@@ -517,9 +520,10 @@ class CostModel:
     raise NcclInitError (nothing enabled) or CollectiveCrash (zero chunk).
     """
 
-    def __init__(self, profile: Profile, settings: NcclSettings):
+    def __init__(self, profile: Profile, settings: NcclSettings, plan: BackendPlan | None = None):
         self.profile = profile
         self.settings = settings
+        self.plan = plan or plan_for(profile)
 
     def tune(self, nranks: int | None = None) -> TuneModel:
         """NCCL's tuning tables (see :func:`tune_model`)."""
@@ -543,17 +547,25 @@ class CostModel:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019
     def allreduce(self, nbytes: int) -> AllreduceCost:
-        """A served allreduce: vLLM's custom allreduce where it applies, else NCCL plus the
-        per-op overhead and the CUDA_DEVICE_MAX_CONNECTIONS effect."""
+        """A served allreduce: the backend vLLM's dispatch picks for ``nbytes`` (the plan's
+        ``pick``); NCCL (and NCCL symmetric memory) pay the per-op overhead and the
+        CUDA_DEVICE_MAX_CONNECTIONS effect; another backend costs its profile time plus the
+        bytes above the decode size at ``backend_GBps`` (a profile time of 0: NCCL's)."""
         p = self.profile
-        if custom_allreduce_on(p) and nbytes < CUSTOM_AR_MAX_BYTES and nbytes % 16 == 0:
+        via = VIA[self.plan.pick(nbytes)]
+        if via == "custom":
             t = p.custom_allreduce_us
             return AllreduceCost(nbytes, "custom", "-", "-", 0, 0, t, t, t, {"custom": t})
         c = self.nccl(nbytes)
         parts = dict(c.parts, overhead=p.op_overhead_us,
                      connections=_connections_us(p, self.settings))
         total = max(1.0, sum(parts.values()))
-        return dataclasses.replace(c, time_us=total, parts=parts)
+        base = {"flashinfer": p.flashinfer_us, "symm_mem": p.symm_mem_us,
+                "flashinfer_pcie_ipc": p.fi_pcie_ipc_us}.get(via, 0.0)
+        if via in ("nccl", "nccl_symm_mem") or base <= 0:
+            return dataclasses.replace(c, via=via, time_us=total, parts=parts)
+        t = base + max(0, nbytes - p.decode_bytes) / (1000.0 * p.backend_GBps)
+        return AllreduceCost(nbytes, via, "-", "-", 0, 0, t, t, t, {via: t})
 
     def bench_us(self, nbytes: int, nranks: int | None = None, dtype: str = "bfloat16") -> float:
         """One all_reduce_perf iteration (us, no noise): the collective plus a launch."""

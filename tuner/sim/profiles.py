@@ -20,6 +20,9 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
 * ``pcie-4x-acs``: 4 GPUs under one PCIe switch with ACS on: NCCL_P2P_DISABLE=1 wins at one
   stream, P2P wins with many.
 * ``pcie-8x-nccl-right``: one socket, every pair on P2P, LL at decode: knobs inside the noise.
+* ``pcie-4x-backends``: 4 RTX PRO 6000 on one PCIe switch tree serving a 32B model with vLLM
+  0.30.0: custom allreduce is refused, NCCL carries decode by default; FlashInfer's PCIe IPC
+  allreduce (``VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1``) decodes ~10 % faster.
 
 TOML files use the same keys (plus ``extends = "<built-in>"``). Times in ms (``*_ms``) or us
 (``*_us``), sizes in bytes, bandwidths in GB/s (1 GB/s = 1000 bytes/us).
@@ -105,6 +108,12 @@ class Profile:
     gpu_pcie_bw_GBps: float = 24.0  # PCI link width x speed / 80 (topo.cc ncclTopoAddPci): Gen4 x16
     nvlink_bw_GBps: float = 0.0  # NVLink per GPU to the NVSwitch (links x ncclTopoNVLinkBw); 0 = none
     graph_fallback: bool = False  # ring/tree search finds nothing: ncclTopoCompute's simple order
+    # -- vLLM's other allreduce backends (arbackends.py); 0 us = as fast as NCCL at that size
+    nvswitch_multicast: bool = False  # torch symm mem needs multicast (symm_mem.py rendezvous)
+    flashinfer_us: float = 0.0  # one FlashInfer (trtllm) allreduce at the decode size
+    symm_mem_us: float = 0.0  # one torch symmetric-memory allreduce at the decode size
+    fi_pcie_ipc_us: float = 0.0  # one FlashInfer PCIe IPC allreduce at the decode size
+    backend_GBps: float = 20.0  # those backends' bandwidth above the decode size
 
     @property
     def ring_graph(self) -> tuple[int, float, str]:
@@ -352,9 +361,32 @@ _PCIE_8X_NCCL_RIGHT = dataclasses.replace(
     op_overhead_us=40.7,  # chosen: [right] 81.4 tok/s at NCCL's defaults
 )
 
+# [fi34528] sgl-project/sglang PR #34528 (open): FlashInfer PCIe allreduce, TPOT 9.53 -> 8.18 ms at
+#           one stream against NCCL on a PCIe box (-14 % TPOT).
+# [rtx6k]   voipmonitor/rtx6kpro notes: a one-shot PCIe allreduce gives about +7 % tok/s at TP 4 and
+#           TP 8 on RTX PRO 6000 boxes.
+# vLLM ships the switch that reaches such a kernel as VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC in
+# 0.30.0 (vllm/envs.py, default 0; flashinfer_pcie_ipc_all_reduce.py): hence vllm_version 0.30.0.
+_PCIE_4X_BACKENDS = dataclasses.replace(
+    _PCIE_8X_NCCL_RIGHT,
+    name="pcie-4x-backends",
+    model="sim/qwen3-32b-tp4",
+    vllm_version="0.30.0",  # the first release with VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC
+    tp=4,
+    layers=64,  # Qwen3-32B config.json num_hidden_layers
+    hidden=5120,  # Qwen3-32B config.json hidden_size
+    compute_ms=9.0,  # chosen: allreduce ~40 % of a single-stream decode step, as on such boxes
+    batch_compute_slope=0.03,  # chosen: a dense 32B model batches well
+    graph_type_intra="PXB",  # 4 GPUs behind a Gen5 switch on one socket
+    graph_nchannels=2,
+    op_overhead_us=33.0,  # chosen: NCCL's served allreduce ~45 us at 10 KB (launch, skew, sync)
+    fi_pcie_ipc_us=36.0,  # chosen between [fi34528] (-14 % TPOT) and [rtx6k] (+7 %): ~+10 % tok/s
+    backend_GBps=20.0,  # chosen: the one-shot kernel's bandwidth above the decode size
+)
+
 BUILTIN: dict[str, Profile] = {p.name: p for p in (_PCIE_8X_MLA, _NVLINK_8X, _NVLINK_8X_NCCL,
                                                    _FAST_TINY, _PCIE_8X_AMD_FALLBACK, _PCIE_4X_ACS,
-                                                   _PCIE_8X_NCCL_RIGHT)}
+                                                   _PCIE_8X_NCCL_RIGHT, _PCIE_4X_BACKENDS)}
 DEFAULT_PROFILE = "pcie-8x-mla"
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}

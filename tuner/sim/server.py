@@ -50,6 +50,7 @@ import time
 import uuid
 
 from . import raycluster, vllmlog
+from .arbackends import BackendPlan, plan_for
 from .costmodel import CollectiveCrash, CostModel
 from .faults import FaultPlan
 from .http_api import Handler, SimHTTPServer, SimHTTPServer6
@@ -90,6 +91,7 @@ class ServeOptions:
     log_schedule: bool = False  # SIM SCHEDULE after each stream: when its tokens were due (for tests)
     #: test support: variables NCCL reads (and echoes) whose effect on the speed is dropped
     no_effect: tuple = ()
+    missing: tuple = ()  # packages the server lacks (--sim-missing): arbackends.MISSING_PACKAGES
 
 
 class Engine:
@@ -250,17 +252,18 @@ def _without_effect(speed: CostModel, names: tuple, environ: dict, p: Profile) -
     """The cost model of ``environ`` without ``names`` (``--no-effect``): NCCL has read and echoed
     them, the speed is the launch's without them (``speed`` when that environment fails init)."""
     report = _worker_report(drop_vars(environ, names), p.nccl_version)
-    return CostModel(p, report.settings) if report is not None else speed
+    return CostModel(p, report.settings, speed.plan) if report is not None else speed
 
 
-def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, environ: dict):
+def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, environ: dict,
+           plan: BackendPlan):
     """Play the start: (model or None, workers, outcome, Ray log monitor or None, the model
     that sets the speed). Prints rank 0's lines (and, on Ray, the workers' as Ray shows them)."""
     try:
         report, init_error = read_env(environ, p.nccl_version), None
     except NcclInitError as exc:
         report, init_error = None, exc
-    model = CostModel(p, report.settings) if report is not None else None
+    model = CostModel(p, report.settings, plan) if report is not None else None
     outcome = run_startup(p, report, model, init_error)
     comm_id = random.getrandbits(44) << 4
     nodes = max(1, opts.ray_nodes) if opts.ray else 1
@@ -268,7 +271,7 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
     w_env, w_report, w_model = environ, report, model
     monitor = logs = None
     if opts.ray:
-        w_env, w_report, w_model, monitor, logs = _ray_workers(opts, p, environ, log, nodes)
+        w_env, w_report, w_model, monitor, logs = _ray_workers(opts, p, environ, log, nodes, plan)
     w_merged = load_conf_file(w_env)
     w_debug = DebugConfig(w_merged)
     host = host_name()
@@ -278,8 +281,8 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
         r_host = host if node == 0 else f"{host}-node{node}"
         lines = rank_lines(p, opts.model_name, w_debug, w_report, w_model, outcome, r, comm_id,
                            host=r_host, nodes=nodes, plain_vllm=opts.ray)
-        plan = output_plan(w_merged, w_debug, p.nccl_version, opts.stdout_buffering, r_host)
-        payloads.append({"lines": lines, "nccl_output": plan})
+        out_plan = output_plan(w_merged, w_debug, p.nccl_version, opts.stdout_buffering, r_host)
+        payloads.append({"lines": lines, "nccl_output": out_plan})
     ignore = opts.faults.has("orphan-workers") or opts.faults.has("stuck-workers")
     workers = Workers(opts.workers, uuid.uuid4().hex[:12], ignore, environ, payloads,
                       environs=[w_env] * opts.workers if opts.ray else None, logs=logs)
@@ -299,13 +302,14 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
     return model, workers, outcome, monitor, speed
 
 
-def _ray_workers(opts: ServeOptions, p: Profile, environ: dict, log: NcclLog, nodes: int):
+def _ray_workers(opts: ServeOptions, p: Profile, environ: dict, log: NcclLog, nodes: int,
+                 plan: BackendPlan):
     """The Ray side of the start: (the workers' environment, what their NCCL reads, their cost
     model, the log monitor, their log files); logs what vLLM's executor logs."""
     start_env = raycluster.DEFAULT_START_ENV if opts.ray_start_env is None else opts.ray_start_env
     env = raycluster.worker_environ(environ, start_env)
     report = _worker_report(env, p.nccl_version)
-    model = CostModel(p, report.settings) if report is not None else None
+    model = CostModel(p, report.settings, plan) if report is not None else None
     for entry in raycluster.executor_lines(environ):
         log.line(vllmlog.plain(*entry))
     session = tempfile.mkdtemp(prefix="sim-ray-session-")
@@ -346,9 +350,17 @@ def serve(opts: ServeOptions) -> int:
         log.line(vllmlog.text(*vllmlog.chunked_prefill(p), "APIServer", os.getpid()))
         log.line(vllmlog.text(*vllmlog.engine_config(p, opts.model_name), "EngineCore_DP0",
                               os.getpid()))
+    try:  # vllm/envs.py reads each switch as bool(int(value)): a bad value stops the start
+        plan = plan_for(p, environ, opts.missing)
+    except ValueError as exc:
+        log.line("Traceback (most recent call last):")
+        log.line('  File "vllm/envs.py", in <lambda>')
+        log.line(f"ValueError: {exc}")
+        _exit_line(log, "code=1 reason=vllm-env")
+        return 1
     stop = threading.Event()
     _install_signals(stop)
-    model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ)
+    model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ, plan)
     if outcome.failure is not None:
         workers.wait_logged()
         for text in failure_lines(outcome):
@@ -372,7 +384,9 @@ def serve(opts: ServeOptions) -> int:
                       "allreduce_ms": round(bd.allreduce_ms, 4), "share": round(bd.share, 4),
                       "allreduce_us": round(cost.time_us, 3), "via": cost.via, "algo": cost.algo,
                       "proto": cost.proto, "nchannels": cost.nchannels,
-                      "nthreads": cost.nthreads, "faults": sorted(faults.modes)})
+                      "nthreads": cost.nthreads, "faults": sorted(faults.modes),
+                      "vllm_version": p.vllm_version, "backends": list(model.plan.enabled),
+                      "missing": sorted(opts.missing)})
 
     httpd = None
     code = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import vllmlog
-from .costmodel import CollectiveCrash, CostModel, check_init, custom_allreduce_on
+from .costmodel import CollectiveCrash, CostModel, check_init
 from .ncclconst import ERROR_STRINGS
 from .ncclenv import EnvReport, Message, NcclInitError
 from .nccllog import (
@@ -127,8 +127,12 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
             nccl(matrix)
         for m in tuning_table(tm):
             nccl(m)
-    for entry in vllmlog.custom_allreduce_init(profile):
+    plan = model.plan
+    for entry in plan.init_lines:  # CudaCommunicator.__init__: symm mem, FlashInfer, custom AR
         vllm(entry)
+    if rank == 0:
+        for entry in plan.rank0_lines:
+            vllm(entry)
     if rank == 0:
         for m in outcome.op_messages:
             nccl(m)
@@ -138,7 +142,12 @@ def rank_lines(profile: Profile, model_name: str, debug: DebugConfig, report: En
             for m in exc.messages:
                 nccl(m)
         return out
-    for entry in vllmlog.custom_allreduce_capture(profile, custom_allreduce_on(profile)):
+    for entry in plan.lazy_lines:
+        vllm(entry)
+    if rank == 0:
+        for entry in plan.warmup_lines:
+            vllm(entry)
+    for entry in vllmlog.custom_allreduce_capture(profile, plan.has("CUSTOM") and plan.registers_info):
         vllm(entry)
     vllm(vllmlog.graph_capture_done())
     return out

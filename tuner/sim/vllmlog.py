@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-from .costmodel import CUSTOM_AR_WORLD_SIZES
 from .profiles import Profile
 
 #: vLLM's first CUDA-graph capture sizes (vllm/config: 1, 2, 4, then steps of 8); the simulator
@@ -60,20 +59,11 @@ def using_nccl(profile: Profile) -> tuple[str, str, str]:
 def custom_allreduce_init(profile: Profile) -> list[tuple[str, str, str]]:
     """What ``CustomAllreduce.__init__`` logs on each worker
     (vllm/distributed/device_communicators/custom_all_reduce.py); nothing when it is disabled
-    by flag (vLLM then never builds it) or when it is enabled."""
-    if profile.disable_custom_all_reduce or profile.tp == 1:
-        return []
-    if profile.tp not in CUSTOM_AR_WORLD_SIZES:
-        return [("WARNING", "custom_all_reduce.py:104",
-                 f"Custom allreduce is disabled due to an unsupported world size: {profile.tp}. "
-                 f"Supported world sizes: {list(CUSTOM_AR_WORLD_SIZES)}. To silence this "
-                 "warning, specify disable_custom_all_reduce=True explicitly.")]
-    if profile.tp > 2 and not profile.nvlink_fully_connected:
-        return [("WARNING", "custom_all_reduce.py:154",
-                 "Custom allreduce is disabled because it's not supported on more than two "
-                 "PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
-                 "explicitly.")]
-    return []
+    by flag (vLLM then never builds it) or when it is enabled. The lines of every backend a
+    server builds are ``arbackends.plan_for(...).init_lines``."""
+    from .arbackends import plan_for
+
+    return [e for e in plan_for(profile).init_lines if e[1].startswith("custom_all_reduce.py")]
 
 
 def custom_allreduce_capture(profile: Profile, enabled: bool) -> list[tuple[str, str, str]]:
