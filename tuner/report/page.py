@@ -140,7 +140,7 @@ def _with_figures(blocks: Sequence[Block], part: PagePart, k: str, svgs: dict[st
     out = []
     for b in blocks:
         if b.kind == "figure":
-            fig = _figure(part, b.stem, f"{k}{b.stem}", svgs, b.text)
+            fig = _figure(part, b.stem, f"{b.stem}{k}", svgs, b.text)
             if fig is not None:
                 out.append(fig)
         else:
@@ -188,7 +188,7 @@ def page_sections(parts: Sequence[PagePart], info: StudyInfo, *, after: Sequence
 
         def fig(stem: str, part: PagePart = part, k: str = k) -> PageSection | None:
             heading, alt = FIGURE_SECTIONS[stem]
-            block = _figure(part, stem, f"{k}{stem}", svgs, alt)
+            block = _figure(part, stem, f"{stem}{k}", svgs, alt)
             return PageSection(_FIGURE_IDS[stem] + k, heading, (block,), level) if block is not None else None
 
         table = markdown_blocks([markdown_table(summary_table(part.df))])
@@ -224,10 +224,17 @@ def _inline(text: str) -> Markup:
     return Markup(out)  # escaped above
 
 
+def _cell(text: str) -> Markup:
+    """A table cell as :func:`_inline` shows it, with a break allowed after ``_``, ``=`` and ``,``:
+    a variable name wraps there (``CUDA_DEVICE_MAX_<wbr>CONNECTIONS``), never inside a word."""
+    return Markup(re.sub(r"(?<=[_=,])(?=[^\s<])", "<wbr>", str(_inline(text))))  # after escaping
+
+
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("tuner.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["inline"] = _inline
+    env.filters["cell"] = _cell
     return env
 
 
