@@ -52,13 +52,16 @@ def table_cells(line: str) -> tuple[str, ...]:
 
 
 def _lines(entries: Iterable[str]) -> list[str]:
-    """Every line of ``entries`` (an entry may hold several, as a markdown table does)."""
-    return [line for entry in entries for line in entry.split("\n")]
+    """Every line of ``entries`` (an entry may hold several, as a markdown table does); an entry
+    that is HTML (the screen's export table, whose ``<pre>`` holds lines such as ``# unset ...``)
+    stays whole."""
+    return [line for entry in entries for line in ([entry] if entry.startswith("<") else entry.split("\n"))]
 
 
 def markdown_blocks(entries: Iterable[str]) -> list[Block]:
     """The blocks of report.md lines ``entries`` (each entry one line or several joined by
-    newlines), in order; blank lines only separate them."""
+    newlines; an entry starting with ``<`` is one HTML block, newlines and all), in order; blank
+    lines only separate them."""
     lines = _lines(entries)
     blocks: list[Block] = []
     i = 0

@@ -17,7 +17,7 @@ from tests.unit.report.picture_cases import with_winner
 from tests.unit.report.test_host_types import two_types
 from tuner import report
 from tuner.record import StudyInfo
-from tuner.report.blocks import markdown_blocks, table_cells
+from tuner.report.blocks import Block, markdown_blocks, table_cells
 from tuner.report.frame import env_text, read_trials_csv
 from tuner.report.page import HTML_FILE
 from tuner.report.svg import inline_svg
@@ -163,6 +163,9 @@ def test_blocks_read_what_the_report_writes():
     assert [b.kind for b in blocks] == ["heading", "paragraph", "list", "table", "code", "figure"]
     assert blocks[3].header == ("a", "b | c") and blocks[3].rows == (("1", "2"),)
     assert blocks[4].text == "export A=1" and blocks[5].stem == "x" and blocks[5].text == "alt text"
+    # the screen's export table: one HTML entry whose <pre> holds "# ..." lines, never headings
+    html = "<table><tr><td><pre># unset NCCL_ALGO\n# tuner.conf\nx</pre></td></tr></table>"
+    assert markdown_blocks(["", html, ""]) == [Block("html", html)]
 
 
 def test_inline_svg_drops_the_prolog_and_prefixes_every_id():
