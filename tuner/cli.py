@@ -316,7 +316,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         progress.log(_stopped_message(error))
     df, verdict = report.write_outputs(records, store.info(), study_name, opts.study_dir, min_effect=min_effect)
     report.print_results(df, verdict, store.info())
-    print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md")
+    print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md, report.html")
     if error is not None:
         raise error
     return ExitCode.OK
@@ -519,7 +519,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         info.min_effect if info.min_effect is not None else DEFAULT_MIN_EFFECT)
     df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir, min_effect=min_effect)
     report.print_results(df, verdict, info)
-    print(f"\nwrote {study_dir}/trials.csv, report.md and plots (judged on {info.metric.words}, the study's metric)")
+    print(f"\nwrote {study_dir}/trials.csv, report.md, report.html and plots (judged on {info.metric.words}, the study's metric)")
     return ExitCode.OK
 
 

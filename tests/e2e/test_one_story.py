@@ -6,7 +6,8 @@ baseline's level, its drift, the best set with its gain and interval) and every 
 held to it: the judgement.json beside trials.csv, what each figure drew (the ``plot_*``
 functions return it: the baselines' levels and drift, the forest plot's title, order and marked
 set, each variable panel's points, the history's best so far), report.md's table and the
-console table (one order), and the lines notebooks/analysis.ipynb prints. The night's numbers
+console table (one order), report.html (the same verdict and table, the forest plot inline), and
+the lines notebooks/analysis.ipynb prints. The night's numbers
 are whatever the simulator measured; only their agreement is checked.
 """
 
@@ -21,6 +22,7 @@ from nbclient import NotebookClient
 
 from tests.e2e.test_notebook import KERNEL, NOTEBOOK, _kernel_spec
 from tests.helpers import ROOT, cli, write_config
+from tests.unit.report.page_reader import parse as parse_page
 from tuner.record import set_key
 from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
 from tuner.report.forest import plot_trials_vs_baseline
@@ -119,6 +121,14 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     order = [int(t) for t in judged_order(df)["trial"]]
     assert md_trials == order and [int(line.split()[0]) for line in console] == order
     assert [r.trial for r in rows] == order
+
+    # report.html: the same verdict, the forest plot inline, report.md's table in the same order
+    page = parse_page(study / "report.html")
+    assert page.sections[:3] == ["verdict", "forest", "sets"] and page.figures["forest"] == [True]
+    assert page.paragraphs["verdict"][0] == verdict
+    header, *html_rows = page.tables["sets"][0]
+    assert [int(r[0]) for r in html_rows] == order
+    assert [r[header.index("env")] for r in html_rows] == [env_text(e) for e in judged_order(df)["env"]]
 
     # the notebook reads the same figures back
     text = _notebook_text(study / "trials.csv", tmp_path, monkeypatch)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from tests.helpers import SERVERS, cli, envrate_command, standin_command, write_config
+from tests.unit.report.page_reader import parse as parse_page
 from tuner.screen import screen_key
 
 sys.path.insert(0, str(SERVERS))
@@ -137,6 +138,11 @@ def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space
     report = (study / "report.md").read_text()
     assert "## Screen" in report and "Spearman rho" in report and "Tuner plugin" in report
     assert (study / "screen_gain.png").stat().st_size > 5_000
+    page = parse_page(study / "report.html")  # the screen's section there too, after the table, its figure inline
+    assert page.sections.index("sets") < page.sections.index("screen") < page.sections.index("baselines")
+    assert page.figures["screen"] == [True] and "Tuner plugin" in (study / "report.html").read_text()
+    assert set(page.sections) <= {"verdict", "forest", "sets", "screen", "proof", "not-measured", "baselines",
+                                  "effects", "history", "concurrency", "machine", "failed", "closing"}, page.sections
     for path in study.rglob("*"):
         if path.is_file() and path.suffix != ".db":
             assert SECRET not in path.read_text(errors="replace"), path

@@ -7,10 +7,19 @@ storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.
 :mod:`tuner.report.plots` draws it (with :mod:`tuner.report.forest`, :mod:`tuner.report.history`,
 :mod:`tuner.report.effects` and the shared :mod:`tuner.report.marks`), :mod:`tuner.report.screen`
 adds the screen's section (the bound, its ranking against the relaunches, the tuner-plugin
-export) when the study had one. Every number they show that the judgement computed comes from
+export) when the study had one, and :mod:`tuner.report.page` puts it all in report.html (one
+file, figures inlined as SVG by :mod:`tuner.report.svg`, report.md's lines read back by
+:mod:`tuner.report.blocks`). Every number they show that the judgement computed comes from
 one :class:`tuner.report.story.Story` of that judgement, carried by the frame.
 """
 
+from tuner.report.blocks import (
+    Block,
+    BlockKind,
+    markdown_blocks,
+    split_sections,
+    table_cells,
+)
 from tuner.report.effects import (
     EffectPanel,
     EffectPoint,
@@ -66,6 +75,16 @@ from tuner.report.marks import (
 from tuner.report.outputs import (
     write_outputs,
 )
+from tuner.report.page import (
+    HTML_FILE,
+    SECTION_IDS,
+    Fact,
+    PagePart,
+    PageSection,
+    page_sections,
+    report_html,
+    write_report_html,
+)
 from tuner.report.plots import (
     BaselinePlot,
     baselines_figure,
@@ -114,13 +133,19 @@ from tuner.report.style import (
     verdict_marker,
     verdict_words,
 )
+from tuner.report.svg import (
+    figure_svg,
+    inline_svg,
+)
 from tuner.report.text import (
     CONSOLE_COLUMNS,
     FIGURE_SECTIONS,
     HostTypeSection,
+    closing_markdown,
     confirmed_row,
     console_table,
     export_lines,
+    failed_markdown,
     levels_markdown,
     markdown_table,
     not_measured_markdown,
@@ -131,6 +156,7 @@ from tuner.report.text import (
     summary_table,
     tp_size,
     triage_markdown,
+    use_lines,
     verdict_paragraph,
 )
 
@@ -141,6 +167,7 @@ __all__ = [
     "FAILED_COLOR",
     "FIGURE",
     "FIGURE_SECTIONS",
+    "HTML_FILE",
     "KEEP_ROWS",
     "LAUNCH_NOISE_KEYS",
     "LISTED",
@@ -148,17 +175,23 @@ __all__ = [
     "MAX_ROWS",
     "PROOF_COLUMNS",
     "SAME_SET",
+    "SECTION_IDS",
     "SHORT_NAMES",
     "STORY_ATTR",
     "STORY_FILE",
     "VERDICT_STYLE",
     "BaselinePlot",
+    "Block",
+    "BlockKind",
     "EffectPanel",
     "EffectPoint",
+    "Fact",
     "ForestRow",
     "GainPoint",
     "HistoryPlot",
     "HostTypeSection",
+    "PagePart",
+    "PageSection",
     "SetFigures",
     "Story",
     "baseline_band",
@@ -167,6 +200,7 @@ __all__ = [
     "baselines_figure",
     "best_row",
     "clock_text",
+    "closing_markdown",
     "combine_frames",
     "concurrency_columns",
     "concurrency_figure",
@@ -175,6 +209,8 @@ __all__ = [
     "env_text",
     "equal_to",
     "export_lines",
+    "failed_markdown",
+    "figure_svg",
     "forest_figure_size",
     "forest_rows",
     "frame_story",
@@ -182,14 +218,17 @@ __all__ = [
     "global_export",
     "history_figure",
     "host_type_frames",
+    "inline_svg",
     "is_size_variable",
     "judged_order",
     "levels_markdown",
+    "markdown_blocks",
     "markdown_table",
     "names_key",
     "not_measured_markdown",
     "note_lines",
     "ok_baselines",
+    "page_sections",
     "plot_baselines",
     "plot_concurrency",
     "plot_history",
@@ -204,6 +243,7 @@ __all__ = [
     "read_trials_csv",
     "relaunch_hours",
     "report_figures",
+    "report_html",
     "report_markdown",
     "report_markdown_by_host_type",
     "save_figures",
@@ -214,14 +254,17 @@ __all__ = [
     "short_name",
     "size_text",
     "skipped_frame",
+    "split_sections",
     "split_skipped",
     "story_of",
     "summary_table",
+    "table_cells",
     "tp_size",
     "triage_markdown",
     "trials_frame",
     "trials_vs_baseline_figure",
     "truncate_rows",
+    "use_lines",
     "value_text",
     "variable_effects_figure",
     "variable_names",
@@ -231,6 +274,7 @@ __all__ = [
     "verdict_text",
     "verdict_words",
     "write_outputs",
+    "write_report_html",
     "write_story",
     "write_trials_csv",
 ]

@@ -1,4 +1,4 @@
-"""The files of a study's results folder, written in one call: trials.csv, the figures, report.md."""
+"""The files of a study's results folder, written in one call: trials.csv, the figures, report.md, report.html."""
 
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from tuner.judging import (
+    DEFAULT_MIN_EFFECT,
     SINGLE_STREAM,
     UNKNOWN_TYPE,
     cannot_act_on,
@@ -23,6 +24,7 @@ from tuner.report.frame import (
     trials_frame,
     write_trials_csv,
 )
+from tuner.report.page import HTML_FILE, PagePart, write_report_html
 from tuner.report.plots import save_figures
 from tuner.report.proof import proof_markdown
 from tuner.report.screen import save_screen_figure, screen_markdown
@@ -44,7 +46,8 @@ __all__ = ["write_outputs"]
 def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
                   min_effect: float) -> tuple[pd.DataFrame, str]:
     """Write ``trials.csv``, the figures (PNG and SVG, :func:`tuner.report.plots.save_figures`)
-    and ``report.md`` into ``out_dir`` (created if needed) from ``records`` (every trial with a
+    ``report.md`` and ``report.html`` (the same report in one file, figures inlined,
+    :mod:`tuner.report.page`) into ``out_dir`` (created if needed) from ``records`` (every trial with a
     record: relaunches, and the sets not launched), judging the relaunches alone with ``min_effect``
     (fraction) on the study's metric (``info.metric``, :func:`tuner.judging.judge.judge`).
     Returns the frame (:func:`trials_frame`, relaunches only) and the verdict paragraph.
@@ -95,21 +98,35 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
         if STORY_ATTR in df.attrs:  # the sets not measured change no figure of the judgement
             full.attrs[STORY_ATTR] = df.attrs[STORY_ATTR]
         write_trials_csv(full, out_dir / "trials.csv")
-        figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect)] if not df.empty else []
-        screen_png = save_screen_figure(info, out_dir, first) if not df.empty else None
+        svgs: dict[str, str] = {}
+        figures = [p.name for p in save_figures(df, out_dir, min_effect=min_effect, svgs=svgs)] if not df.empty else []
+        screen_png = save_screen_figure(info, out_dir, first, svgs=svgs) if not df.empty else None
         extra = screen_markdown(info, out_dir, first, use=confirmed_row(df) if not df.empty else None,
                                 figure=screen_png)
         per_level = levels_markdown(sections[0].levels, min_effect=min_effect) if sections[0].levels else []
         (out_dir / "report.md").write_text(report_markdown(df, verdict, info, study_name, figures, extra,
                                                            after=not_launched, levels=per_level))
+        write_report_html(out_dir / HTML_FILE, [PagePart(df, verdict, svgs, per_level, extra)], info, study_name,
+                          after=not_launched)
         return df, verdict
-    for s in sections:
-        s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect)]
+    parts = []
+    for k, s in enumerate(sections, 1):
+        svgs = {}
+        s.figures = [p.name for p in save_figures(s.df, out_dir / s.folder, min_effect=min_effect, svgs=svgs)]
+        # report.md's per-type tables are judged at the study's stored minimum effect: the same here
+        per_level = levels_markdown(s.levels, min_effect=_stored_min_effect(info), level="###") if s.levels else []
+        parts.append(PagePart(s.df, s.titled_verdict(k), svgs, per_level,
+                              title=f"Host type {k}: `{s.host_type or 'not recorded'}`"))
     df = combine_frames([s.df for s in sections])
     write_trials_csv(combine_frames([df, skipped]), out_dir / "trials.csv")
     verdict = "\n\n".join(s.titled_verdict(k) for k, s in enumerate(sections, 1))
     (out_dir / "report.md").write_text(report_markdown_by_host_type(sections, info, study_name, not_launched))
+    write_report_html(out_dir / HTML_FILE, parts, info, study_name, after=not_launched)
     return df, verdict
+
+
+def _stored_min_effect(info: StudyInfo) -> float:
+    return info.min_effect if info.min_effect is not None else DEFAULT_MIN_EFFECT
 
 
 def _judged_level(records: Sequence[TrialRecord], wanted: int) -> int:

@@ -37,6 +37,7 @@ from tuner.report.frame import concurrency_columns, frame_story, ok_baselines
 from tuner.report.history import history_figure, plot_history
 from tuner.report.marks import FAILED_COLOR, ok_rows
 from tuner.report.style import plural, set_label
+from tuner.report.svg import figure_svg
 
 __all__ = [
     "FAILED_COLOR",
@@ -223,10 +224,13 @@ def report_figures(df: pd.DataFrame, *, min_effect: float | None = None) -> list
     return figures
 
 
-def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = None) -> list[Path]:
+def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = None,
+                 svgs: dict[str, str] | None = None) -> list[Path]:
     """Write ``<name>.png`` (110 dpi) and ``<name>.svg`` of every :func:`report_figures` figure
-    into ``out_dir`` (created if needed). Returns the PNG paths in report order. Nothing is left
-    open in pyplot. Raises OSError when a file cannot be written."""
+    into ``out_dir`` (created if needed). Returns the PNG paths in report order. ``svgs``: when
+    given, each figure's SVG text (what its file holds, :func:`tuner.report.svg.figure_svg`) is
+    put there under its stem, for report.html. Nothing is left open in pyplot. Raises OSError
+    when a file cannot be written."""
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, fig in report_figures(df, min_effect=min_effect):
@@ -234,6 +238,9 @@ def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = 
         with warnings.catch_warnings():  # a figure with almost no data: matplotlib's layout notice is not the user's
             warnings.filterwarnings("ignore", message="constrained_layout not applied")
             fig.savefig(png, dpi=_DPI)
-            fig.savefig(png.with_suffix(".svg"), metadata={"Date": None})  # no date: the same data gives the same file
+        svg = figure_svg(fig, f"{out_dir.name}/{name}")  # no date, fixed ids: the same data gives the same file
+        png.with_suffix(".svg").write_text(svg)
+        if svgs is not None:
+            svgs[name] = svg
         written.append(png)
     return written

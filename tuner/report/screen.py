@@ -27,6 +27,7 @@ from tuner.judging import Judgement
 from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
 from tuner.report.style import set_label
+from tuner.report.svg import figure_svg
 from tuner.report.text import export_lines, note_lines
 from tuner.screen.rank import Spearman, predicted_gain_pct, screen_key, spearman
 from tuner.screen.table import SCREEN_CSV, read_screen_csv
@@ -323,9 +324,10 @@ def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None,
     return lines
 
 
-def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | None) -> str | None:
+def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | None, *,
+                       svgs: dict[str, str] | None = None) -> str | None:
     """Write ``screen_gain.png``/``.svg`` when the study has a screen and a bound; returns the
-    PNG's name, or None."""
+    PNG's name, or None. ``svgs``: when given, the SVG text is put there under :data:`FIGURE`."""
     if info.screen is None:
         return None
     points = gain_points(info.screen, read_screen_csv(out_dir / SCREEN_CSV), judgement)
@@ -334,5 +336,8 @@ def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | No
     fig = screen_figure(points)
     png = out_dir / f"{FIGURE}.png"
     fig.savefig(png, dpi=_DPI)
-    fig.savefig(png.with_suffix(".svg"), metadata={"Date": None})
+    svg = figure_svg(fig, f"{out_dir.name}/{FIGURE}")
+    png.with_suffix(".svg").write_text(svg)
+    if svgs is not None:
+        svgs[FIGURE] = svg
     return png.name

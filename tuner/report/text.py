@@ -30,9 +30,11 @@ __all__ = [
     "FIGURE_SECTIONS",
     "USE_KEY",
     "HostTypeSection",
+    "closing_markdown",
     "confirmed_row",
     "console_table",
     "export_lines",
+    "failed_markdown",
     "levels_markdown",
     "markdown_table",
     "not_measured_markdown",
@@ -43,6 +45,7 @@ __all__ = [
     "summary_table",
     "tp_size",
     "triage_markdown",
+    "use_lines",
     "verdict_paragraph",
 ]
 
@@ -155,6 +158,16 @@ def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
     else:
         rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
     return None if rows.empty else rows.iloc[-1]
+
+
+def use_lines(df: pd.DataFrame, info: StudyInfo) -> list[str]:
+    """The "Use the best set" lines of the set whose gain held (:func:`confirmed_row`): its
+    export lines with the study's server command, then the space file's notes on its
+    variables; none when no set held."""
+    use = confirmed_row(df)
+    if use is None:
+        return []
+    return [*export_lines(use["env"], info.server_command), *note_lines(use["env"], info.space_notes)]
 
 
 def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
@@ -570,10 +583,9 @@ def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], le
     section per figure (``figures``: PNG paths relative to report.md) with the trials table
     under the first and ``levels`` (the per-level section) under it."""
     lines: list[str] = []
-    use = confirmed_row(df)
-    if use is not None:
-        lines += [f"{level} Use the best set", "", "```sh", *export_lines(use["env"], info.server_command),
-                  *note_lines(use["env"], info.space_notes), "```", ""]
+    use = use_lines(df, info)
+    if use:
+        lines += [f"{level} Use the best set", "", "```sh", *use, "```", ""]
     lines += list(sections)
     lines += triage_markdown(info, level)
     names = {Path(name).stem: name for name in figures}
@@ -592,11 +604,24 @@ def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], le
 def _markdown_end(df: pd.DataFrame, info: StudyInfo, *, host_type: bool = False) -> list[str]:
     """Failed relaunches (with their host type when ``host_type``), why the sweep stopped,
     and how to open the study in optuna-dashboard."""
-    lines: list[str] = []
+    return failed_markdown(df, host_type=host_type) + closing_markdown(info)
+
+
+def failed_markdown(df: pd.DataFrame, *, host_type: bool = False) -> list[str]:
+    """report.md's "Failed trials" section: one row per failed relaunch of ``df`` (a trials
+    frame) with its status, cause, set and log (and host type when ``host_type``); no lines
+    when none failed."""
     failed = df[df["status"].map(lambda s: Status(s).failed)]
-    if not failed.empty:
-        cols = ["trial", "status", "cause", "env", "log"] + (["host_type"] if host_type else [])
-        lines += ["## Failed trials", "", markdown_table(failed[cols]), ""]
+    if failed.empty:
+        return []
+    cols = ["trial", "status", "cause", "env", "log"] + (["host_type"] if host_type else [])
+    return ["## Failed trials", "", markdown_table(failed[cols]), ""]
+
+
+def closing_markdown(info: StudyInfo) -> list[str]:
+    """report.md's last lines: why the sweep stopped (when stored) and how to open the study in
+    optuna-dashboard."""
+    lines: list[str] = []
     if info.stop_reason:
         lines += [f"Sweep stopped: {info.stop_reason}.", ""]
     lines += ["Open the study in optuna-dashboard: `optuna-dashboard "
