@@ -13,13 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tuner.backends import BackendName
 from tuner.nccl import NcclVersion, version_in_text
 
 __all__ = ["SERVER_OVERRIDES", "Backend", "BackendName", "allreduce_backend"]
-
-BackendName = Literal["nccl", "nccl_symmetric", "custom_allreduce", "symm_mem", "flashinfer", "mscclpp",
-                      "none", "unknown"]
-
 
 @dataclass(frozen=True)
 class Backend:
@@ -112,6 +109,11 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
     if tp == 1:
         return result("none", False, "tensor parallel size 1: the decode step has no allreduce")
     if server is None:
+        if re.search(r"disable_custom_all_reduce=False[,)]", text) and not _flag(argv, "--disable-custom-all-reduce"):
+            # a vLLM-family engine under another name (a fork, a wrapper that renames its lines)
+            return result("custom_allreduce", False,
+                          "the server's engine config says disable_custom_all_reduce=False, so its custom allreduce "
+                          "takes decode-sized allreduces, but neither the command nor the log names vLLM or SGLang")
         return result("unknown", None, "neither the command nor the log names vLLM or SGLang")
     disabled = [m.group(0).strip() for m in _CA_DISABLED.finditer(text)]
     # the engine-config line ("..., disable_custom_all_reduce=True, ..."), not the warning's advice

@@ -17,7 +17,7 @@ def _night() -> list:
 
 def test_no_nccl_on_the_decode_path_leaves_only_flag_sets_judged():
     records = _night()
-    info = StudyInfo(allreduce_nccl_on_decode_path=False, allreduce_backend="custom",
+    info = StudyInfo(allreduce_nccl_on_decode_path=False, allreduce_backend="custom_allreduce",
                      allreduce_backend_reason="vLLM custom allreduce")
     why = cannot_act_on(info, records)
     assert set(why) == {records[1].set_key}  # the set with a server flag may move the allreduce to NCCL
