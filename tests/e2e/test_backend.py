@@ -79,6 +79,10 @@ def test_a_known_server_measures_its_backend_space_in_the_same_night(tmp_path):
     assert any(k.startswith("NCCL_") for k in json.loads(nccl["env"])) and nccl["status"] == "ok"
     report = (tmp_path / "r" / "nv" / "report.md").read_text()
     assert "cannot act at decode" in report and "(custom_allreduce does)" in report
+    res = cli("sweep", config, *common, "--dry-run")  # the stored study knows the backend: the plan says so
+    assert res.returncode == 0, res.stderr
+    assert ("the night measures vllm's backend space search_spaces/vllm-backends.toml first (vllm-nccl-only, "
+            "vllm-symm-mem)") in res.stdout
 
 
 def test_a_server_not_known_stops_naming_the_backend_space_and_the_command(tmp_path):

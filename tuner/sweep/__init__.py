@@ -8,7 +8,7 @@ words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before 
 :mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
 """
 
-from tuner.sweep.dryrun import plan_lines
+from tuner.sweep.dryrun import backend_lines, plan_lines
 from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read
 from tuner.sweep.prelaunch import StartChecks, start_checks
 from tuner.sweep.progress import Progress, proof_line
@@ -26,6 +26,7 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
     "TrialContext",
+    "backend_lines",
     "counted_in_order",
     "debug_env",
     "debug_file",
