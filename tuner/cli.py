@@ -351,7 +351,8 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
                                baseline_every=args.baseline_every, confirm=not args.no_confirm,
                                final_baseline=not args.no_final_baseline, study_dir=study_dir,
                                timeout_s=args.timeout, until=args.until,
-                               records=_stored_records(args, study_dir))))
+                               records=_stored_records(args, study_dir), info=_stored_info(args, study_dir),
+                               force=args.force)))
     print("\n".join(checked.lines()))
     return ExitCode.OK
 
@@ -369,6 +370,20 @@ def _stored_records(args: argparse.Namespace, study_dir: Path | None) -> list[An
         return StudyStore(study, {}).records()
     except Exception:  # no such study, an unreachable server, an older format: the clock goes by the config
         return []
+
+
+def _stored_info(args: argparse.Namespace, study_dir: Path | None) -> Any:
+    """The stored study's info (who carried its first baseline's decode allreduce), or None
+    without a study or when its storage cannot be read (as :func:`_stored_records`)."""
+    from tuner.study import StudyStore, default_storage, open_study
+
+    if study_dir is None or (not args.storage and not (study_dir / "study.db").exists()):
+        return None
+    try:
+        study = open_study(study_dir.name, args.storage or default_storage(study_dir), create=False)
+        return StudyStore(study, {}).info()
+    except Exception:  # no such study, an unreachable server, an older format: nothing is said
+        return None
 
 
 def _hold_gpus(args: argparse.Namespace, cfg: Any, study: str, command: str) -> None:

@@ -1,12 +1,15 @@
 """Who carries the decode allreduce, found from the baseline's log: on the simulator's
-`nvlink-8x` box vLLM's custom allreduce does, so NCCL variables cannot change decode speed and
-the sweep stops right after the baseline (exit 5) instead of spending the budget; a space that
-varies the backend itself (vLLM's --disable-custom-all-reduce) is swept, the flag reaching the
-server's command line."""
+`nvlink-8x` box vLLM's custom allreduce does, so NCCL variables cannot change decode speed; the
+server being vLLM, the night measures vLLM's backend space (search_spaces/vllm-backends.toml)
+next, its --disable-custom-all-reduce reaching the server's command line, and marks the NCCL
+sets unable to act at decode. A server the command and log do not name stops right after the
+baseline (exit 5), naming the backend space and the command. A space that varies the backend
+itself is swept."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,14 +28,19 @@ values = ["on"]
 name = "ll"
 env = { NCCL_PROTO = "LL" }
 """
+UNNAMED = Path(__file__).parents[1] / "servers" / "unnamed_server.py"
 
 
-def _config(tmp_path, space: str):
-    (tmp_path / "space.toml").write_text(space)
+def _config(tmp_path, space: str | None, *, program: list[str] | None = None, trials: int = 3):
+    where = ""
+    if space is not None:
+        (tmp_path / "space.toml").write_text(space)
+        where = f'space = "{tmp_path / "space.toml"}"'
+    command = ", ".join(f'"{a}"' for a in (program or ["{python}", "-m", "tuner.sim", "serve"]))
     path = tmp_path / "exp.toml"
     path.write_text(f"""
 [server]
-command = ["{{python}}", "-m", "tuner.sim", "serve", "--profile", "nvlink-8x", "--port", "{{port}}", "--load-time", "0.3"]
+command = [{command}, "--profile", "nvlink-8x", "--port", "{{port}}", "--load-time", "0.3"]
 port = {free_port()}
 ready_timeout_s = 60
 teardown_grace_s = 5
@@ -40,19 +48,54 @@ teardown_grace_s = 5
 max_tokens = 32
 repeats = 2
 [sweep]
-space = "{tmp_path / 'space.toml'}"
-trials = 3
+{where}
+trials = {trials}
 """)
     return path
 
 
-def test_nccl_not_on_the_decode_path_stops_after_the_baseline(tmp_path):
-    res = cli("sweep", str(_config(tmp_path, SPACE)), "--results", str(tmp_path / "r"), "--study", "nv")
+def _argv(log: str) -> str:
+    return Path(log).read_text().splitlines()[0]  # the launched argv
+
+
+def test_a_known_server_measures_its_backend_space_in_the_same_night(tmp_path):
+    config = str(_config(tmp_path, None))  # the default space, search_spaces/default.toml
+    common = ("--results", str(tmp_path / "r"), "--study", "nv", "--seed", "1", "--no-confirm", "--no-final-baseline")
+    res = cli("sweep", config, *common, "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    assert ("the night measures the backend space search_spaces/vllm-backends.toml next (2 backend sets: "
+            "vllm-nccl-only, vllm-symm-mem)") in res.stderr
+    # the resumed runner did not measure the baseline: it decides from the stored study info
+    res = cli("sweep", config, *common, "--trials", "4")
+    assert res.returncode == 0, res.stderr
+    assert "the night measures the backend space" in res.stderr
+    df = pd.read_csv(tmp_path / "r" / "nv" / "trials.csv")
+    assert list(df["preset"].fillna(""))[:3] == ["", "vllm-nccl-only", "vllm-symm-mem"], df[["trial", "preset"]]
+    off = df.iloc[1]
+    assert json.loads(off["flags"]) == ["--disable-custom-all-reduce"]
+    assert "--disable-custom-all-reduce" in _argv(off["log"]) and off["allreduce_backend"] == "nccl"
+    assert "VLLM_ALLREDUCE_USE_SYMM_MEM" in json.loads(df.iloc[2]["env"])
+    nccl = df.iloc[3]  # the default space's first NCCL set, after the backend sets
+    assert any(k.startswith("NCCL_") for k in json.loads(nccl["env"])) and nccl["status"] == "ok"
+    report = (tmp_path / "r" / "nv" / "report.md").read_text()
+    assert "cannot act at decode" in report and "(custom_allreduce does)" in report
+    res = cli("sweep", config, *common, "--dry-run")  # the stored study knows the backend: the plan says so
+    assert res.returncode == 0, res.stderr
+    assert ("the night measures vllm's backend space search_spaces/vllm-backends.toml first (vllm-nccl-only, "
+            "vllm-symm-mem)") in res.stdout
+
+
+def test_a_server_not_known_stops_naming_the_backend_space_and_the_command(tmp_path):
+    config = _config(tmp_path, SPACE, program=["{python}", str(UNNAMED)])
+    res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--study", "nv")
     assert res.returncode == 5, res.stderr
     assert "NCCL does not carry the decode allreduce" in res.stderr and "--force" in res.stderr
+    assert (f"`nccl-tune sweep {config} --space search_spaces/vllm-backends.toml --study nv-backends`"
+            in res.stderr), res.stderr
     df = pd.read_csv(tmp_path / "r" / "nv" / "trials.csv")
     assert list(df["kind"]) == ["baseline"] and df.iloc[0]["allreduce_backend"] == "custom_allreduce"
-    res = cli("sweep", str(_config(tmp_path, SPACE)), "--results", str(tmp_path / "r"), "--study", "forced",
+    assert "vllm" not in Path(df.iloc[0]["log"]).read_text().replace(sys.executable, "")
+    res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--study", "forced",
               "--force", "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     assert "sweeping anyway (--force)" in res.stderr
@@ -62,10 +105,9 @@ def test_a_space_that_varies_the_backend_is_swept(tmp_path):
     res = cli("sweep", str(_config(tmp_path, FLAG_SPACE)), "--results", str(tmp_path / "r"), "--study", "flag",
               "--seed", "1", "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
-    assert "which can move it to NCCL" in res.stderr
     df = pd.read_csv(tmp_path / "r" / "flag" / "trials.csv")
     flagged = df[df["flags"].map(json.loads).map(lambda f: "--disable-custom-all-reduce" in f)]
     assert len(flagged) >= 1, df[["trial", "kind", "env", "flags"]]
     row = flagged.iloc[0]
     assert row["allreduce_backend"] == "nccl"  # with the flag, NCCL carries decode
-    assert "--disable-custom-all-reduce" in Path(row["log"]).read_text().splitlines()[0]  # the launched argv
+    assert "--disable-custom-all-reduce" in _argv(row["log"])

@@ -4,9 +4,12 @@
 :func:`version_key`; ``entries.py``: :data:`CATALOGUE`, every released switch as read in the
 servers' source; ``catalogue.py``: :func:`choices`, :func:`choice_of`, :func:`infeasible`,
 :func:`switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
-``tuner.server.backend.prove``. The table is docs/BACKENDS.md.
+``tuner.server.backend.prove``. The table is docs/BACKENDS.md. ``carrier.py`` says who
+carries a set's decode allreduce and what that leaves its NCCL variables
+(:func:`set_carrier`, :func:`nccl_cannot_act_at_decode`).
 """
 
+from tuner.backends.carrier import NOT_NCCL, nccl_cannot_act_at_decode, set_carrier
 from tuner.backends.catalogue import (
     CATALOGUE,
     BackendChoice,
@@ -21,5 +24,5 @@ from tuner.backends.catalogue import (
 )
 from tuner.backends.entries import MiB
 
-__all__ = ["CATALOGUE", "BackendChoice", "BackendName", "MiB", "ServerName", "choice_of", "choices", "infeasible",
-           "switch_keys", "switch_versions", "version_key"]
+__all__ = ["CATALOGUE", "NOT_NCCL", "BackendChoice", "BackendName", "MiB", "ServerName", "choice_of", "choices",
+           "infeasible", "nccl_cannot_act_at_decode", "set_carrier", "switch_keys", "switch_versions", "version_key"]

@@ -54,10 +54,11 @@ from tuner.inputs.schema import (
     raise_all,
     read_toml,
 )
-from tuner.inputs.space import UNSET, Preset, Scalar, SearchSpace, load_space
+from tuner.inputs.space import BACKEND_SPACE, UNSET, Preset, Scalar, SearchSpace, backend_space_path, load_space
 
 __all__ = [
     "ACCEPTED",
+    "BACKEND_SPACE",
     "CPU_VENDOR_NAMES",
     "DEFAULT_SPACE",
     "DTYPE_BYTES",
@@ -95,6 +96,7 @@ __all__ = [
     "SweepConfig",
     "allreduces_per_token",
     "as_written",
+    "backend_space_path",
     "check_nccl",
     "check_nccl_set",
     "decode_allreduce_bytes",

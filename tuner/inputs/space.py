@@ -56,15 +56,30 @@ from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
 
 __all__ = [
+    "BACKEND_SPACE",
     "UNSET",
     "Preset",
     "Scalar",
     "SearchSpace",
+    "backend_space_path",
     "load_space",
 ]
 
 #: The candidate meaning "do not set the variable; let NCCL choose".
 UNSET = "unset"
+#: A server's backend space (its presets: the decode-allreduce backend choices), beside default.toml.
+BACKEND_SPACE = "search_spaces/{server}-backends.toml"
+
+
+def backend_space_path(server: str, config_file: Path | None = None) -> tuple[Path, bool]:
+    """Where ``server``'s backend space is (:data:`BACKEND_SPACE`), found as ``sweep.space``'s
+    default is: relative to the current directory, then to the experiment file's folder.
+    Returns ``(path, found)``; not found, the path as written (for a message)."""
+    raw = Path(BACKEND_SPACE.format(server=server))
+    for path in [raw, *([config_file.parent / raw] if config_file is not None else [])]:
+        if path.is_file():
+            return path, True
+    return raw, False
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
+from tuner.backends import nccl_cannot_act_at_decode
 from tuner.judging import stats
 from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
 
@@ -479,18 +480,23 @@ def host_type_groups(records: Sequence[TrialRecord]) -> dict[str, list[TrialReco
 def cannot_act_on(info: StudyInfo, records: Sequence[TrialRecord]) -> dict[str, str]:
     """Set key -> why NCCL variables cannot change its speed on this night, from what the first
     baseline showed (``info``): one GPU (``topology.nranks == 1``: no allreduce at all), or NCCL
-    not carrying the decode allreduce (``allreduce_nccl_on_decode_path`` False: the night ran with
-    ``--force``). Sets that vary a server flag are left out of the second (a flag such as
-    ``--disable-custom-all-reduce`` can move the allreduce to NCCL). Empty when every set can act."""
+    variables in a set whose decode allreduce NCCL does not carry, by the set's backend choice
+    or else the baseline's backend (:func:`tuner.backends.nccl_cannot_act_at_decode`: "cannot
+    act at decode"; a set that sets a backend choice alone is judged on its own speed). Empty
+    when every set can act."""
     topo = info.topology
     if topo is not None and topo.nranks == 1:
         why = "TP 1: one GPU, no allreduce for NCCL to carry"
         return {r.set_key: why for r in records if r.kind is not Kind.BASELINE}
-    if info.allreduce_nccl_on_decode_path is False:
-        why = (f"NCCL does not carry the decode allreduce here ({info.allreduce_backend}: "
-               f"{info.allreduce_backend_reason}); the night ran with --force")
-        return {r.set_key: why for r in records if r.kind is not Kind.BASELINE and not r.flags}
-    return {}
+    server = info.allreduce_server or None
+    out: dict[str, str] = {}
+    for r in records:
+        if r.kind is Kind.BASELINE:
+            continue
+        at_decode = nccl_cannot_act_at_decode(server, r.env, r.flags, info.allreduce_backend)
+        if at_decode is not None:
+            out[r.set_key] = at_decode
+    return out
 
 
 def judge_by_host_type(records: Sequence[TrialRecord], *, metric: Metric,

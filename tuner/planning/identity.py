@@ -31,11 +31,16 @@ class Facts:
     while unknown; the sweep learns both from the first baseline's log), and ``cpu_vendor``,
     the CPU ``[nccl] cpu_vendor`` names (None if not given). A topology whose log named no CPU
     takes ``cpu_vendor``; one that named it keeps NCCL's own (what NCCL's P2P default reads,
-    src/graph/paths.cc ncclTopoCheckP2p)."""
+    src/graph/paths.cc ncclTopoCheckP2p). ``server`` (``vllm``, ``sglang``, None: not known),
+    ``server_version`` (``0.11.0``, None: not logged) and ``backend`` (who carried the first
+    baseline's decode allreduce, ``""``: not known) are what the baseline's log named too."""
 
     version: NcclVersion | None = None
     topology: Topology | None = None
     cpu_vendor: str | None = None
+    server: str | None = None
+    server_version: str | None = None
+    backend: str = ""
 
     def __post_init__(self) -> None:
         if self.topology is not None and self.topology.cpu_vendor is None and self.cpu_vendor is not None:

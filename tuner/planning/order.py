@@ -24,10 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from tuner.inputs.space import SearchSpace
+from tuner.inputs.space import Preset, SearchSpace
 from tuner.judging import Judgement
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
+from tuner.planning.params import split_params
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
@@ -87,7 +88,8 @@ class Planner:
                  problems: Callable[[dict[str, str]], list[str]],
                  key_of: Callable[[dict[str, str], list[str]], str] = set_key,
                  decode_bytes: int | None = None, judged_at: str | None = None, baseline_every: int = 0,
-                 confirm: bool = True, final_baseline: bool = True, trials: int = 0) -> None:
+                 confirm: bool = True, final_baseline: bool = True, trials: int = 0,
+                 refusal: Callable[[dict[str, str], list[str]], str | None] | None = None) -> None:
         self.space = space
         self.mode = mode
         self._records = records
@@ -103,6 +105,9 @@ class Planner:
         self.screened: list[ScreenedSet] = []
         self.fixes: list[ScreenedSet] = []
         self.screen_check: Callable[[dict[str, str]], str | None] | None = None
+        self._refusal = refusal
+        self.backends: list[Preset] = []
+        self.backend_space: SearchSpace | None = None
 
     def screened_first(self, sets: Sequence[ScreenedSet],
                        check: Callable[[dict[str, str]], str | None] | None = None) -> None:
@@ -133,12 +138,24 @@ class Planner:
         self.fixes = kept
         return said
 
+    def backends_first(self, space: SearchSpace) -> list[str]:
+        """Plan the presets of the backend ``space`` (``search_spaces/<server>-backends.toml``)
+        first, before the triage's fixes, the screen's best and the space's presets: the night
+        measures who carries the decode allreduce where NCCL does not. Presets whose set one of
+        the night's space holds under another name are planned once (under the night's name);
+        returns their names, in order."""
+        own = {tuple(sorted(p.env.items())) for p in self.space.presets}
+        self.backend_space = space
+        self.backends = [p for p in space.presets if tuple(sorted(p.env.items())) not in own]
+        return [p.name for p in self.backends]
+
     def named(self) -> list[PlanEntry]:
-        """The named sets in plan order: the triage's fixes, the screen's best, then the
-        space's presets."""
-        return [*(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.fixes),
+        """The named sets in plan order: the backend space's presets (:meth:`backends_first`),
+        the triage's fixes, the screen's best, then the space's presets."""
+        return [*(PlanEntry(Step.SET, p.name, *split_params(p.env)) for p in self.backends),
+                *(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.fixes),
                 *(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.screened),
-                *(PlanEntry(Step.SET, p.name, dict(p.env)) for p in self.space.presets)]
+                *(PlanEntry(Step.SET, p.name, *split_params(p.env)) for p in self.space.presets)]
 
     def _keyed(self, records: list[TrialRecord]) -> list[tuple[TrialRecord, str]]:
         """Each record with its set's key (computed once: with a diagnosis a key is not cheap)."""
@@ -213,7 +230,7 @@ class Planner:
             now = "skipped" if not r.kind.relaunched else "measured" if r.ok else "failed"
             if fate.get(r.preset) != "measured":  # a measurement of the set wins over anything else
                 fate[r.preset] = now
-        names = [p.name for p in self.space.presets]
+        names = [p.name for p in [*self.backends, *self.space.presets]]
         counts = {word: sum(1 for n in names if fate.get(n) == word) for word in ("measured", "failed", "skipped")}
         if counts["measured"] == len(names):
             return "all presets measured"
@@ -226,6 +243,8 @@ class Planner:
         measured before (the untuned set: the ``baseline``). The decision's ``cause`` is what
         the record of a set not launched stores (report.md's "Sets not measured")."""
         problems = self._problems(env)
+        refused = self._refusal(env, flags) if self._refusal is not None else None
+        problems = [*problems, refused] if refused else problems
         bad = self.screen_check(env) if self.screen_check is not None and not problems else None
         if problems or bad:
             why = problems[0] if problems else str(bad)

@@ -8,11 +8,14 @@ the same questions of the same code.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 
+from tuner.backends import choice_of, infeasible, nccl_cannot_act_at_decode
 from tuner.nccl import canonical_set
 from tuner.planning import feasibility
 from tuner.planning.identity import DecodeContext, Facts, night_inert, set_identity
+from tuner.planning.params import flag_params
 
 __all__ = ["Rules"]
 
@@ -55,21 +58,52 @@ class Rules:
         facts = self.facts()
         return night_inert(canonical_set(env, facts.version, facts.topology), facts, self.decode)
 
-    def cannot_act(self, env: dict[str, str]) -> str | None:
+    def cannot_act(self, env: dict[str, str], flags: list[str] | None = None) -> str | None:
         """Why ``env`` as a whole cannot change any allreduce the night measures, or None when it
         can or that is not known (see :meth:`inert`). Callers that need the answer for one
         variable ask with ``{name: value}``. The untuned set (or one NCCL reads as it) cannot act:
         "NCCL reads it as the untuned set". For the backend check (NCCL not on the decode path)
         and the verdicts (a gain a set that cannot act cannot have) to ask the same question.
+
+        The sizes NCCL carries: where the set's decode allreduce is carried by another backend
+        (its backend choice, ``flags`` included, or the baseline's:
+        :func:`tuner.backends.nccl_cannot_act_at_decode`), the decode sizes are not NCCL's, so
+        its variables are judged at the prefill sizes alone; with no prefill size whose NCCL pick
+        is known, the set cannot act ("cannot act at decode"), its prefill effect a measured
+        ratio only.
         """
         facts = self.facts()
         canon = canonical_set(env, facts.version, facts.topology)
         if not canon:
             return "NCCL reads it as the untuned set" if env else "it is the untuned set"
+        elsewhere = nccl_cannot_act_at_decode(facts.server, env, flags or [], facts.backend)
+        if elsewhere is not None:
+            prefill = tuple(p for p in self.decode.picks if p.size.phase != "decode") if self.decode else ()
+            if not prefill:
+                return elsewhere
+            at_prefill = dataclasses.replace(self.decode, picks=prefill) if self.decode else None
+            inert = night_inert(canon, facts, at_prefill) if at_prefill is not None else {}
+            return None if set(canon) - set(inert) else elsewhere
         inert = self.inert(env)
         if self.decode is None or set(canon) - set(inert):
             return None
         return "; ".join(inert[name] for name in sorted(canon))
+
+    def backend_problem(self, env: dict[str, str], flags: list[str]) -> str | None:
+        """Why the backend choice the set names (:func:`tuner.backends.choice_of`, with the
+        server the baseline's log named) cannot act on this box, by the server's version, the
+        TP size and the links the baseline's log showed (:func:`tuner.backends.infeasible`),
+        else None (no choice named, nothing known against it)."""
+        facts = self.facts()
+        if facts.server not in ("vllm", "sglang"):
+            return None
+        choice = choice_of(facts.server, {**env, **flag_params(flags)})  # type: ignore[arg-type]
+        if choice is None:
+            return None
+        topo = facts.topology
+        return infeasible(choice, version=facts.server_version, tp=topo.nranks if topo is not None else None,
+                          link=topo.link if topo is not None else None,
+                          decode_bytes=self.decode.nbytes if self.decode is not None else None)
 
     def problems(self, env: dict[str, str]) -> list[str]:
         """Why the set must not be launched (:func:`tuner.planning.feasibility.problems`)."""

@@ -36,6 +36,10 @@ Versions:
    (:attr:`tuner.record.study.StudyInfo.confirm_skipped`): why the last sweep's confirmation was
    not made or gave nothing, and what the next run makes first; a version-4 study reads both as
    ``""`` (the report then says no reason, as it did).
+6. The study stores ``allreduce_server`` (:attr:`tuner.record.study.StudyInfo.allreduce_server`):
+   the server the first baseline's command or log named (``vllm``, ``sglang``); a version-5
+   study reads it as ``""`` (not known): its night stops where NCCL does not carry the decode
+   allreduce, as it did, instead of measuring a backend space.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -50,7 +54,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

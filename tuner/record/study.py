@@ -63,7 +63,9 @@ class StudyInfo:
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
     (:class:`TopologyRecord`, None when not logged), ``allreduce_backend`` and the evidence for
     it, ``allreduce_nccl_on_decode_path`` (False: NCCL variables cannot change decode speed;
-    None: unknown).
+    None: unknown), ``allreduce_server``: the server the command or log names (``vllm``,
+    ``sglang``; ``""``: not known, or a study stored before format version 6), which decides
+    the backend space the night measures when NCCL does not carry the decode allreduce.
     ``screen``: what the screen stage found (:class:`tuner.record.screen.ScreenSummary`), None
     without a ``[screen]``.
     ``space_notes``: each searched variable's ``note`` in the space file (one line each), shown
@@ -97,6 +99,7 @@ class StudyInfo:
     allreduce_backend: str = ""
     allreduce_backend_reason: str = ""
     allreduce_nccl_on_decode_path: bool | None = None
+    allreduce_server: str = ""
     screen: ScreenSummary | None = None
     space_notes: dict[str, str] = field(default_factory=dict)
     triage: dict[str, Any] = field(default_factory=dict)

@@ -139,6 +139,11 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
     if tp == 1:
         return result("none", False, "tensor parallel size 1: the decode step has no allreduce")
     if server is None:
+        if re.search(r"disable_custom_all_reduce=False[,)]", text) and not _flag(argv, "--disable-custom-all-reduce"):
+            # a vLLM-family engine under another name (a fork, a wrapper that renames its lines)
+            return result("custom_allreduce", False,
+                          "the server's engine config says disable_custom_all_reduce=False, so its custom allreduce "
+                          "takes decode-sized allreduces, but neither the command nor the log names vLLM or SGLang")
         return result("unknown", None, "neither the command nor the log names vLLM or SGLang")
     if server == "vllm" and (order := dispatch_order(lines)):
         names, said = order

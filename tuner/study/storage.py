@@ -236,6 +236,8 @@ class StudyStore:
     def __init__(self, study: optuna.Study, choices: Mapping[str, tuple[str, ...]]) -> None:
         self.study = study
         self.choices = dict(choices)
+        #: names planned sets may hold that the sampler never proposes (:meth:`plan_also`)
+        self.planned_only: dict[str, tuple[str, ...]] = {}
         self._dists = {k: CategoricalDistribution(list(v)) for k, v in self.choices.items()}
 
     # -- reading -------------------------------------------------------------------------
@@ -394,9 +396,25 @@ class StudyStore:
 
     # -- writing -------------------------------------------------------------------------
     def params_of(self, env: Mapping[str, str], flags: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The categorical point of a set: every searched name, ``unset`` where absent."""
+        """The categorical point of a set: every searched name (and every planned-only name,
+        :meth:`plan_also`), ``unset`` where absent."""
         given = {**env, **(flags or {})}
-        return {name: given.get(name, "unset") for name in self.choices}
+        return {name: given.get(name, "unset") for name in [*self.choices, *self.planned_only]}
+
+    def plan_also(self, choices: Mapping[str, tuple[str, ...]]) -> list[str]:
+        """Let planned sets (:meth:`ask_fixed`) also hold the names of ``choices`` (a second
+        space's presets, each name with its candidates, ``unset`` first) that the sampler does
+        not propose; every runner of a study must pass the same (Optuna keeps one distribution
+        per name). Returns ``name=value`` for each value of a name the study already searches
+        with other candidates: a set holding it cannot join the study."""
+        refused: list[str] = []
+        for name, values in choices.items():
+            if name in self.choices:
+                refused += [f"{name}={v}" for v in values if v not in self.choices[name]]
+            elif name not in self.planned_only:
+                self.planned_only[name] = tuple(values)
+                self._dists[name] = CategoricalDistribution(list(values))
+        return refused
 
     def enqueue(self, params: dict[str, str], record: TrialRecord) -> None:
         """Queue a planned set (retry, preset, baseline) so the next ask() takes it."""

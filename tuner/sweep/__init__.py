@@ -23,7 +23,7 @@ from tuner.sweep.check import (
     resolve_set,
     run_check,
 )
-from tuner.sweep.dryrun import plan_lines
+from tuner.sweep.dryrun import backend_lines, plan_lines
 from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read
 from tuner.sweep.prelaunch import StartChecks, start_checks
 from tuner.sweep.progress import Progress, proof_line
@@ -47,6 +47,7 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
     "TrialContext",
+    "backend_lines",
     "check_space",
     "counted_in_order",
     "debug_env",

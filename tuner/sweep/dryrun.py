@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     OLDEST_SUPPORTED,
@@ -48,13 +48,13 @@ from tuner.planning import (
     relaunch_time,
     rules_before_the_night,
 )
-from tuner.record import TrialRecord
+from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
 from tuner.study.workers import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
-__all__ = ["p2p_default_line", "plan_lines"]
+__all__ = ["backend_lines", "p2p_default_line", "plan_lines"]
 
 #: The servers' tensor-parallel flags (vLLM ``--tensor-parallel-size``/``-tp``, SGLang ``--tp-size``/``--tp``).
 _TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")
@@ -101,12 +101,14 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                confirm: bool = True, final_baseline: bool = True, study_dir: Path | None = None,
                environ: dict[str, str] | None = None, timeout_s: float | None = None,
                until: datetime | None = None, records: Sequence[TrialRecord] = (),
-               now: float | None = None) -> list[str]:
+               now: float | None = None, info: StudyInfo | None = None, force: bool = False) -> list[str]:
     """The plan as printable lines (see the module docstring). ``trials``, ``mode`` and
     ``baseline_every`` override the config's like the sweep's options; ``study_dir``: where a
     ``diagnose.json`` of the study may be (the sweep reads the same one); ``timeout_s`` (s) and
     ``until`` the sweep's deadline options, counted from ``now`` (Unix s; default: now);
-    ``records``: the study's stored relaunches, whose measured phases time the night."""
+    ``records``: the study's stored relaunches, whose measured phases time the night; ``info``:
+    the stored study's info, whose first baseline may have shown who carries the decode
+    allreduce (:func:`backend_lines`; ``force``: --force)."""
     version = cfg.nccl.nccl_version
     rules_text = (f"NCCL {version} ([nccl] version)" if version else
                   f"NCCL {OLDEST_SUPPORTED}, the oldest supported (set [nccl] version, or the baseline's "
@@ -151,6 +153,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                    + d.judgement() + ".")
         if d.why:
             out.append(f"  The sizes: {d.why}.")
+    out += backend_lines(info, cfg, space, force=force) if info is not None else []
     out += _relaunch_lines(plan, cfg, notes, every_k)
     proposals = next((e for e in plan.entries if e.step is Step.PROPOSAL), None)
     if proposals is None:
@@ -170,6 +173,26 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
         out.append("Risky but reversible values are in the space (a trial that hangs is torn down and recorded as failed):")
         out += [f"  - {why}" for why in risky]
     return out
+
+
+def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *, force: bool) -> list[str]:
+    """What the night does after its baseline when the stored study's first baseline showed that
+    NCCL does not carry the decode allreduce (the sweep's rule, :meth:`tuner.sweep.runner.Sweep._check_backend`):
+    with the server known, it measures the server's backend space first; else it stops (exit 5)
+    unless --force or the space varies a server flag. Empty when NCCL carries it or that is not known."""
+    if info.allreduce_nccl_on_decode_path is not False:
+        return []
+    head = f"The stored study's first baseline showed NCCL does not carry the decode allreduce ({info.allreduce_backend})"
+    if info.allreduce_backend != "none" and info.allreduce_server in ("vllm", "sglang"):
+        path, found = backend_space_path(info.allreduce_server, cfg.path)
+        if found:
+            names = [p.name for p in load_space(path, allow_unsafe=True).presets]
+            return [f"{head}: the night measures {info.allreduce_server}'s backend space {path} first "
+                    f"({', '.join(names)}), then the space's NCCL sets, whose variables cannot act at decode."]
+    if any(n.startswith("-") for n in space.choices()) or force:
+        return [f"{head}: the night sweeps on (the space varies a server flag)."]
+    return [f"{head}: the night stops after its baseline (exit 5), naming the backend space to measure "
+            f"({BACKEND_SPACE.format(server='vllm')} or {BACKEND_SPACE.format(server='sglang')})."]
 
 
 def _clock_lines(plan: Plan, cfg: ExperimentConfig, records: Sequence[TrialRecord], timeout_s: float | None,

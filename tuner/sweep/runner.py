@@ -38,7 +38,7 @@ import optuna
 from tuner.diagnose import load_diagnosis
 from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
 from tuner.judging import (
     SINGLE_STREAM,
     UNKNOWN_TYPE,
@@ -183,7 +183,8 @@ class Sweep:
                                decode_bytes=self.decode.nbytes if self.decode is not None else None,
                                judged_at=self.decode.sizes_text() if self.decode is not None else None,
                                baseline_every=self.baseline_every, confirm=options.confirm,
-                               final_baseline=options.final_baseline, trials=self.budget)
+                               final_baseline=options.final_baseline, trials=self.budget,
+                               refusal=self.rules.backend_problem)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.signals = SignalGuard()
         self._strict_port = False
@@ -218,8 +219,11 @@ class Sweep:
             return self._learned
         info = self.store.info()
         version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self.cfg.nccl.nccl_version
+        bases = self._baselines() if info.nccl_learned else []
+        server_version = bases[0].host.server.partition(" ")[2] if bases and bases[0].host is not None else ""
         facts = Facts(version, Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None,
-                      self.cfg.nccl.cpu_vendor)
+                      self.cfg.nccl.cpu_vendor, server=info.allreduce_server or None,
+                      server_version=server_version or None, backend=info.allreduce_backend)
         if info.nccl_learned:
             self._learned = facts
         return facts
@@ -736,7 +740,7 @@ class Sweep:
         self.store.start(trial, rec)
         trial_id = trial._trial_id
         ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._facts().version,
-                           frozenset(self.space.choices()), self._strict_port,
+                           frozenset([*self.space.choices(), *self.store.planned_only]), self._strict_port,
                            on_server=lambda identity: self.store.set_server(trial_id, identity))
         title = f"trial {trial.number}: {label}"
 
@@ -776,7 +780,8 @@ class Sweep:
         self.store.update_info(nccl_learned=True, nccl_version=str(version or ""),
                                topology=TopologyRecord(**dataclasses.asdict(topo)) if topo else None,
                                allreduce_backend=backend.name, allreduce_backend_reason=backend.reason,
-                               allreduce_nccl_on_decode_path=backend.nccl_on_decode_path)
+                               allreduce_nccl_on_decode_path=backend.nccl_on_decode_path,
+                               allreduce_server=backend.server or "")
         where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
                  if topo else "topology not logged")
         self.progress.log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
@@ -813,23 +818,61 @@ class Sweep:
             self.progress.log(f"triage: {line}")
 
     def _check_backend(self) -> None:
-        """Stop before the budget is spent when the study's first baseline showed that NCCL does
-        not carry the decode allreduce (every runner of the study checks, not only the one
-        that measured it): StoppedByCheck, unless --force or the space varies a server flag."""
+        """When the study's first baseline showed that NCCL does not carry the decode allreduce
+        (every runner of the study decides from the stored study info, not only the one that
+        measured it): with the server known (vLLM, SGLang), plan its backend space's presets
+        first (:meth:`_measure_backends`); with TP 1 or the server not known, stop before the
+        budget is spent (StoppedByCheck, naming the backend space and the command), unless
+        --force or the space varies a server flag."""
         info = self.store.info()
-        if info.allreduce_nccl_on_decode_path is False and not self._backend_said:
-            self._backend_said = True
-            varies = [n for n in self.space.choices() if n.startswith("-")]
-            message = (f"NCCL does not carry the decode allreduce on this server: {info.allreduce_backend} "
-                       f"({info.allreduce_backend_reason}). "
-                       "NCCL variables cannot change decode speed here, so no tuned relaunch was spent")
-            if varies:
-                self.progress.log(f"note: {message}; the space varies {', '.join(varies)}, which can move it to NCCL")
-            elif self.opt.force:
-                self.progress.log(f"note: {message}; sweeping anyway (--force)")
-            else:
-                raise StoppedByCheck(f"{message}. To measure the backend choice itself, vary a server flag such "
-                                     "as --disable-custom-all-reduce in the search space; --force sweeps anyway")
+        if info.allreduce_nccl_on_decode_path is not False or self._backend_said:
+            return
+        self._backend_said = True
+        message = (f"NCCL does not carry the decode allreduce on this server: {info.allreduce_backend} "
+                   f"({info.allreduce_backend_reason})")
+        if info.allreduce_backend != "none" and info.allreduce_server in ("vllm", "sglang"):
+            path, found = backend_space_path(info.allreduce_server, self.cfg.path)
+            if found:
+                self._measure_backends(path, f"NCCL does not carry the decode allreduce on this server "
+                                             f"({info.allreduce_backend} does)")
+                return
+            advice = (f"the backend space of {info.allreduce_server}, {path}, was not found (looked for it as "
+                      "sweep.space's default is found: from the current directory, then beside the experiment file)")
+        elif info.allreduce_backend == "none":
+            advice = "no backend choice can help: there is no allreduce to tune"
+        else:
+            advice = ("the server is neither vLLM nor SGLang by its command or log, so the night cannot choose its "
+                      "backend space: to measure the backend choice itself run "
+                      f"`nccl-tune sweep {self.cfg.path} --space {BACKEND_SPACE.format(server='vllm')} --study "
+                      f"{self.opt.study}-backends` (vLLM's switches; {BACKEND_SPACE.format(server='sglang')} for "
+                      "SGLang's)")
+        message += ". NCCL variables cannot change decode speed here, so no tuned relaunch was spent"
+        varies = [n for n in self.space.choices() if n.startswith("-")]
+        if varies:
+            self.progress.log(f"note: {message}; the space varies {', '.join(varies)}, which can move it to NCCL")
+        elif self.opt.force:
+            self.progress.log(f"note: {message}; sweeping anyway (--force)")
+        else:
+            raise StoppedByCheck(f"{message}; {advice}. --force sweeps anyway")
+
+    def _measure_backends(self, path: Path, message: str) -> None:
+        """Plan the presets of the backend space at ``path`` first in this night (every runner
+        of the study the same), said in one progress line; a preset whose value of a name the
+        night's space already searches with other candidates cannot join the study, and is
+        said and left out."""
+        backends = load_space(path, allow_unsafe=self.opt.allow_unsafe, version=self._facts().version)
+        for notice in backends.notices:
+            self.progress.log(notice)
+        refused = set(self.store.plan_also(backends.choices()))
+        if refused:
+            kept = [p for p in backends.presets if not {f"{k}={v}" for k, v in p.env.items()} & refused]
+            self.progress.log(f"note: {path}: {', '.join(sorted(refused))} cannot join this study (the space "
+                              "searches that name with other candidates); the presets holding it are left out")
+            backends = dataclasses.replace(backends, presets=kept)
+        names = self.planner.backends_first(backends)
+        sets = f"{len(names)} backend set{'s' if len(names) != 1 else ''}: {', '.join(names)}" if names else "no new set"
+        self.progress.log(f"note: {message}; the night measures the backend space {path} next ({sets}), then the "
+                          "space's NCCL sets, whose NCCL variables cannot act at decode here")
 
     def _runs_wanted(self) -> int:
         """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count
