@@ -21,19 +21,19 @@ def _rules(**facts) -> Rules:
 
 def test_a_choice_the_server_version_does_not_have_is_refused_with_the_reason():
     rules = _rules(topology=Topology(8, link="nvswitch"), server="vllm", server_version="0.10.1")
-    why = rules.backend_problem(SYMM, [])
-    assert why is not None and "vllm 0.10.1 does not have it (released in 0.10.2 and later" in why
+    why = rules.backend_problem(SYMM, OFF)
+    assert why is not None and "vLLM 0.10.1 does not have vllm-symm-mem" in why and "0.10.2" in why
     assert _rules(topology=Topology(8, link="nvswitch"), server="vllm", server_version="0.11.0").backend_problem(
-        SYMM, []) is None
+        SYMM, OFF) is None
 
 
 def test_symmetric_memory_without_nvlink_is_refused_and_nothing_known_refuses_nothing():
     pcie = _rules(topology=Topology(4, link="pcie"), server="vllm", server_version="0.11.0")
-    assert "needs NVLink between the GPUs; this box's are joined by pcie" in (pcie.backend_problem(SYMM, []) or "")
+    assert "this box's GPUs talk over PCIe" in (pcie.backend_problem(SYMM, OFF) or "")
     assert pcie.backend_problem({}, OFF) is None  # NCCL only: any box
     assert pcie.backend_problem({"NCCL_PROTO": "LL"}, []) is None  # no backend choice named
-    assert _rules(server="vllm").backend_problem(SYMM, []) is None  # version and links not known yet
-    assert _rules(topology=Topology(4, link="pcie")).backend_problem(SYMM, []) is None  # server not known
+    assert _rules(server="vllm").backend_problem(SYMM, OFF) is None  # version and links not known yet
+    assert _rules(topology=Topology(4, link="pcie")).backend_problem(SYMM, OFF) is None  # server not known
 
 
 def test_the_planner_records_an_infeasible_backend_set_as_not_launched_with_its_cause(tmp_path: Path):
@@ -41,13 +41,13 @@ def test_the_planner_records_an_infeasible_backend_set_as_not_launched_with_its_
     space = SearchSpace(tmp_path / "s.toml", {"NCCL_PROTO": ("LL",)}, [Preset("ll", {"NCCL_PROTO": "LL"})])
     planner = Planner(space, "search", records=list, busy_keys=set, problems=rules.problems, key_of=rules.key_of,
                       refusal=rules.backend_problem)
-    backends = SearchSpace(tmp_path / "b.toml", {}, [Preset("vllm-symm-mem", SYMM),
+    backends = SearchSpace(tmp_path / "b.toml", {}, [Preset("vllm-symm-mem", {**SYMM, OFF[0]: "on"}),
                                                     Preset("vllm-nccl-only", {"--disable-custom-all-reduce": "on"})])
     assert planner.backends_first(backends) == ["vllm-symm-mem", "vllm-nccl-only"]
     first = planner.next_planned()
-    assert first is not None and first.name == "vllm-symm-mem" and first.env == SYMM
+    assert first is not None and first.name == "vllm-symm-mem" and first.env == SYMM and first.flags == OFF
     decision = planner.judge(first.env, first.flags, baseline=None)
-    assert not decision.launch and "needs NVLink" in decision.cause
+    assert not decision.launch and "talk over PCIe" in decision.cause
     off = planner.named()[1]
     assert off.env == {} and off.flags == OFF  # a preset's flag is a flag of the set, not a variable
     assert planner.judge(off.env, off.flags, baseline=None).launch
@@ -58,5 +58,5 @@ def test_nccl_variables_cannot_act_at_decode_where_another_backend_carries_it():
     why = rules.cannot_act({"NCCL_PROTO": "LL"})
     assert why is not None and "cannot act at decode" in why and "custom_allreduce does" in why
     assert rules.cannot_act({"NCCL_PROTO": "LL"}, OFF) is None  # custom allreduce off: NCCL carries decode
-    assert "symm_mem does" in (rules.cannot_act({"NCCL_PROTO": "LL", **SYMM}) or "")
+    assert "symm_mem does" in (rules.cannot_act({"NCCL_PROTO": "LL", **SYMM}, OFF) or "")
     assert _rules(topology=Topology(8), server="vllm", backend="nccl").cannot_act({"NCCL_PROTO": "LL"}) is None
