@@ -36,6 +36,10 @@ Versions:
    (:attr:`tuner.record.study.StudyInfo.confirm_skipped`): why the last sweep's confirmation was
    not made or gave nothing, and what the next run makes first; a version-4 study reads both as
    ``""`` (the report then says no reason, as it did).
+6. Each trial stores ``backend_choice``, ``backend_applied`` and ``backend_reason``
+   (:class:`tuner.record.trial.TrialRecord`): the backend choice its set names (a catalogue
+   entry), whether its launch's log proved it ran, and the line quoted; a version-5 trial reads
+   them as ``""``, None and ``""`` (no choice: judged as it was, on its NCCL proof alone).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -50,7 +54,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

@@ -3,22 +3,22 @@
 vLLM and SGLang route small allreduces to a custom allreduce, torch symmetric memory,
 FlashInfer or MSCCL++ before NCCL; only when NCCL carries the decode allreduce can NCCL's
 variables change decode speed. :func:`allreduce_backend` says who does, from the server's log,
-command and environment; :data:`SERVER_OVERRIDES` lists the NCCL variables a server overwrites.
+command and environment; :func:`prove` says whether one launch applied the backend its set
+asked for (a :class:`tuner.backends.BackendChoice`); :data:`SERVER_OVERRIDES` lists the NCCL
+variables a server overwrites.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from tuner.backends import BackendChoice, BackendName
 from tuner.nccl import NcclVersion, version_in_text
 
-__all__ = ["SERVER_OVERRIDES", "Backend", "BackendName", "allreduce_backend"]
-
-BackendName = Literal["nccl", "nccl_symmetric", "custom_allreduce", "symm_mem", "flashinfer", "mscclpp",
-                      "none", "unknown"]
+__all__ = ["SERVER_OVERRIDES", "Backend", "BackendName", "BackendProof", "allreduce_backend", "prove"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,62 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
             return result("nccl_symmetric", None, f"custom allreduce off ({why}); --enable-symm-mem uses NCCL "
                                                   "symmetric kernels, which NCCL_ALGO/PROTO do not pick")
     return result("nccl", True, f"custom allreduce off: {why}; the decode allreduce goes to NCCL (pynccl)")
+
+
+@dataclass(frozen=True)
+class BackendProof:
+    """What one launch's log says about the backend its set asked for.
+
+    ``choice``: the catalogue entry the set's params name (None: the set names no backend
+    switch); ``ran``: the backend the log shows carried the decode allreduce; ``applied``: True
+    when the log proves the asked-for backend ran, False when the server ignored it or fell back
+    (``reason`` quotes the line, or says which proving line is absent), None for a set that asks
+    for no backend; ``reason``: the evidence; ``lines``: the log lines quoted.
+    """
+
+    choice: BackendChoice | None
+    ran: BackendName
+    applied: bool | None
+    reason: str
+    lines: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _first(patterns: Sequence[str], lines: Sequence[str]) -> tuple[str, str] | None:
+    """``(matched text, whole line)`` of the first line any of ``patterns`` matches, else None."""
+    regexes = [re.compile(p) for p in patterns]
+    for line in lines:
+        for rx in regexes:
+            if m := rx.search(line):
+                return m.group(0).strip(), line.strip()
+    return None
+
+
+def prove(choice: BackendChoice | None, log_lines: Iterable[str], argv: Sequence[str],
+          env: Mapping[str, str]) -> BackendProof:
+    """Whether the launch whose log is ``log_lines`` (its command ``argv``, the set's flags
+    included, and environment ``env``) ran the backend ``choice`` asks for.
+
+    A line matching one of ``choice.refusal`` (the server's own refusal or fall-back message)
+    makes it not applied, the line quoted; so does a log in which no line matches any of
+    ``choice.proof`` (the proving line absent); else it is applied, the proving line quoted.
+    ``ran`` is ``choice.backend`` when applied, else what :func:`allreduce_backend` reads. A
+    ``choice`` of None (a set that names no backend switch) gives ``applied`` None.
+    """
+    lines = list(log_lines)
+    seen = allreduce_backend(lines, argv, env)
+    if choice is None:
+        return BackendProof(None, seen.name, None, seen.reason)
+    if refused := _first(choice.refusal, lines):
+        return BackendProof(choice, seen.name, False, f"{choice.server} logged \"{refused[0]}\"",
+                            (refused[1],))
+    if not choice.proof:
+        return BackendProof(choice, choice.backend, True, "the catalogue names no proving line")
+    proven = _first(choice.proof, lines)
+    if proven is None:
+        return BackendProof(choice, seen.name, False,
+                            "no line of the log proves it ran (none matches "
+                            + " or ".join(f"/{p}/" for p in choice.proof) + ")")
+    return BackendProof(choice, choice.backend, True, f"{choice.server} logged \"{proven[0]}\"", (proven[1],))
 
 
 #: Variables a server overwrites in its own environment before NCCL starts, with the source.
