@@ -28,6 +28,7 @@ from tuner.inputs.space import SearchSpace
 from tuner.judging import Judgement
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
+from tuner.planning.params import split_params
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
@@ -135,10 +136,11 @@ class Planner:
 
     def named(self) -> list[PlanEntry]:
         """The named sets in plan order: the triage's fixes, the screen's best, then the
-        space's presets."""
+        space's presets (a preset's server flags, its names starting with ``-``, as flags: the
+        set its relaunch records, so that it counts as handled once measured)."""
         return [*(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.fixes),
                 *(PlanEntry(Step.SET, s.name, dict(s.env)) for s in self.screened),
-                *(PlanEntry(Step.SET, p.name, dict(p.env)) for p in self.space.presets)]
+                *(PlanEntry(Step.SET, p.name, *split_params(p.env)) for p in self.space.presets)]
 
     def _keyed(self, records: list[TrialRecord]) -> list[tuple[TrialRecord, str]]:
         """Each record with its set's key (computed once: with a diagnosis a key is not cheap)."""

@@ -466,11 +466,11 @@ def best_row(df: pd.DataFrame) -> pd.Series | None:
 
 def not_applied_text(s: SetJudgement) -> str:
     """What of set ``s`` was not applied, in words: the NCCL variables NCCL did not apply, by
-    name, then its backend choice with the server's reason (``vllm-flashinfer (vllm logged
-    "FlashInfer All Reduce is disabled because flashinfer is not available")``)."""
+    name, then its backend choice with the server's reason (``vllm-flashinfer: vllm logged
+    "FlashInfer All Reduce is disabled because flashinfer is not available"``)."""
     names = [n for n in sorted(s.not_applied) if n != s.backend_choice]
     if s.backend_choice in s.not_applied:
-        names.append(f"{s.backend_choice} ({s.not_applied[s.backend_choice]})")
+        names.append(f"{s.backend_choice}: {s.not_applied[s.backend_choice]}")
     return ", ".join(names)
 
 

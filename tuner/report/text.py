@@ -282,12 +282,12 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
 
 def _unapplied(s: SetJudgement) -> str:
     """What of ``s`` was not applied: the NCCL variables NCCL did not apply, and its backend
-    choice with the server's words (``the server did not apply vllm-flashinfer (vllm logged
-    "...")``)."""
+    choice with the server's words (``the server did not apply vllm-flashinfer: vllm logged
+    "..."``)."""
     nccl = sorted(n for n in s.not_applied if n != s.backend_choice)
     parts = [f"NCCL did not apply {', '.join(nccl)}"] if nccl else []
     if s.backend_choice in s.not_applied:
-        parts.append(f"the server did not apply {s.backend_choice} ({s.not_applied[s.backend_choice]})")
+        parts.append(f"the server did not apply {s.backend_choice}: {s.not_applied[s.backend_choice]}")
     return "; ".join(parts)
 
 

@@ -201,7 +201,7 @@ def prove(choice: BackendChoice | None, log_lines: Iterable[str], argv: Sequence
     proven = _first(choice.proof, lines)
     if proven is None:
         return BackendProof(choice, seen.name, False,
-                            "no line of the log proves it ran (none matches "
+                            "its proving line is absent (no line of the log matches "
                             + " or ".join(f"/{p}/" for p in choice.proof) + ")")
     return BackendProof(choice, choice.backend, True, f"{choice.server} logged \"{proven[0]}\"", (proven[1],))
 

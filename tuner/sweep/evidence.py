@@ -130,9 +130,10 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
     ``nccl_sources``, ``nccl_ranks``, ``nccl_channels``, ``nccl_warnings``,
     ``allreduce_backend``), comparing what NCCL echoed with ``launched`` (the set's variables as
-    launched), and the proof of the set's backend choice (``backend_choice``, ``backend_applied``,
-    ``backend_reason``: :func:`tuner.server.backend.prove` of :func:`set_choice`, on ``argv``
-    with the record's flags appended, as launched, and ``server_env`` with ``launched`` over it).
+    launched; those of its backend choice are left to that choice's proof), and the proof of the
+    set's backend choice (``backend_choice``, ``backend_applied``, ``backend_reason``:
+    :func:`tuner.server.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
+    appended, as launched, and ``server_env`` with ``launched`` over it).
     None when the server log cannot be read."""
     path = Path(record.log)
     try:
@@ -142,7 +143,13 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     lines = text.splitlines()
     since = record.started_at - 1.0 if record.started_at else None
     parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent, pids=pids or ())
-    conf = confirmations(launched, parsed, version)
+    full_argv = [*argv, *record.flags]
+    env = {**server_env, **launched}
+    backend = allreduce_backend(lines, full_argv, env)
+    proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
+    # a backend choice's variables are the server's, proven by its log line, not by NCCL's echo
+    to_nccl = {k: v for k, v in launched.items() if proof.choice is None or k not in proof.choice.params}
+    conf = confirmations(to_nccl, parsed, version)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
@@ -154,10 +161,6 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)
-    full_argv = [*argv, *record.flags]
-    env = {**server_env, **launched}
-    backend = allreduce_backend(lines, full_argv, env)
-    proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
     record.allreduce_backend = proof.ran
     record.backend_choice = proof.choice.name if proof.choice is not None else ""
     record.backend_applied = proof.applied

@@ -41,10 +41,10 @@ def test_the_row_and_the_paragraph_say_why():
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=j)
     row = df[df["trial"] == 1].iloc[0]
     assert row["verdict"] is Verdict.NOT_APPLIED
-    assert row["verdict_note"] == f"not applied: vllm-flashinfer ({WHY})"
+    assert row["verdict_note"] == f"not applied: vllm-flashinfer: {WHY}"
     text = verdict_paragraph(df, StudyInfo(), judgement=j)
     assert (f"No speed verdict for trial 1 (VLLM_ALLREDUCE_USE_FLASHINFER=1): the server did not apply "
-            f"vllm-flashinfer ({WHY}).") in text
+            f"vllm-flashinfer: {WHY}.") in text
     assert "NCCL did not apply" not in text
 
 
@@ -55,4 +55,4 @@ def test_an_nccl_variable_not_echoed_in_a_backend_set_is_named_beside_it():
     j = judge(records, metric=Metric.OUTPUT)
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=j)
     text = verdict_paragraph(df, StudyInfo(), judgement=j)
-    assert f"NCCL did not apply NCCL_PROTO; the server did not apply vllm-flashinfer ({WHY})" in text
+    assert f"NCCL did not apply NCCL_PROTO; the server did not apply vllm-flashinfer: {WHY}" in text

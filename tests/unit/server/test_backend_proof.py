@@ -39,7 +39,7 @@ def test_a_flag_the_server_ignored_is_not_applied_and_a_warnings_advice_is_no_pr
     choice = entry("vllm-custom-allreduce-off")
     p = prove(choice, [ENGINE.format(False), ADVICE], [*ARGV, "--disable-custom-all-reduce"], {})
     assert p.applied is False
-    assert p.reason == "no line of the log proves it ran (none matches /disable_custom_all_reduce=True[,)]/)"
+    assert p.reason == "its proving line is absent (no line of the log matches /disable_custom_all_reduce=True[,)]/)"
 
 
 def test_the_most_specific_entry_is_the_sets_choice():
@@ -58,4 +58,4 @@ def test_a_refusal_is_quoted_and_a_proving_line_applies():
     ran = prove(choice, [ENGINE.format(False), FI_USED], ARGV, env)
     assert ran.applied is True and ran.ran == "flashinfer" and "'FLASHINFER', 'PYNCCL'] all-reduce backends" in ran.reason
     silent = prove(choice, [ENGINE.format(False)], ARGV, env)
-    assert silent.applied is False and silent.reason.startswith("no line of the log proves it ran")
+    assert silent.applied is False and silent.reason.startswith("its proving line is absent")

@@ -34,7 +34,7 @@ def test_the_flag_proven_by_the_engine_config_line(tmp_path):
 def test_a_flag_the_server_did_not_take_is_not_applied(tmp_path):
     r = launched(tmp_path, [ENGINE.format(False)], flags=["--disable-custom-all-reduce"])
     assert r.backend_choice == "vllm-custom-allreduce-off" and r.backend_applied is False
-    assert r.backend_reason.startswith("no line of the log proves it ran")
+    assert r.backend_reason.startswith("its proving line is absent")
 
 
 def test_a_variable_the_server_refused_is_not_applied_with_its_words(tmp_path):
@@ -58,3 +58,9 @@ def test_the_proof_is_stored_and_a_format_5_trial_reads_as_no_choice(tmp_path):
         r.backend_choice, False, r.backend_reason)
     old = {k: v for k, v in to_user_attrs(r).items() if not k.startswith("backend_")}
     assert from_user_attrs(1, old).backend_applied is None and from_user_attrs(1, old).backend_choice == ""
+
+
+def test_a_backend_choices_variable_is_left_to_its_own_proof_not_to_nccl(tmp_path):
+    env = {"VLLM_ALLREDUCE_USE_FLASHINFER": "1", "NCCL_PROTO": "LL"}
+    r = launched(tmp_path, [ENGINE.format(False), FI_MISSING], env=env)
+    assert [row["name"] for row in r.nccl_proof] == ["NCCL_PROTO"] and "VLLM_ALLREDUCE_USE_FLASHINFER" not in r.nccl_unverifiable
