@@ -64,8 +64,12 @@ def test_a_space_that_varies_the_backend_is_swept(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "which can move it to NCCL" in res.stderr
     df = pd.read_csv(tmp_path / "r" / "flag" / "trials.csv")
+    df = df[df["status"] != "skipped"]
     flagged = df[df["flags"].map(json.loads).map(lambda f: "--disable-custom-all-reduce" in f)]
     assert len(flagged) >= 1, df[["trial", "kind", "env", "flags"]]
     row = flagged.iloc[0]
     assert row["allreduce_backend"] == "nccl"  # with the flag, NCCL carries decode
+    # the set's backend choice, proven by the launch's own engine-config line
+    assert row["backend_choice"] == "vllm-custom-allreduce-off" and row["backend_applied"] is True
+    assert row["backend_reason"] == 'vllm logged "disable_custom_all_reduce=True,"'
     assert "--disable-custom-all-reduce" in Path(row["log"]).read_text().splitlines()[0]  # the launched argv

@@ -487,8 +487,10 @@ def cannot_act_on(info: StudyInfo, records: Sequence[TrialRecord]) -> dict[str, 
     """Set key -> why NCCL variables cannot change its speed on this night, from what the first
     baseline showed (``info``): one GPU (``topology.nranks == 1``: no allreduce at all), or NCCL
     not carrying the decode allreduce (``allreduce_nccl_on_decode_path`` False: the night ran with
-    ``--force``). Sets that vary a server flag are left out of the second (a flag such as
-    ``--disable-custom-all-reduce`` can move the allreduce to NCCL). Empty when every set can act."""
+    ``--force``). Sets that vary a server flag or name a backend choice (``backend_choice``) are
+    left out of the second (a flag such as ``--disable-custom-all-reduce``, or a variable such as
+    ``VLLM_ALLREDUCE_USE_FLASHINFER``, moves the allreduce to another backend). Empty when every
+    set can act."""
     topo = info.topology
     if topo is not None and topo.nranks == 1:
         why = "TP 1: one GPU, no allreduce for NCCL to carry"
@@ -496,7 +498,7 @@ def cannot_act_on(info: StudyInfo, records: Sequence[TrialRecord]) -> dict[str, 
     if info.allreduce_nccl_on_decode_path is False:
         why = (f"NCCL does not carry the decode allreduce here ({info.allreduce_backend}: "
                f"{info.allreduce_backend_reason}); the night ran with --force")
-        return {r.set_key: why for r in records if r.kind is not Kind.BASELINE and not r.flags}
+        return {r.set_key: why for r in records if r.kind is not Kind.BASELINE and not r.flags and not r.backend_choice}
     return {}
 
 

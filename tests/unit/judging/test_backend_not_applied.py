@@ -4,7 +4,7 @@ judge() and "not applied" path as an NCCL variable NCCL did not echo."""
 from __future__ import annotations
 
 from tests.helpers import trial_record
-from tuner.judging import judge
+from tuner.judging import cannot_act_on, judge
 from tuner.record import Metric, StudyInfo, Verdict
 from tuner.report.frame import trials_frame
 from tuner.report.text import verdict_paragraph
@@ -56,3 +56,10 @@ def test_an_nccl_variable_not_echoed_in_a_backend_set_is_named_beside_it():
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=j)
     text = verdict_paragraph(df, StudyInfo(), judgement=j)
     assert f"NCCL did not apply NCCL_PROTO; the server did not apply vllm-flashinfer: {WHY}" in text
+
+
+def test_a_backend_set_is_not_marked_unable_to_act_where_nccl_is_off_the_decode_path():
+    records = night(True)
+    info = StudyInfo(allreduce_nccl_on_decode_path=False, allreduce_backend="custom_allreduce",
+                     allreduce_backend_reason="vLLM custom allreduce")
+    assert cannot_act_on(info, records) == {}  # the FlashInfer variable and the flag both move the allreduce
