@@ -106,8 +106,12 @@ def test_a_space_that_varies_the_backend_is_swept(tmp_path):
               "--seed", "1", "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "flag" / "trials.csv")
+    df = df[df["status"] != "skipped"]
     flagged = df[df["flags"].map(json.loads).map(lambda f: "--disable-custom-all-reduce" in f)]
     assert len(flagged) >= 1, df[["trial", "kind", "env", "flags"]]
     row = flagged.iloc[0]
     assert row["allreduce_backend"] == "nccl"  # with the flag, NCCL carries decode
     assert "--disable-custom-all-reduce" in _argv(row["log"])
+    # the set's backend choice, proven by the launch's own engine-config line
+    assert row["backend_choice"] == "vllm-custom-allreduce-off" and row["backend_applied"] == True  # noqa: E712
+    assert "disable_custom_all_reduce=True" in row["backend_reason"]

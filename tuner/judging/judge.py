@@ -21,7 +21,9 @@ must still be faster, by the minimum effect, on all its launches.
 Trials are judged within their host type (``TrialRecord.host_type``): :func:`judge_by_host_type`
 judges each type's sets against that type's own baseline launches, never against another type's.
 
-Sets with a variable NCCL did not apply (``nccl_not_applied``) get no speed verdict; sets whose
+Sets with a variable NCCL did not apply (``nccl_not_applied``), or whose backend choice the
+server did not apply (``backend_applied`` False: ignored, fallen back from, or no proving line
+in the log; :func:`tuner.server.backend.prove`), get no speed verdict; sets whose
 variables cannot act (``cannot_act``: planning's one rule; ``forced``: the night ran with
 --force where NCCL is not on the decode path) get :attr:`Verdict.CANNOT_ACT`, their measured
 ratio only. Neither is ever a finalist.
@@ -86,8 +88,10 @@ def runs_at(record: TrialRecord, metric: Metric, level: int = 1) -> list[float]:
 class SetJudgement:
     """One tuned set: its ok launches (trial numbers, positions in launch order, runs), the
     comparison on all of them, and, when it was relaunched to confirm, the confirmation on the
-    new launches alone. ``cannot_act``: why its variables cannot change the speed ("" when they
-    can); ``stage1``: its comparison on the stage-1 launches (what selected the finalists)."""
+    new launches alone. ``not_applied``: name -> why, each NCCL variable NCCL did not apply and
+    the backend choice (``backend_choice``, its catalogue name) when the server did not apply it;
+    ``cannot_act``: why its variables cannot change the speed ("" when they can); ``stage1``: its
+    comparison on the stage-1 launches (what selected the finalists)."""
 
     key: str
     env: dict[str, str]
@@ -101,6 +105,7 @@ class SetJudgement:
     positions: list[int] = field(default_factory=list)
     cannot_act: str = ""
     stage1: stats.Comparison | None = None
+    backend_choice: str = ""
 
     @property
     def first_trial(self) -> int:
@@ -294,6 +299,9 @@ def _judge_launches(ordered: list[TrialRecord], metric: Metric, min_effect: floa
         if r.kind is Kind.CONFIRM:
             s.confirm_trials.append(r.trial)
         s.not_applied.update(r.nccl_not_applied)
+        s.backend_choice = s.backend_choice or r.backend_choice
+        if r.backend_applied is False:  # the same "not applied" as an NCCL variable not echoed
+            s.not_applied[r.backend_choice or "backend"] = r.backend_reason or "the server did not apply it"
         s.cannot_act = forced or cannot.get(r.set_key, "")
     every = baseline_launches + [launch for s in sets.values() for launch in s.launches]
     scale = stats.robust_run_sigma(every) if every else math.nan

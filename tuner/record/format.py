@@ -40,6 +40,10 @@ Versions:
    the server the first baseline's command or log named (``vllm``, ``sglang``); a version-5
    study reads it as ``""`` (not known): its night stops where NCCL does not carry the decode
    allreduce, as it did, instead of measuring a backend space.
+   Each trial stores ``backend_choice``, ``backend_applied`` and ``backend_reason``
+   (:class:`tuner.record.trial.TrialRecord`): the backend choice its set names (a catalogue
+   entry), whether its launch's log proved it ran, and the line quoted; a version-5 trial reads
+   them as ``""``, None and ``""`` (no choice: judged as it was, on its NCCL proof alone).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a

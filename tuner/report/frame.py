@@ -10,8 +10,9 @@ so the file is the one place JSON text appears.
 Column types: ``kind``, ``status`` and ``verdict`` hold :class:`~tuner.record.trial.Kind`,
 :class:`~tuner.record.trial.Status` and :class:`~tuner.record.trial.Verdict` members (str subclasses, so
 ``df["kind"] == "baseline"`` works); other text columns are pandas ``str``; optional trial
-numbers are nullable ``Int64``; optional measurements are ``float64`` with NaN for "none"
-(tok/s of a failed relaunch is NaN, never 0).
+numbers are nullable ``Int64``; an optional yes/no (``backend_applied``) is nullable
+``boolean``; optional measurements are ``float64`` with NaN for "none" (tok/s of a failed
+relaunch is NaN, never 0).
 
 The judgement the rows were judged by travels with the frame as its :class:`tuner.report.story.Story`
 (``df.attrs[STORY_ATTR]``, :func:`frame_story`), and beside trials.csv as ``judgement.json``:
@@ -33,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from tuner.judging import Judgement, judge, runs_of, stats
+from tuner.judging import Judgement, SetJudgement, judge, runs_of, stats
 from tuner.planning import earlier_label
 from tuner.record import (
     CSV_COLUMNS,
@@ -53,6 +54,7 @@ from tuner.report.story import STORY_ATTR, STORY_FILE, Story, read_story, story_
 __all__ = [
     "CONCURRENCY_PREFIX",
     "SAME_SET",
+    "backend_text",
     "baseline_levels",
     "baseline_runs",
     "best_row",
@@ -63,8 +65,10 @@ __all__ = [
     "frame_story",
     "host_type_frames",
     "judged_order",
+    "not_applied_text",
     "ok_baselines",
     "read_trials_csv",
+    "set_text",
     "skipped_frame",
     "split_skipped",
     "trials_frame",
@@ -91,6 +95,8 @@ def _field_dtypes() -> dict[str, str]:
             out[name] = "object"
         elif args == {bool}:
             out[name] = "bool"
+        elif args == {bool, type(None)}:
+            out[name] = "boolean"  # pandas' nullable bool: None is <NA> (``backend_applied``)
         elif args == {int}:
             out[name] = "int64"
         elif args == {int, type(None)}:
@@ -178,7 +184,7 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
         return _cols(c, verdict, "confirmed on the new launches alone" if verdict is Verdict.FASTER
                      else _unconfirmed(c))
     if s.not_applied:
-        return _cols(s.comparison, Verdict.NOT_APPLIED, "not applied: " + ", ".join(sorted(s.not_applied)))
+        return _cols(s.comparison, Verdict.NOT_APPLIED, "not applied: " + not_applied_text(s))
     if s.verdict is Verdict.FAILED_CONFIRMATION:
         return _cols(s.comparison, Verdict.FAILED_CONFIRMATION,
                      _unconfirmed(s.confirmation) if s.confirmation is not None else "not confirmed")
@@ -356,6 +362,8 @@ def read_trials_csv(path: Path | str) -> pd.DataFrame:
             df[name] = text.map(enum).astype("object")
         elif dtype == "bool":
             df[name] = text.map({"True": True, "False": False}).astype("bool")
+        elif dtype == "boolean":
+            df[name] = text.map({"True": True, "False": False, "": None}).astype("boolean")
         elif dtype in ("float64", "Int64", "int64"):
             df[name] = pd.to_numeric(text.where(text != "")).astype(dtype)
         else:
@@ -454,6 +462,46 @@ def best_row(df: pd.DataFrame) -> pd.Series | None:
     best = story.find(story.best) if story.best is not None else story.sets[0]
     rows = df[df["trial"].isin(best.trials if best is not None else ())]
     return None if rows.empty else rows.sort_values("trial").iloc[0]
+
+
+def not_applied_text(s: SetJudgement) -> str:
+    """What of set ``s`` was not applied, in words: the NCCL variables NCCL did not apply, by
+    name, then its backend choice with the server's reason (``vllm-flashinfer: vllm logged
+    "FlashInfer All Reduce is disabled because flashinfer is not available"``)."""
+    names = [n for n in sorted(s.not_applied) if n != s.backend_choice]
+    if s.backend_choice in s.not_applied:
+        names.append(f"{s.backend_choice}: {s.not_applied[s.backend_choice]}")
+    return ", ".join(names)
+
+
+def _applied(value: object) -> bool | None:
+    """A ``backend_applied`` cell as True, False or None (``<NA>``, None, NaN)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return bool(value)
+
+
+def backend_text(row: pd.Series) -> str:
+    """Which backend a row ran, as report.md's ``backend`` column says it: what the launch's log
+    shows carried the decode allreduce (``allreduce_backend``), with the set's backend choice in
+    parentheses, ``not applied`` when its launch did not prove it (``nccl (vllm-custom-allreduce-off)``,
+    ``custom_allreduce (vllm-flashinfer not applied)``); ``""`` when neither is known."""
+    ran = str(row.get("allreduce_backend") or "")
+    choice = str(row.get("backend_choice") or "")
+    if not choice:
+        return ran
+    applied = _applied(row.get("backend_applied"))
+    inner = choice + (" not applied" if applied is False else "")
+    return f"{ran} ({inner})" if ran else f"({inner})"
+
+
+def set_text(env: dict[str, str], flags: Sequence[str] | None = ()) -> str:
+    """A set as ``NAME=value`` words (:func:`env_text`) then its server flags; only the flags for
+    a set of flags alone (``--disable-custom-all-reduce``, never ``(untuned)``)."""
+    flags = list(flags or ())
+    if not flags:
+        return env_text(env)
+    return " ".join(([env_text(env)] if env else []) + flags)
 
 
 def env_text(env: dict[str, str]) -> str:

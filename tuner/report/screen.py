@@ -276,7 +276,8 @@ def global_export(info: StudyInfo, use: pd.Series | None) -> tuple[str, list[str
     unconfirmed."""
     if use is not None:
         return (f"Global variables: the set relaunches confirmed (trial {int(use['trial'])})",
-                export_lines(dict(use["env"]), info.server_command) + note_lines(dict(use["env"]), info.space_notes))
+                export_lines(dict(use["env"]), info.server_command, list(use["flags"] or ()))
+                + note_lines(dict(use["env"]), info.space_notes))
     best = info.screen.best_set if info.screen is not None else None
     if best:
         return ("Global variables: the best screened set (no relaunch confirmed it)",

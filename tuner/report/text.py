@@ -22,7 +22,7 @@ from rich.text import Text
 from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
-from tuner.report.frame import env_text, host_type_frames, judged_order, verdict_text
+from tuner.report.frame import backend_text, env_text, host_type_frames, judged_order, set_text, verdict_text
 from tuner.triage import Triage
 
 __all__ = [
@@ -85,21 +85,37 @@ def _here_relative(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def export_lines(env: dict[str, str], command: Sequence[str] | None = None) -> list[str]:
-    """Ready-to-paste lines for the set ``env``: a shell ``export``, vLLM and SGLang launch
-    snippets with the server command's own tensor-parallel size (``TP`` when it names none),
-    and ``command`` (the study's server argv) under ``env`` when given, its paths inside the
-    current directory relative to it."""
-    if not env:
+def _server_named(command: Sequence[str] | None) -> str | None:
+    """``vllm`` or ``sglang`` when the server command names exactly one of them, else None."""
+    joined = " ".join(command or ())
+    named = [name for name in ("vllm", "sglang") if name in joined]
+    return named[0] if len(named) == 1 else None
+
+
+def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flags: Sequence[str] = ()) -> list[str]:
+    """Ready-to-paste lines for the set ``env`` with server ``flags``: a shell ``export`` (when
+    the set has variables), vLLM and SGLang launch snippets with the server command's own
+    tensor-parallel size (``TP`` when it names none), and ``command`` (the study's server argv)
+    under ``env`` when given, its paths inside the current directory relative to it. A set's
+    ``flags`` (``--disable-custom-all-reduce``) are appended to every launch line, and with
+    flags only the snippet of the server ``command`` names is given (a flag is one server's)."""
+    flags = list(flags)
+    if not env and not flags:
         return ["# the untuned baseline: unset every NCCL_* variable"]
     assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    pre = f"{assigns} " if env else ""
+    post = f" {shlex.join(flags)}" if flags else ""
     tp = tp_size(command) or "TP"
-    lines = [f"export {assigns}",
-             f"{assigns} vllm serve MODEL --tensor-parallel-size {tp}",
-             f"{assigns} python -m sglang.launch_server --model-path MODEL --tp {tp}"
-             + ("   # note: SGLang overrides CUDA_DEVICE_MAX_CONNECTIONS" if "CUDA_DEVICE_MAX_CONNECTIONS" in env else "")]
+    server = _server_named(command) if flags else None
+    lines = [f"export {assigns}"] if env else []
+    if server in (None, "vllm"):
+        lines.append(f"{pre}vllm serve MODEL --tensor-parallel-size {tp}{post}")
+    if server in (None, "sglang"):
+        lines.append(f"{pre}python -m sglang.launch_server --model-path MODEL --tp {tp}{post}"
+                     + ("   # note: SGLang overrides CUDA_DEVICE_MAX_CONNECTIONS"
+                        if "CUDA_DEVICE_MAX_CONNECTIONS" in env else ""))
     if command:
-        lines.append(f"env {assigns} {shlex.join(_here_relative(command))}")
+        lines.append(("env " + pre if env else "") + shlex.join(_here_relative(command)) + post)
     return lines
 
 
@@ -137,7 +153,7 @@ def _ci(c: stats.Comparison | None, level: str = "95 %") -> str:
 
 
 def _named(sets: list[SetJudgement], j: Judgement) -> str:
-    return ", ".join(f"{env_text(s.env)}{' ' + ' '.join(s.flags) if s.flags else ''} (trial {s.first_trial}, "
+    return ", ".join(f"{set_text(s.env, s.flags)} (trial {s.first_trial}, "
                      f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
 
 
@@ -167,7 +183,7 @@ def use_lines(df: pd.DataFrame, info: StudyInfo) -> list[str]:
     use = confirmed_row(df)
     if use is None:
         return []
-    return [*export_lines(use["env"], info.server_command), *note_lines(use["env"], info.space_notes)]
+    return [*export_lines(use["env"], info.server_command, use["flags"] or ()), *note_lines(use["env"], info.space_notes)]
 
 
 def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
@@ -240,7 +256,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
             by_reason.setdefault(s.cannot_act, []).append(s)
         for why, sets in by_reason.items():
             parts.append(f"No speed verdict, measured ratio only ({why}): " + "; ".join(
-                f"{env_text(s.env)} (trial {s.first_trial}, {_pct(s.comparison)})" for s in sets) + ".")
+                f"{set_text(s.env, s.flags)} (trial {s.first_trial}, {_pct(s.comparison)})" for s in sets) + ".")
     elif cannot:
         parts.append(f"Measured: {_named(cannot, j)}.")
     gain = j.recommendable_gain()
@@ -256,8 +272,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     not_applied = [s for s in j.sets.values() if s.not_applied]
     if not_applied:
         parts.append("No speed verdict for " + "; ".join(
-            f"trial {s.first_trial} ({env_text(s.env)}): NCCL did not apply {', '.join(sorted(s.not_applied))}"
-            for s in not_applied) + ".")
+            f"trial {s.first_trial} ({set_text(s.env, s.flags)}): {_unapplied(s)}" for s in not_applied) + ".")
     if failed:
         parts.append(f"{failed} of {_n(tried, 'tuned relaunch', 'tuned relaunches')} failed (see status and cause).")
     guessed = df[(df["status"] == Status.OK) & df["tokens_counted"]]
@@ -278,9 +293,20 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
     return " ".join(parts)
 
 
+def _unapplied(s: SetJudgement) -> str:
+    """What of ``s`` was not applied: the NCCL variables NCCL did not apply, and its backend
+    choice with the server's words (``the server did not apply vllm-flashinfer: vllm logged
+    "..."``)."""
+    nccl = sorted(n for n in s.not_applied if n != s.backend_choice)
+    parts = [f"NCCL did not apply {', '.join(nccl)}"] if nccl else []
+    if s.backend_choice in s.not_applied:
+        parts.append(f"the server did not apply {s.backend_choice}: {s.not_applied[s.backend_choice]}")
+    return "; ".join(parts)
+
+
 def _slower_named(sets: list[SetJudgement], j: Judgement) -> str:
     """The slower sets, each marked "one launch" when that is all it rests on."""
-    return ", ".join(f"{env_text(s.env)}{' ' + ' '.join(s.flags) if s.flags else ''} (trial {s.first_trial}, "
+    return ", ".join(f"{set_text(s.env, s.flags)} (trial {s.first_trial}, "
                      f"{_pct(s.comparison)}{', one launch' if len(s.launches) < 2 else ''})"
                      for s in sets if s.comparison is not None)
 
@@ -305,7 +331,7 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
         s = j.sets[j.winner]
         m = FINALISTS  # the claim's level is fixed before the night (tuner.judging.judge._confirm)
         level = f"{(1 - CONFIRM_ALPHA / m) * 100:.2f}".rstrip("0").rstrip(".") + " %"
-        claim = (f"Best set: {env_text(s.env)} (trial {s.first_trial}), {_pct(j.winner_comparison)} "
+        claim = (f"Best set: {set_text(s.env, s.flags)} (trial {s.first_trial}), {_pct(j.winner_comparison)} "
                  f"({_ci(j.winner_comparison)} on its {_n(len(s.launches), 'launch', 'launches')}, "
                  f"the best of the {_n(k, 'set')} tried)")
         fresh = (f"{_pct(s.confirmation)} on those alone, one-sided {level} bound"
@@ -352,13 +378,13 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
     if j.winner is None and not faster and len(slower) < k:
         best = max(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
         worst = min(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
-        sentence = (f"No set beat the baseline by more than the noise: the best, {env_text(best.env)} "
+        sentence = (f"No set beat the baseline by more than the noise: the best, {set_text(best.env, best.flags)} "
                     f"(trial {best.first_trial}), measured {_pct(best.comparison)} ({_ci(best.comparison)})")
         if worst is not best and worst.comparison is not None and worst.comparison.ratio < 1:
             # "loss" only for a set judged slower; a dip inside the noise is named as the lowest.
-            sentence += (f"; the largest loss was {env_text(worst.env)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
+            sentence += (f"; the largest loss was {set_text(worst.env, worst.flags)} (trial {worst.first_trial}), {_pct(worst.comparison)}"
                          if worst in slower else
-                         f"; the lowest, {env_text(worst.env)} (trial {worst.first_trial}), measured "
+                         f"; the lowest, {set_text(worst.env, worst.flags)} (trial {worst.first_trial}), measured "
                          f"{_pct(worst.comparison)}, "
                          + (f"below the {min_effect * 100:g} % that matters" if worst in by[Verdict.SLOWER_BELOW_MIN]
                             else "also within the noise"))
@@ -412,7 +438,7 @@ def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
             f"{r['vs_baseline']:.3f}" if has_ratio else "-",
             f"{r['vs_baseline_ci_low']:.3f}..{r['vs_baseline_ci_high']:.3f}" if has_ratio else "",
             verdict_text(r, min_effect) if ok else r["cause"][:_CAUSE_CHARS],
-            env_text(r["env"])]
+            set_text(r["env"], r["flags"])]
 
 
 def console_table(df: pd.DataFrame, *, metric: Metric, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Table:
@@ -455,7 +481,8 @@ def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Cons
         use = confirmed_row(rows)
         if use is not None:
             console.out(f"\nUse it{f' on host type {k}' if len(groups) > 1 else ''}:", highlight=False)
-            for line in [*export_lines(use["env"], info.server_command), *note_lines(use["env"], info.space_notes)]:
+            for line in [*export_lines(use["env"], info.server_command, use["flags"] or ()),
+                         *note_lines(use["env"], info.space_notes)]:
                 console.out(f"  {line}", highlight=False)
 
 
@@ -484,19 +511,26 @@ def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.
     """The trials of ``df`` in the judgement's order (:func:`tuner.report.frame.judged_order`,
     as the console table and the forest plot), for report.md: ``columns`` (default:
     trial, kind, status, output_tok_s, the ratio and its CI, verdict with its note, load_s, then
-    warmup_s when a launch warmed up 2 s or more behind a green health check, env as
-    ``NAME=value`` words)."""
+    warmup_s when a launch warmed up 2 s or more behind a green health check, ``backend`` when a
+    row's log named the allreduce backend or its set names a backend choice
+    (:func:`tuner.report.frame.backend_text`: which backend the row ran), env as ``NAME=value``
+    words and the set's server flags after them)."""
     cols = list(columns or ["trial", "kind", "status", "output_tok_s", "vs_baseline", "vs_baseline_ci_low",
                             "vs_baseline_ci_high", "verdict", "load_s", "env"])
     if columns is None and "warmup_s" in df and (pd.to_numeric(df["warmup_s"], errors="coerce") >= 2).any():
         cols.insert(cols.index("load_s") + 1, "warmup_s")  # a warm-up behind a green health check, part of load_s
     ordered = judged_order(df)
-    out = ordered[cols].copy()
+    backend = [backend_text(r) for _, r in ordered.iterrows()]
+    if columns is None and any(backend):
+        cols.insert(cols.index("env"), "backend")
+    out = ordered[[c for c in cols if c != "backend"]].copy()
     if "verdict" in cols:
         out["verdict"] = [verdict_text(r) for _, r in ordered.iterrows()]
     if "env" in cols:
-        out["env"] = out["env"].map(env_text)
-    return out
+        out["env"] = [set_text(e, f) for e, f in zip(ordered["env"], ordered["flags"], strict=True)]
+    if "backend" in cols:
+        out["backend"] = backend
+    return out[cols]
 
 
 #: report.md sections of the figures: file stem -> (heading, alt text).
@@ -638,8 +672,7 @@ def not_measured_markdown(skipped: pd.DataFrame) -> list[str]:
     if skipped.empty:
         return []
     table = pd.DataFrame({"trial": skipped["trial"], "name": [p or "(sampler)" for p in skipped["preset"]],
-                          "variables": [env_text(e) + (" " + " ".join(f) if f else "")
-                                        for e, f in zip(skipped["env"], skipped["flags"], strict=True)],
+                          "variables": [set_text(e, f) for e, f in zip(skipped["env"], skipped["flags"], strict=True)],
                           "why": skipped["cause"], "equal to": skipped["verdict_note"]})
     return ["## Sets not measured", "",
             "Recorded without a launch, so no relaunch of the budget was spent on them (every runner of the "

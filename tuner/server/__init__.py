@@ -26,7 +26,7 @@ The leaves import each other by leaf path, never through this face.
 """
 
 from tuner.server import gpu, preflight
-from tuner.server.backend import SERVER_OVERRIDES, Backend, BackendName, allreduce_backend
+from tuner.server.backend import SERVER_OVERRIDES, Backend, BackendName, BackendProof, allreduce_backend, prove
 from tuner.server.env import build_env, split_inherited
 from tuner.server.failure import (
     DEATH_GRACE_S,
@@ -85,6 +85,7 @@ __all__ = [
     "WARMUP_SILENCE_S",
     "Backend",
     "BackendName",
+    "BackendProof",
     "Cause",
     "CauseKind",
     "Launch",
@@ -122,6 +123,7 @@ __all__ = [
     "port_in_use",
     "port_users",
     "preflight",
+    "prove",
     "request_failure",
     "says_loading",
     "socket_owners",

@@ -3,7 +3,9 @@
 vLLM and SGLang route small allreduces to a custom allreduce, torch symmetric memory,
 FlashInfer or MSCCL++ before NCCL; only when NCCL carries the decode allreduce can NCCL's
 variables change decode speed. :func:`allreduce_backend` says who does, from the server's log,
-command and environment; :data:`SERVER_OVERRIDES` lists the NCCL variables a server overwrites.
+command and environment; :func:`prove` says whether one launch applied the backend its set
+asked for (a :class:`tuner.backends.BackendChoice`); :data:`SERVER_OVERRIDES` lists the NCCL
+variables a server overwrites.
 """
 
 from __future__ import annotations

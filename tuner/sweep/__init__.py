@@ -3,7 +3,7 @@
 :mod:`~tuner.sweep.runner` (the loop: recovery, the steps planning gives, budget, confirmation),
 :mod:`~tuner.sweep.check` (``nccl-tune check``: a deployed set relaunched beside the baseline and judged),
 :mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.evidence` (what NCCL
-did in a relaunch, from its log), :mod:`~tuner.sweep.dryrun` (``--dry-run``: planning's plan in
+did in a relaunch, from its log, and whether its backend choice ran), :mod:`~tuner.sweep.dryrun` (``--dry-run``: planning's plan in
 words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before its first launch),
 :mod:`~tuner.sweep.progress` (what the runner shows). What to relaunch next is
 :mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
@@ -24,7 +24,7 @@ from tuner.sweep.check import (
     run_check,
 )
 from tuner.sweep.dryrun import backend_lines, plan_lines
-from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read
+from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read, set_choice
 from tuner.sweep.prelaunch import StartChecks, start_checks
 from tuner.sweep.progress import Progress, proof_line
 from tuner.sweep.runner import ESTIMATE_MARGIN, Sweep, SweepOptions, SweepOutcome
@@ -63,5 +63,6 @@ __all__ = [
     "relaunch",
     "resolve_set",
     "run_check",
+    "set_choice",
     "start_checks",
 ]

@@ -240,7 +240,8 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
                        f"{runs} nccl-tests runs at the decode size (seconds each, outside the budget); a preset "
                        "NCCL treats as one of them is not relaunched" + (f"; {e.reason}" if e.reason else ""))
         else:
-            out.append(f"  {number}. {e.name}: {_env_text(e.env)}{_suffix(e, notes, plan)}")
+            sets = " ".join(([_env_text(e.env)] if e.env or not e.flags else []) + e.flags)  # a flag-only preset too
+            out.append(f"  {number}. {e.name}: {sets}{_suffix(e, notes, plan)}")
     return out
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.backends import BackendChoice, ServerName, choice_of
 from tuner.diagnose import DEBUG_ENV, LOGGING_ENV
 from tuner.inputs.config import ExperimentConfig
 from tuner.nccl import (
@@ -36,8 +37,9 @@ from tuner.nccl import (
     topology_from_log,
     unlaunched_echoes,
 )
+from tuner.planning import flag_params
 from tuner.record import TrialRecord
-from tuner.server import Backend, allreduce_backend
+from tuner.server import Backend, BackendProof, allreduce_backend, prove
 
 __all__ = [
     "CHANNEL_LINES",
@@ -46,6 +48,7 @@ __all__ = [
     "debug_file",
     "nccl_dir",
     "read",
+    "set_choice",
 ]
 
 
@@ -94,10 +97,12 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
 
 @dataclass
 class Evidence:
-    """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend."""
+    """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend and the
+    proof of the backend choice its set names (``proof.applied`` None when it names none)."""
 
     parsed: ParsedLog
     backend: Backend
+    proof: BackendProof | None = None
 
     @property
     def version(self) -> NcclVersion | None:
@@ -109,6 +114,15 @@ class Evidence:
         return topology_from_log(self.parsed)
 
 
+def set_choice(server: ServerName | None, launched: Mapping[str, str], flags: list[str]) -> BackendChoice | None:
+    """The catalogue entry a set names (:func:`tuner.backends.choice_of` of its variables
+    ``launched`` and server ``flags`` in a space's form), for ``server``; with the server not
+    known, the first server whose catalogue names one. None when the set names no backend switch."""
+    params = {**launched, **flag_params(flags)}
+    servers: tuple[ServerName, ...] = (server,) if server is not None else ("vllm", "sglang")
+    return next((c for s in servers if (c := choice_of(s, params)) is not None), None)
+
+
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
          version: NcclVersion | None, *, pattern: str | None = None, pids: set[int] | None = None) -> Evidence | None:
     """Parse the trial's NCCL files (``pattern``: the launch's NCCL_DEBUG_FILE; written since
@@ -116,7 +130,11 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
     ``nccl_sources``, ``nccl_ranks``, ``nccl_channels``, ``nccl_warnings``,
     ``allreduce_backend``), comparing what NCCL echoed with ``launched`` (the set's variables as
-    launched). None when the server log cannot be read."""
+    launched; those of its backend choice are left to that choice's proof), and the proof of the
+    set's backend choice (``backend_choice``, ``backend_applied``, ``backend_reason``:
+    :func:`tuner.server.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
+    appended, as launched, and ``server_env`` with ``launched`` over it).
+    None when the server log cannot be read."""
     path = Path(record.log)
     try:
         text = path.read_text(errors="replace")
@@ -125,7 +143,13 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     lines = text.splitlines()
     since = record.started_at - 1.0 if record.started_at else None
     parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent, pids=pids or ())
-    conf = confirmations(launched, parsed, version)
+    full_argv = [*argv, *record.flags]
+    env = {**server_env, **launched}
+    backend = allreduce_backend(lines, full_argv, env)
+    proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
+    # a backend choice's variables are the server's, proven by its log line, not by NCCL's echo
+    to_nccl = {k: v for k, v in launched.items() if proof.choice is None or k not in proof.choice.params}
+    conf = confirmations(to_nccl, parsed, version)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
@@ -137,6 +161,8 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)
-    backend = allreduce_backend(lines, argv, dict(server_env))
-    record.allreduce_backend = backend.name
-    return Evidence(parsed, backend)
+    record.allreduce_backend = proof.ran
+    record.backend_choice = proof.choice.name if proof.choice is not None else ""
+    record.backend_applied = proof.applied
+    record.backend_reason = proof.reason if proof.choice is not None else ""
+    return Evidence(parsed, backend, proof)

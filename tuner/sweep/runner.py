@@ -898,6 +898,11 @@ class Sweep:
         self.progress.log(f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}")
         if rec.nccl_proof:
             self.progress.log(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
+        if rec.backend_choice:  # the backend choice's own proof (sweep/evidence.py), beside NCCL's
+            said = ("applied" if rec.backend_applied else "not read" if rec.backend_applied is None
+                    else "NOT APPLIED (no speed verdict)")
+            self.progress.log(f"trial {rec.trial} backend: {rec.backend_choice} {said}, {rec.allreduce_backend} carried "
+                              f"the decode allreduce: {rec.backend_reason}")
         if rec.nccl_unlaunched:
             said = "; ".join(f"{k}={v}" for k, v in rec.nccl_unlaunched.items())
             self.progress.log(f"trial {rec.trial}: NCCL read variables this launch did not set: {said} (set where "
