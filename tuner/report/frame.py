@@ -514,4 +514,7 @@ def verdict_text(row: pd.Series, min_effect: float = stats.DEFAULT_MIN_EFFECT) -
     drifted 2.0 %)`` or ``faster, below the 1 % that matters``."""
     verdict = row["verdict"]
     text = stats.verdict_words(verdict, min_effect) if isinstance(verdict, Verdict) else str(verdict)
-    return f"{text} ({row['verdict_note']})" if row["verdict_note"] else text
+    note = str(row["verdict_note"] or "")
+    if note.startswith(f"{text}: "):  # a note that opens with the verdict's own words says them once
+        note = note[len(text) + 2:]
+    return f"{text} ({note})" if note else text

@@ -264,28 +264,28 @@ def prove(choice: BackendChoice | None, log_lines: Iterable[str], argv: Sequence
         return BackendProof(None, backend.name, None, "the set names no backend switch: " + backend.reason)
     if refused := _first(choice.refusal, lines):
         said, line = refused
-        return BackendProof(choice, backend.name, False, f"{choice.name} not applied: the server logged \"{said}\"",
+        return BackendProof(choice, backend.name, False, f"the server logged \"{said}\"",
                             (line,))
     order = dispatch_order(lines) if choice.server == "vllm" else None
     if order is not None and choice.dispatch is not None:
         names, said = order
         if not names or names[0] != choice.dispatch:
             return BackendProof(choice, backend.name, False,
-                                f"{choice.name} not applied: vLLM logged \"{said}\", so "
+                                f"vLLM logged \"{said}\", so "
                                 f"{names[0] if names else 'no backend'} comes first, not {choice.dispatch}", (said,))
-        return BackendProof(choice, backend.name, True, f"{choice.name} applied: vLLM logged \"{said}\"", (said,))
+        return BackendProof(choice, backend.name, True, f"vLLM logged \"{said}\"", (said,))
     if (choice.backend == "nccl" or not choice.proof) and backend.name not in (choice.backend, "unknown"):
         return BackendProof(choice, backend.name, False,
-                            f"{choice.name} not applied: the log shows {backend.name} carrying the decode "
+                            f"the log shows {backend.name} carrying the decode "
                             f"allreduce ({backend.reason})")
     if not choice.proof:
         return BackendProof(choice, backend.name, True,
-                            f"{choice.name} applied: its switch is set and no refusal line is in the log "
+                            f"its switch is set and no refusal line is in the log "
                             f"({choice.server} prints no line saying this backend ran)")
     if proven := _first(choice.proof, lines):
         said, line = proven
-        return BackendProof(choice, choice.backend, True, f"{choice.name} applied: the server logged \"{said}\"",
+        return BackendProof(choice, choice.backend, True, f"the server logged \"{said}\"",
                             (line,))
     wanted = " or ".join(f"/{p}/" for p in choice.proof)
     return BackendProof(choice, backend.name, False,
-                        f"{choice.name} not applied: the proving line {wanted} is absent from the log")
+                        f"the proving line {wanted} is absent from the log")

@@ -346,7 +346,9 @@ def serve(opts: ServeOptions) -> int:
         log.line(vllmlog.plain("INFO", "api_server.py:1007", f"vLLM API server version {p.vllm_version}"))
         log.line(vllmlog.plain(*vllmlog.chunked_prefill(p)))
         log.line(vllmlog.plain(*vllmlog.engine_config(p, opts.model_name, "V0")))
-    else:
+    else:  # vLLM's V1 API server says its version first (vllm/entrypoints/openai/api_server.py, run_server)
+        log.line(vllmlog.text("INFO", "api_server.py:1839", f"vLLM API server version {p.vllm_version}", "APIServer",
+                              os.getpid()))
         log.line(vllmlog.text(*vllmlog.chunked_prefill(p), "APIServer", os.getpid()))
         log.line(vllmlog.text(*vllmlog.engine_config(p, opts.model_name), "EngineCore_DP0",
                               os.getpid()))

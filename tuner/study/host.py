@@ -29,7 +29,10 @@ from tuner.study.inflight import host_name
 __all__ = ["Host", "command_identity", "host_type", "server_version", "this_host"]
 
 #: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s").
-_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)")
+#: vLLM's version: the API server's first line (vllm/entrypoints/openai/api_server.py, run_server),
+#: else the engine's config line ("Initializing a V1 LLM engine (v0.11.0) with config: ...",
+#: vllm/v1/engine/core.py; "Initializing an LLM engine (v0.6.3)" before V1, vllm/engine/llm_engine.py).
+_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
 #: Bytes of a server log read for its version (the start-up lines come first).
 _HEAD_BYTES = 256 * 1024
 
@@ -66,7 +69,7 @@ def server_version(log: str | os.PathLike[str]) -> str:
     except OSError:
         return ""
     m = _VLLM_VERSION.search(head)
-    return f"vllm {m.group(1)}" if m else ""
+    return f"vllm {m.group(1) or m.group(2)}" if m else ""
 
 
 @dataclass(frozen=True)

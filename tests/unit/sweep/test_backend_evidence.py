@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.unit.server.test_backend_proof import ENGINE, FI_MISSING
+from tests.unit.server.test_backend_proof_lines import ENGINE, FI_MISSING
 from tuner.record import Kind, Status, TrialRecord, from_user_attrs, to_user_attrs
 from tuner.sweep import read
 
@@ -28,20 +28,20 @@ def launched(tmp_path: Path, log_lines: list[str], env: dict[str, str] | None = 
 def test_the_flag_proven_by_the_engine_config_line(tmp_path):
     r = launched(tmp_path, [ENGINE.format(True)], flags=["--disable-custom-all-reduce"])
     assert (r.backend_choice, r.backend_applied, r.allreduce_backend) == ("vllm-custom-allreduce-off", True, "nccl")
-    assert r.backend_reason == 'vllm logged "disable_custom_all_reduce=True,"'
+    assert r.backend_reason.endswith('applied: the server logged "disable_custom_all_reduce=True,"')
 
 
 def test_a_flag_the_server_did_not_take_is_not_applied(tmp_path):
     r = launched(tmp_path, [ENGINE.format(False)], flags=["--disable-custom-all-reduce"])
     assert r.backend_choice == "vllm-custom-allreduce-off" and r.backend_applied is False
-    assert r.backend_reason.startswith("its proving line is absent")
+    assert "is absent from the log" in r.backend_reason
 
 
 def test_a_variable_the_server_refused_is_not_applied_with_its_words(tmp_path):
     env = {"VLLM_ALLREDUCE_USE_FLASHINFER": "1", "NCCL_PROTO": "LL"}
     r = launched(tmp_path, [ENGINE.format(False), FI_MISSING], env=env)
     assert r.backend_choice == "vllm-flashinfer" and r.backend_applied is False
-    assert r.backend_reason == 'vllm logged "FlashInfer All Reduce is disabled because flashinfer is not available"'
+    assert r.backend_reason.endswith('the server logged "FlashInfer All Reduce is disabled because flashinfer is not available"')
     assert r.allreduce_backend == "custom_allreduce"  # what ran instead
 
 
