@@ -36,6 +36,12 @@ Versions:
    (:attr:`tuner.record.study.StudyInfo.confirm_skipped`): why the last sweep's confirmation was
    not made or gave nothing, and what the next run makes first; a version-4 study reads both as
    ``""`` (the report then says no reason, as it did).
+6. The study stores ``trials`` (:attr:`tuner.record.study.StudyInfo.trials`): the relaunch
+   budget of the last sweep, written when it starts, which also empties ``stop_reason`` then (an
+   empty one with no live runner means the night stopped without an end mark); a running trial
+   stores where its relaunch is (``phase``, :data:`tuner.study.storage.PHASE_ATTR`). A version-5
+   study reads ``trials`` as None (the budget not known); its ``stop_reason`` is that of the last
+   sweep that ended.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -50,7 +56,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: The version of a study stored without one.
 UNVERSIONED = 1
 
