@@ -5,7 +5,8 @@ ratio, interval and verdict and whether they agree, and the sets only one measur
 Each night is judged as its report judges it (:func:`tuner.report.nights.judge_night`); a set
 is the same set in both when its environment and flags are (:func:`tuner.record.set_key`).
 Two nights' results for one set *agree* when their 95 % intervals of the ratio to each night's
-own baseline overlap and their verdicts are the same; they *disagree* when the intervals do not
+own baseline overlap and their verdicts are the same (a failed confirmation, a finalist whose
+gain did not hold on fresh launches, claims what "no significant difference" does); they *disagree* when the intervals do not
 overlap: then the two ratios differ significantly, and conservatively so (two 95 % intervals
 that do not overlap mean a difference significant at well below 5 %: Schenker and Gentleman,
 "On judging the significance of differences by examining the overlap between confidence
@@ -55,9 +56,15 @@ __all__ = [
 AGREE, VERDICTS_DIFFER, DISAGREE = "agree", "verdicts differ", "disagree"
 #: The rule, as the output says it.
 AGREEMENT_RULE = ("agree: the two 95 % intervals of the ratio to each night's own baseline overlap and the verdicts "
-                  "are the same; verdicts differ: they overlap but the verdicts are not the same; disagree: they do "
-                  "not overlap, a significant difference (conservative: Schenker and Gentleman, The American "
+                  "are the same (a failed confirmation counting as no significant difference: neither claims a "
+                  "gain); verdicts differ: they overlap but the verdicts are not the same; disagree: they do not "
+                  "overlap, a significant difference (conservative: Schenker and Gentleman, The American "
                   "Statistician 55(3), 2001)")
+
+
+def _claim(verdict: Verdict) -> Verdict:
+    """The verdict as a claim: a failed confirmation claims what no significant difference does."""
+    return Verdict.NO_DIFFERENCE if verdict is Verdict.FAILED_CONFIRMATION else verdict
 
 
 @dataclass(frozen=True)
@@ -153,7 +160,7 @@ def agreement(a: SetFigures, b: SetFigures) -> str:
         return ""
     if a.high < b.low or b.high < a.low:
         return DISAGREE
-    return AGREE if a.verdict is b.verdict else VERDICTS_DIFFER
+    return AGREE if _claim(a.verdict) is _claim(b.verdict) else VERDICTS_DIFFER
 
 
 def night_facts(night: Night, judged: HostJudgement) -> dict[str, str]:

@@ -135,7 +135,9 @@ def status_rows(status: NightStatus, now: float | None = None) -> list[tuple[str
             rows.append(("phase", "not stored (the runner has not reached one, or an older nccl-tune runs it)"))
         else:
             since = f" for {span(max(0.0, now - f.since))}" if f.since is not None else ""
-            rows.append(("phase", f"{f.phase}{': ' + f.detail if f.detail else ''}{since}"))
+            # a run counter ("run 1/4") is stored when the phase begins, not per run: not shown
+            detail = f": {f.detail}" if f.detail and not f.detail.startswith("run ") and "/" not in f.detail else ""
+            rows.append(("phase", f"{f.phase}{detail}{since}"))
         if f.end_at is not None:
             rows.append(("expected end", f"{clock_time(f.end_at, now)} (in {span(max(0.0, f.end_at - now))}, "
                                          "the runner's clock at this relaunch's start)"))

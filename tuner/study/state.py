@@ -81,7 +81,8 @@ def study_state(store: StudyStore, study_dir: Path | None = None,
         return StudyState(NightState.INTERRUPTED, f"trial {n} is still marked running but its runner "
                           f"({running[n].runner or '?'}) sends no heartbeat and is not alive here")
     if not relaunched:
-        return StudyState(NightState.EMPTY, "no relaunch recorded yet")
+        return StudyState(NightState.EMPTY, "no relaunch recorded yet" + (f"; the last sweep stopped: {reason}"
+                                                                          if reason else ""))
     if reason in SIGNAL_NAMES:
         return StudyState(NightState.INTERRUPTED, f"the last sweep was stopped by {reason}; run it again to resume")
     if not reason:
