@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print JSON")
 
     r = sub.add_parser("report", help="rebuild trials.csv, plots and report.md from the storage", formatter_class=fmt)
-    r.add_argument("--study", required=True, type=_study_name, help="study name")
+    r.add_argument("--study", type=_study_name, help="study name (without it: the studies there are, in the error)")
     r.add_argument("--storage", help="Optuna storage URL (default: SQLite in results/<study>/)")
     r.add_argument("--results", type=Path, default=Path("results"), help="results root")
     r.add_argument("--min-effect", type=_fraction, default=None,
@@ -236,9 +236,36 @@ def build_parser() -> argparse.ArgumentParser:
                         "then set, set, baseline again; at least 4")
     c.add_argument("--study", type=_study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
+    _add_view_parsers(sub)
 
     sub.add_parser("sim", help="the bundled simulator: nccl-tune sim serve --port P ...", add_help=False)
     return p
+
+
+def _add_view_parsers(sub: Any) -> None:
+    """``studies``, ``status`` and ``compare``: views of studies in a storage (tuner/report/studies.py,
+    status.py, compare.py)."""
+    storage_help = "Optuna storage URL (default: every SQLite results/<study>/study.db under --results)"
+    v = sub.add_parser("studies", help="list the studies of a storage: state, relaunches, best set and its verdict",
+                       formatter_class=_Help)
+    v.add_argument("--storage", help=storage_help)
+    v.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    v.add_argument("--json", action="store_true", help="print JSON")
+    st = sub.add_parser("status", help="a night from its storage (any host): the trial in flight and its phase, "
+                                       "the expected end, the best set so far", formatter_class=_Help)
+    st.add_argument("--study", type=_study_name, help="study name (default: the one running study)")
+    st.add_argument("--storage", help=storage_help)
+    st.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    c = sub.add_parser("compare", help="two nights side by side: what changed, the sets both measured and whether "
+                                       "they agree", formatter_class=_Help)
+    c.add_argument("study_a", type=_study_name, metavar="STUDY_A", help="the first night (A)")
+    c.add_argument("study_b", type=_study_name, metavar="STUDY_B", help="the second night (B)")
+    c.add_argument("--storage", help="Optuna storage URL of A, and of B without --storage-b "
+                                     "(default: results/<study>/study.db)")
+    c.add_argument("--storage-b", help="Optuna storage URL of B (default: --storage, else results/<STUDY_B>/study.db)")
+    c.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    c.add_argument("--json", action="store_true", help="print JSON")
 
 
 # -- sweep ---------------------------------------------------------------------------------
@@ -514,17 +541,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from tuner import report
     from tuner.judging import DEFAULT_MIN_EFFECT
+    from tuner.report.nights import study_listing
     from tuner.study import StudyStore, check_format, default_storage, hide_password, open_study
 
+    if args.study is None:  # say which studies there are (`nccl-tune studies` shows them in full)
+        raise InputError(CLI, "--study", None, study_listing(args.storage, args.results),
+                         "report rebuilds one study's results; nccl-tune studies lists them")
     study_dir = args.results / args.study
     storage = args.storage or default_storage(study_dir)
     if not args.storage and not (study_dir / "study.db").exists():
-        raise InputError(CLI, "--study", args.study,
-                         f"a study with a storage; {study_dir / 'study.db'} does not exist (or pass --storage)")
+        raise InputError(CLI, "--study", args.study, study_listing(None, args.results) + " (or pass --storage)",
+                         f"{study_dir / 'study.db'} does not exist")
     try:
         study = open_study(args.study, storage, create=False)
     except KeyError:
-        raise InputError(CLI, "--study", args.study, f"a study name present in {hide_password(storage)}") from None
+        raise InputError(CLI, "--study", args.study, study_listing(args.storage, args.results),
+                         f"no study of that name in {hide_password(storage)}") from None
     except Exception as exc:  # driver, host or scheme problems
         raise _storage_error(storage, exc) from None
     store = StudyStore(study, {})
@@ -535,6 +567,38 @@ def _cmd_report(args: argparse.Namespace) -> int:
     df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir, min_effect=min_effect)
     report.print_results(df, verdict, info)
     print(f"\nwrote {study_dir}/trials.csv, report.md, report.html and plots (judged on {info.metric.words}, the study's metric)")
+    return ExitCode.OK
+
+
+def _cmd_studies(args: argparse.Namespace) -> int:
+    from tuner.report.nights import find_nights
+    from tuner.report.studies import print_studies
+
+    print_studies(find_nights(args.storage, args.results), as_json=args.json)
+    return ExitCode.OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from tuner.report.nights import find_nights, open_night
+    from tuner.report.status import night_status, pick_running, print_status
+    from tuner.study import hide_password
+
+    if args.study is not None:
+        night = open_night(args.study, args.storage, args.results)
+    else:
+        where = hide_password(args.storage) if args.storage else f"{args.results}/*/study.db"
+        night = pick_running(find_nights(args.storage, args.results), where)
+    print_status(night_status(night), as_json=args.json)
+    return ExitCode.OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from tuner.report.compare import compare_nights, print_comparison
+    from tuner.report.nights import open_night
+
+    a = open_night(args.study_a, args.storage, args.results)
+    b = open_night(args.study_b, args.storage_b or args.storage, args.results)
+    print_comparison(compare_nights(a, b), as_json=args.json)
     return ExitCode.OK
 
 
@@ -665,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     handlers = {"sweep": _cmd_sweep, "probe": _cmd_probe, "bench": _cmd_bench, "report": _cmd_report,
-                "diagnose": _cmd_diagnose, "check": _cmd_check}
+                "diagnose": _cmd_diagnose, "check": _cmd_check,
+                "studies": _cmd_studies, "status": _cmd_status, "compare": _cmd_compare}
     args.held = contextlib.ExitStack()  # what a command holds until it ends (its worker registry file)
     try:
         return int(handlers[args.command](args))

@@ -44,6 +44,12 @@ Versions:
    (:class:`tuner.record.trial.TrialRecord`): the backend choice its set names (a catalogue
    entry), whether its launch's log proved it ran, and the line quoted; a version-5 trial reads
    them as ``""``, None and ``""`` (no choice: judged as it was, on its NCCL proof alone).
+   The study also stores ``trials`` (:attr:`tuner.record.study.StudyInfo.trials`): the relaunch
+   budget of the last sweep, written when it starts, which also empties ``stop_reason`` then (an
+   empty one with no live runner means the night stopped without an end mark); a running trial
+   stores where its relaunch is (``phase``, :data:`tuner.study.storage.PHASE_ATTR`). A version-5
+   study reads ``trials`` as None (the budget not known); its ``stop_reason`` is that of the last
+   sweep that ended.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a

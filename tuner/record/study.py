@@ -75,6 +75,10 @@ class StudyInfo:
     format version 3); every runner of the study plans its fixes first.
     ``judge_concurrency``: the concurrency level "Use it" rests on (``probe.judge_concurrency``
     of the last sweep; 1, the single-stream probe, for a study stored before format version 4).
+    ``trials``: the relaunch budget of the last sweep (``--trials`` or ``sweep.trials``, every
+    relaunch counted), written when it starts; None for a study stored before format version 6.
+    A sweep also empties ``stop_reason`` when it starts, so a study whose runners are all gone
+    and whose ``stop_reason`` is empty was stopped without an end mark (killed, a crash).
     """
 
     format_version: int = FORMAT_VERSION
@@ -104,6 +108,7 @@ class StudyInfo:
     space_notes: dict[str, str] = field(default_factory=dict)
     triage: dict[str, Any] = field(default_factory=dict)
     judge_concurrency: int = 1
+    trials: int | None = None
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

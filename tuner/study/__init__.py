@@ -3,12 +3,14 @@
 :mod:`~tuner.study.storage` (every Optuna access: records in and out, the study's own
 attributes, the checks a resume must pass: format version, fingerprint, space, metric),
 :mod:`~tuner.study.host` (this runner's host and its host type), :mod:`~tuner.study.inflight`
-(this host's runners and what they have in flight), :mod:`~tuner.study.workers` (this host's
+(this host's runners and what they have in flight), :mod:`~tuner.study.state` (whether a night is running, ended or
+interrupted), :mod:`~tuner.study.workers` (this host's
 live workers of any study and their GPUs: a worker sharing a GPU with another is refused).
 """
 
 from tuner.study.host import Host, command_identity, host_type, server_version, this_host
-from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.study.inflight import RunnerFile, host_name, live_runners, runner_alive, runner_id
+from tuner.study.state import SIGNAL_NAMES, NightState, StudyState, study_state
 from tuner.study.storage import (
     CONSTRAINT,
     GRACE_PERIOD_S,
@@ -16,6 +18,8 @@ from tuner.study.storage import (
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_VAR,
     JOURNAL,
+    PHASE_ATTR,
+    SERVER_ATTR,
     SETTLE_S,
     StudyStore,
     check_fingerprint,
@@ -25,7 +29,9 @@ from tuner.study.storage import (
     default_storage,
     heartbeat_settings,
     hide_password,
+    open_storage,
     open_study,
+    study_names,
 )
 from tuner.study.workers import (
     WORKERS_DIR_VAR,
@@ -49,12 +55,17 @@ __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "HEARTBEAT_VAR",
     "JOURNAL",
+    "PHASE_ATTR",
+    "SERVER_ATTR",
     "SETTLE_S",
+    "SIGNAL_NAMES",
     "WORKERS_DIR_VAR",
     "Gpus",
     "Host",
+    "NightState",
     "Registration",
     "RunnerFile",
+    "StudyState",
     "StudyStore",
     "Worker",
     "check_fingerprint",
@@ -71,12 +82,16 @@ __all__ = [
     "hide_password",
     "host_name",
     "host_type",
+    "live_runners",
     "live_workers",
+    "open_storage",
     "open_study",
     "register",
     "runner_alive",
     "runner_id",
     "server_version",
+    "study_names",
+    "study_state",
     "this_host",
     "this_worker",
     "workers_dir",

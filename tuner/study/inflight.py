@@ -29,7 +29,7 @@ import psutil
 from tuner.errors import MachineNotClean
 from tuner.server import ServerIdentity
 
-__all__ = ["RunnerFile", "host_name", "runner_alive", "runner_id"]
+__all__ = ["RunnerFile", "host_name", "live_runners", "runner_alive", "runner_id"]
 
 
 def host_name() -> str:
@@ -144,6 +144,25 @@ class RunnerFile:
                 found.append((path, _parse(fh.read())))
                 fcntl.flock(fh, fcntl.LOCK_UN)
         return found
+
+
+def live_runners(study_dir: Path) -> list[dict[str, Any]]:
+    """What the live runners of this host wrote in ``study_dir/runners/`` (``pid``, ``runner``,
+    ``port``, and ``trial`` while one is in flight), found without taking a lock (a probe of the
+    lock could make a runner starting at that moment refuse): a file counts when the kernel lists
+    its runner's ``flock`` on it, or where that list cannot be read, when it names a live
+    nccl-tune runner (:func:`runner_alive`). Runners of other hosts are not seen here (their
+    trials' heartbeats are). Empty without the folder."""
+    found = []
+    for path in sorted((study_dir / "runners").glob("*.json")):
+        try:
+            data = _parse(path.read_text())
+            locked = _flocked(path, data.get("pid"))
+        except OSError:
+            continue
+        if locked if locked is not None else runner_alive(str(data.get("runner", ""))):
+            found.append(data)
+    return found
 
 
 def _flocked(path: Path, pid: object) -> bool | None:

@@ -62,7 +62,6 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +102,7 @@ __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "HEARTBEAT_VAR",
     "JOURNAL",
+    "PHASE_ATTR",
     "SERVER_ATTR",
     "SETTLE_S",
     "StudyStore",
@@ -113,7 +113,9 @@ __all__ = [
     "default_storage",
     "heartbeat_settings",
     "hide_password",
+    "open_storage",
     "open_study",
+    "study_names",
 ]
 
 #: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
@@ -133,6 +135,13 @@ JOURNAL = "journal://"
 #: written by its runner before and after the spawn: another runner of that host tears the server
 #: down if the runner dies (:meth:`StudyStore.unfinished_servers`).
 SERVER_ATTR = "server"
+
+#: The trial user attribute holding where its relaunch is now, written by its runner once per
+#: phase change (:meth:`StudyStore.set_phase`): ``phase`` (launching, loading, check, warmup,
+#: probing, concurrency, teardown: :mod:`tuner.sweep.trial`'s phases), ``detail``, ``since``
+#: (Unix s), ``relaunch`` and ``of`` (the night's count and its planned total), ``end_at`` (the
+#: runner's expected end of the night, Unix s, or None: :attr:`tuner.planning.NightClock.end_at`).
+PHASE_ATTR = "phase"
 
 
 def default_storage(study_dir: Path) -> str:
@@ -161,21 +170,15 @@ def heartbeat_settings(environ: Mapping[str, str]) -> tuple[int, int]:
     return interval, grace
 
 
-def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
-               heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S, grace_period_s: int = GRACE_PERIOD_S) -> optuna.Study:
-    """Create (or load) the study, maximising the objective, with the TPE sampler above.
-
-    ``storage`` is one of the storages of the module docstring; RDB URLs get a heartbeat every
-    ``heartbeat_interval_s`` s, and a RUNNING trial without one for ``grace_period_s`` s is
-    failed by :meth:`StudyStore.fail_stale` (both whole seconds, > 0: Optuna's types).
-    ``create=False`` only loads and raises KeyError when the study does not exist. Driver and
-    connection problems raise what SQLAlchemy raises, a journal path without a file name or
-    whose folder is missing ValueError (the CLI turns them into an InputError).
-    """
+def open_storage(storage: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+                 grace_period_s: int = GRACE_PERIOD_S) -> optuna.storages.BaseStorage | str:
+    """The Optuna storage of the URL ``storage`` (one of the module docstring's): a journal file's
+    ``JournalStorage``, an RDB URL's ``RDBStorage`` with heartbeats every ``heartbeat_interval_s``
+    s and a grace period of ``grace_period_s`` s (whole seconds, > 0), any other URL as given
+    (Optuna reads it). Raises what :func:`open_study` raises for a bad URL."""
     # Heartbeats outside Study.optimize only warn; they work (see the module docstring).
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-    store: optuna.storages.BaseStorage | str = storage
     if storage.startswith(JOURNAL):
         path = storage[len(JOURNAL):]
         if not path or path.endswith("/"):
@@ -183,19 +186,41 @@ def open_study(name: str, storage: str, seed: int | None = None, *, create: bool
         if not Path(path).parent.is_dir():  # never made here: a missing mount would split the study
             raise ValueError(f"the journal's folder {Path(path).parent} does not exist")
         try:
-            store = optuna.storages.JournalStorage(JournalFileBackend(path))
+            return optuna.storages.JournalStorage(JournalFileBackend(path))
         except OSError as exc:  # not the --results folder's problem: say whose it is
             raise ValueError(f"cannot open the journal file {path}: {exc.strerror or exc}") from exc
-    elif storage.startswith(("sqlite", "postgresql", "mysql")):
+    if storage.startswith(("sqlite", "postgresql", "mysql")):
         # SQLite: wait for a writer's lock. A server: test pooled connections before use, since
         # one idle through a 36-minute relaunch may have been dropped (server restart, idle timeout).
         engine = {"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else {"pool_pre_ping": True}
-        store = _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
+        return _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
+    return storage
+
+
+def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
+               heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S, grace_period_s: int = GRACE_PERIOD_S) -> optuna.Study:
+    """Create (or load) the study, maximising the objective, with the TPE sampler above.
+
+    ``storage`` is one of the storages of the module docstring (:func:`open_storage`); RDB URLs get
+    a heartbeat every ``heartbeat_interval_s`` s, and a RUNNING trial without one for
+    ``grace_period_s`` s is failed by :meth:`StudyStore.fail_stale` (both whole seconds, > 0:
+    Optuna's types). ``create=False`` only loads and raises KeyError when the study does not
+    exist. Driver and connection problems raise what SQLAlchemy raises, a journal path without a
+    file name or whose folder is missing ValueError (the CLI turns them into an InputError).
+    """
+    store = open_storage(storage, heartbeat_interval_s=heartbeat_interval_s, grace_period_s=grace_period_s)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
     if not create:
         return optuna.load_study(study_name=name, storage=store, sampler=sampler)
     return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
                                load_if_exists=True)
+
+
+def study_names(storage: str) -> list[str]:
+    """The names of every study in the storage URL ``storage``, sorted (Optuna's
+    ``get_all_study_names``; the screen's ``<study>-screen`` studies included). Raises what
+    :func:`open_storage` raises."""
+    return sorted(optuna.get_all_study_names(storage=open_storage(storage)))
 
 
 #: Attempts at opening an RDB storage whose tables another runner is creating at that moment.
@@ -319,14 +344,13 @@ class StudyStore:
         return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                    if t.number < before and "kind" not in t.user_attrs)
 
-    def silent_running(self, quiet_s: float) -> list[int]:
-        """Numbers of RUNNING trials whose last heartbeat is more than ``quiet_s`` s old (their
-        runner may have died: they are failed once the grace period passes); empty without
-        heartbeats (the journal file). Reads Optuna's heartbeat table
-        (optuna/storages/_rdb/models.py, TrialHeartbeatModel), the clock being the database's."""
+    def heartbeat_ages(self) -> dict[int, float] | None:
+        """Seconds since the last heartbeat of each RUNNING trial that has one, by trial number
+        (the clock being the database's); None when the storage keeps no heartbeats (the journal
+        file). Reads Optuna's heartbeat table (optuna/storages/_rdb/models.py, TrialHeartbeatModel)."""
         storage = getattr(self.study._storage, "_backend", self.study._storage)  # under Optuna's cache
         if not (isinstance(storage, optuna.storages.RDBStorage) and is_heartbeat_enabled(storage)):
-            return []
+            return None
         with _create_scoped_session(storage.scoped_session) as session:
             now = session.execute(sqlalchemy.func.now()).scalar()
             assert now is not None
@@ -335,7 +359,21 @@ class StudyStore:
                     .join(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
                     .filter(models.TrialModel.state == TrialState.RUNNING)
                     .filter(models.TrialModel.study_id == self.study._study_id).all())
-        return sorted(number for number, beat in rows if now - beat > timedelta(seconds=quiet_s))
+        return {number: (now - beat).total_seconds() for number, beat in rows}
+
+    def heartbeat_interval(self) -> int | None:
+        """The storage's heartbeat interval (s), None without heartbeats."""
+        storage = self.study._storage
+        if isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage):
+            return storage.get_heartbeat_interval() or HEARTBEAT_INTERVAL_S
+        return None
+
+    def silent_running(self, quiet_s: float) -> list[int]:
+        """Numbers of RUNNING trials whose last heartbeat is more than ``quiet_s`` s old (their
+        runner may have died: they are failed once the grace period passes); empty without
+        heartbeats (the journal file). Reads :meth:`heartbeat_ages`."""
+        ages = self.heartbeat_ages() or {}
+        return sorted(number for number, age in ages.items() if age > quiet_s)
 
     def running(self) -> list[tuple[int, TrialRecord]]:
         """``(storage trial id, record)`` of every RUNNING trial (any worker)."""
@@ -357,6 +395,16 @@ class StudyStore:
             if isinstance(server, dict):
                 out.append((t.number, str(t.user_attrs.get("runner") or ""), ServerIdentity.from_json(server)))
         return out
+
+    def set_phase(self, trial_id: int, phase: Mapping[str, Any]) -> None:
+        """Record where a RUNNING trial's relaunch is now (:data:`PHASE_ATTR`: one write; call it
+        when the phase changes, not per run)."""
+        self.study._storage.set_trial_user_attr(trial_id, PHASE_ATTR, dict(phase))
+
+    def phases(self) -> dict[int, dict[str, Any]]:
+        """:data:`PHASE_ATTR` of every RUNNING trial that stored one, by trial number."""
+        return {t.number: dict(t.user_attrs[PHASE_ATTR]) for t in self.study.get_trials(
+            deepcopy=False, states=(TrialState.RUNNING,)) if isinstance(t.user_attrs.get(PHASE_ATTR), dict)}
 
     def set_server(self, trial_id: int, identity: ServerIdentity) -> None:
         """Record the identity of the server a RUNNING trial launched (:data:`SERVER_ATTR`)."""

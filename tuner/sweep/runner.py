@@ -24,6 +24,7 @@ ends, a runner tears down every server a dead runner of the study left on its ho
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -386,7 +387,10 @@ class Sweep:
             if self.decode.why:
                 self.progress.log(f"the sizes: {self.decode.why}")
         self.runner_file.claim(self.opt.study)
+        # a night in progress has no end mark: `nccl-tune studies` reads an empty one without a
+        # live runner as a night stopped without one (killed, a crash)
         try:
+            self.store.update_info(stop_reason="", trials=self.budget)
             with self.signals:
                 self.recover()
                 self.preflight()
@@ -744,8 +748,16 @@ class Sweep:
                            on_server=lambda identity: self.store.set_server(trial_id, identity))
         title = f"trial {trial.number}: {label}"
 
+        last = [""]
+
         def on_phase(phase: str, detail: str) -> None:
             self.progress.phase(index, title, phase, detail)
+            if phase != last[0]:  # one storage write per phase change: `nccl-tune status` reads it
+                last[0] = phase
+                with contextlib.suppress(Exception):  # a missed write must not stop a measurement
+                    self.store.set_phase(trial_id, {"phase": phase, "detail": detail, "since": time.time(),
+                                                    "relaunch": index, "of": max(night.total, index),
+                                                    "end_at": night.end_at, "label": label})
 
         runs = self._runs_wanted()
         try:
