@@ -92,14 +92,19 @@ class Rules:
     def backend_problem(self, env: dict[str, str], flags: list[str]) -> str | None:
         """Why the backend choice the set names (:func:`tuner.backends.choice_of`, with the
         server the baseline's log named) cannot act on this box, by the server's version, the
-        TP size and the links the baseline's log showed (:func:`tuner.backends.infeasible`),
-        else None (no choice named, nothing known against it)."""
+        TP size and the links the baseline's log showed (:func:`tuner.backends.infeasible`), or
+        because it routes to NCCL where the baseline's decode allreduce already runs on NCCL (it
+        only turns off backends the baseline does not use), else None (no choice named, nothing
+        known against it)."""
         facts = self.facts()
         if facts.server not in ("vllm", "sglang"):
             return None
         choice = choice_of(facts.server, {**env, **flag_params(flags)})  # type: ignore[arg-type]
         if choice is None:
             return None
+        if choice.backend == "nccl" and facts.backend == "nccl":
+            return (f"the baseline's decode allreduce already runs on NCCL: {choice.name} only turns off backends "
+                    "the baseline does not use, so it cannot change it")
         topo = facts.topology
         return infeasible(choice, version=facts.server_version, tp=topo.nranks if topo is not None else None,
                           link=topo.link if topo is not None else None,

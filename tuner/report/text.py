@@ -98,7 +98,8 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flag
     tensor-parallel size (``TP`` when it names none), and ``command`` (the study's server argv)
     under ``env`` when given, its paths inside the current directory relative to it. A set's
     ``flags`` (``--disable-custom-all-reduce``) are appended to every launch line, and with
-    flags only the snippet of the server ``command`` names is given (a flag is one server's)."""
+    flags only the snippet of the server ``command`` names is given (a flag is one server's), as
+    with a server's own variable (``VLLM_*``, ``SGLANG_*``: only that server's snippet)."""
     flags = list(flags)
     if not env and not flags:
         return ["# the untuned baseline: unset every NCCL_* variable"]
@@ -106,7 +107,8 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flag
     pre = f"{assigns} " if env else ""
     post = f" {shlex.join(flags)}" if flags else ""
     tp = tp_size(command) or "TP"
-    server = _server_named(command) if flags else None
+    own = {"vllm" for k in env if k.startswith("VLLM_")} | {"sglang" for k in env if k.startswith("SGLANG_")}
+    server = next(iter(own)) if len(own) == 1 else (_server_named(command) if flags else None)
     lines = [f"export {assigns}"] if env else []
     if server in (None, "vllm"):
         lines.append(f"{pre}vllm serve MODEL --tensor-parallel-size {tp}{post}")

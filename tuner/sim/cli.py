@@ -82,6 +82,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="test support: NCCL reads and echoes this variable (repeatable) but the speed "
                         "is that of the launch without it, as after an NCCL upgrade that made a tuned "
                         "value moot (default: SIM_NO_EFFECT, comma-separated)")
+    s.add_argument("--compilation-config", "-cc", default=None, metavar="JSON",
+                   help="vLLM's flag, accepted as vLLM does; its passes (the allreduce + RMSNorm fusion) are not "
+                        "simulated, so nothing logs that one ran")
     s.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: NCCL carries the decode allreduces")
     _backend_options(s)
