@@ -75,7 +75,9 @@ CATALOGUE: tuple[BackendChoice, ...] = (
         name="vllm-nccl-symm-mem", server="vllm", backend="nccl_symmetric",
         params={"VLLM_USE_NCCL_SYMM_MEM": "1"}, since="0.11.0", tp_sizes=(4, 8, 16),
         needs=("nccl>=2.27", "nccl headers"), dispatch="NCCL_SYMM_MEM",
-        proof=(_DISPATCH.format("'NCCL_SYMM_MEM'"),),
+        # before 0.22 no vLLM line names it: NCCL's own TUNING line for a symmetric kernel does
+        # ("%s [Symmetric]: %ld Bytes -> Kernel %s ...", src/enqueue.cc, ncclLaunchPrepare, v2.27.3-1)
+        proof=(_DISPATCH.format("'NCCL_SYMM_MEM'"), r"AllReduce \[Symmetric\]: \d+ Bytes -> Kernel \S+"),
         refusal=(r"Failed to compile NCCL memory allocator\. Symmetric memory will be disabled\.",),
         source="vllm/distributed/device_communicators/all_reduce_utils.py, should_nccl_symm_mem_allreduce and "
                "NCCL_SYMM_MEM_ALL_REDUCE_CONFIG; pynccl_allocator.py, is_symmetric_memory_enabled "
