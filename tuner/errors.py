@@ -207,8 +207,8 @@ class NoLongerHolds(NcclTuneError):
 
 class NotJudged(NcclTuneError):
     """``nccl-tune check``: the deployed set could not be judged (exit 7, ``NOT_JUDGED``): a
-    launch of it or of the baseline failed, NCCL did not apply one of its variables, its variables
-    cannot act on this server, or the baseline's launches disagree beyond the launch noise.
+    launch of it or of the baseline failed, NCCL did not apply one of its variables (or the
+    server its backend choice), its variables cannot act on this server, or the baseline's launches disagree beyond the launch noise.
     The message names which, with the trial and its server log."""
 
     exit_code = ExitCode.NOT_JUDGED

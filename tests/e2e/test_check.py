@@ -96,3 +96,33 @@ def test_check_names_a_preset_of_the_night_and_judges_with_its_noise(tmp_path):
     assert "NCCL_P2P_LEVEL=SYS (fix: p2p level) measured +" in res.stdout
     assert "(the stored noise of study night)" in res.stdout
     assert "preset 'fix: p2p level' of study night" in res.stderr
+
+
+def _box(tmp_path: Path, profile: str, *extra: str) -> Path:
+    """The check's config on another simulator box (``profile``), ``extra`` on its serve command."""
+    path = _config(tmp_path, *extra, name=profile)
+    path.write_text(path.read_text().replace('"--profile", "pcie-8x-mla"', f'"--profile", "{profile}"'))
+    assert f'"--profile", "{profile}"' in path.read_text()
+    return path
+
+
+def test_a_set_that_cannot_act_or_a_backend_not_applied_cannot_be_judged(tmp_path):
+    # nvlink-8x: vLLM's custom allreduce carries decode, so an NCCL set cannot act there
+    res = cli("check", str(_box(tmp_path, "nvlink-8x")), "--set", "NCCL_PROTO=LL", "--results", str(tmp_path / "a"))
+    assert res.returncode == ExitCode.NOT_JUDGED, res.stderr[-3000:]
+    assert "cannot be judged: NCCL does not carry the decode allreduce here" in res.stderr
+    assert "backend space" not in res.stderr  # a check measures the deployed set, never a night's plan
+    # a backend choice the server refuses (its package missing): 7, never "no longer holds"
+    res = cli("check", str(_box(tmp_path, "pcie-4x-backends", "--sim-missing", "flashinfer")), "--set",
+              "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1", "--results", str(tmp_path / "b"))
+    assert res.returncode == ExitCode.NOT_JUDGED, res.stderr[-3000:]
+    assert "the server did not apply vllm-flashinfer-pcie-ipc" in res.stderr
+
+
+def test_a_set_item_without_a_name_or_given_twice_is_bad_input(tmp_path):
+    cfg = str(_config(tmp_path))
+    for items in (["=LL"], ["NCCL_PROTO=LL", "NCCL_PROTO=Simple"]):
+        res = cli("check", cfg, "--set", *items, "--results", str(tmp_path / "r"))
+        assert res.returncode == ExitCode.BAD_INPUT and "Traceback" not in res.stderr, res.stderr
+        assert "--set" in res.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())  # nothing launched

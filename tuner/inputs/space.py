@@ -282,6 +282,17 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
 
     server = parsed.server if parsed else None
     server_version = parsed.server_version if parsed else None
+    if server_version and not server and parsed:
+        problems.append(InputError(name, "server_version", as_written(server_version),
+                                   'server_version together with server = "vllm" or "sglang"',
+                                   "a version of which server? (its backend switches are checked by it)"))
+    if server and parsed:
+        other = "SGLANG_" if server == "vllm" else "VLLM_"
+        for i, e in enumerate(parsed.presets):
+            problems += [InputError(name, f"presets[{i}].env.{k}", as_written(v),
+                                    f"variables of {server} (this space's server) or of NCCL",
+                                    f"{k} is read by {'SGLang' if server == 'vllm' else 'vLLM'}, not {server}")
+                         for k, v in e.env.items() if k.startswith(other)]
     if server and server_version:
         own = [(f"presets[{i}].env.{k}", k, v) for i, e in enumerate(parsed.presets if parsed else ())
                for k, v in e.env.items()]
@@ -311,8 +322,8 @@ def _switch_problems(file: str, server: ServerName, version: str,
         if not have:
             span = f"{since}+" if until is None else f"{since} to {until}"
             out.append(InputError(file, where, as_written(value), f"a {server} version that has it ({span})",
-                                  f"server_version {version} of {server} does not have {key} "
-                                  "(docs/BACKENDS.md)"))
+                                  f"{key} picks an allreduce backend only in {server} {span}, and this space's "
+                                  f"server_version is {version} (docs/BACKENDS.md)"))
     return out
 
 

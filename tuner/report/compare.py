@@ -35,7 +35,7 @@ from rich.text import Text
 from tuner.judging import stats
 from tuner.plaintext import plain_table
 from tuner.record import Verdict
-from tuner.report.frame import env_text
+from tuner.report.frame import env_text, set_text
 from tuner.report.nights import HostJudgement, Night, night_baselines
 from tuner.report.story import SetFigures
 
@@ -150,7 +150,7 @@ class NightComparison:
 
 
 def _text(s: SetFigures) -> str:
-    return " ".join([env_text(dict(s.env)), *s.flags])
+    return set_text(dict(s.env), s.flags)
 
 
 def agreement(a: SetFigures, b: SetFigures) -> str:

@@ -26,7 +26,7 @@ from tuner.errors import InputError
 from tuner.plaintext import plain_table
 from tuner.planning import clock_time, counts_in_budget, span
 from tuner.record import Kind, TrialRecord
-from tuner.report.frame import env_text
+from tuner.report.frame import set_text
 from tuner.report.nights import Night, best_words
 from tuner.study import NightState
 
@@ -93,14 +93,14 @@ def night_status(night: Night) -> NightStatus:
     for rec in sorted((r for r in night.relaunches() if r.trial in night.state.in_flight), key=lambda r: r.trial):
         p = phases.get(rec.trial, {})
         flights.append(InFlight(rec.trial, str(p.get("label") or _label(rec)),
-                                " ".join([env_text(rec.env), *rec.flags]), rec.runner,
+                                set_text(rec.env, rec.flags), rec.runner,
                                 p.get("phase"), str(p.get("detail") or ""), p.get("since"), p.get("relaunch"),
                                 p.get("of"), p.get("end_at"), ages.get(rec.trial)))
     best = []
     for hj in night.judged:
         b = hj.best()
         if b is not None:
-            best.append((hj.host_type, f"{' '.join([env_text(dict(b.env)), *b.flags])} (trial {b.trials[0]})",
+            best.append((hj.host_type, f"{set_text(dict(b.env), b.flags)} (trial {b.trials[0]})",
                          b.ratio, b.low, b.high, best_words(hj, night.min_effect)))
     return NightStatus(night.name, night.storage, night.state.state.value, night.state.why,
                        sum(1 for r in night.records if counts_in_budget(r)), night.info.trials, flights, best,

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from tuner.plaintext import plain_table
 from tuner.planning import counts_in_budget
-from tuner.report.frame import env_text
+from tuner.report.frame import set_text
 from tuner.report.nights import Night, best_words
 
 __all__ = ["STUDIES_COLUMNS", "StudyRow", "print_studies", "studies_json", "studies_table", "study_row"]
@@ -59,7 +59,7 @@ class StudyRow:
         for hj in night.judged:
             best = hj.best()
             self.hosts.append({
-                "host_type": hj.host_type, "set": env_text(dict(best.env)) if best is not None else "",
+                "host_type": hj.host_type, "set": set_text(dict(best.env), best.flags) if best is not None else "",
                 "flags": list(best.flags) if best is not None else [], "trial": best.trials[0] if best else None,
                 "ratio": best.ratio if best is not None and math.isfinite(best.ratio) else None,
                 "low": best.low if best is not None and math.isfinite(best.low) else None,

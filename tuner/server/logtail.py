@@ -154,6 +154,10 @@ _CODE = re.compile(r"^(?:\s|File \"|raise |\^|~)")  # a traceback's frame and so
 _FATAL = re.compile(r"Segmentation fault|core dumped|Fatal Python error|terminate called after throwing"
                     r"|^Aborted$|^Killed$|\bSIGSEGV\b|\bSIGABRT\b|^Bus error")
 _IGNORED_NEXT = re.compile(r"^Exception ignored in\b")
+#: argparse refusing the server's command line (Lib/argparse.py, ArgumentParser.error:
+#: "%(prog)s: error: %(message)s"), e.g. "vllm serve: error: unrecognized arguments: --bogus"
+_USAGE_ERROR = re.compile(r"^[\w.\-/ ]{1,80}: error: (?:unrecognized arguments|argument |the following arguments "
+                          r"are required|invalid choice)")
 
 
 def line_kind(line: str, *, include_info: bool = False) -> CauseKind | None:
@@ -181,7 +185,7 @@ def line_kind(line: str, *, include_info: bool = False) -> CauseKind | None:
         return CauseKind.WRAPPER
     if _EXCEPTION.match(body) or _EXCEPTION_INSIDE.search(body):
         return CauseKind.EXCEPTION
-    if _FATAL.search(body):
+    if _FATAL.search(body) or _USAGE_ERROR.match(body):
         return CauseKind.FATAL
     return None
 

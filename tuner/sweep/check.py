@@ -183,6 +183,12 @@ def resolve_set(items: Sequence[str], flags: Sequence[str], *, cfg: ExperimentCo
     for item in items:
         name, _, value = item.partition("=")
         name, value = name.strip(), value.strip()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise InputError("(command line)", "--set", item, "VAR=VALUE items, VAR an environment variable name "
+                             "(letters, digits, _), e.g. NCCL_PROTO=LL", "no variable name before '='")
+        if name in env:
+            raise InputError("(command line)", f"--set {name}", value, f"one value per variable ({name}={env[name]} "
+                             "was given too)", "a variable given twice: which one was deployed?")
         found = check_nccl(name, value, ctx)
         if found.wrong:
             raise InputError("(command line)", f"--set {name}", value, found.accepted, found.wrong)
@@ -267,7 +273,13 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
         said = "; ".join(f"{k}: {v}" for k, v in not_applied.items())
         return CheckVerdict(None, f"cannot be judged: NCCL did not apply {', '.join(not_applied)} ({said}), so the "
                                   "launches measured another set than the one deployed")
-    cannot = cannot_act_on(info, sets)
+    refused = next((r for r in sets if r.backend_applied is False), None)
+    if refused is not None:  # the server ignored or fell back from the set's backend choice
+        return CheckVerdict(None, f"cannot be judged: trial {refused.trial}: the server did not apply "
+                                  f"{refused.backend_choice} ({refused.backend_reason}), so the launches measured "
+                                  "another backend than the one deployed")
+    probe = TrialRecord(trial=-1, kind=Kind.PRESET, env=dict(checked.env), flags=list(checked.flags))
+    cannot = cannot_act_on(info, sets or [probe])  # the check stops after the baseline when it cannot act
     if cannot:
         return CheckVerdict(None, f"cannot be judged: {next(iter(cannot.values()))}")
     bases = [runs_of(r, metric) for r in launched if r.kind is Kind.BASELINE]

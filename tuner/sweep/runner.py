@@ -379,6 +379,8 @@ class Sweep:
         survived, another runner alive), BaselineFailed (nothing can be judged), Interrupted on
         SIGHUP/SIGINT/SIGTERM after tearing the server down. What was recorded stays in every case.
         """
+        if steps is not None:  # a check judges who carries decode itself: no backend space planned
+            self._backend_said = True
         for notice in [*self.cfg.notices, *self.space.notices]:
             self.progress.log(notice)
         self._say_environment()

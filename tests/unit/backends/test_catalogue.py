@@ -118,6 +118,17 @@ def test_a_switch_the_named_version_lacks_is_refused(tmp_path):
         load_space(path)
 
 
+def test_a_version_without_its_server_or_another_servers_variable_is_refused(tmp_path):
+    path = tmp_path / "mixed.toml"
+    path.write_text('server_version = "0.11.0"\n[[presets]]\nname = "fi"\nenv = { VLLM_ALLREDUCE_USE_FLASHINFER = "1" }\n')
+    with pytest.raises(InputError, match="a version of which server"):
+        load_space(path)
+    path.write_text('server = "sglang"\n[[presets]]\nname = "fi"\nenv = { VLLM_ALLREDUCE_USE_FLASHINFER = "1" }\n')
+    with pytest.raises(InputError) as err:
+        load_space(path)
+    assert "presets[0].env.VLLM_ALLREDUCE_USE_FLASHINFER" in str(err.value) and "read by vLLM" in str(err.value)
+
+
 def test_backends_doc_table_is_the_catalogue():
     text = DOC.read_text()
     for row in table_rows():

@@ -127,3 +127,12 @@ def test_announced_port_sglang_server_args() -> None:
             "port=30000, nccl_port=None, metrics_port=None)")
     assert announced_port(line) == 30000
     assert announced_port("Serving HTTP on 0.0.0.0 port 8123 (http://0.0.0.0:8123/) ...") == 8123
+
+
+def test_a_command_line_the_server_refuses_is_the_cause() -> None:
+    # argparse's own line (Lib/argparse.py, ArgumentParser.error), as `vllm serve --bogus` prints it
+    lines = ["usage: vllm serve [model_tag] [options]",
+             "vllm serve: error: unrecognized arguments: --bogus-flag"]
+    assert line_kind(lines[1]) is CauseKind.FATAL
+    assert "unrecognized arguments: --bogus-flag" in extract_cause(lines)
+    assert line_kind("INFO 12-01 we saw: error: nothing") is None
