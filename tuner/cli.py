@@ -596,8 +596,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from tuner.report.compare import compare_nights, print_comparison
     from tuner.report.nights import open_night
 
-    a = open_night(args.study_a, args.storage, args.results)
-    b = open_night(args.study_b, args.storage_b or args.storage, args.results)
+    a = open_night(args.study_a, args.storage, args.results, study_key="STUDY_A")
+    b = open_night(args.study_b, args.storage_b or args.storage, args.results, study_key="STUDY_B",
+                   storage_key="--storage-b" if args.storage_b else "--storage")
     print_comparison(compare_nights(a, b), as_json=args.json)
     return ExitCode.OK
 

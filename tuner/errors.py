@@ -92,7 +92,8 @@ class InputError(NcclTuneError):
     """A user-supplied file or flag holds a value nccl-tune will not accept.
 
     The message names the file, the key, the offending value and what is accepted, so a user
-    can fix it without reading code. ``str(err)`` is that message. Several problems of one run
+    can fix it without reading code (``value`` None: the key was not given). ``str(err)`` is that
+    message. Several problems of one run
     are joined by :meth:`combine` (one paragraph each).
     """
 
@@ -102,7 +103,8 @@ class InputError(NcclTuneError):
         self.file, self.key, self.value, self.accepted, self.why = file, key, value, accepted, why
         self.problems: list[InputError] = [self]
         reason = f" ({why})" if why else ""
-        super().__init__(f"{file}: key '{key}' has value {value!r}{reason}; accepted: {accepted}.")
+        given = "is not given" if value is None else f"has value {value!r}"
+        super().__init__(f"{file}: key '{key}' {given}{reason}; accepted: {accepted}.")
 
     @classmethod
     def combine(cls, problems: list[InputError]) -> InputError:

@@ -98,7 +98,7 @@ def test_studies_and_compare_of_two_simulated_boxes(tmp_path):
     assert json.loads(two.stdout)["both"] == data["both"]
     missing = cli("compare", "pcie8", "nosuch", "--results", results)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    assert "'--study' has value 'nosuch'" in missing.stderr and "acs4, pcie8" in missing.stderr
+    assert "'STUDY_B' has value 'nosuch'" in missing.stderr and "acs4, pcie8" in missing.stderr
     report = cli("report", "--results", results)
     assert report.returncode == 2 and "one of the studies in" in report.stderr and "acs4, pcie8" in report.stderr
 

@@ -130,11 +130,11 @@ def best_words(judged: HostJudgement, min_effect: float) -> str:
                     else "; its confirmation failed" if confirmed is False else "; not confirmed yet")
 
 
-def storage_error(storage: str, exc: Exception) -> InputError:
+def storage_error(storage: str, exc: Exception, key: str = "--storage") -> InputError:
     """The InputError (exit 2) for a storage URL that cannot be read: its first line of the
     driver's or Optuna's message, the URL without its password."""
     why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return InputError(_CLI, "--storage", hide_password(storage),
+    return InputError(_CLI, key, hide_password(storage),
                       "an Optuna storage: sqlite:///results/s/study.db, postgresql://user:pass@host:5432/db "
                       "or journal:///shared/folder/study.log", why)
 
@@ -183,25 +183,27 @@ def study_listing(storage: str | None, results: Path) -> str:
             else f"a study name; {where} holds none (run a sweep first, or pass --storage or --results)")
 
 
-def open_night(name: str, storage: str | None, results: Path) -> Night:
+def open_night(name: str, storage: str | None, results: Path, *, study_key: str = "--study",
+               storage_key: str = "--storage") -> Night:
     """The study ``name`` read from ``storage`` (else ``results/<name>/study.db``), judged.
     Raises InputError (exit 2) when it does not exist there (naming the studies there are), when
     the storage cannot be read, or when a newer nccl-tune wrote it
-    (:func:`tuner.study.check_format`)."""
+    (:func:`tuner.study.check_format`); ``study_key`` / ``storage_key``: how the command line
+    names the two (``compare``'s STUDY_B, ``--storage-b``)."""
     study_dir = results / name
     url = storage or default_storage(study_dir)
     if not storage and not (study_dir / "study.db").exists():
-        raise InputError(_CLI, "--study", name, study_listing(None, results), f"{study_dir / 'study.db'} does not exist")
+        raise InputError(_CLI, study_key, name, study_listing(None, results), f"{study_dir / 'study.db'} does not exist")
     if storage and (missing := _sqlite_missing(storage)) is not None:
-        raise InputError(_CLI, "--storage", storage, "an existing SQLite file (or another Optuna storage)",
+        raise InputError(_CLI, storage_key, storage, "an existing SQLite file (or another Optuna storage)",
                          f"{missing} does not exist")
     try:
         study = open_study(name, url, create=False)
     except KeyError:
-        raise InputError(_CLI, "--study", name, study_listing(storage, results),
+        raise InputError(_CLI, study_key, name, study_listing(storage, results),
                          f"no study of that name in {hide_password(url)}") from None
     except Exception as exc:  # driver, host or scheme problems
-        raise storage_error(url, exc) from None
+        raise storage_error(url, exc, storage_key) from None
     store = StudyStore(study, {})
     check_format(store, url, name)
     return _night(name, url, study_dir, store)

@@ -373,14 +373,19 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
     if failed_conf:
         parts.append(f"Failed confirmation: {_named(failed_conf, j)}.")
     slower = by[Verdict.SLOWER]
+    unjudged = [s for s in j.sets.values() if s.comparison is not None and s not in judged]
     if slower and len(slower) == k:
-        parts.append(f"Every tuned set was slower than the baseline: {_slower_named(slower, j)}. Keep the defaults.")
+        every = ("Every tuned set" if not unjudged else
+                 f"Every set with a speed verdict ({k} of {k + len(unjudged)}; the others were not applied or cannot "
+                 "act here)")
+        parts.append(f"{every} was slower than the baseline: {_slower_named(slower, j)}. Keep the defaults.")
     elif slower:
         parts.append(f"Slower: {_slower_named(slower, j)}.")
     if j.winner is None and not faster and len(slower) < k:
         best = max(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
         worst = min(judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
-        sentence = (f"No set beat the baseline by more than the noise: the best, {set_text(best.env, best.flags)} "
+        beyond = f"the noise and the {min_effect * 100:g} % that matters" if below else "the noise"
+        sentence = (f"No set beat the baseline by more than {beyond}: the best, {set_text(best.env, best.flags)} "
                     f"(trial {best.first_trial}), measured {_pct(best.comparison)} ({_ci(best.comparison)})")
         if worst is not best and worst.comparison is not None and worst.comparison.ratio < 1:
             # "loss" only for a set judged slower; a dip inside the noise is named as the lowest.
