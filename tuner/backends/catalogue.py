@@ -74,8 +74,10 @@ def infeasible(choice: BackendChoice, *, version: str | None, tp: int | None, li
     """
     server = "vLLM" if choice.server == "vllm" else "SGLang"
     if version is not None and not choice.released_in(version):
-        return (f"{server} {version} does not have {choice.name} ({', '.join(choice.params) or 'the default'} "
-                f"together pick it only in {choice.versions()}: {choice.source})")
+        switches = ", ".join(choice.params) or "the default"
+        pick = "together pick" if len(choice.params) > 1 else "picks"
+        return (f"{server} {version} does not have {choice.name} ({switches} {pick} it only in "
+                f"{choice.versions()}: {choice.source})")
     if tp is not None and tp <= 1:
         return f"tensor parallel size {tp}: the decode step has no allreduce for {choice.name} to carry"
     if tp is not None and choice.tp_sizes is not None and tp not in choice.tp_sizes:
