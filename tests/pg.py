@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,8 +45,19 @@ def fresh_database(server_url: str) -> Iterator[str]:
     try:
         yield f"{base}/{name}"
     finally:
-        with psycopg.connect(_libpq(server_url), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        # FORCE cannot end a backend of another role (an autovacuum worker that has just started
+        # on the new database: "must be a member of the role whose process is being terminated");
+        # such a worker ends within seconds, so try again for a while before failing
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                with psycopg.connect(_libpq(server_url), autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                break
+            except psycopg.errors.InsufficientPrivilege:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")
