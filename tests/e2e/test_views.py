@@ -73,7 +73,9 @@ def test_studies_and_compare_of_two_simulated_boxes(tmp_path):
     ranks = next(line for line in changed.splitlines() if line.startswith("ranks, nodes"))
     assert ranks.split()[2:] == ["8,", "1", "4,", "1"], changed
     p2p = next(line for line in res.stdout.splitlines() if line.startswith("NCCL_P2P_DISABLE=1 "))
-    assert "slower" in p2p and "faster" in p2p and p2p.endswith(DISAGREE), res.stdout
+    # -17 % on one box, about +15 % on the other (its verdict may stay "no significant difference"
+    # on a busy machine, 3 short relaunches): the intervals do not overlap either way
+    assert "slower" in p2p and p2p.endswith(DISAGREE), res.stdout
     assert "sets do not agree: NCCL_P2P_DISABLE=1" in res.stdout and "Rule: agree:" in res.stdout
 
     # the JSON holds the same, each pair judged by its rule on the numbers each report wrote
