@@ -22,6 +22,7 @@ __all__ = [
     "MachineFault",
     "MachineNotClean",
     "NcclTuneError",
+    "NewerFormat",
     "NoLongerHolds",
     "NotJudged",
     "PortBusy",
@@ -32,9 +33,10 @@ __all__ = [
     "ProbeIncomplete",
     "ProbeNoAnswer",
     "ProbeStalled",
+    "ResumeRefused",
     "ServerListensElsewhere",
     "StoppedByCheck",
-    "SweepAborted",
+    "StorageUnreadable",
     "TrialFailed",
 ]
 
@@ -116,6 +118,41 @@ class InputError(NcclTuneError):
         err.problems = list(problems)
         err.args = (f"{len(problems)} problems:\n" + "\n".join(f"- {p}" for p in problems),)
         return err
+
+
+#: What ``--storage`` accepts, in an error's words.
+_STORAGES_ACCEPTED = ("an Optuna storage: sqlite:///results/s/study.db, postgresql://user:pass@host:5432/db "
+                      "or journal:///shared/folder/study.log")
+
+
+class StorageUnreadable(InputError):
+    """The storage URL the command line names cannot be opened: a journal path without a file
+    name or whose folder is missing, a driver not installed, a host that does not answer, a
+    scheme Optuna does not know (raised by :func:`tuner.study.open_study`; exit 2).
+
+    ``shown``: the URL with its password hidden; ``why``: the first line of the driver's or
+    Optuna's message, with what to do when it is known; ``key``: the flag that named the URL
+    (``--storage``, or ``compare``'s ``--storage-b``: :meth:`for_key`)."""
+
+    def __init__(self, shown: str, why: str, key: str = "--storage") -> None:
+        super().__init__("(command line)", key, shown, _STORAGES_ACCEPTED, why)
+
+    def for_key(self, key: str) -> StorageUnreadable:
+        """The same error naming the flag ``key`` instead."""
+        return StorageUnreadable(self.value if isinstance(self.value, str) else "", self.why, key)
+
+
+class NewerFormat(InputError):
+    """The study was stored by a newer nccl-tune (its ``format_version`` above
+    :data:`tuner.record.FORMAT_VERSION`, or unreadable): no command of this one reads or
+    resumes it (raised by :func:`tuner.study.check_format`; exit 2)."""
+
+
+class ResumeRefused(InputError):
+    """A resume would mix conditions: the config's fingerprint (server command, fixed
+    environment, NCCL version, ...), the search space's variables or ``probe.metric`` differ from
+    what the study began with (raised by :mod:`tuner.study.resume`'s checks; exit 2). The message
+    names each change and the way out (a new ``--study``)."""
 
 
 # -- the machine and the sweep ---------------------------------------------------------------
@@ -310,6 +347,3 @@ class ProbeIncomplete(ProbeError):
     ``abort`` or ``stop``, or usage counting fewer tokens): the run did not make what was asked,
     so its tok/s is not comparable. The message says what ended it."""
 
-
-#: Old name, kept until the sweep package replaces tuner.study.
-SweepAborted = MachineNotClean

@@ -1,7 +1,9 @@
 """The Optuna study: storage, fingerprints, hosts and their runners.
 
 :mod:`~tuner.study.storage` (every Optuna access: records in and out, the study's own
-attributes, the checks a resume must pass: format version, fingerprint, space, metric),
+attributes, the stored format's version), :mod:`~tuner.study.resume` (a study's resume policy:
+what a sweep run must share with the study it joins, fingerprint, space, metric, and what it
+writes into the study's info),
 :mod:`~tuner.study.host` (this runner's host and its host type), :mod:`~tuner.study.inflight`
 (this host's runners and what they have in flight), :mod:`~tuner.study.state` (whether a night is running, ended or
 interrupted), :mod:`~tuner.study.workers` (this host's
@@ -10,6 +12,17 @@ live workers of any study and their GPUs: a worker sharing a GPU with another is
 
 from tuner.study.host import Host, command_identity, host_type, server_version, this_host
 from tuner.study.inflight import RunnerFile, host_name, live_runners, runner_alive, runner_id
+from tuner.study.resume import (
+    Begun,
+    Ended,
+    begin_run,
+    check_fingerprint,
+    check_metric,
+    check_space,
+    record_end,
+    record_stop,
+    stored_study,
+)
 from tuner.study.state import SIGNAL_NAMES, NightState, StudyState, study_state
 from tuner.study.storage import (
     CONSTRAINT,
@@ -22,10 +35,7 @@ from tuner.study.storage import (
     SERVER_ATTR,
     SETTLE_S,
     StudyStore,
-    check_fingerprint,
     check_format,
-    check_metric,
-    check_space,
     default_storage,
     heartbeat_settings,
     hide_password,
@@ -60,6 +70,8 @@ __all__ = [
     "SETTLE_S",
     "SIGNAL_NAMES",
     "WORKERS_DIR_VAR",
+    "Begun",
+    "Ended",
     "Gpus",
     "Host",
     "NightState",
@@ -68,6 +80,7 @@ __all__ = [
     "StudyState",
     "StudyStore",
     "Worker",
+    "begin_run",
     "check_fingerprint",
     "check_format",
     "check_metric",
@@ -86,10 +99,13 @@ __all__ = [
     "live_workers",
     "open_storage",
     "open_study",
+    "record_end",
+    "record_stop",
     "register",
     "runner_alive",
     "runner_id",
     "server_version",
+    "stored_study",
     "study_names",
     "study_state",
     "this_host",

@@ -53,7 +53,6 @@ running in the report, not retried).
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import re
 import threading
@@ -74,9 +73,7 @@ from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from tuner.errors import InputError
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.schema import as_written
+from tuner.errors import InputError, NewerFormat, StorageUnreadable
 from tuner.record import (
     FORMAT_VERSION,
     UNVERSIONED,
@@ -92,7 +89,6 @@ from tuner.record import (
     study_to_user_attrs,
     to_user_attrs,
 )
-from tuner.redaction import redact, scrub
 from tuner.server import ServerIdentity
 
 __all__ = [
@@ -106,10 +102,7 @@ __all__ = [
     "SERVER_ATTR",
     "SETTLE_S",
     "StudyStore",
-    "check_fingerprint",
     "check_format",
-    "check_metric",
-    "check_space",
     "default_storage",
     "heartbeat_settings",
     "hide_password",
@@ -170,30 +163,58 @@ def heartbeat_settings(environ: Mapping[str, str]) -> tuple[int, int]:
     return interval, grace
 
 
+#: What a storage URL Optuna cannot open raises (a driver not installed, a scheme SQLAlchemy does
+#: not know, a host that does not answer, a schema of another Optuna); each becomes StorageUnreadable.
+_UNREADABLE = (ImportError, ValueError, RuntimeError, sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.OptunaError)
+
+
+def _unreadable(storage: str, exc: BaseException) -> StorageUnreadable:
+    """The StorageUnreadable of ``storage`` for ``exc``: its first line, and what to do when known."""
+    why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if "+psycopg2" in storage:  # SQLAlchemy's plain postgresql:// means psycopg 3
+        why += " (psycopg2 is not what the [postgres] extra installs: write postgresql://, which uses psycopg 3)"
+    elif isinstance(exc, ImportError):
+        why += " (install the driver: pip install -e '.[postgres]')"
+    return StorageUnreadable(hide_password(storage), why)
+
+
+@contextmanager
+def _opening(storage: str) -> Iterator[None]:
+    """Turn what Optuna or a driver raises while opening ``storage`` into StorageUnreadable."""
+    try:
+        yield
+    except _UNREADABLE as exc:
+        raise _unreadable(storage, exc) from None
+
+
 def open_storage(storage: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
                  grace_period_s: int = GRACE_PERIOD_S) -> optuna.storages.BaseStorage | str:
     """The Optuna storage of the URL ``storage`` (one of the module docstring's): a journal file's
     ``JournalStorage``, an RDB URL's ``RDBStorage`` with heartbeats every ``heartbeat_interval_s``
     s and a grace period of ``grace_period_s`` s (whole seconds, > 0), any other URL as given
-    (Optuna reads it). Raises what :func:`open_study` raises for a bad URL."""
+    (Optuna reads it). Raises StorageUnreadable (exit 2) for a journal path without a file name,
+    whose folder is missing or that cannot be opened, and for an RDB URL that cannot be opened
+    (driver, host, scheme)."""
     # Heartbeats outside Study.optimize only warn; they work (see the module docstring).
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
     if storage.startswith(JOURNAL):
         path = storage[len(JOURNAL):]
         if not path or path.endswith("/"):
-            raise ValueError(f"a journal storage names a file: {JOURNAL}/shared/nccl/study.log")
+            raise StorageUnreadable(hide_password(storage), f"a journal storage names a file: {JOURNAL}/shared/nccl/study.log")
         if not Path(path).parent.is_dir():  # never made here: a missing mount would split the study
-            raise ValueError(f"the journal's folder {Path(path).parent} does not exist")
+            raise StorageUnreadable(hide_password(storage), f"the journal's folder {Path(path).parent} does not exist")
         try:
             return optuna.storages.JournalStorage(JournalFileBackend(path))
         except OSError as exc:  # not the --results folder's problem: say whose it is
-            raise ValueError(f"cannot open the journal file {path}: {exc.strerror or exc}") from exc
+            raise StorageUnreadable(hide_password(storage),
+                                    f"cannot open the journal file {path}: {exc.strerror or exc}") from None
     if storage.startswith(("sqlite", "postgresql", "mysql")):
         # SQLite: wait for a writer's lock. A server: test pooled connections before use, since
         # one idle through a 36-minute relaunch may have been dropped (server restart, idle timeout).
         engine = {"connect_args": {"timeout": 30}} if storage.startswith("sqlite") else {"pool_pre_ping": True}
-        return _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
+        with _opening(storage):
+            return _rdb_storage(storage, heartbeat_interval_s, grace_period_s, engine)
     return storage
 
 
@@ -205,22 +226,26 @@ def open_study(name: str, storage: str, seed: int | None = None, *, create: bool
     a heartbeat every ``heartbeat_interval_s`` s, and a RUNNING trial without one for
     ``grace_period_s`` s is failed by :meth:`StudyStore.fail_stale` (both whole seconds, > 0:
     Optuna's types). ``create=False`` only loads and raises KeyError when the study does not
-    exist. Driver and connection problems raise what SQLAlchemy raises, a journal path without a
-    file name or whose folder is missing ValueError (the CLI turns them into an InputError).
+    exist. A storage that cannot be opened (a journal path without a file name or whose folder
+    is missing, a driver, host or scheme problem) raises StorageUnreadable (exit 2), its URL
+    shown without its password.
     """
     store = open_storage(storage, heartbeat_interval_s=heartbeat_interval_s, grace_period_s=grace_period_s)
     sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
-    if not create:
-        return optuna.load_study(study_name=name, storage=store, sampler=sampler)
-    return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
-                               load_if_exists=True)
+    with _opening(storage):
+        if not create:
+            return optuna.load_study(study_name=name, storage=store, sampler=sampler)
+        return optuna.create_study(study_name=name, storage=store, sampler=sampler, direction="maximize",
+                                   load_if_exists=True)
 
 
 def study_names(storage: str) -> list[str]:
     """The names of every study in the storage URL ``storage``, sorted (Optuna's
     ``get_all_study_names``; the screen's ``<study>-screen`` studies included). Raises what
     :func:`open_storage` raises."""
-    return sorted(optuna.get_all_study_names(storage=open_storage(storage)))
+    opened = open_storage(storage)
+    with _opening(storage):
+        return sorted(optuna.get_all_study_names(storage=opened))
 
 
 #: Attempts at opening an RDB storage whose tables another runner is creating at that moment.
@@ -584,32 +609,8 @@ def hide_password(url: str) -> str:
     return re.sub(r"(//[^:/@]+:)[^@/]*@", r"\1***@", url)
 
 
-def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[str], config_path: str,
-                      study_name: str) -> None:
-    """Refuse to resume a study whose server or probe changed: old trials would be judged
-    against a baseline measured under other conditions (InputError, exit 2). The command and
-    environment are compared as written, before ``${NAME}`` expansion, so every host of a
-    study may fill in its own port and GPUs.
-
-    While the study has no successful baseline nothing was judged yet, so a changed command
-    or environment (the fix after a failed baseline) is allowed and the new one recorded.
-    """
-    now = {"server.command": [scrub(a, secrets) for a in cfg.written_command()],
-           "server.env": redact(cfg.written_env()),
-           "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
-    before = store.info().fingerprint
-    changed = [k for k in now if before and json.dumps(now[k]) != json.dumps(before.get(k))]
-    if changed and store.ok_baselines():
-        was = "; ".join(f"{k} = {_as_written(before.get(k))}" for k in changed)
-        raise InputError(config_path, ", ".join(changed), "; ".join(_as_written(now[k]) for k in changed),
-                         f"the settings study '{study_name}' was measured with ({was}), or a new --study name",
-                         "resuming would judge new trials against a baseline measured under other conditions")
-    if changed or not before:
-        store.update_info(fingerprint=now)
-
-
 def check_format(store: StudyStore, storage: str, study_name: str) -> None:
-    """Refuse (InputError, exit 2) a study whose stored format is newer than this nccl-tune's
+    """Refuse (NewerFormat, exit 2) a study whose stored format is newer than this nccl-tune's
     (:data:`tuner.record.format.FORMAT_VERSION`): it could be misread, or written into with
     fields its writer would misread. Older versions pass (they read as
     :mod:`tuner.record.format` says)."""
@@ -618,68 +619,10 @@ def check_format(store: StudyStore, storage: str, study_name: str) -> None:
     try:
         found = stored_version(store.study.user_attrs)
     except ValueError as exc:
-        raise InputError(where, "format_version", store.study.user_attrs.get("format_version"), accepted,
-                         str(exc)) from None
+        raise NewerFormat(where, "format_version", store.study.user_attrs.get("format_version"), accepted,
+                          str(exc)) from None
     if newer_than_known(found):
-        raise InputError(where, "format_version", found, accepted,
-                         f"a newer nccl-tune wrote this study in format version {found}; this one writes version "
-                         f"{FORMAT_VERSION} and would misread it, so nothing was read or written: use a nccl-tune "
-                         f"that reads version {found}")
-
-
-def check_metric(store: StudyStore, metric: Metric, config_path: str, study_name: str) -> None:
-    """Record the study's metric and format version when it has none (a new study, or a
-    version-1 study, which is upgraded in place: :mod:`tuner.record.format`), and refuse
-    (InputError, exit 2) a resume whose ``probe.metric`` differs from the study's once it holds
-    a trial (finished, running on another runner, or interrupted): the sampler was told, or is
-    being told, the other metric's values, and the verdicts would change metric between two
-    runs of the same study. Before any trial the new metric is recorded."""
-    info = store.info()
-    if info.metric is not metric and store.records(relaunched_only=False):
-        raise InputError(config_path, "probe.metric", metric.value,
-                         f'"{info.metric.value}", the metric study \'{study_name}\' is judged on, or a new '
-                         "--study name (the old study and its results stay as they are)",
-                         f"study '{study_name}' was swept on {info.metric.words}: its sampler was told those "
-                         "values and its report judges on them")
-    if info.metric is not metric or info.format_version != FORMAT_VERSION or "metric" not in store.study.user_attrs:
-        store.update_info(metric=metric, format_version=FORMAT_VERSION)
-
-
-def _as_written(value: Any) -> str:
-    """A value as a user wrote it in TOML: lists as ``["a", "b"]``, strings quoted."""
-    return str(as_written(value))
-
-
-def check_space(store: StudyStore, choices: Mapping[str, tuple[str, ...]], space_path: str, study_name: str) -> None:
-    """Refuse (InputError, exit 2) a resume whose search space changed what the study samples:
-    an Optuna study keeps one categorical distribution per name, so a value added or removed,
-    or a variable renamed, cannot join it (Optuna raises on ``suggest_categorical`` with other
-    choices). The paragraph names the change and what to do; the first run records the space."""
-    now = {name: list(values) for name, values in choices.items()}
-    before = store.info().space_choices
-    if not before:
-        store.update_info(space_choices=now)
-        return
-    if before == now:
-        return
-    changes = []
-    for name in sorted(set(before) | set(now)):
-        old, new = before.get(name), now.get(name)
-        if old is None:
-            changes.append(f"{name} is new")
-        elif new is None:
-            changes.append(f"{name} is no longer varied")
-        else:
-            added = [v for v in new if v not in old]
-            dropped = [v for v in old if v not in new]
-            if added:
-                changes.append(f"{name} gained {', '.join(added)}")
-            if dropped:
-                changes.append(f"{name} lost {', '.join(dropped)}")
-            if not added and not dropped and old != new:
-                changes.append(f"{name} lists its values in another order")
-    raise InputError(space_path, "variables", "; ".join(changes),
-                     f"the space study '{study_name}' began with ({'; '.join(f'{k}: {v}' for k, v in before.items())}), "
-                     "or a new --study name for the new space (the old study and its results stay as they are)",
-                     "an Optuna study samples each variable from the candidates it began with, so a changed space "
-                     "cannot join it; nothing was launched and no trial was left running")
+        raise NewerFormat(where, "format_version", found, accepted,
+                          f"a newer nccl-tune wrote this study in format version {found}; this one writes version "
+                          f"{FORMAT_VERSION} and would misread it, so nothing was read or written: use a nccl-tune "
+                          f"that reads version {found}")
