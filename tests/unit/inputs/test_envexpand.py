@@ -14,7 +14,8 @@ from tuner.inputs.config import load_config
 from tuner.inputs.envexpand import expand_text, references
 from tuner.record.trial import Kind, Status, TrialRecord
 from tuner.study.host import command_identity, host_type, this_host
-from tuner.study.storage import StudyStore, check_fingerprint
+from tuner.study.resume import check_fingerprint
+from tuner.study.storage import StudyStore
 
 
 def _file(tmp_path: Path, server: str) -> Path:

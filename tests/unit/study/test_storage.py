@@ -9,10 +9,11 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tuner.errors import InputError
+from tuner.errors import ResumeRefused
 from tuner.inputs.config import load_config
 from tuner.record.trial import Kind, Status, TrialRecord
-from tuner.study.storage import CONSTRAINT, StudyStore, check_fingerprint, hide_password, open_study
+from tuner.study.resume import check_fingerprint
+from tuner.study.storage import CONSTRAINT, StudyStore, hide_password, open_study
 
 CHOICES = {"NCCL_PROTO": ("unset", "LL", "Simple")}
 
@@ -93,7 +94,7 @@ def test_fingerprint_refuses_a_changed_server_once_a_baseline_exists(tmp_path: P
     check_fingerprint(store, changed, [], "exp.toml", "s")
     assert store.info().fingerprint["server.command"][-1] == "import time"
     finish(store, {}, Kind.BASELINE, Status.OK, 70.0)
-    with pytest.raises(InputError) as err:
+    with pytest.raises(ResumeRefused) as err:
         check_fingerprint(store, first, [], "exp.toml", "s")
     text = str(err.value)
     assert "server.command" in text and '"pass"' in text and '"import time"' in text

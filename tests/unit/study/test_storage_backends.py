@@ -13,6 +13,7 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.helpers import run_cli, write_config
+from tuner.errors import ExitCode, StorageUnreadable
 from tuner.record import HostRecord, Kind, LevelResult, Status, TrialRecord
 from tuner.study.storage import JOURNAL, StudyStore, hide_password, open_study
 
@@ -95,10 +96,18 @@ def test_journal_has_no_heartbeat(tmp_path: Path):
 @pytest.mark.parametrize("url, why", [
     ("journal://", "names a file"),
     ("journal:///no/such/folder/study.log", "/no/such/folder does not exist"),
+    ("nosuchdb://u:pw-s3cret@h/db", "nosuchdb"),  # a scheme SQLAlchemy does not know
 ])
-def test_journal_path_errors(url: str, why: str):
-    with pytest.raises(ValueError, match=why):
+def test_a_storage_that_cannot_be_opened_is_one_input_error(url: str, why: str):
+    """A bad ``--storage`` is StorageUnreadable (exit 2): one paragraph naming the flag, the URL
+    without its password, what is accepted and why, never the driver's exception."""
+    with pytest.raises(StorageUnreadable, match=why) as err:
         open_study("s", url)
+    text = str(err.value)
+    assert err.value.exit_code == ExitCode.BAD_INPUT and "\n" not in text and "pw-s3cret" not in text
+    assert text.startswith(f"(command line): key '--storage' has value '{hide_password(url)}' (")
+    assert "accepted: an Optuna storage: sqlite:///" in text
+    assert err.value.for_key("--storage-b").key == "--storage-b"
 
 
 @pytest.mark.postgres

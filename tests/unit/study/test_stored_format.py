@@ -7,9 +7,10 @@ import optuna
 import pytest
 
 from tests.helpers import old_store
-from tuner.errors import InputError
+from tuner.errors import ExitCode, NewerFormat, ResumeRefused
 from tuner.record import FORMAT_VERSION, HostRecord, LevelResult, Metric, ScreenSummary, Status
-from tuner.study.storage import StudyStore, check_format, check_metric, default_storage, open_study
+from tuner.study.resume import check_metric
+from tuner.study.storage import StudyStore, check_format, default_storage, open_study
 
 
 def _open(results, study: str) -> tuple[StudyStore, str]:
@@ -47,17 +48,17 @@ def test_a_version_1_screen_summary_reads(tmp_path):
 def test_a_newer_format_is_refused_naming_it(tmp_path):
     store, url = _open(tmp_path, "output")
     store.study.set_user_attr("format_version", FORMAT_VERSION + 1)
-    with pytest.raises(InputError) as err:
+    with pytest.raises(NewerFormat) as err:
         check_format(store, url, "output")
     text = str(err.value)
     assert text.startswith(f"{url}, study 'output': key 'format_version' has value {FORMAT_VERSION + 1} (a newer ")
     assert f"this one writes version {FORMAT_VERSION}" in text and f"from 1 to {FORMAT_VERSION}, the ones" in text
-    assert "\n" not in text
+    assert "\n" not in text and err.value.exit_code == ExitCode.BAD_INPUT
 
 
 def test_a_resume_on_another_metric_is_refused(tmp_path):
     store, _ = _open(tmp_path, "decode")
-    with pytest.raises(InputError) as err:
+    with pytest.raises(ResumeRefused) as err:
         check_metric(store, Metric.OUTPUT, "exp.toml", "decode")
     text = str(err.value)
     assert text.startswith("exp.toml: key 'probe.metric' has value 'output_tok_s'")

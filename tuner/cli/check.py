@@ -1,0 +1,104 @@
+"""``nccl-tune check CONFIG --set ...``: relaunch the baseline and a deployed set (baseline, set,
+set, baseline) and say whether the set still holds: exit 0 it does, 6 it no longer does, 7 it
+cannot be judged. The logic is :mod:`tuner.sweep.check`'s; here the inputs, the worker
+registry, the outputs and the exit status."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tuner.cli.common import CLI, Help, hold_gpus, positive, study_name, study_name_from
+from tuner.errors import ExitCode, InputError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    """The ``check`` subparser and its arguments, on ``sub`` (argparse's subparsers). The set's
+    server flags may also follow ``--`` (the dispatcher puts them in ``args.trailing``)."""
+    c = sub.add_parser("check", help="relaunch the baseline and a deployed set (baseline, set, set, baseline) and "
+                                     "say whether the set still holds: exit 0 it does, 6 it no longer does, 7 it "
+                                     "cannot be judged", formatter_class=Help)
+    c.add_argument("config", help="experiment TOML (see examples/)")
+    c.add_argument("--set", dest="set_items", nargs="+", required=True, metavar="NAME|VAR=VALUE",
+                   help="the deployed set: VAR=VALUE items, or one NAME: a preset or trial number of the --against "
+                        "study, 'winner' (the set its verdict names), or a preset of the config's space")
+    c.add_argument("--flag", dest="flags", action="append", default=[], metavar="ITEM",
+                   help="a server argv item of the set (repeatable, in order): --flag=--disable-custom-all-reduce; "
+                        "or put the flags after '--'")
+    c.add_argument("--against", type=study_name,
+                   help="the study whose launch noise judges the check (and whose sets --set NAME names); "
+                        "without it, the prior")
+    c.add_argument("--storage", help="Optuna storage of --against and of the check's own study "
+                                     "(default: SQLite in results/<study>/)")
+    c.add_argument("--results", type=Path, default=Path("results"), help="results root")
+    c.add_argument("--trials", type=positive(int), default=4,
+                   help="relaunches, every one counted (the baselines' included): baseline, set, set, baseline, "
+                        "then set, set, baseline again; at least 4")
+    c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
+    c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check; returns 0 when the set holds, raises NoLongerHolds (exit 6) or NotJudged
+    (exit 7) otherwise, InputError (exit 2) for bad input (StorageUnreadable for a storage that
+    cannot be opened)."""
+    from tuner import report
+    from tuner.errors import NoLongerHolds, NotJudged
+    from tuner.inputs.config import load_config
+    from tuner.inputs.space import load_space
+    from tuner.judging import DEFAULT_MIN_EFFECT
+    from tuner.server import preflight
+    from tuner.study import this_host
+    from tuner.sweep import CHECK_TRIALS, PRIOR_WORDS, SweepOptions, judge_check, open_against, resolve_set, run_check
+    from tuner.sweep.progress import Progress
+
+    if args.trials < CHECK_TRIALS:
+        raise InputError(CLI, "--trials", args.trials, f"an integer >= {CHECK_TRIALS}",
+                         "baseline, set, set, baseline is the smallest check that can say the set holds")
+    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False)
+    metric = cfg.probe.metric
+    against = (open_against(args.against, args.storage, args.results, metric, this_host(cfg).host_type)
+               if args.against else None)
+
+    def space() -> Any:
+        try:
+            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version)
+        except InputError:
+            return None
+
+    checked = resolve_set(args.set_items, [*args.flags, *getattr(args, "trailing", [])], cfg=cfg, space=space,
+                          against=against, allow_unsafe=args.allow_unsafe)
+    study = args.study or f"check-{study_name_from(args.config)}-{datetime.now():%Y%m%d-%H%M%S}"
+    if (args.results / study / "study.db").exists() and not args.storage:
+        raise InputError(CLI, "--study", study, "a study name not used yet", "a check is one fresh study")
+    preflight.check(cfg, args.results)
+    hold_gpus(args, cfg, study, "check")
+    progress = Progress(args.trials)
+    progress.log(f"check: {checked.words()} ({checked.source}) against the untuned baseline, {args.trials} relaunches "
+                 f"as study {study}" + (f"; judged with the launch noise of study {against.name}" if against else ""))
+    opts = SweepOptions(study=study, results=args.results, storage=args.storage, trials=args.trials, confirm=False,
+                        final_baseline=False, allow_unsafe=args.allow_unsafe, force=True, progress=progress)
+    try:
+        sweep = run_check(cfg, checked, opts)
+    except OSError as exc:
+        raise InputError(CLI, "--results", str(args.results), preflight.RESULTS_ACCEPTED,
+                         exc.strerror or str(exc)) from None
+    store = sweep.store
+    records = store.records(relaunched_only=False)
+    noise_from = f"the stored noise of study {against.name}" if against else PRIOR_WORDS
+    verdict = judge_check(records, checked, metric=metric, noise=against.noise if against else None,
+                          noise_from=noise_from, info=store.info())
+    store.update_info(stop_reason=f"nccl-tune check: {verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
+    report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT)
+    if verdict.holds:
+        print(f"check: the set {verdict.reason}")
+    print(f"results: {opts.study_dir}/trials.csv, report.md (nccl-tune report --study {study})")
+    if verdict.holds is None:
+        raise NotJudged(verdict.reason)
+    if not verdict.holds:
+        raise NoLongerHolds(verdict.reason)
+    return ExitCode.OK
