@@ -1,9 +1,35 @@
 """One exception tree: every error nccl-tune reports carries the exit status it ends with.
 
-Like httpx (one hierarchy under ``HTTPError``) and Optuna (``OptunaError``), every error the
-package raises on purpose derives from :class:`NcclTuneError`; ``tuner.cli.main`` maps it to a
-one-paragraph message and ``exit_code`` in one place. The exit codes are :class:`ExitCode`, the
-one list the README's "Exit status" table is checked against.
+Like httpx (one hierarchy under ``HTTPError``, drawn in its ``_exceptions.py``) and Optuna
+(``OptunaError``), every error the package raises on purpose derives from :class:`NcclTuneError`;
+``tuner.cli.main`` maps it to a one-paragraph message and ``exit_code`` in one place. The exit
+codes are :class:`ExitCode`, the one list the README's "Exit status" table is checked against.
+The tree, each class with its exit status (``tests/unit/test_errors.py`` holds it to the classes)::
+
+    * NcclTuneError (exit 1, PROBE_FAILED): the root; its status unless a class names its own
+      * InputError (exit 2, BAD_INPUT): a file, key or flag holds a value not accepted
+        * StorageUnreadable (exit 2, BAD_INPUT): the --storage URL cannot be opened
+        * NewerFormat (exit 2, BAD_INPUT): a newer nccl-tune stored the study
+        * ResumeRefused (exit 2, BAD_INPUT): a resume changed the config, the space or the metric
+      * MachineNotClean (exit 3, MACHINE_NOT_CLEAN): the machine is not safe to go on with
+        * PortBusy (exit 3, MACHINE_NOT_CLEAN): server.port could not be bound
+        * ForeignListener (exit 3, MACHINE_NOT_CLEAN): another process answers on server.port
+        * GpusInUse (exit 3, MACHINE_NOT_CLEAN): another worker or process holds the GPUs
+      * BaselineFailed (exit 4, BASELINE_FAILED): the untuned baseline failed
+      * StoppedByCheck (exit 5, STOPPED_BY_CHECK): a check stopped the sweep (--force overrides)
+      * NoLongerHolds (exit 6, NO_LONGER_HOLDS): check: the set is no longer faster
+      * NotJudged (exit 7, NOT_JUDGED): check: the set could not be judged
+      * Interrupted (exit 129/130/143, SIGHUP/SIGINT/SIGTERM): a signal; the study is resumable
+      * TrialFailed (exit 1, PROBE_FAILED): one relaunch failed (the sweep records it and goes on)
+        * MachineFault (exit 1, PROBE_FAILED): the machine failed the relaunch, not the set
+        * ServerListensElsewhere (exit 1, PROBE_FAILED): the server announced another port
+      * ProbeError (exit 1, PROBE_FAILED): a probe or bench request failed
+        * ProbeHTTPError (exit 1, PROBE_FAILED): the server answered HTTP >= 400
+        * ProbeStalled (exit 1, PROBE_FAILED): no token for the stall timeout
+          * ProbeNoAnswer (exit 1, PROBE_FAILED): not even response headers
+        * ProbeDisconnected (exit 1, PROBE_FAILED): the stream closed early
+        * ProbeConnectError (exit 1, PROBE_FAILED): no connection
+        * ProbeIncomplete (exit 1, PROBE_FAILED): fewer tokens than asked
 """
 
 from __future__ import annotations
