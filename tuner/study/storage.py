@@ -218,6 +218,16 @@ def open_storage(storage: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL
     return storage
 
 
+def _write_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
+    """Set the user attributes of ``trial`` that differ from what it holds already: each one is
+    its own storage transaction (several ms on SQLite, a round trip on PostgreSQL), and a record
+    written at a relaunch's start and again at its end mostly repeats itself."""
+    held = trial.user_attrs
+    for key, value in attrs.items():
+        if key not in held or held[key] != value:
+            trial.set_user_attr(key, value)
+
+
 def open_study(name: str, storage: str, seed: int | None = None, *, create: bool = True,
                heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S, grace_period_s: int = GRACE_PERIOD_S) -> optuna.Study:
     """Create (or load) the study, maximising the objective, with the TPE sampler above.
@@ -528,22 +538,19 @@ class StudyStore:
 
     def start(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """Write what is known when a relaunch starts (so a resume can find and retry it)."""
-        for key, value in to_user_attrs(record).items():
-            trial.set_user_attr(key, value)
+        _write_attrs(trial, to_user_attrs(record))
 
     def finish(self, trial: optuna.Trial, record: TrialRecord, value: float) -> None:
         """Record the finished relaunch and tell the sampler: ``value`` for an ok one; a failed
         one is told as infeasible (constraint 1) with a penalty value it never shows."""
-        for key, v in to_user_attrs(record).items():
-            trial.set_user_attr(key, v)
+        _write_attrs(trial, to_user_attrs(record))
         feasible = record.ok or not record.status.blames_set
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         self.study.tell(trial, value if record.ok else self.penalty())
 
     def tell_known(self, trial: optuna.Trial, record: TrialRecord, value: float | None, constraint: float) -> None:
         """Close a proposal without relaunching: a duplicate (the known result) or an invalid set."""
-        for key, v in to_user_attrs(record).items():
-            trial.set_user_attr(key, v)
+        _write_attrs(trial, to_user_attrs(record))
         trial.set_constraint(CONSTRAINT, constraint)
         self.study.tell(trial, value if value is not None else self.penalty())
 
@@ -555,8 +562,7 @@ class StudyStore:
 
     def abandon(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """A relaunch cut short by a signal: recorded as interrupted, state FAIL."""
-        for key, v in to_user_attrs(record).items():
-            trial.set_user_attr(key, v)
+        _write_attrs(trial, to_user_attrs(record))
         self.study.tell(trial, state=TrialState.FAIL)
 
     def mark_interrupted(self, trial_id: int, record: TrialRecord, cause: str) -> None:
