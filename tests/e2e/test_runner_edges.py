@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 
@@ -94,10 +93,9 @@ def test_kill_during_last_trial_still_gets_the_final_baseline(tmp_path, space_fi
 def test_server_listening_elsewhere_is_refused_in_seconds(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=[*envrate_command()[:-1], "9"], space=space_file(PRESETS),
                        ready_timeout_s=600)
-    t0 = time.monotonic()
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "elsewhere")
-    assert res.returncode == 2, res.stderr
-    assert time.monotonic() - t0 < 30
+    assert res.returncode == 2, res.stderr  # refused before any launch: ready_timeout_s = 600 never waited
+    assert not (tmp_path / "r" / "elsewhere" / "logs").exists()
     assert "server.command" in res.stderr and "--port 9" in res.stderr
 
 

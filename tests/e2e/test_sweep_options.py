@@ -7,7 +7,6 @@ import contextlib
 import json
 import signal
 import sys
-import time
 
 import pandas as pd
 import psutil
@@ -112,10 +111,8 @@ def test_launcher_fails_fast_and_kills_session_escapees(tmp_path):
     server = ServerConfig(command=(sys.executable, "-c", code), port=18999, teardown_grace_s=1)
     sp = ServerProcess(server, {}, tmp_path / "log.txt")
     sp.start()
-    t0 = time.monotonic()
     with pytest.raises(TrialFailed) as info:
-        sp.wait_ready(timeout_s=60)
-    assert time.monotonic() - t0 < 5
+        sp.wait_ready(timeout_s=60)  # the exit ends the wait: crashed, never a timeout
     assert info.value.status == "crashed" and "RuntimeError: engine died" in info.value.cause
     marker = sp.marker
     report = sp.teardown()
