@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from tuner.judging import gain_pct
 from tuner.record import Status, Verdict
 from tuner.report.frame import frame_story
 from tuner.report.marks import FAILED_COLOR, PENDING_COLOR, bottom_room, verdict_handle
@@ -96,8 +97,8 @@ def _points(story: Story, name: str) -> list[EffectPoint]:
         order = list(SHORT_NAMES)  # as set labels list them
         names = sorted((n for n in s.env if n != name), key=lambda n: (order.index(n) if n in order else len(order), n))
         others = tuple(short_name(n) for n in names) + tuple(s.flags)
-        low = (s.low - 1) * 100 if math.isfinite(s.low) else math.nan
-        high = (s.high - 1) * 100 if math.isfinite(s.high) else math.nan
+        low = gain_pct(s.low) if math.isfinite(s.low) else math.nan
+        high = gain_pct(s.high) if math.isfinite(s.high) else math.nan
         out.append(EffectPoint(s.env[name], s.key, s.trials[0], s.gain_pct, low, high, s.verdict, others))
     return out
 

@@ -35,6 +35,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
+from tuner.judging import gain_pct
 from tuner.record import Kind, Status, Verdict, set_key
 from tuner.report.frame import frame_story, judged_order, ok_baselines
 from tuner.report.story import Story
@@ -111,7 +112,7 @@ class ForestRow:
 
 
 def _pct(r: float) -> str:
-    pct = round((r - 1) * 100, 1)
+    pct = round(gain_pct(r), 1)
     return f"{pct + 0.0:+.1f} %"  # + 0.0: never "-0.0 %"
 
 

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
+from tuner.judging import gain_pct
 from tuner.record import Kind, Status, set_key
 from tuner.report.frame import frame_story, ok_baselines
 from tuner.report.marks import (
@@ -151,7 +152,7 @@ def plot_history(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None)
     ok, failed, pending = ok_rows(d).to_numpy(), failed_rows(d).to_numpy(), pending_rows(d).to_numpy()
     base = (d["kind"] == Kind.BASELINE).to_numpy()
     ratio = d["vs_baseline"].to_numpy(float)
-    gain = (ratio - 1.0) * 100.0
+    gain = gain_pct(ratio)
     judged = ok & np.isfinite(gain)
     tuned = judged & ~base
     handles: list[Artist] = []

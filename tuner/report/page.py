@@ -24,6 +24,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from tuner.judging import gain_pct
 from tuner.record import StudyInfo
 from tuner.report.blocks import Block, markdown_blocks, split_sections
 from tuner.report.frame import env_text, frame_story
@@ -101,7 +102,7 @@ def _slug(text: str) -> str:
 
 
 def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f} %"
+    return f"{gain_pct(ratio):+.1f} %"
 
 
 def _facts(part: PagePart) -> list[Fact]:

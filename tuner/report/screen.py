@@ -23,7 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.transforms import ScaledTranslation
 
-from tuner.judging import Judgement
+from tuner.judging import Judgement, gain_pct
 from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
 from tuner.report.style import set_label
@@ -116,7 +116,7 @@ def gain_points(summary: ScreenSummary, screen: pd.DataFrame, judgement: Judgeme
             continue
         points.append(GainPoint(env_text(s.env) + (" " + " ".join(s.flags) if s.flags else ""), screen_key(s.env),
                                 predicted,
-                                c.gain_pct, (c.ci_low - 1) * 100, (c.ci_high - 1) * 100, s.first_trial,
+                                c.gain_pct, gain_pct(c.ci_low), gain_pct(c.ci_high), s.first_trial,
                                 s.key == judgement.winner, set_label(s.env, s.flags)))
     return points
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.judging import Judgement
+from tuner.judging import Judgement, gain_pct
 from tuner.record import Metric, Verdict
 
 __all__ = [
@@ -56,8 +56,8 @@ class SetFigures:
 
     @property
     def gain_pct(self) -> float:
-        """(ratio - 1) in percent."""
-        return (self.ratio - 1.0) * 100.0
+        """:func:`tuner.judging.stats.gain_pct` of :attr:`ratio`."""
+        return gain_pct(self.ratio)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, stats
+from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
 from tuner.report.frame import backend_text, env_text, host_type_frames, judged_order, set_text, verdict_text
@@ -151,7 +151,7 @@ def _pct(c: stats.Comparison | None) -> str:
 def _ci(c: stats.Comparison | None, level: str = "95 %") -> str:
     if c is None or math.isnan(c.ci_low):
         return f"{level} CI not available"
-    return f"{level} CI {(c.ci_low - 1) * 100:+.1f}..{(c.ci_high - 1) * 100:+.1f} %"
+    return f"{level} CI {gain_pct(c.ci_low):+.1f}..{gain_pct(c.ci_high):+.1f} %"
 
 
 def _named(sets: list[SetJudgement], j: Judgement) -> str:
@@ -267,7 +267,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         parts.append(f"With {per_launch} per launch, the smallest gain this night could recommend "
                      f"(80 % power) is about {gain * 100:.1f} %, assuming launch noise {j.noise.sigma * 100:.1f} %.")
     if j.low:
-        shown = ", ".join(f"trial {t} run {n} ({(ratio - 1) * 100:+.0f} %)" for t, n, ratio in j.low[:5])
+        shown = ", ".join(f"trial {t} run {n} ({gain_pct(ratio):+.0f} %)" for t, n, ratio in j.low[:5])
         more = f" and {len(j.low) - 5} more" if len(j.low) > 5 else ""
         parts.append(f"Runs far below their launch (left out of the run noise; the launch levels resist them): "
                      f"{shown}{more}.")
