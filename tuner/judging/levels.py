@@ -107,8 +107,8 @@ class LevelVerdict:
 
     @property
     def gain_pct(self) -> float:
-        """(ratio - 1) in percent."""
-        return (self.ratio - 1.0) * 100.0
+        """:func:`tuner.judging.stats.gain_pct` of :attr:`ratio`."""
+        return stats.gain_pct(self.ratio)
 
     @property
     def faster(self) -> bool:

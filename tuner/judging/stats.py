@@ -52,6 +52,7 @@ __all__ = [
     "compare",
     "confirmed",
     "drift",
+    "gain_pct",
     "interpolation_weights",
     "launch_level",
     "launch_noise",
@@ -67,6 +68,13 @@ __all__ = [
     "trend",
     "verdict_words",
 ]
+
+def gain_pct(ratio: float) -> float:
+    """A ratio to the baseline (set level / baseline level) as a change in percent:
+    ``(ratio - 1) * 100`` (1.05 -> +5.0; NaN stays NaN). The one place every output turns a
+    ratio or an interval bound into the ``+5.0 %`` it shows."""
+    return (ratio - 1.0) * 100.0
+
 
 #: A measured set: launches (relaunches of the server), each a sequence of per-run tok/s.
 Launches = Sequence[Sequence[float]]
@@ -166,8 +174,8 @@ class Comparison:
 
     @property
     def gain_pct(self) -> float:
-        """(ratio - 1) in percent."""
-        return (self.ratio - 1.0) * 100.0
+        """:func:`gain_pct` of :attr:`ratio`."""
+        return gain_pct(self.ratio)
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,24 @@
-"""Results of a study: trials.csv, the figures, a verdict and report.md, from trial records.
+"""Results of a study: trials.csv, judgement.json, the figures, a verdict, report.md and report.html, from trial records.
 
 Everything is rebuilt from :class:`tuner.record.TrialRecord` objects (read from the Optuna
 storage) and judged on the study's stored metric (:attr:`tuner.record.StudyInfo.metric`), so
-``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep. :mod:`tuner.report.frame` builds and judges the table (and the sets not measured) and reads/writes trials.csv,
-:mod:`tuner.report.text` words it (verdict, console and markdown tables, export lines),
+``nccl-tune report --study NAME`` works after the sweep, on another machine, or mid-sweep.
+:mod:`tuner.report.build` judges the records once and builds the night's story, one
+:class:`tuner.report.model.NightReport` (the parts with their trials table, their
+:class:`tuner.report.story.Story` and verdict, the sections as blocks, the figures);
+:mod:`tuner.report.frame` makes the trials table and reads/writes trials.csv,
+:mod:`tuner.report.text` words it (verdict, tables, sections; the terminal's renderer),
+:mod:`tuner.report.screen` and :mod:`tuner.report.proof` word their sections,
 :mod:`tuner.report.plots` draws it (with :mod:`tuner.report.forest`, :mod:`tuner.report.history`,
-:mod:`tuner.report.effects` and the shared :mod:`tuner.report.marks`), :mod:`tuner.report.screen`
-adds the screen's section (the bound, its ranking against the relaunches, the tuner-plugin
-export) when the study had one, and :mod:`tuner.report.page` puts it all in report.html (one
-file, figures inlined as SVG by :mod:`tuner.report.svg`, report.md's lines read back by
-:mod:`tuner.report.blocks`). Every number they show that the judgement computed comes from
-one :class:`tuner.report.story.Story` of that judgement, carried by the frame.
+:mod:`tuner.report.effects` and the shared :mod:`tuner.report.marks`). Two renderers read the
+model: :mod:`tuner.report.markdown` (report.md) and :mod:`tuner.report.page` (report.html, one
+file, figures inlined as SVG by :mod:`tuner.report.svg`); :mod:`tuner.report.outputs` writes the
+files. The other views of stored nights (``status``, ``studies``, ``compare``) read
+:mod:`tuner.report.nights`.
 """
 
-from tuner.report.blocks import (
-    Block,
-    BlockKind,
-    markdown_blocks,
-    split_sections,
-    table_cells,
+from tuner.report.build import (
+    night_report,
 )
 from tuner.report.compare import (
     AGREE,
@@ -58,16 +58,15 @@ from tuner.report.frame import (
     CONCURRENCY_PREFIX,
     SAME_SET,
     backend_text,
-    baseline_levels,
     baseline_runs,
     best_row,
     combine_frames,
     concurrency_columns,
     env_text,
     equal_to,
-    frame_story,
     host_type_frames,
     judged_order,
+    judged_trials,
     not_applied_text,
     ok_baselines,
     read_trials_csv,
@@ -85,8 +84,24 @@ from tuner.report.history import (
     plot_history,
     relaunch_hours,
 )
+from tuner.report.markdown import (
+    block_lines,
+    report_markdown,
+    section_lines,
+    table_markdown,
+)
 from tuner.report.marks import (
     FAILED_COLOR,
+)
+from tuner.report.model import (
+    FIGURE_SECTIONS,
+    Block,
+    BlockKind,
+    Figure,
+    NightReport,
+    Part,
+    Section,
+    table_block,
 )
 from tuner.report.nights import (
     HostJudgement,
@@ -104,9 +119,7 @@ from tuner.report.outputs import (
 )
 from tuner.report.page import (
     HTML_FILE,
-    SECTION_IDS,
     Fact,
-    PagePart,
     PageSection,
     page_sections,
     report_html,
@@ -124,7 +137,7 @@ from tuner.report.plots import (
 from tuner.report.proof import (
     PROOF_COLUMNS,
     proof_frame,
-    proof_markdown,
+    proof_section,
 )
 from tuner.report.screen import (
     FIGURE,
@@ -135,7 +148,7 @@ from tuner.report.screen import (
     plot_predicted_vs_measured,
     save_screen_figure,
     screen_figure,
-    screen_markdown,
+    screen_section,
 )
 from tuner.report.status import (
     InFlight,
@@ -146,7 +159,6 @@ from tuner.report.status import (
     status_rows,
 )
 from tuner.report.story import (
-    STORY_ATTR,
     STORY_FILE,
     SetFigures,
     Story,
@@ -182,23 +194,18 @@ from tuner.report.svg import (
 )
 from tuner.report.text import (
     CONSOLE_COLUMNS,
-    FIGURE_SECTIONS,
-    HostTypeSection,
-    closing_markdown,
+    closing_blocks,
     confirmed_row,
     console_table,
     export_lines,
-    failed_markdown,
-    levels_markdown,
-    markdown_table,
-    not_measured_markdown,
+    failed_section,
+    levels_section,
+    not_measured_section,
     note_lines,
     print_results,
-    report_markdown,
-    report_markdown_by_host_type,
     summary_table,
     tp_size,
-    triage_markdown,
+    triage_section,
     use_lines,
     verdict_paragraph,
 )
@@ -221,9 +228,7 @@ __all__ = [
     "MAX_ROWS",
     "PROOF_COLUMNS",
     "SAME_SET",
-    "SECTION_IDS",
     "SHORT_NAMES",
-    "STORY_ATTR",
     "STORY_FILE",
     "STUDIES_COLUMNS",
     "VERDICTS_DIFFER",
@@ -235,17 +240,19 @@ __all__ = [
     "EffectPanel",
     "EffectPoint",
     "Fact",
+    "Figure",
     "ForestRow",
     "GainPoint",
     "HistoryPlot",
     "HostJudgement",
-    "HostTypeSection",
     "InFlight",
     "Night",
     "NightComparison",
+    "NightReport",
     "NightStatus",
-    "PagePart",
     "PageSection",
+    "Part",
+    "Section",
     "SetFigures",
     "SetPair",
     "Story",
@@ -253,13 +260,13 @@ __all__ = [
     "agreement",
     "backend_text",
     "baseline_band",
-    "baseline_levels",
     "baseline_runs",
     "baselines_figure",
     "best_row",
     "best_words",
+    "block_lines",
     "clock_text",
-    "closing_markdown",
+    "closing_blocks",
     "combine_frames",
     "compare_nights",
     "concurrency_columns",
@@ -269,12 +276,11 @@ __all__ = [
     "env_text",
     "equal_to",
     "export_lines",
-    "failed_markdown",
+    "failed_section",
     "figure_svg",
     "find_nights",
     "forest_figure_size",
     "forest_rows",
-    "frame_story",
     "gain_points",
     "global_export",
     "history_figure",
@@ -283,15 +289,15 @@ __all__ = [
     "is_size_variable",
     "judge_night",
     "judged_order",
-    "levels_markdown",
-    "markdown_blocks",
-    "markdown_table",
+    "judged_trials",
+    "levels_section",
     "names_key",
     "night_baselines",
     "night_facts",
+    "night_report",
     "night_status",
     "not_applied_text",
-    "not_measured_markdown",
+    "not_measured_section",
     "note_lines",
     "ok_baselines",
     "open_night",
@@ -309,24 +315,23 @@ __all__ = [
     "print_status",
     "print_studies",
     "proof_frame",
-    "proof_markdown",
+    "proof_section",
     "read_story",
     "read_trials_csv",
     "relaunch_hours",
     "report_figures",
     "report_html",
     "report_markdown",
-    "report_markdown_by_host_type",
     "save_figures",
     "save_screen_figure",
     "screen_figure",
-    "screen_markdown",
+    "screen_section",
+    "section_lines",
     "set_label",
     "set_text",
     "short_name",
     "size_text",
     "skipped_frame",
-    "split_sections",
     "split_skipped",
     "status_rows",
     "storage_error",
@@ -336,9 +341,10 @@ __all__ = [
     "study_listing",
     "study_row",
     "summary_table",
-    "table_cells",
+    "table_block",
+    "table_markdown",
     "tp_size",
-    "triage_markdown",
+    "triage_section",
     "trials_frame",
     "trials_vs_baseline_figure",
     "truncate_rows",

@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import stats
+from tuner.judging import gain_pct, stats
 from tuner.plaintext import plain_table
 from tuner.record import Verdict
 from tuner.report.frame import env_text, set_text
@@ -227,7 +227,7 @@ def compare_nights(a: Night, b: Night) -> NightComparison:
 def _cell(s: SetFigures, min_effect: float) -> tuple[str, str]:
     """``+1.2 % (-0.3..+2.8)`` and the verdict words of one night's figures."""
     def pct(v: float) -> str:
-        return f"{(v - 1) * 100:+.1f}" if math.isfinite(v) else "?"
+        return f"{gain_pct(v):+.1f}" if math.isfinite(v) else "?"
     ci = f" ({pct(s.low)}..{pct(s.high)})" if math.isfinite(s.low) else ""
     verdict = stats.verdict_words(s.verdict, min_effect) if isinstance(s.verdict, Verdict) else str(s.verdict)
     return f"{pct(s.ratio)} %{ci}", verdict

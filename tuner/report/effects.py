@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from tuner.judging import gain_pct
 from tuner.record import Status, Verdict
-from tuner.report.frame import frame_story
 from tuner.report.marks import FAILED_COLOR, PENDING_COLOR, bottom_room, verdict_handle
 from tuner.report.story import Story
 from tuner.report.style import SHORT_NAMES, VERDICT_STYLE, short_name, value_text, verdict_color, verdict_marker
@@ -96,8 +96,8 @@ def _points(story: Story, name: str) -> list[EffectPoint]:
         order = list(SHORT_NAMES)  # as set labels list them
         names = sorted((n for n in s.env if n != name), key=lambda n: (order.index(n) if n in order else len(order), n))
         others = tuple(short_name(n) for n in names) + tuple(s.flags)
-        low = (s.low - 1) * 100 if math.isfinite(s.low) else math.nan
-        high = (s.high - 1) * 100 if math.isfinite(s.high) else math.nan
+        low = gain_pct(s.low) if math.isfinite(s.low) else math.nan
+        high = gain_pct(s.high) if math.isfinite(s.high) else math.nan
         out.append(EffectPoint(s.env[name], s.key, s.trials[0], s.gain_pct, low, high, s.verdict, others))
     return out
 
@@ -108,7 +108,7 @@ def _noise_band(ax: Axes, story: Story) -> None:
         ax.axhspan(-half, half, color=NOISE_COLOR, alpha=0.25, lw=0, zorder=0, label="_noise")
 
 
-def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: float | None = None) -> EffectPanel:
+def plot_variable_effect(ax: Axes, df: pd.DataFrame, story: Story, name: str, *, min_effect: float | None = None) -> EffectPanel:
     """The panel of variable ``name`` (module docstring) into ``ax``: x the values sets gave it
     (byte sizes as :func:`tuner.report.style.value_text`), y the gain against the baseline (%);
     each set a point with its 95 % interval, coloured and shaped by its verdict, filled when it
@@ -117,7 +117,6 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, name: str, *, min_effect: f
     on the bottom edge, statuses under the value, for relaunches that failed through their set
     (:attr:`tuner.record.trial.Status.blames_set`) and a note for those still running.
     ``min_effect`` is accepted for the figures' common signature. Returns what was drawn."""
-    story = frame_story(df)
     points = _points(story, name)
     blamed = df["status"].map(lambda s: Status(s).blames_set).to_numpy(bool)
     failed = tuple((env[name], str(st)) for env, st, b in zip(df["env"], df["status"], blamed, strict=True)
@@ -184,7 +183,7 @@ def _legend(fig: Figure, story: Story, shown: set[Verdict], crosses: bool, min_e
     fig.legend(handles=legend, loc="outside lower center", ncol=min(len(legend), 3), fontsize=8)
 
 
-def variable_effects_figure(df: pd.DataFrame, *, min_effect: float | None = None) -> Figure:
+def variable_effects_figure(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> Figure:
     """A grid of :func:`plot_variable_effect` panels, three per row (one per row, wider, when a
     variable took more than 10 values), one legend below them (a single note when no relaunch
     set a variable). Not registered with pyplot."""
@@ -205,12 +204,11 @@ def variable_effects_figure(df: pd.DataFrame, *, min_effect: float | None = None
     shown: set[Verdict] = set()
     crosses = False
     for ax, name in zip(axes.flat, names, strict=False):
-        panel = plot_variable_effect(ax, df, name, min_effect=min_effect)
+        panel = plot_variable_effect(ax, df, story, name, min_effect=min_effect)
         shown |= {p.verdict for p in panel.points}
         crosses = crosses or bool(panel.failed)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    story = frame_story(df)
     fig.suptitle(f"Each set's gain vs the baseline with its 95 % CI, as judged ({story.metric.described}), under the "
                  "value it gave each variable", fontsize=10)
     _legend(fig, story, shown, crosses, min_effect)

@@ -35,8 +35,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
+from tuner.judging import gain_pct
 from tuner.record import Kind, Status, Verdict, set_key
-from tuner.report.frame import frame_story, judged_order, ok_baselines
+from tuner.report.frame import judged_order, ok_baselines
 from tuner.report.story import Story
 from tuner.report.style import (
     VERDICT_STYLE,
@@ -66,7 +67,7 @@ __all__ = [
 #: More rows than this and only the first and last :data:`KEEP_ROWS` are drawn.
 MAX_ROWS = 60
 KEEP_ROWS = 25
-#: Columns (or ``df.attrs`` keys) that may carry a launch-to-launch noise estimate, in percent
+#: Columns that may carry a launch-to-launch noise estimate, in percent
 #: (SD of one launch's level); :func:`baseline_band` prefers them to the baseline's own spread.
 LAUNCH_NOISE_KEYS = ("launch_noise_pct", "launch_sigma_pct")
 BAND_COLOR = "#9E9E9E"
@@ -111,7 +112,7 @@ class ForestRow:
 
 
 def _pct(r: float) -> str:
-    pct = round((r - 1) * 100, 1)
+    pct = round(gain_pct(r), 1)
     return f"{pct + 0.0:+.1f} %"  # + 0.0: never "-0.0 %"
 
 
@@ -157,12 +158,11 @@ def _mark(story: Story) -> str:
     return "recommended: use it" if story.confirmed else "best, not confirmed"
 
 
-def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[list[ForestRow], list[str]]:
+def forest_rows(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> tuple[list[ForestRow], list[str]]:
     """Every row of the forest plot of ``df`` (a :func:`tuner.report.frame.trials_frame`) in
     drawing order (module docstring), and the notes to print under it. ``min_effect``
     (fraction): names the threshold in the ``below the minimum effect`` verdicts when given."""
     notes: list[str] = []
-    story = frame_story(df)
     base = ok_baselines(df)
     base_order = {int(t): i for i, t in enumerate(base["trial"])}
     retried = _retried(df)
@@ -171,7 +171,7 @@ def forest_rows(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[l
     for lost, by in sorted(retried.items()):
         notes.append(f"Trial {lost} was interrupted and retried as trial {by}.")
     rows: list[ForestRow] = []
-    for _, r in judged_order(df).iterrows():
+    for _, r in judged_order(df, story).iterrows():
         trial, status, verdict = int(r["trial"]), Status(r["status"]), Verdict(r["verdict"])
         if status is Status.INTERRUPTED and trial in retried:
             continue
@@ -211,20 +211,17 @@ def truncate_rows(rows: list[ForestRow], max_rows: int = MAX_ROWS, keep: int = K
     return [*rows[:keep], ForestRow(text, "gap", Verdict.PENDING, text=text), *rows[-keep:]]
 
 
-def baseline_band(df: pd.DataFrame) -> tuple[float, float, str] | None:
+def baseline_band(df: pd.DataFrame, story: Story) -> tuple[float, float, str] | None:
     """The shaded band (ratio low, ratio high, legend text), or None when it cannot be drawn.
 
     With a launch-noise estimate, in percent SD ``s``: ``1 -/+ 1.96 s``, where 95 % of launches
     of an unchanged set land. The estimate is a :data:`LAUNCH_NOISE_KEYS` column's first finite
     value, else the one the judgement's intervals include
-    (:attr:`tuner.report.story.Story.launch_noise`), else a :data:`LAUNCH_NOISE_KEYS` entry of
-    ``df.attrs``. Without any: the ok baseline launches' medians relative to the first one (the
+    (``story``'s :attr:`tuner.report.story.Story.launch_noise`). Without any: the ok baseline launches' medians relative to the first one (the
     reference), from the lowest to the highest; None with fewer than two.
     """
-    story = frame_story(df) if not df.empty else None
     found = [df[key].dropna() for key in LAUNCH_NOISE_KEYS if key in df.columns]
-    found.append(pd.Series([story.launch_noise * 100 if story is not None else None]).dropna())
-    found += [pd.Series([df.attrs.get(key)]).dropna() for key in LAUNCH_NOISE_KEYS]
+    found.append(pd.Series([story.launch_noise * 100 if not df.empty else None]).dropna())
     for values in found:
         if len(values) and math.isfinite(float(values.iloc[0])):
             sigma = float(values.iloc[0]) / 100
@@ -277,7 +274,7 @@ def _legend_handles(rows: list[ForestRow], band: tuple[float, float, str] | None
     return handles
 
 
-def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None) -> list[ForestRow]:
+def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> list[ForestRow]:
     """Draw the forest plot of ``df`` into ``ax`` (module docstring) and return the rows drawn,
     top to bottom. x: ratio to the baseline (1.0 marked), percent gain on the top axis; y: one
     row per set (labels in short form, :func:`tuner.report.style.set_label`); the right column
@@ -285,9 +282,9 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     the 1.0 line, the band, the short names and notes) goes under the axes. Artists carry gids
     (``forest-point``, ``forest-ci``, ``forest-status``, ``forest-detail``, ``forest-band``,
     ``forest-one``, ``forest-gap``) for tests and for restyling."""
-    all_rows, notes = forest_rows(df, min_effect=min_effect)
+    all_rows, notes = forest_rows(df, story, min_effect=min_effect)
     rows = truncate_rows(all_rows)
-    band = baseline_band(df)
+    band = baseline_band(df, story)
     right = blended_transform_factory(ax.transAxes, ax.transData)
     if band:
         ax.axvspan(band[0], band[1], color=BAND_COLOR, alpha=0.3, lw=0, gid="forest-band", zorder=0)
@@ -329,7 +326,6 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     ax.text(1.01, -0.5, "tok/s   gain [95 % CI]   verdict", transform=right, ha="left", va="bottom",
             fontsize=8, fontweight="bold")
     base = ok_baselines(df)
-    story = frame_story(df)
     level = story.baseline_level  # the verdict's "Baseline:"
     ref = f" ({level:.1f} tok/s)" if math.isfinite(level) else ""
     metric = story.metric.described  # what the x axis compares
@@ -347,10 +343,10 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, *, min_effect: float | N
     return rows
 
 
-def forest_figure_size(df: pd.DataFrame, *, min_effect: float | None = None) -> tuple[float, float]:
+def forest_figure_size(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> tuple[float, float]:
     """(width, height) in inches that fit :func:`plot_trials_vs_baseline` of ``df``: the height
     grows with the rows drawn, the width with the longest label and right-hand text."""
-    rows = truncate_rows(forest_rows(df, min_effect=min_effect)[0])
+    rows = truncate_rows(forest_rows(df, story, min_effect=min_effect)[0])
     label = max((len(r.label) for r in rows if r.section != "gap"), default=20)
     detail = max((len(r.detail) + (len(r.mark) + 3 if r.mark else 0) for r in rows), default=20)
     width = min(max(6.0 + 0.062 * (label + detail), 11.0), 24.0)
@@ -358,9 +354,9 @@ def forest_figure_size(df: pd.DataFrame, *, min_effect: float | None = None) -> 
     return width, 3.3 + _ROW_IN * len(rows) + 0.15 * n_names
 
 
-def trials_vs_baseline_figure(df: pd.DataFrame, *, min_effect: float | None = None) -> Figure:
+def trials_vs_baseline_figure(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> Figure:
     """A figure sized for :func:`plot_trials_vs_baseline` of ``df``, drawn (not registered with
     pyplot)."""
-    fig = Figure(figsize=forest_figure_size(df, min_effect=min_effect), layout="constrained")
-    plot_trials_vs_baseline(fig.subplots(), df, min_effect=min_effect)
+    fig = Figure(figsize=forest_figure_size(df, story, min_effect=min_effect), layout="constrained")
+    plot_trials_vs_baseline(fig.subplots(), df, story, min_effect=min_effect)
     return fig

@@ -14,10 +14,11 @@ numbers are nullable ``Int64``; an optional yes/no (``backend_applied``) is null
 ``boolean``; optional measurements are ``float64`` with NaN for "none" (tok/s of a failed
 relaunch is NaN, never 0).
 
-The judgement the rows were judged by travels with the frame as its :class:`tuner.report.story.Story`
-(``df.attrs[STORY_ATTR]``, :func:`frame_story`), and beside trials.csv as ``judgement.json``:
-the baseline's levels and drift, the sets' order and the best set come from there
-(:func:`baseline_levels`, :func:`baseline_runs`, :func:`best_row`, :func:`judged_order`).
+The judgement the rows were judged by is no column of the frame: it travels beside it as a
+:class:`tuner.report.story.Story` (:func:`judged_trials` returns both; :func:`write_trials_csv`
+keeps it beside trials.csv as ``judgement.json``, :func:`tuner.report.story.read_story` reads it
+back). The functions that need the baseline's levels and drift, the sets' order or the best set
+take that story (:func:`baseline_runs`, :func:`best_row`, :func:`judged_order`); none judges again.
 """
 
 from __future__ import annotations
@@ -46,25 +47,23 @@ from tuner.record import (
     TrialRecord,
     Verdict,
     field_json,
-    from_user_attrs,
     set_key,
 )
-from tuner.report.story import STORY_ATTR, STORY_FILE, Story, read_story, story_of, write_story
+from tuner.report.story import STORY_FILE, Story, story_of, write_story
 
 __all__ = [
     "CONCURRENCY_PREFIX",
     "SAME_SET",
     "backend_text",
-    "baseline_levels",
     "baseline_runs",
     "best_row",
     "combine_frames",
     "concurrency_columns",
     "env_text",
     "equal_to",
-    "frame_story",
     "host_type_frames",
     "judged_order",
+    "judged_trials",
     "not_applied_text",
     "ok_baselines",
     "read_trials_csv",
@@ -227,13 +226,16 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: M
         for level, tok_s in r.concurrency_tok_s().items():
             row[f"{CONCURRENCY_PREFIX}{level}"] = tok_s
         rows.append(row)
-    df = _typed(pd.DataFrame.from_records(rows)) if rows else _typed(pd.DataFrame(columns=list(CSV_COLUMNS)))
-    df.attrs[STORY_ATTR] = story_of(j)
-    return df
+    return _typed(pd.DataFrame.from_records(rows)) if rows else _typed(pd.DataFrame(columns=list(CSV_COLUMNS)))
 
 
-#: ``df.attrs`` key of a combined frame's stories, by host type (see :func:`combine_frames`).
-_STORIES = "stories_by_host_type"
+def judged_trials(records: Sequence[TrialRecord], *, min_effect: float, metric: Metric,
+                  judgement: Judgement | None = None) -> tuple[pd.DataFrame, Story]:
+    """:func:`trials_frame` of ``records`` and the :class:`tuner.report.story.Story` of the one
+    judgement its rows were judged by (``judgement``, else :func:`tuner.judging.judge.judge` of
+    the relaunches on ``metric`` with ``min_effect``): what the figures and tables take."""
+    j = judgement or judge([r for r in records if r.kind.relaunched], metric=metric, min_effect=min_effect)
+    return trials_frame(records, min_effect=min_effect, metric=metric, judgement=j), story_of(j)
 
 
 #: The cause of a duplicate stored before its record held one.
@@ -287,47 +289,31 @@ def split_skipped(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """One frame of several :func:`trials_frame` frames (one per host type), rows by trial
-    number, columns and types as :func:`trials_frame` makes them. It carries no story of its own
-    (each frame's judgement is its own host type's): :func:`host_type_frames` gives each type's
-    rows theirs back."""
-    stories = {}
-    for f in frames:
-        types = set(f["host_type"])
-        story = f.attrs.get(STORY_ATTR)
-        if isinstance(story, Story) and len(types) == 1:
-            stories[types.pop()] = story
-    df = _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
-    df.attrs.pop(STORY_ATTR, None)
-    df.attrs[_STORIES] = stories
-    return df
+    """One frame of several :func:`trials_frame` frames (one per host type, or the relaunches
+    and :func:`skipped_frame`), rows by trial number, columns and types as :func:`trials_frame`
+    makes them."""
+    return _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
 
 
 def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """``(host type, rows)`` of ``df`` per host type, in order of first trial; rows without
     a host type (written before host types) join the only type when there is one
-    (:func:`tuner.judging.judge.host_type_groups`). Rows of a :func:`combine_frames` frame get
-    their own type's story."""
+    (:func:`tuner.judging.judge.host_type_groups`)."""
     types = [t for t in dict.fromkeys(df["host_type"]) if t]
     if len(types) <= 1:
         return [(types[0] if types else "", df)]
-    out = [(t, df[df["host_type"] == t]) for t in types] + (
+    return [(t, df[df["host_type"] == t]) for t in types] + (
         [("", df[df["host_type"] == ""])] if (df["host_type"] == "").any() else [])
-    for t, rows in out:  # each type's rows with its own judgement's story (combine_frames kept them)
-        story = df.attrs.get(_STORIES, {}).get(t)
-        if story is not None:
-            rows.attrs[STORY_ATTR] = story
-    return out
 
 
-def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
+def write_trials_csv(df: pd.DataFrame, path: Path, story: Story | None = None) -> None:
     """Write ``df`` (a :func:`trials_frame`) to ``path``: list and mapping cells
     (:data:`tuner.record.trial.JSON_FIELDS`) as JSON text, enums as their values, None/NaN as
-    empty; and its story to ``judgement.json`` beside it (:data:`tuner.report.story.STORY_FILE`;
-    a frame without one, e.g. of several host types, removes a stale one). Raises OSError."""
-    story = df.attrs.get(STORY_ATTR)
+    empty; and ``story``, the judgement its rows were judged by, to ``judgement.json`` beside it
+    (:data:`tuner.report.story.STORY_FILE`; None, e.g. for several host types each judged on its
+    own, removes a stale one). Raises OSError."""
     beside = path.with_name(STORY_FILE)
-    if isinstance(story, Story):
+    if story is not None:
         write_story(story, beside)
     else:
         beside.unlink(missing_ok=True)
@@ -341,11 +327,11 @@ def write_trials_csv(df: pd.DataFrame, path: Path) -> None:
 
 def read_trials_csv(path: Path | str) -> pd.DataFrame:
     """The frame :func:`write_trials_csv` wrote to ``path``, with the same columns and types
-    (JSON text decoded back to lists and dicts, enums restored) and the story of ``judgement.json``
-    beside it when there is one (else :func:`frame_story` judges the rows again).
+    (JSON text decoded back to lists and dicts, enums restored). The judgement is read apart,
+    from the ``judgement.json`` beside it (:func:`tuner.report.story.read_story`).
 
     Raises FileNotFoundError, and ValueError when the file lacks a trials.csv column or holds a
-    value its column cannot take, or the judgement.json beside it is not one.
+    value its column cannot take.
     """
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in CSV_COLUMNS if c not in raw.columns]
@@ -368,35 +354,7 @@ def read_trials_csv(path: Path | str) -> pd.DataFrame:
             df[name] = pd.to_numeric(text.where(text != "")).astype(dtype)
         else:
             df[name] = text
-    out = _typed(df)
-    beside = Path(path).with_name(STORY_FILE)
-    if beside.is_file():
-        out.attrs[STORY_ATTR] = read_story(beside)
-    return out
-
-
-def _record(row: pd.Series) -> TrialRecord:
-    """The record a trials-frame row holds (its judgement columns left out)."""
-    attrs: dict[str, Any] = {}
-    for name in FIELDS:
-        value = row.get(name)
-        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-            continue
-        attrs[name] = value.item() if hasattr(value, "item") else value
-    return from_user_attrs(int(row["trial"]), attrs, default_status=Status.RUNNING)
-
-
-def frame_story(df: pd.DataFrame) -> Story:
-    """The story of the judgement ``df``'s rows were judged by (``df.attrs[STORY_ATTR]``, set by
-    :func:`trials_frame` and :func:`read_trials_csv`). A frame without one (a trials.csv written
-    before judgement.json, several host types combined) has its rows judged again by
-    :func:`tuner.judging.judge.judge`, on its ``metric`` attr (default output tok/s) at the default
-    minimum effect, without the study's cannot-act reasons."""
-    story = df.attrs.get(STORY_ATTR)
-    if isinstance(story, Story):
-        return story
-    records = [_record(r) for _, r in df.iterrows()]
-    return story_of(judge([r for r in records if r.kind.relaunched], metric=Metric(df.attrs.get("metric", Metric.OUTPUT))))
+    return _typed(df)
 
 
 def _section(row: pd.Series) -> int:
@@ -410,14 +368,14 @@ def _section(row: pd.Series) -> int:
     return 0 if row["kind"] == Kind.BASELINE else 1
 
 
-def judged_order(df: pd.DataFrame) -> pd.DataFrame:
+def judged_order(df: pd.DataFrame, story: Story) -> pd.DataFrame:
     """``df``'s rows in the order every table and the forest plot show them: the baseline's
     launches in launch order, then the tuned sets in the judgement's order (best first,
     :meth:`tuner.report.story.Story.order`; a set's launches together, by trial), then rows with
-    no ratio (running, interrupted, not judged) and the failed ones last, each by trial."""
+    no ratio (running, interrupted, not judged) and the failed ones last, each by trial.
+    ``story``: the judgement ``df``'s rows were judged by."""
     if df.empty:
         return df
-    story = frame_story(df)
     launch = {t: i for i, t in enumerate(ok_baselines(df)["trial"])}
     def key(row: pd.Series) -> tuple[int, int, int]:
         section = _section(row)
@@ -437,27 +395,19 @@ def ok_baselines(df: pd.DataFrame) -> pd.DataFrame:
     return base.sort_values(["started_at", "trial"], na_position="last")
 
 
-def baseline_runs(df: pd.DataFrame) -> tuple[list[float], float]:
+def baseline_runs(df: pd.DataFrame, story: Story) -> tuple[list[float], float]:
     """Pooled runs (tok/s) of every ok baseline measurement in ``df``, and the baseline's drift
-    as the judgement measured it (fraction, :attr:`tuner.report.story.Story.drift`: max/min - 1
-    of the launches' robust levels; 0 for one launch)."""
+    as ``story``, the judgement, measured it (fraction, :attr:`tuner.report.story.Story.drift`:
+    max/min - 1 of the launches' robust levels; 0 for one launch)."""
     base = ok_baselines(df)
     runs = [float(v) for runs in base["output_tok_s_runs"] for v in runs]
-    return runs, frame_story(df).drift if not df.empty else 0.0
+    return runs, story.drift if not df.empty else 0.0
 
 
-def baseline_levels(df: pd.DataFrame) -> list[float]:
-    """The robust level (tok/s) of each ok baseline launch of ``df`` as the judgement has it
-    (:attr:`tuner.report.story.Story.baseline_levels`: :func:`tuner.judging.stats.launch_level`
-    at the night's robust run SD), in launch order."""
-    return list(frame_story(df).baseline_levels) if not df.empty else []
-
-
-def best_row(df: pd.DataFrame) -> pd.Series | None:
-    """The first relaunch of the best set, the one the verdict names (else the first set in the
-    judgement's order), or None when no tuned set was judged."""
-    story = frame_story(df) if not df.empty else None
-    if story is None or not story.sets:
+def best_row(df: pd.DataFrame, story: Story) -> pd.Series | None:
+    """The first relaunch of the best set of ``story``, the one the verdict names (else the
+    first set in the judgement's order), or None when no tuned set was judged."""
+    if df.empty or not story.sets:
         return None
     best = story.find(story.best) if story.best is not None else story.sets[0]
     rows = df[df["trial"].isin(best.trials if best is not None else ())]

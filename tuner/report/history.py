@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from tuner.record import Kind, Status, set_key
-from tuner.report.frame import frame_story, ok_baselines
+from tuner.report.frame import ok_baselines
 from tuner.report.marks import (
     FAILED_COLOR,
     PENDING_COLOR,
@@ -36,6 +36,7 @@ from tuner.report.marks import (
     pending_rows,
     verdict_handle,
 )
+from tuner.report.story import Story
 from tuner.report.style import VERDICT_STYLE, plural, set_label, verdict_color, verdict_marker
 
 __all__ = [
@@ -135,7 +136,7 @@ def _best_steps(d: pd.DataFrame, hours: list[float], story_order: dict[str, tupl
     return xs, ys, best_key
 
 
-def plot_history(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None) -> HistoryPlot:
+def plot_history(ax: Axes, df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> HistoryPlot:
     """The night against the clock (module docstring) into ``ax``: each tuned relaunch's gain
     coloured by its verdict (its trial number beside it, up to 40 relaunches), the best set so far
     as a thick step line that ends at the set the verdict names (named in the title), the
@@ -143,7 +144,6 @@ def plot_history(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None)
     dotted vertical line, failed and pending relaunches on the bottom edge with their status; the
     right axis in the study's tok/s at the baseline's level. The legend goes right of the axes.
     Returns what was drawn (:class:`HistoryPlot`)."""
-    story = frame_story(df)
     hours_all = relaunch_hours(df.sort_values("trial"))
     d = df.sort_values("trial").assign(_h=hours_all).sort_values(["_h", "trial"]).reset_index(drop=True)
     hours = list(d["_h"].to_numpy(float))
@@ -151,7 +151,7 @@ def plot_history(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None)
     ok, failed, pending = ok_rows(d).to_numpy(), failed_rows(d).to_numpy(), pending_rows(d).to_numpy()
     base = (d["kind"] == Kind.BASELINE).to_numpy()
     ratio = d["vs_baseline"].to_numpy(float)
-    gain = (ratio - 1.0) * 100.0
+    gain = (ratio - 1.0) * 100.0  # gain_pct, over the array
     judged = ok & np.isfinite(gain)
     tuned = judged & ~base
     handles: list[Artist] = []
@@ -217,8 +217,8 @@ def plot_history(ax: Axes, df: pd.DataFrame, *, min_effect: float | None = None)
                        tuple(best_x), tuple(best_y), best_key)
 
 
-def history_figure(df: pd.DataFrame, *, min_effect: float | None = None) -> Figure:
+def history_figure(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> Figure:
     """A figure of :func:`plot_history`, wide enough for its legend."""
     fig = Figure(figsize=(12, 5), layout="constrained")
-    plot_history(fig.subplots(), df, min_effect=min_effect)
+    plot_history(fig.subplots(), df, story, min_effect=min_effect)
     return fig

@@ -11,8 +11,9 @@ into an ``Axes`` for your own layouts and return what they drew:
 :func:`variable_names` (:mod:`tuner.report.effects`); this module offers them all.
 
 Every number a figure shows that the judgement computed (the baseline's levels, level and
-drift, each set's ratio and interval, the order, the best set) is the frame's story's
-(:func:`tuner.report.frame.frame_story`), the same the verdict paragraph words. tok/s is output
+drift, each set's ratio and interval, the order, the best set) is the story's it is given
+(:class:`tuner.report.story.Story`, made once beside the frame by
+:func:`tuner.report.frame.judged_trials`), the same the verdict paragraph words. tok/s is output
 tokens per second of one stream; failed relaunches have none and are marked with their status,
 never drawn at 0. Sets are labelled in short form and verdicts coloured as
 :mod:`tuner.report.style` says, the same in every figure.
@@ -33,9 +34,10 @@ from matplotlib.ticker import MaxNLocator
 from tuner.record import Kind
 from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
 from tuner.report.forest import plot_trials_vs_baseline, trials_vs_baseline_figure
-from tuner.report.frame import concurrency_columns, frame_story, ok_baselines
+from tuner.report.frame import concurrency_columns, ok_baselines
 from tuner.report.history import history_figure, plot_history
 from tuner.report.marks import FAILED_COLOR, ok_rows
+from tuner.report.story import Story
 from tuner.report.style import plural, set_label
 from tuner.report.svg import figure_svg
 
@@ -84,13 +86,12 @@ class BaselinePlot:
     level: float
 
 
-def plot_baselines(ax: Axes, df: pd.DataFrame) -> BaselinePlot:
+def plot_baselines(ax: Axes, df: pd.DataFrame, story: Story) -> BaselinePlot:
     """Every ok baseline launch at its trial number: runs as grey dots, the robust levels the
     verdicts use joined by a line (the baseline each set is compared with, interpolated at its
     place), the drift (max/min of the levels - 1) as a band and the baseline's level (their
     geometric mean, the verdict's "Baseline:") as a dashed line; every number the story's.
     Returns what was drawn."""
-    story = frame_story(df)
     base = ok_baselines(df)
     runs = dict(zip(base["trial"].astype(int), base[f"{story.metric.value}_runs"], strict=True))  # the judged metric's
     trials, levels = list(story.baseline_trials), list(story.baseline_levels)
@@ -120,10 +121,10 @@ def plot_baselines(ax: Axes, df: pd.DataFrame) -> BaselinePlot:
     return BaselinePlot(tuple(trials), tuple(levels), drift, story.baseline_level)
 
 
-def baselines_figure(df: pd.DataFrame) -> Figure:
+def baselines_figure(df: pd.DataFrame, story: Story) -> Figure:
     """A figure of :func:`plot_baselines`."""
     fig = Figure(figsize=(8, 4.2), layout="constrained")
-    plot_baselines(fig.subplots(), df)
+    plot_baselines(fig.subplots(), df, story)
     return fig
 
 
@@ -210,21 +211,21 @@ def concurrency_figure(df: pd.DataFrame) -> Figure | None:
 
 # -- all of them -----------------------------------------------------------------------------
 
-def report_figures(df: pd.DataFrame, *, min_effect: float | None = None) -> list[tuple[str, Figure]]:
+def report_figures(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> list[tuple[str, Figure]]:
     """Every figure of ``df`` with its file stem, in report order: trials_vs_baseline (the
     forest plot), variable_effects, history, baselines, and concurrency when measured.
     ``min_effect`` (fraction): named in the ``below the minimum effect`` verdicts when given."""
-    figures = [("trials_vs_baseline", trials_vs_baseline_figure(df, min_effect=min_effect)),
-               ("variable_effects", variable_effects_figure(df, min_effect=min_effect)),
-               ("history", history_figure(df, min_effect=min_effect)),
-               ("baselines", baselines_figure(df))]
+    figures = [("trials_vs_baseline", trials_vs_baseline_figure(df, story, min_effect=min_effect)),
+               ("variable_effects", variable_effects_figure(df, story, min_effect=min_effect)),
+               ("history", history_figure(df, story, min_effect=min_effect)),
+               ("baselines", baselines_figure(df, story))]
     conc = concurrency_figure(df)
     if conc is not None:
         figures.append(("concurrency", conc))
     return figures
 
 
-def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = None,
+def save_figures(df: pd.DataFrame, story: Story, out_dir: Path, *, min_effect: float | None = None,
                  svgs: dict[str, str] | None = None) -> list[Path]:
     """Write ``<name>.png`` (110 dpi) and ``<name>.svg`` of every :func:`report_figures` figure
     into ``out_dir`` (created if needed). Returns the PNG paths in report order. ``svgs``: when
@@ -233,7 +234,7 @@ def save_figures(df: pd.DataFrame, out_dir: Path, *, min_effect: float | None = 
     when a file cannot be written."""
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, fig in report_figures(df, min_effect=min_effect):
+    for name, fig in report_figures(df, story, min_effect=min_effect):
         png = out_dir / f"{name}.png"
         with warnings.catch_warnings():  # a figure with almost no data: matplotlib's layout notice is not the user's
             warnings.filterwarnings("ignore", message="constrained_layout not applied")

@@ -1,4 +1,4 @@
-"""The proof section of report.md: for each relaunched set, what NCCL echoed rank by rank.
+"""The proof section of the report: for each relaunched set, what NCCL echoed rank by rank.
 
 Reads each record's ``nccl_proof`` rows (:func:`tuner.nccl.proof.confirmations`, stored by
 :func:`tuner.sweep.evidence.read`); nothing is parsed again. The baseline launches no variable
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from tuner.record import Kind, TrialRecord
-from tuner.report.text import markdown_table
+from tuner.report.model import Block, Section, table_block
 
-__all__ = ["PROOF_COLUMNS", "proof_frame", "proof_markdown"]
+__all__ = ["PROOF_COLUMNS", "proof_frame", "proof_section"]
 
 #: The proof table's columns, in order.
 PROOF_COLUMNS = ("trial", "variable", "status", "ranks that echoed it", "value echoed", "source", "why")
@@ -29,23 +29,23 @@ def proof_frame(records: Sequence[TrialRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PROOF_COLUMNS))
 
 
-def proof_markdown(records: Sequence[TrialRecord]) -> list[str]:
-    """report.md lines: the proof table, and the trials whose ranks read NCCL variables the launch
-    did not set (a baseline that is not untuned there); nothing when no trial carries either
+def proof_section(records: Sequence[TrialRecord]) -> Section | None:
+    """The proof section: the proof table, and the trials whose ranks read NCCL variables the
+    launch did not set (a baseline that is not untuned there); None when no trial carries either
     (studies recorded before proofs were kept)."""
     df = proof_frame(records)
     stray = [r for r in records if r.kind.relaunched and r.nccl_unlaunched]
     if df.empty and not stray:
-        return []
-    lines = ["## Proof that each set reached NCCL", ""]
+        return None
+    blocks = []
     if not df.empty:
-        lines += ["Each launched variable against what NCCL echoed (`NAME set by environment to VALUE`, "
-                  "src/misc/param.cc) on every rank of its communicator. Source: `NCCL_DEBUG_FILE` is NCCL's own "
-                  "per-process file (whole lines, kept at SIGKILL); `server log` is the server's piped output, lines "
-                  "cut by the pipe rejoined.", "", markdown_table(df), ""]
+        blocks += [Block("paragraph", "Each launched variable against what NCCL echoed (`NAME set by environment to "
+                         "VALUE`, src/misc/param.cc) on every rank of its communicator. Source: `NCCL_DEBUG_FILE` is "
+                         "NCCL's own per-process file (whole lines, kept at SIGKILL); `server log` is the server's "
+                         "piped output, lines cut by the pipe rejoined."), table_block(df)]
     for r in stray:
         said = "; ".join(f"{k}={v}" for k, v in r.nccl_unlaunched.items())
-        lines += [f"Trial {r.trial} ({r.kind}): NCCL read {said}, which the launch did not set (set where those "
-                  "processes start: `ray start`, the image, or the server itself)"
-                  + (": this baseline is not untuned on those ranks." if r.kind is Kind.BASELINE else "."), ""]
-    return lines
+        blocks.append(Block("paragraph", f"Trial {r.trial} ({r.kind}): NCCL read {said}, which the launch did not set "
+                            "(set where those processes start: `ray start`, the image, or the server itself)"
+                            + (": this baseline is not untuned on those ranks." if r.kind is Kind.BASELINE else ".")))
+    return Section("proof", "Proof that each set reached NCCL", tuple(blocks))

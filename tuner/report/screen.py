@@ -23,9 +23,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.transforms import ScaledTranslation
 
-from tuner.judging import Judgement
+from tuner.judging import Judgement, gain_pct
 from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
+from tuner.report.model import Block, Section
 from tuner.report.style import set_label
 from tuner.report.svg import figure_svg
 from tuner.report.text import export_lines, note_lines
@@ -43,7 +44,7 @@ __all__ = [
     "plot_predicted_vs_measured",
     "save_screen_figure",
     "screen_figure",
-    "screen_markdown",
+    "screen_section",
 ]
 
 #: File stem of the predicted-vs-measured figure.
@@ -116,7 +117,7 @@ def gain_points(summary: ScreenSummary, screen: pd.DataFrame, judgement: Judgeme
             continue
         points.append(GainPoint(env_text(s.env) + (" " + " ".join(s.flags) if s.flags else ""), screen_key(s.env),
                                 predicted,
-                                c.gain_pct, (c.ci_low - 1) * 100, (c.ci_high - 1) * 100, s.first_trial,
+                                c.gain_pct, gain_pct(c.ci_low), gain_pct(c.ci_high), s.first_trial,
                                 s.key == judgement.winner, set_label(s.env, s.flags)))
     return points
 
@@ -211,7 +212,7 @@ def screen_figure(points: Sequence[GainPoint]) -> Figure:
     return fig
 
 
-def _ranking_table(summary: ScreenSummary, points: Sequence[GainPoint]) -> list[str]:
+def _ranking_table(summary: ScreenSummary, points: Sequence[GainPoint]) -> Block:
     """The stage's ranking (best first, ties by the prefill size) with predictions and what
     the relaunches measured."""
     decode, prefill = summary.decode_bytes, summary.prefill_bytes
@@ -221,9 +222,9 @@ def _ranking_table(summary: ScreenSummary, points: Sequence[GainPoint]) -> list[
     for p in points:
         if p.trial >= 0:
             measured.setdefault(p.key, p)
-    head = (f"| rank | set | {decode} B (us) | vs untuned | "
-            + (f"{prefill} B (us) | " if prefill else "") + "predicts | relaunch measured |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    header = ("rank", "set", f"{decode} B (us)", "vs untuned", *((f"{prefill} B (us)",) if prefill else ()),
+              "predicts", "relaunch measured")
+    rows = []
     for i, entry in enumerate(summary.ranking[:LISTED], 1):
         t = float(entry.decode_us)
         vs = f"{(t / untuned - 1) * 100:+.1f} %" if untuned else ""
@@ -236,8 +237,8 @@ def _ranking_table(summary: ScreenSummary, points: Sequence[GainPoint]) -> list[
         cells = [str(i), env_text(entry.env), f"{t:.2f}", vs]
         if prefill:
             cells.append(f"{entry.prefill_us:.1f}" if entry.prefill_us is not None else "")
-        lines.append("| " + " | ".join([*cells, pred, meas]) + " |")
-    return lines
+        rows.append((*cells, pred, meas))
+    return Block("table", header=header, rows=tuple(rows))
 
 
 def _json_env(key: str) -> dict[str, str]:
@@ -245,28 +246,29 @@ def _json_env(key: str) -> dict[str, str]:
     return value.get("env", value) if isinstance(value, dict) else {}
 
 
-def _exports(summary: ScreenSummary, global_lines: Sequence[str], global_title: str) -> list[str]:
+def _exports(summary: ScreenSummary, global_lines: Sequence[str], global_title: str) -> list[Block]:
     exp = summary.export
     conf = exp.conf
     plugin = ([f"NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so NCCL_TUNER_CONFIG_FILE={conf}",
                "# unset NCCL_ALGO and NCCL_PROTO", "# " + conf, *exp.lines] if conf
               else ["# no tuner config: " + "; ".join(exp.notes or ["nothing screened"])])
     cell = "<td><pre>{}</pre></td>"
-    out = ["### Export: global variables and the per-size tuner plugin, side by side", "",
-           "<table><tr><th>" + html.escape(global_title) + "</th><th>Tuner plugin: per message size (from the screen)"
-           "</th></tr><tr>" + cell.format(html.escape("\n".join(global_lines)))
-           + cell.format(html.escape("\n".join(plugin))) + "</tr></table>", ""]
-    out += ["Global variables apply to every message size: what wins at the decode size is forced on prefill's "
+    out = [Block("heading", "Export: global variables and the per-size tuner plugin, side by side", level=3),
+           Block("html", "<table><tr><th>" + html.escape(global_title) + "</th><th>Tuner plugin: per message size "
+                 "(from the screen)</th></tr><tr>" + cell.format(html.escape("\n".join(global_lines)))
+                 + cell.format(html.escape("\n".join(plugin))) + "</tr></table>")]
+    out += [Block("paragraph", "Global variables apply to every message size: what wins at the decode size is forced on prefill's "
             "large allreduces too. The tuner plugin chooses per size. It must be built from the NCCL sources "
             "(`make` in `plugins/tuner/example`, giving `libnccl-tuner-example.so`) and loaded with "
             "`NCCL_TUNER_PLUGIN` (its path) and `NCCL_TUNER_CONFIG_FILE` (the file above)."
             + (f" {exp.compatibility}" if exp.compatibility else
-               " Which tuner API versions your NCCL accepts is unknown (no NCCL version was logged)."), ""]
+               " Which tuner API versions your NCCL accepts is unknown (no NCCL version was logged)."))]
     if exp.csv:
-        out += [f"Measurements for NCCL's `scripts/optimize_config.py`: `{exp.csv}`.", ""]
+        out.append(Block("paragraph", f"Measurements for NCCL's `scripts/optimize_config.py`: `{exp.csv}`."))
     notes = exp.notes
     if notes:
-        out += ["What the example plugin will do that you may not expect:", "", *[f"- {n}" for n in notes], ""]
+        out += [Block("paragraph", "What the example plugin will do that you may not expect:"),
+                Block("list", items=tuple(notes))]
     return out
 
 
@@ -285,44 +287,48 @@ def global_export(info: StudyInfo, use: pd.Series | None) -> tuple[str, list[str
     return "Global variables", ["# no set to export: keep the defaults"]
 
 
-def screen_markdown(info: StudyInfo, out_dir: Path, judgement: Judgement | None, *,
-                    use: pd.Series | None = None, figure: str | None = None) -> list[str]:
-    """The ``## Screen`` section of report.md (lines), empty when the study had no screen.
-    ``use``: the trials-frame row of the set the report recommends (None: the best screened
-    set is exported, said to be unconfirmed); ``figure``: the PNG name of the
-    predicted-vs-measured figure when one was written."""
+def _listed(items: Sequence[str]) -> list[Block]:
+    """A list block of ``items``, none when there is none."""
+    return [Block("list", items=tuple(items))] if items else []
+
+
+def screen_section(info: StudyInfo, out_dir: Path, judgement: Judgement | None, *,
+                   use: pd.Series | None = None, figure: str | None = None) -> Section | None:
+    """The screen's section of the report, None when the study had no screen. ``use``: the
+    trials-frame row of the set the report recommends (None: the best screened set is exported,
+    said to be unconfirmed); ``figure``: the PNG name of the predicted-vs-measured figure when
+    one was written."""
     s = info.screen
     if s is None:
-        return []
+        return None
     screen = read_screen_csv(out_dir / SCREEN_CSV)
     points = gain_points(s, screen, judgement)
-    lines = ["## Screen", "",
-             f"{s.runs} nccl-tests runs before the tuned relaunches ({s.ended}); every run is in "
-             f"`{SCREEN_CSV}` and its output in `screen/`.", ""]
-    lines += [f"- {r}" for r in s.size_reasons] + [""]
+    blocks = [Block("paragraph", f"{s.runs} nccl-tests runs before the tuned relaunches ({s.ended}); every run is "
+                    f"in `{SCREEN_CSV}` and its output in `screen/`."),
+              *_listed(s.size_reasons)]
     bound = s.bound
     if bound is not None:
-        lines += [f"**Bound.** {bound.sentence}" + (f" A relaunch tells about {s.noise_pct:.1f} % from noise."
-                                                     if s.noise_pct else ""), ""]
-        lines += [f"- {n}" for n in bound.notes]
+        blocks += [Block("paragraph", f"**Bound.** {bound.sentence}" + (
+                   f" A relaunch tells about {s.noise_pct:.1f} % from noise." if s.noise_pct else "")),
+                   *_listed(bound.notes)]
     elif s.bound_note:
-        lines += [f"**Bound.** Not given: {s.bound_note}.", ""]
+        blocks.append(Block("paragraph", f"**Bound.** Not given: {s.bound_note}."))
     if s.untuned_drift is not None:
-        lines += [f"The untuned set's screen time moved {s.untuned_drift * 100:+.1f} % from the first run to the "
-                  "last.", ""]
-    lines += ["### The screen's ranking against the relaunches", "", *_ranking_table(s, points), ""]
-    x, y = [p.predicted for p in points], [p.measured for p in points]
-    rho = spearman(x, y)
-    lines += [f"Agreement over the relaunched sets (the baseline counted as the untuned set): {rho.describe()}.", ""]
+        blocks.append(Block("paragraph", f"The untuned set's screen time moved {s.untuned_drift * 100:+.1f} % from "
+                            "the first run to the last."))
+    blocks += [Block("heading", "The screen's ranking against the relaunches", level=3), _ranking_table(s, points)]
+    rho = spearman([p.predicted for p in points], [p.measured for p in points])
+    blocks.append(Block("paragraph", "Agreement over the relaunched sets (the baseline counted as the untuned set): "
+                        f"{rho.describe()}."))
     if figure:
-        lines += [f"[![predicted vs measured gain]({figure})]({figure.rsplit('.', 1)[0]}.svg)", ""]
+        blocks.append(Block("figure", "predicted vs measured gain", stem=FIGURE, src=figure))
     bad = s.bad_sets
     if bad:
-        lines += ["Sets whose screen reported wrong values (never relaunched, never recommended):", "",
-                  *[f"- {env_text(_json_env(k))}: {v}" for k, v in bad.items()], ""]
+        blocks += [Block("paragraph", "Sets whose screen reported wrong values (never relaunched, never recommended):"),
+                   Block("list", items=tuple(f"{env_text(_json_env(k))}: {v}" for k, v in bad.items()))]
     title, global_lines = global_export(info, use)
-    lines += _exports(s, global_lines, title)
-    return lines
+    blocks += _exports(s, global_lines, title)
+    return Section("screen", "Screen", tuple(blocks))
 
 
 def save_screen_figure(info: StudyInfo, out_dir: Path, judgement: Judgement | None, *,

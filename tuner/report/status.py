@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tuner.errors import InputError
+from tuner.judging import gain_pct
 from tuner.plaintext import plain_table
 from tuner.planning import clock_time, counts_in_budget, span
 from tuner.record import Kind, TrialRecord
@@ -120,7 +121,7 @@ def pick_running(nights: Sequence[Night], where: str) -> Night:
 
 
 def _pct(v: float) -> str:
-    return f"{(v - 1) * 100:+.1f}" if math.isfinite(v) else "?"
+    return f"{gain_pct(v):+.1f}" if math.isfinite(v) else "?"
 
 
 def status_rows(status: NightStatus, now: float | None = None) -> list[tuple[str, str]]:

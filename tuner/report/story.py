@@ -1,13 +1,15 @@
-"""The judgement's numbers as every output shows them: one :class:`Story` per trials frame.
+"""The judgement's numbers as every output shows them: one :class:`Story` per judged group of relaunches.
 
 :func:`story_of` copies from a :class:`tuner.judging.judge.Judgement` what the report says and
 draws: the baseline's launches (trial and robust level), its level and drift, each set's ratio
 to the baseline with its 95 % interval and verdict, the sets in order (best first) and the best
-set, the one the verdict names. :func:`tuner.report.frame.trials_frame` attaches it to its frame
-(``df.attrs[STORY_ATTR]``); the tables, every figure and ``notebooks/analysis.ipynb`` read it
-from there, so none of them computes a level, a drift or a ranking of its own, and the verdict
-paragraph words the judgement the story was copied from. :func:`write_story` keeps it beside
-trials.csv as ``judgement.json`` (:data:`STORY_FILE`), :func:`read_story` reads it back.
+set, the one the verdict names. It is made once, where the night is judged
+(:func:`tuner.report.frame.judged_trials`, :func:`tuner.report.build.night_report`), and handed
+to the tables and every figure beside the trials frame, so none of them computes a level, a
+drift or a ranking of its own, and the verdict paragraph words the judgement the story was
+copied from. :func:`write_story` keeps it beside trials.csv as ``judgement.json``
+(:data:`STORY_FILE`); :func:`read_story` reads it back for ``notebooks/analysis.ipynb``, which
+never judges again.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.judging import Judgement
+from tuner.judging import Judgement, gain_pct
 from tuner.record import Metric, Verdict
 
 __all__ = [
-    "STORY_ATTR",
     "STORY_FILE",
     "SetFigures",
     "Story",
@@ -32,8 +33,6 @@ __all__ = [
     "write_story",
 ]
 
-#: ``df.attrs`` key of a trials frame's :class:`Story`.
-STORY_ATTR = "story"
 #: The story's file beside trials.csv.
 STORY_FILE = "judgement.json"
 
@@ -56,8 +55,8 @@ class SetFigures:
 
     @property
     def gain_pct(self) -> float:
-        """(ratio - 1) in percent."""
-        return (self.ratio - 1.0) * 100.0
+        """:func:`tuner.judging.stats.gain_pct` of :attr:`ratio`."""
+        return gain_pct(self.ratio)
 
 
 @dataclass(frozen=True)
@@ -152,10 +151,10 @@ def write_story(story: Story, path: Path) -> None:
     path.write_text(json.dumps(story.to_json(), indent=1) + "\n")
 
 
-def read_story(path: Path) -> Story:
+def read_story(path: Path | str) -> Story:
     """The story :func:`write_story` wrote to ``path``. Raises OSError (FileNotFoundError when
     there is none) and ValueError for a file that is not one."""
     try:
-        return Story.from_json(json.loads(path.read_text()))
+        return Story.from_json(json.loads(Path(path).read_text()))
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a judgement.json of nccl-tune ({exc!r})") from exc

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tuner.judging import gain_pct
 from tuner.plaintext import plain_table
 from tuner.planning import counts_in_budget
 from tuner.report.frame import set_text
@@ -31,13 +32,13 @@ STUDIES_COLUMNS = ("study", "state", "relaunches", "host type", "best set", "gai
 
 
 def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f} %" if math.isfinite(ratio) else "-"
+    return f"{gain_pct(ratio):+.1f} %" if math.isfinite(ratio) else "-"
 
 
 def _ci(low: float, high: float) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    return f" ({(low - 1) * 100:+.1f}..{(high - 1) * 100:+.1f})"
+    return f" ({gain_pct(low):+.1f}..{gain_pct(high):+.1f})"
 
 
 class StudyRow:

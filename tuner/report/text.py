@@ -1,9 +1,12 @@
-"""The report in words: the verdict paragraph, export lines, the console and markdown tables.
+"""The report in words: the verdict paragraph, export lines, the tables, the sections, the terminal.
 
-Everything here reads a :func:`tuner.report.frame.trials_frame` and a
-:class:`tuner.record.StudyInfo`; nothing is measured or judged again. The console table is a
-``rich.table.Table``; when the output is not a terminal (piped, CI, a log file) its rows are
-written whole, one line each, so ``grep`` sees every row.
+Everything here reads a :func:`tuner.report.frame.trials_frame`, the judgement it was judged by
+(or its :class:`tuner.report.story.Story`) and a :class:`tuner.record.StudyInfo`; nothing is
+measured or judged again. The ``*_section`` functions word one section of the report as
+:class:`tuner.report.model.Section` blocks (report.md and report.html render them);
+:func:`print_results` is the terminal's renderer of the :class:`tuner.report.model.NightReport`.
+The console table is a ``rich.table.Table``; when the output is not a terminal (piped, CI, a
+log file) its rows are written whole, one line each, so ``grep`` sees every row.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -19,32 +21,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, stats
+from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
-from tuner.report.frame import backend_text, env_text, host_type_frames, judged_order, set_text, verdict_text
+from tuner.report.frame import backend_text, judged_order, set_text, verdict_text
+from tuner.report.model import Block, NightReport, Section, table_block
+from tuner.report.story import Story
 from tuner.triage import Triage
 
 __all__ = [
     "CONSOLE_COLUMNS",
-    "FIGURE_SECTIONS",
-    "USE_KEY",
-    "HostTypeSection",
-    "closing_markdown",
+    "closing_blocks",
     "confirmed_row",
     "console_table",
     "export_lines",
-    "failed_markdown",
-    "levels_markdown",
-    "markdown_table",
-    "not_measured_markdown",
+    "failed_section",
+    "levels_section",
+    "not_measured_section",
     "note_lines",
     "print_results",
-    "report_markdown",
-    "report_markdown_by_host_type",
     "summary_table",
     "tp_size",
-    "triage_markdown",
+    "triage_section",
     "use_lines",
     "verdict_paragraph",
 ]
@@ -151,7 +149,7 @@ def _pct(c: stats.Comparison | None) -> str:
 def _ci(c: stats.Comparison | None, level: str = "95 %") -> str:
     if c is None or math.isnan(c.ci_low):
         return f"{level} CI not available"
-    return f"{level} CI {(c.ci_low - 1) * 100:+.1f}..{(c.ci_high - 1) * 100:+.1f} %"
+    return f"{level} CI {gain_pct(c.ci_low):+.1f}..{gain_pct(c.ci_high):+.1f} %"
 
 
 def _named(sets: list[SetJudgement], j: Judgement) -> str:
@@ -159,17 +157,13 @@ def _named(sets: list[SetJudgement], j: Judgement) -> str:
                      f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
 
 
-#: ``df.attrs`` key: the set to use when the headline rests on a concurrency level above 1
-#: (``probe.judge_concurrency``): its set key, or None when none held there.
-USE_KEY = "use_key"
-
-
-def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
-    """The confirmation relaunch whose gain held (the set to use), or None. When the headline
-    rests on another level than the frame's single stream (``df.attrs[USE_KEY]``, set by
-    :func:`tuner.report.outputs.write_outputs`), that level's confirmed set's last confirmation row."""
-    if USE_KEY in df.attrs:
-        key = df.attrs[USE_KEY]
+def confirmed_row(df: pd.DataFrame, headline: Judgement | None = None) -> pd.Series | None:
+    """The confirmation relaunch whose gain held (the set to use), or None. ``headline``: the
+    judgement "use it" rests on when it is another concurrency level's than ``df``'s single
+    stream (``probe.judge_concurrency``): then the last confirmation row of its winner when it
+    held there, None when it did not."""
+    if headline is not None:
+        key = headline.winner if headline.confirmed else None
         rows = df[(df["kind"] == Kind.CONFIRM)
                   & pd.Series([set_key(e, f) == key for e, f in zip(df["env"], df["flags"], strict=True)],
                               index=df.index, dtype=bool)]
@@ -178,11 +172,10 @@ def confirmed_row(df: pd.DataFrame) -> pd.Series | None:
     return None if rows.empty else rows.iloc[-1]
 
 
-def use_lines(df: pd.DataFrame, info: StudyInfo) -> list[str]:
-    """The "Use the best set" lines of the set whose gain held (:func:`confirmed_row`): its
-    export lines with the study's server command, then the space file's notes on its
-    variables; none when no set held."""
-    use = confirmed_row(df)
+def use_lines(use: pd.Series | None, info: StudyInfo) -> list[str]:
+    """The "Use the best set" lines of the set whose gain held (``use``, its
+    :func:`confirmed_row`): its export lines with the study's server command, then the space
+    file's notes on its variables; none when no set held."""
     if use is None:
         return []
     return [*export_lines(use["env"], info.server_command, use["flags"] or ()), *note_lines(use["env"], info.space_notes)]
@@ -267,7 +260,7 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         parts.append(f"With {per_launch} per launch, the smallest gain this night could recommend "
                      f"(80 % power) is about {gain * 100:.1f} %, assuming launch noise {j.noise.sigma * 100:.1f} %.")
     if j.low:
-        shown = ", ".join(f"trial {t} run {n} ({(ratio - 1) * 100:+.0f} %)" for t, n, ratio in j.low[:5])
+        shown = ", ".join(f"trial {t} run {n} ({gain_pct(ratio):+.0f} %)" for t, n, ratio in j.low[:5])
         more = f" and {len(j.low) - 5} more" if len(j.low) > 5 else ""
         parts.append(f"Runs far below their launch (left out of the run noise; the launch levels resist them): "
                      f"{shown}{more}.")
@@ -406,16 +399,15 @@ def _level_cell(lj: LevelJudgement, level: int, key: str, min_effect: float) -> 
     return f"{v.gain_pct:+.1f} % {stats.verdict_words(v.verdict, min_effect)}"
 
 
-def levels_markdown(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN_EFFECT,
-                    level: str = "##") -> list[str]:
-    """report.md's "Per concurrency level" section: one row per set, one column per level
-    judged (C=1 the single-stream probe, then ``probe.concurrency``), each cell the set's
-    change against the baseline at that level and its verdict at the Bonferroni-over-levels
-    confidence (:attr:`tuner.judging.levels.LevelJudgement.confidence`), the baseline's level
-    (tok/s) first, then the sets that flip. Empty for a night that measured no level beyond
-    the single stream."""
+def levels_section(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Section | None:
+    """The "Per concurrency level" section: one row per set, one column per level judged (C=1
+    the single-stream probe, then ``probe.concurrency``), each cell the set's change against the
+    baseline at that level and its verdict at the Bonferroni-over-levels confidence
+    (:attr:`tuner.judging.levels.LevelJudgement.confidence`), the baseline's level (tok/s)
+    first, then the sets that flip. None for a night that measured no level beyond the single
+    stream."""
     if not lj.several:
-        return []
+        return None
     cols = [f"C={c}" for c in lj.levels]
     base = {"set": "baseline (tok/s)"}
     for c, col in zip(lj.levels, cols, strict=True):
@@ -425,15 +417,16 @@ def levels_markdown(lj: LevelJudgement, *, min_effect: float = stats.DEFAULT_MIN
                                        for c, col in zip(lj.levels, cols, strict=True)}}
                      for key, label in lj.labels.items()]
     conf = f"{lj.confidence * 100:.2f}".rstrip("0").rstrip(".")
-    lines = [f"{level} Per concurrency level", "",
-             f"Each level judged with the same model as the single-stream probe; verdicts at {conf} % "
-             f"(95 % over the {len(lj.levels)} levels, Bonferroni). C=1 is the single-stream probe on "
-             f"{lj.metric.words}; above it a launch has one value, its aggregate output tok/s, so its noise is "
-             f"all launch noise. \"Use it\" rests on C={lj.judged_level} (probe.judge_concurrency)"
-             + ("; the trials table above is the single stream's." if lj.judged_level != 1 else "."), "",
-             markdown_table(pd.DataFrame(rows, columns=["set", *cols])), ""]
+    blocks = [Block("paragraph", f"Each level judged with the same model as the single-stream probe; verdicts at "
+                    f"{conf} % (95 % over the {len(lj.levels)} levels, Bonferroni). C=1 is the single-stream probe on "
+                    f"{lj.metric.words}; above it a launch has one value, its aggregate output tok/s, so its noise is "
+                    f"all launch noise. \"Use it\" rests on C={lj.judged_level} (probe.judge_concurrency)"
+                    + ("; the trials table above is the single stream's." if lj.judged_level != 1 else ".")),
+              table_block(pd.DataFrame(rows, columns=["set", *cols]))]
     flips = [f.sentence() for f in lj.flips()]
-    return lines + ([*(f"- {f}" for f in flips), ""] if flips else [])
+    if flips:
+        blocks.append(Block("list", items=tuple(flips)))
+    return Section("per-concurrency-level", "Per concurrency level", tuple(blocks))
 
 
 def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
@@ -448,74 +441,56 @@ def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
             set_text(r["env"], r["flags"])]
 
 
-def console_table(df: pd.DataFrame, *, metric: Metric, min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Table:
-    """The end-of-sweep table: one row per relaunch in the judgement's order (the forest plot's,
-    :func:`tuner.report.frame.judged_order`: the baseline's launches, then the sets best first,
-    failed last), columns :data:`CONSOLE_COLUMNS`: ``metric`` (the study's tok/s), ratio to the
+def console_table(df: pd.DataFrame, story: Story, *, metric: Metric,
+                  min_effect: float = stats.DEFAULT_MIN_EFFECT) -> Table:
+    """The end-of-sweep table: one row per relaunch in the order of ``story``, the judgement
+    (the forest plot's, :func:`tuner.report.frame.judged_order`: the baseline's launches, then
+    the sets best first, failed last), columns :data:`CONSOLE_COLUMNS`: ``metric`` (the study's tok/s), ratio to the
     baseline with its 95 % CI, the verdict (with its note) for measured rows and the cause for
     failed ones, the set."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     for col in CONSOLE_COLUMNS:  # on a narrow terminal only the verdict and the set fold
         table.add_column(col, justify="right" if col in _RIGHT else "left", no_wrap=col not in _FOLDS,
                          overflow="fold")  # never an ellipsis: a cut value could be pasted
-    for _, r in judged_order(df).iterrows():
+    for _, r in judged_order(df, story).iterrows():
         table.add_row(*(Text(cell) for cell in _console_row(r, min_effect, metric)))  # Text: no markup in causes or values
     return table
 
 
-def print_results(df: pd.DataFrame, verdict: str, info: StudyInfo, console: Console | None = None) -> None:
-    """Print the console table (on the study's metric, ``info.metric``), the verdict paragraph
-    and, when the best set is significantly faster, the ready-to-paste "Use it:" lines
-    (:func:`export_lines`).
+def print_results(night: NightReport, verdict: str, info: StudyInfo, console: Console | None = None) -> None:
+    """Print ``night`` (:func:`tuner.report.build.night_report`) to the terminal: each part's
+    console table (on the study's metric, ``info.metric``), the ``verdict`` text (as
+    :func:`tuner.report.outputs.write_outputs` returned it) and, for each part whose best set's
+    gain held, its ready-to-paste "Use it:" lines (:func:`export_lines`).
 
     ``console``: where to print (default: stdout). On a terminal rich lays the table out to its
     width; elsewhere every row is written whole on one line.
     """
     console = console or Console()
     min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
-    groups = host_type_frames(df) if not df.empty else []
-    for k, (host_type, rows) in enumerate(groups, 1):
-        if len(groups) > 1:
-            console.out(f"{chr(10) if k > 1 else ''}Host type {k}: {host_type or '(not recorded)'}", highlight=False)
-        table = console_table(rows, min_effect=min_effect, metric=info.metric)
+    parts = [p for p in night.parts if not p.trials.empty]
+    for k, part in enumerate(parts, 1):
+        if len(parts) > 1:
+            console.out(f"{chr(10) if k > 1 else ''}Host type {k}: {part.host_type or '(not recorded)'}",
+                        highlight=False)
+        table = console_table(part.trials, part.story, min_effect=min_effect, metric=info.metric)
         if console.is_terminal:
             console.print(table)
         else:
             console.out(plain_table(table), highlight=False)
     console.out("")
     console.out(verdict, highlight=False)
-    for k, (_, rows) in enumerate(groups or [("", df)], 1):
-        use = confirmed_row(rows)
-        if use is not None:
-            console.out(f"\nUse it{f' on host type {k}' if len(groups) > 1 else ''}:", highlight=False)
-            for line in [*export_lines(use["env"], info.server_command, use["flags"] or ()),
-                         *note_lines(use["env"], info.space_notes)]:
+    for k, part in enumerate(parts, 1):
+        if part.use:
+            console.out(f"\nUse it{f' on host type {k}' if len(parts) > 1 else ''}:", highlight=False)
+            for line in part.use:
                 console.out(f"  {line}", highlight=False)
 
 
-# -- markdown ------------------------------------------------------------------------------
+# -- tables and sections ---------------------------------------------------------------------
 
-def _fmt(v: object) -> str:
-    if v is None or v is pd.NA:
-        return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
-    if isinstance(v, dict):
-        return env_text(v)
-    return str(v)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-markdown table of ``df`` (no extra dependency): floats to 3 decimals below 10,
-    1 above, NaN/None empty, sets as ``NAME=value`` words."""
-    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
-    body = "".join("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in row) + " |\n"
-                   for row in df.itertuples(index=False))
-    return head + body
-
-
-def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """The trials of ``df`` in the judgement's order (:func:`tuner.report.frame.judged_order`,
+def summary_table(df: pd.DataFrame, story: Story, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The trials of ``df`` in the order of ``story``, the judgement (:func:`tuner.report.frame.judged_order`,
     as the console table and the forest plot), for report.md: ``columns`` (default:
     trial, kind, status, output_tok_s, the ratio and its CI, verdict with its note, load_s, then
     warmup_s when a launch warmed up 2 s or more behind a green health check, ``backend`` when a
@@ -526,7 +501,7 @@ def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.
                             "vs_baseline_ci_high", "verdict", "load_s", "env"])
     if columns is None and "warmup_s" in df and (pd.to_numeric(df["warmup_s"], errors="coerce") >= 2).any():
         cols.insert(cols.index("load_s") + 1, "warmup_s")  # a warm-up behind a green health check, part of load_s
-    ordered = judged_order(df)
+    ordered = judged_order(df, story)
     backend = [backend_text(r) for _, r in ordered.iterrows()]
     if columns is None and any(backend):
         cols.insert(cols.index("env"), "backend")
@@ -540,148 +515,46 @@ def summary_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.
     return out[cols]
 
 
-#: report.md sections of the figures: file stem -> (heading, alt text).
-FIGURE_SECTIONS: dict[str, tuple[str, str]] = {
-    "trials_vs_baseline": ("Trials vs baseline", "trials vs baseline"),
-    "variable_effects": ("Effect of each variable", "variable effects"),
-    "history": ("History", "history"),
-    "baselines": ("Baseline drift", "baselines"),
-    "concurrency": ("Concurrency", "concurrency"),
-}
-
-
-def report_markdown(df: pd.DataFrame, verdict: str, info: StudyInfo, study_name: str,
-                    figures: Sequence[str] = (), sections: Sequence[str] = (), after: Sequence[str] = (),
-                    levels: Sequence[str] = ()) -> str:
-    """The text of report.md: the verdict, the best set's export lines when it is significantly
-    faster, a section per figure (``figures``: PNG file names written next to report.md, in
-    :data:`FIGURE_SECTIONS` order, each linking to the SVG beside it) with the trials table under
-    the first, failed relaunches,
-    why the sweep stopped and how to open the study in optuna-dashboard. ``sections``: more
-    lines placed after the verdict and export (the screen's, :mod:`tuner.report.screen`);
-    ``after``: lines placed after the figures (the proof, the sets not measured); ``levels``:
-    the per-level section (:func:`levels_markdown`), right after the trials table."""
-    lines = [f"# nccl-tune report: {study_name}", ""]
-    if df.empty:
-        return "\n".join([*lines, "No trial recorded yet.", ""])
-    lines += ["## Verdict", "", verdict, ""]
-    lines += _markdown_body(df, info, figures, "##", sections, levels)
-    return "\n".join(lines + list(after) + _markdown_end(df, info))
-
-
-@dataclass
-class HostTypeSection:
-    """One host type of a study for the report: its rows (a trials frame), its verdict
-    paragraph, its figures (PNG names) in ``folder`` next to report.md, and its judgement per
-    concurrency level (None: not judged per level)."""
-
-    host_type: str
-    df: pd.DataFrame
-    verdict: str
-    figures: list[str] = field(default_factory=list)
-    folder: str = ""
-    levels: LevelJudgement | None = None
-
-    def titled_verdict(self, k: int) -> str:
-        """The verdict paragraph led by the host type it is about."""
-        return f"Host type {k} ({self.host_type or 'not recorded'}): {self.verdict}"
-
-
-def report_markdown_by_host_type(sections: Sequence[HostTypeSection], info: StudyInfo, study_name: str,
-                                 extra: Sequence[str] = ()) -> str:
-    """report.md of a study measured on several host types: one verdict paragraph per type,
-    then per type a section with what :func:`report_markdown` shows for one (export lines,
-    figures, the trials table), ``extra`` lines (the proof, the sets not measured), then the failed
-    relaunches of every type, why the sweep stopped and the optuna-dashboard line."""
-    lines = [f"# nccl-tune report: {study_name}", "", "## Verdict", "",
-             f"This study was measured on {len(sections)} host types (GPU model and count, server command). "
-             "Each is judged against its own baseline launches only; no verdict compares across types.", ""]
-    lines += [f"- {s.titled_verdict(k)}" for k, s in enumerate(sections, 1)] + [""]
-    for k, s in enumerate(sections, 1):
-        lines += [f"## Host type {k}: `{s.host_type or 'not recorded'}`", ""]
-        per_level = levels_markdown(s.levels, min_effect=_min_effect(info), level="###") if s.levels else []
-        lines += _markdown_body(s.df, info, [f"{s.folder}/{name}" for name in s.figures], "###", (), per_level)
-    everything = pd.concat([s.df for s in sections], ignore_index=True).sort_values("trial")
-    return "\n".join(lines + list(extra) + _markdown_end(everything, info, host_type=True))
-
-
-def triage_markdown(info: StudyInfo, level: str = "##") -> list[str]:
-    """The "NCCL's model of the machine" section: the stored triage's lines (none for a study
-    judged before the triage existed, so an older study's report.md is unchanged)."""
+def triage_section(info: StudyInfo) -> Section | None:
+    """The "NCCL's model of the machine" section: the stored triage's lines (None for a study
+    judged before the triage existed, so an older study's report is unchanged)."""
     if not info.triage:
-        return []
-    return [f"{level} NCCL's model of the machine", "", *(f"- {line}" for line in Triage.from_dict(info.triage).lines()),
-            ""]
+        return None
+    return Section("machine", "NCCL's model of the machine",
+                   (Block("list", items=tuple(Triage.from_dict(info.triage).lines())),))
 
 
-def _min_effect(info: StudyInfo) -> float:
-    return info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
-
-
-def _markdown_body(df: pd.DataFrame, info: StudyInfo, figures: Sequence[str], level: str,
-                   sections: Sequence[str] = (), levels: Sequence[str] = ()) -> list[str]:
-    """The best set's export lines when confirmed, ``sections`` (the screen's lines), then a
-    section per figure (``figures``: PNG paths relative to report.md) with the trials table
-    under the first and ``levels`` (the per-level section) under it."""
-    lines: list[str] = []
-    use = use_lines(df, info)
-    if use:
-        lines += [f"{level} Use the best set", "", "```sh", *use, "```", ""]
-    lines += list(sections)
-    lines += triage_markdown(info, level)
-    names = {Path(name).stem: name for name in figures}
-    for stem, (heading, alt) in FIGURE_SECTIONS.items():
-        if stem in names:
-            svg = names[stem].rsplit(".", 1)[0] + ".svg"  # the image links to its SVG, for zooming
-            lines += [f"{level} {heading}", "", f"[![{alt}]({names[stem]})]({svg})", ""]
-        if stem == "trials_vs_baseline":
-            if stem not in names:
-                lines += [f"{level} {heading}", ""]
-            lines += [markdown_table(summary_table(df)), ""]
-            lines += list(levels)
-    return lines
-
-
-def _markdown_end(df: pd.DataFrame, info: StudyInfo, *, host_type: bool = False) -> list[str]:
-    """Failed relaunches (with their host type when ``host_type``), why the sweep stopped,
-    and how to open the study in optuna-dashboard."""
-    return failed_markdown(df, host_type=host_type) + closing_markdown(info)
-
-
-def failed_markdown(df: pd.DataFrame, *, host_type: bool = False) -> list[str]:
-    """report.md's "Failed trials" section: one row per failed relaunch of ``df`` (a trials
-    frame) with its status, cause, set and log (and host type when ``host_type``); no lines
-    when none failed."""
+def failed_section(df: pd.DataFrame, *, host_type: bool = False) -> Section | None:
+    """The "Failed trials" section: one row per failed relaunch of ``df`` (a trials frame, by
+    trial) with its status, cause, set and log (and host type when ``host_type``); None when
+    none failed."""
     failed = df[df["status"].map(lambda s: Status(s).failed)]
     if failed.empty:
-        return []
+        return None
     cols = ["trial", "status", "cause", "env", "log"] + (["host_type"] if host_type else [])
-    return ["## Failed trials", "", markdown_table(failed[cols]), ""]
+    return Section("failed", "Failed trials", (table_block(failed, cols),))
 
 
-def closing_markdown(info: StudyInfo) -> list[str]:
-    """report.md's last lines: why the sweep stopped (when stored) and how to open the study in
-    optuna-dashboard."""
-    lines: list[str] = []
-    if info.stop_reason:
-        lines += [f"Sweep stopped: {info.stop_reason}.", ""]
-    lines += ["Open the study in optuna-dashboard: `optuna-dashboard "
-              + (info.storage_hint or "sqlite:///results/<study>/study.db") + "`", ""]
-    return lines
+def closing_blocks(info: StudyInfo) -> tuple[Block, ...]:
+    """The report's last words: why the sweep stopped (when stored) and how to open the study
+    in optuna-dashboard."""
+    stopped = [Block("paragraph", f"Sweep stopped: {info.stop_reason}.")] if info.stop_reason else []
+    return (*stopped, Block("paragraph", "Open the study in optuna-dashboard: `optuna-dashboard "
+                            + (info.storage_hint or "sqlite:///results/<study>/study.db") + "`"))
 
 
-def not_measured_markdown(skipped: pd.DataFrame) -> list[str]:
-    """report.md's "Sets not measured" section from a :func:`tuner.report.frame.skipped_frame`:
+def not_measured_section(skipped: pd.DataFrame) -> Section | None:
+    """The "Sets not measured" section from a :func:`tuner.report.frame.skipped_frame`:
     one row per set recorded without a launch, with its trial, its name (a preset's, a screened
     or triage set's; ``(sampler)`` for a proposal), its variables, why (to NCCL the same set as a
     measured one, or one NCCL would reject, that cannot run or is unsafe on this machine, or that
-    the screen refused) and the set it equals; no lines when there is none."""
+    the screen refused) and the set it equals; None when there is none."""
     if skipped.empty:
-        return []
+        return None
     table = pd.DataFrame({"trial": skipped["trial"], "name": [p or "(sampler)" for p in skipped["preset"]],
                           "variables": [set_text(e, f) for e, f in zip(skipped["env"], skipped["flags"], strict=True)],
                           "why": skipped["cause"], "equal to": skipped["verdict_note"]})
-    return ["## Sets not measured", "",
-            "Recorded without a launch, so no relaunch of the budget was spent on them (every runner of the "
-            "study, a resume and `nccl-tune report` read them from the storage).", "",
-            markdown_table(table), ""]
+    return Section("not-measured", "Sets not measured", (
+        Block("paragraph", "Recorded without a launch, so no relaunch of the budget was spent on them (every runner "
+                           "of the study, a resume and `nccl-tune report` read them from the storage)."),
+        table_block(table)))

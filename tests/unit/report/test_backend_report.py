@@ -11,8 +11,11 @@ from rich.console import Console
 from tests.helpers import trial_record
 from tuner.judging import judge
 from tuner.record import Metric, StudyInfo
+from tuner.report.build import night_report
 from tuner.report.frame import read_trials_csv, trials_frame, write_trials_csv
-from tuner.report.text import export_lines, print_results, report_markdown, summary_table, verdict_paragraph
+from tuner.report.markdown import report_markdown
+from tuner.report.story import story_of
+from tuner.report.text import export_lines, print_results, summary_table, verdict_paragraph
 
 OFF = ["--disable-custom-all-reduce"]
 PROOF = {"backend_choice": "vllm-custom-allreduce-off", "backend_applied": True,
@@ -40,8 +43,9 @@ def frame_and_text(records):
 
 
 def test_the_table_names_the_backend_each_row_ran_and_the_flags_of_its_set():
-    df, _ = frame_and_text(confirmed_flag_night())
-    table = summary_table(df)
+    records = confirmed_flag_night()
+    j = judge(records, metric=Metric.OUTPUT)
+    table = summary_table(trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=j), story_of(j))
     assert list(table.columns)[-2:] == ["backend", "env"]
     by_trial = dict(zip(table["trial"], zip(table["backend"], table["env"], strict=True), strict=True))
     assert by_trial[0] == ("custom_allreduce", "(untuned)")
@@ -49,15 +53,16 @@ def test_the_table_names_the_backend_each_row_ran_and_the_flags_of_its_set():
     assert by_trial[2] == ("custom_allreduce (vllm-flashinfer not applied)", "VLLM_ALLREDUCE_USE_FLASHINFER=1")
 
 
-def test_use_it_gives_the_server_flag_for_a_set_of_flags_alone():
-    df, text = frame_and_text(confirmed_flag_night())
+def test_use_it_gives_the_server_flag_for_a_set_of_flags_alone(tmp_path):
+    night = night_report(confirmed_flag_night(), INFO, "flag", tmp_path, min_effect=0.01)
+    text = night.verdict
     assert "Best set: --disable-custom-all-reduce (trial 1)" in text and "Use it." in text
     out = io.StringIO()
-    print_results(df, text, INFO, Console(file=out, width=200))
+    print_results(night, text, INFO, Console(file=out, width=200))
     printed = out.getvalue().split("Use it:\n", 1)[1].splitlines()
     assert printed == ["  vllm serve MODEL --tensor-parallel-size 8 --disable-custom-all-reduce",
                        "  vllm serve /models/m --tensor-parallel-size 8 --disable-custom-all-reduce"]
-    md = report_markdown(df, text, INFO, "flag")
+    md = report_markdown(night)
     block = md.split("## Use the best set\n\n```sh\n", 1)[1].split("```", 1)[0]
     assert block.splitlines() == [line.strip() for line in printed]
 

@@ -10,15 +10,17 @@ import pandas as pd
 import pytest
 
 from tests.helpers import sample_records, trial_record
-from tuner.judging import stats
+from tuner.judging import judge, stats
 from tuner.record import CSV_COLUMNS, JSON_FIELDS, Kind, Metric, Status, Verdict
 from tuner.report.frame import (
     baseline_runs,
     best_row,
+    judged_trials,
     read_trials_csv,
     trials_frame,
     write_trials_csv,
 )
+from tuner.report.story import STORY_FILE, Story, read_story, story_of
 
 CONC = ["tok_s_c1", "tok_s_c2", "tok_s_c4", "tok_s_c8"]
 
@@ -26,6 +28,11 @@ CONC = ["tok_s_c1", "tok_s_c2", "tok_s_c4", "tok_s_c8"]
 @pytest.fixture
 def df() -> pd.DataFrame:
     return trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)
+
+
+@pytest.fixture
+def story() -> Story:
+    return judged_trials(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)[1]
 
 
 def by_trial(df: pd.DataFrame, trial: int) -> pd.Series:
@@ -121,16 +128,19 @@ def test_a_set_whose_variable_nccl_did_not_apply_gets_no_speed_verdict():
 def test_trials_before_any_ok_baseline_are_pending():
     records = [trial_record(0, "baseline", status="crashed", cause="exit 1"),
                trial_record(1, "preset", [70.0, 70.4], env={"NCCL_PROTO": "LL"})]
-    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01)
+    df, story = judged_trials(records, metric=Metric.OUTPUT, min_effect=0.01)
     assert list(df["verdict"]) == [Verdict.FAILED, Verdict.PENDING]
     assert by_trial(df, 1)["verdict_note"] == "no ok baseline to compare with"
-    assert best_row(df)["trial"] == 1 and baseline_runs(df) == ([], 0.0)
+    assert best_row(df, story)["trial"] == 1 and baseline_runs(df, story) == ([], 0.0)
 
 
-def test_csv_round_trip_gives_the_same_frame(df, tmp_path):
+def test_csv_round_trip_gives_the_same_frame(df, story, tmp_path):
     path = tmp_path / "trials.csv"
-    write_trials_csv(df, path)
+    write_trials_csv(df, path, story)
     pd.testing.assert_frame_equal(read_trials_csv(path), df)
+    assert read_story(tmp_path / STORY_FILE) == story  # the judgement beside it, read back whole
+    write_trials_csv(df, path)  # several host types: no one judgement, and none left stale
+    assert not (tmp_path / STORY_FILE).exists()
     with path.open() as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == [*CSV_COLUMNS, *CONC]
@@ -141,7 +151,7 @@ def test_csv_round_trip_gives_the_same_frame(df, tmp_path):
 def test_empty_study(tmp_path):
     df = trials_frame([], metric=Metric.OUTPUT, min_effect=0.01)
     assert df.empty and list(df.columns) == list(CSV_COLUMNS)
-    assert best_row(df) is None
+    assert best_row(df, story_of(judge([], metric=Metric.OUTPUT))) is None
     write_trials_csv(df, tmp_path / "t.csv")
     pd.testing.assert_frame_equal(read_trials_csv(tmp_path / "t.csv"), df, check_index_type=False)
 
@@ -153,11 +163,11 @@ def test_read_refuses_a_file_that_is_not_a_trials_csv(tmp_path):
         read_trials_csv(path)
 
 
-def test_baseline_runs_and_best_row(df):
-    runs, drift = baseline_runs(df)
+def test_baseline_runs_and_best_row(df, story):
+    runs, drift = baseline_runs(df, story)
     assert runs == [70.1, 71.3, 69.8, 70.6, 71.0, 71.9, 70.8, 71.5]
     # the robust levels the verdicts use (Huber at the baseline's robust run SD), not the medians
     scale = stats.robust_run_sigma(BASE)
     b0, b8 = (stats.launch_level(b, scale=scale) for b in BASE)
     assert drift == pytest.approx(b8 / b0 - 1) and abs(drift - (71.25 / 70.35 - 1)) < 0.001
-    assert best_row(df)["trial"] == 3
+    assert best_row(df, story)["trial"] == 3

@@ -58,7 +58,7 @@ def test_records_without_a_host_type_join_the_only_type():
 
 
 def test_report_has_one_verdict_and_one_section_per_type(tmp_path: Path):
-    df, verdict = report.write_outputs(two_types(), INFO, "multi", tmp_path, min_effect=0.01)
+    night, verdict = report.write_outputs(two_types(), INFO, "multi", tmp_path, min_effect=0.01)
     paragraphs = verdict.split("\n\n")
     assert len(paragraphs) == 2
     assert paragraphs[0].startswith(f"Host type 1 ({H100}): Baseline: 100.0")
@@ -74,7 +74,7 @@ def test_report_has_one_verdict_and_one_section_per_type(tmp_path: Path):
     assert list(csv["host_type"]) == [H100, L40, H100, L40, H100, L40]
     assert csv.loc[3, "vs_baseline"] > 1.09  # against the L40S baseline
     out = io.StringIO()
-    report.print_results(df, verdict, INFO, Console(file=out, width=200))
+    report.print_results(night, verdict, INFO, Console(file=out, width=200))
     text = out.getvalue()
     assert f"Host type 1: {H100}" in text and f"Host type 2: {L40}" in text
     assert text.index("Host type 2") > text.index("NCCL_PROTO=LL")

@@ -17,8 +17,9 @@ from tests.unit.report.picture_cases import with_winner
 from tests.unit.report.test_host_types import two_types
 from tuner import report
 from tuner.record import StudyInfo
-from tuner.report.blocks import Block, markdown_blocks, table_cells
 from tuner.report.frame import env_text, read_trials_csv
+from tuner.report.markdown import block_lines, section_lines
+from tuner.report.model import Block, Section
 from tuner.report.page import HTML_FILE
 from tuner.report.svg import inline_svg
 
@@ -32,6 +33,12 @@ EXTERNAL = re.compile(r"^\s*(https?:|//|file:|data:|javascript:)", re.I)
 def md_section(md: str, heading: str) -> str:
     """The text under ``## heading`` of report.md, up to the next ``##`` heading."""
     return md.split(f"## {heading}\n\n", 1)[1].split("\n## ", 1)[0]
+
+
+def table_cells(line: str) -> tuple[str, ...]:
+    """The cells of one markdown table line ``| a | b |``, stripped, ``\\|`` read as ``|``."""
+    inner = line.strip()[1:-1]
+    return tuple(c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner))
 
 
 def md_table(text: str) -> list[list[str]]:
@@ -156,16 +163,18 @@ def test_no_trial_yet(tmp_path):
     assert page.sections == ["verdict", "closing"] and not page.figures
 
 
-def test_blocks_read_what_the_report_writes():
-    blocks = markdown_blocks(["## Screen", "", "**Bound.** at most `+2 %`.", "", "- one", "- two", "",
-                              "| a | b \\| c |\n|---|---|\n| 1 | 2 |", "", "```sh", "export A=1", "```", "",
-                              "[![alt text](host-type-1/x.png)](host-type-1/x.svg)"])
-    assert [b.kind for b in blocks] == ["heading", "paragraph", "list", "table", "code", "figure"]
-    assert blocks[3].header == ("a", "b | c") and blocks[3].rows == (("1", "2"),)
-    assert blocks[4].text == "export A=1" and blocks[5].stem == "x" and blocks[5].text == "alt text"
-    # the screen's export table: one HTML entry whose <pre> holds "# ..." lines, never headings
+def test_blocks_are_written_as_report_md_has_them():
+    section = Section("screen", "Screen", (
+        Block("paragraph", "**Bound.** at most `+2 %`."), Block("list", items=("one", "two")),
+        Block("table", header=("a", "b"), rows=(("1", "2 | 3"),)), Block("code", "export A=1", lang="sh"),
+        Block("figure", "alt text", stem="x", src="host-type-1/x.png"), Block("list")))
+    assert "\n".join(section_lines(section)) == (
+        "## Screen\n\n**Bound.** at most `+2 %`.\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 \\| 3 |\n\n\n"
+        "```sh\nexport A=1\n```\n\n[![alt text](host-type-1/x.png)](host-type-1/x.svg)\n")
+    assert table_cells("| 1 | 2 \\| 3 |") == ("1", "2 | 3")
+    # the screen's export table: one HTML block whose <pre> holds "# ..." lines, written whole
     html = "<table><tr><td><pre># unset NCCL_ALGO\n# tuner.conf\nx</pre></td></tr></table>"
-    assert markdown_blocks(["", html, ""]) == [Block("html", html)]
+    assert block_lines(Block("html", html)) == [html, ""]
 
 
 def test_inline_svg_drops_the_prolog_and_prefixes_every_id():

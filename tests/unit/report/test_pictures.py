@@ -25,20 +25,21 @@ from tests.unit.report.picture_cases import CASES, JUDGED, every_verdict
 from tuner.judging import PRIOR_LAUNCH_SIGMA
 from tuner.record import Metric, Status, Verdict
 from tuner.report.forest import trials_vs_baseline_figure
-from tuner.report.frame import frame_story, trials_frame
+from tuner.report.frame import judged_trials
 from tuner.report.plots import report_figures, save_figures
+from tuner.report.story import Story
 from tuner.report.style import verdict_color
 
 _TRIAL = re.compile(r"trial (\d+)")
 
 
-def frame(case: str) -> pd.DataFrame:
-    return trials_frame(CASES[case](), metric=Metric.OUTPUT, min_effect=0.01)
+def frame(case: str) -> tuple[pd.DataFrame, Story]:
+    return judged_trials(CASES[case](), metric=Metric.OUTPUT, min_effect=0.01)
 
 
 def forest(case: str) -> tuple[pd.DataFrame, Figure]:
-    df = frame(case)
-    fig = trials_vs_baseline_figure(df, min_effect=0.01)
+    df, story = frame(case)
+    fig = trials_vs_baseline_figure(df, story, min_effect=0.01)
     FigureCanvasAgg(fig).draw()  # lay it out as a PNG would be
     return df, fig
 
@@ -102,7 +103,7 @@ def test_sweep_with_failures():
     assert statuses == {2: "crashed", 7: "hung", 9: "running"}
     assert len(by_gid(fig, "forest-point")) == 6  # no point for a relaunch with no tok/s
     (band,) = by_gid(fig, "forest-band")  # the launch noise every interval includes: ±1.96 σ
-    sigma = frame_story(df).launch_noise
+    sigma = frame("failures")[1].launch_noise
     assert (band.get_x(), band.get_x() + band.get_width()) == (pytest.approx(1 - 1.96 * sigma),
                                                                pytest.approx(1 + 1.96 * sigma))
     (one,) = by_gid(fig, "forest-one")
@@ -133,7 +134,7 @@ def test_sweep_of_one_trial():
     assert labels(fig) == ["baseline (untuned), trial 0"]
     check_rows_coloured_by_verdict(df, fig)
     (band,) = by_gid(fig, "forest-band")  # one launch: the band is the prior launch noise the intervals assume
-    sigma = frame_story(df).launch_noise
+    sigma = frame("one-trial")[1].launch_noise
     assert band.get_x() == pytest.approx(1 - 1.96 * sigma) and sigma == pytest.approx(PRIOR_LAUNCH_SIGMA)
     assert len(by_gid(fig, "forest-one")) == 1
     check_nothing_cut(fig)
@@ -172,12 +173,12 @@ def test_more_rows_than_drawn_keeps_top_and_bottom_with_a_note():
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_figure_renders_whole(case, tmp_path):
-    df = frame(case)
-    for name, fig in report_figures(df, min_effect=0.01):
+    df, story = frame(case)
+    for name, fig in report_figures(df, story, min_effect=0.01):
         check_nothing_cut(fig)
         assert name
     look = os.environ.get("NCCL_TUNE_PLOTS_LOOK")
-    written = save_figures(df, Path(look) / case if look else tmp_path, min_effect=0.01)
+    written = save_figures(df, story, Path(look) / case if look else tmp_path, min_effect=0.01)
     assert all(p.exists() and p.with_suffix(".svg").exists() for p in written)
 
 
@@ -193,10 +194,10 @@ def test_a_cut_legend_is_caught():
 def test_every_verdict_in_its_colour_and_in_the_legend(tmp_path):
     """The verdicts today's judging rarely gives (inconclusive, not applied, ...), set on a sweep's
     tuned rows as the report would, each drawn in its colour and named once in the legend."""
-    df = trials_frame(every_verdict(), metric=Metric.OUTPUT, min_effect=0.01)
+    df, story = judged_trials(every_verdict(), metric=Metric.OUTPUT, min_effect=0.01)
     tuned = df["kind"] != "baseline"
     df.loc[tuned, "verdict"] = pd.Series([Verdict(v) for v in JUDGED], index=df.index[tuned])
-    fig = trials_vs_baseline_figure(df, min_effect=0.01)
+    fig = trials_vs_baseline_figure(df, story, min_effect=0.01)
     FigureCanvasAgg(fig).draw()
     check_rows_coloured_by_verdict(df, fig)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -205,4 +206,4 @@ def test_every_verdict_in_its_colour_and_in_the_legend(tmp_path):
                            "not applied", "unverifiable", "not enough runs to judge"]
     check_nothing_cut(fig)
     look = os.environ.get("NCCL_TUNE_PLOTS_LOOK")
-    save_figures(df, Path(look) / "every-verdict" if look else tmp_path, min_effect=0.01)
+    save_figures(df, story, Path(look) / "every-verdict" if look else tmp_path, min_effect=0.01)

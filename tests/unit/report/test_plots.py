@@ -22,7 +22,7 @@ from tests.helpers import sample_records, trial_record
 from tuner.judging import PRIOR_LAUNCH_SIGMA
 from tuner.record import Metric, Verdict
 from tuner.report.forest import ForestRow, baseline_band, forest_rows, plot_trials_vs_baseline, truncate_rows
-from tuner.report.frame import frame_story, trials_frame
+from tuner.report.frame import judged_trials, trials_frame
 from tuner.report.history import clock_text, relaunch_hours
 from tuner.report.plots import (
     FAILED_COLOR,
@@ -37,6 +37,7 @@ from tuner.report.plots import (
     variable_effects_figure,
     variable_names,
 )
+from tuner.report.story import Story
 from tuner.report.style import (
     VERDICT_STYLE,
     names_key,
@@ -48,8 +49,18 @@ from tuner.report.style import (
 
 
 @pytest.fixture
-def df() -> pd.DataFrame:
-    return trials_frame(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)
+def judged() -> tuple[pd.DataFrame, Story]:
+    return judged_trials(sample_records(), metric=Metric.OUTPUT, min_effect=0.01)
+
+
+@pytest.fixture
+def df(judged) -> pd.DataFrame:
+    return judged[0]
+
+
+@pytest.fixture
+def story(judged) -> Story:
+    return judged[1]
 
 
 def axes():
@@ -98,8 +109,8 @@ def test_every_verdict_has_its_own_colour_and_words():
 
 # -- the forest plot's rows and band ----------------------------------------------------------
 
-def test_forest_rows_order_and_sections(df):
-    rows, notes = forest_rows(df, min_effect=0.01)
+def test_forest_rows_order_and_sections(df, story):
+    rows, notes = forest_rows(df, story, min_effect=0.01)
     assert [(r.trial, r.section) for r in rows] == [
         (0, "baseline"), (8, "baseline"), (3, "tuned"), (1, "tuned"), (6, "tuned"), (4, "tuned"),
         (9, "unmeasured"), (2, "failed"), (7, "failed")]  # interrupted 5 was retried by 6: no row
@@ -114,12 +125,12 @@ def test_forest_rows_order_and_sections(df):
 
 def test_forest_rows_keep_the_launches_of_one_set_together():
     tuned = {"NCCL_PROTO": "LL"}
-    df = trials_frame([trial_record(0, "baseline", [70.0, 70.4, 69.8]),
+    df, story = judged_trials([trial_record(0, "baseline", [70.0, 70.4, 69.8]),
                        trial_record(1, "preset", [77.0, 77.5, 76.8], env=tuned),
                        trial_record(2, "preset", [78.5, 78.0, 78.2], env={"NCCL_ALGO": "Ring"}),
                        trial_record(3, "confirm", [76.0, 76.3, 75.9], env=tuned)],
                       metric=Metric.OUTPUT, min_effect=0.01)
-    rows, _ = forest_rows(df)
+    rows, _ = forest_rows(df, story)
     assert [r.label for r in rows] == ["baseline (untuned), trial 0", "ALGO=Ring (trial 2)",
                                        "PROTO=LL (trial 1)", "PROTO=LL (trial 3, confirm)"]
 
@@ -134,27 +145,24 @@ def test_truncate_rows_keeps_top_and_bottom_with_a_note():
     assert truncate_rows(rows[:60]) == rows[:60]
 
 
-def test_baseline_band_from_the_judgement_or_a_noise_column(df):
-    low, high, label = baseline_band(df)  # the launch noise the intervals include
-    sigma = frame_story(df).launch_noise
+def test_baseline_band_from_the_judgement_or_a_noise_column(df, story):
+    low, high, label = baseline_band(df, story)  # the launch noise the intervals include
+    sigma = story.launch_noise
     assert (low, high) == (pytest.approx(1 - 1.96 * sigma), pytest.approx(1 + 1.96 * sigma))
     assert label == f"launch-to-launch noise (±1.96 σ, σ = {sigma * 100:.1f} %)"
-    bare = df.copy()  # a frame without its judgement: judged again from its rows, the same noise
-    bare.attrs.clear()
-    assert baseline_band(bare)[:2] == (pytest.approx(low), pytest.approx(high))
     with_noise = df.assign(launch_noise_pct=0.8)
-    low, high, label = baseline_band(with_noise)
+    low, high, label = baseline_band(with_noise, story)
     assert (low, high) == (pytest.approx(1 - 0.01568), pytest.approx(1 + 0.01568))
     assert label == "launch-to-launch noise (±1.96 σ, σ = 0.8 %)"
-    one = trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)
-    assert baseline_band(one)[0] == pytest.approx(1 - 1.96 * PRIOR_LAUNCH_SIGMA)  # one launch: the prior
+    one = judged_trials([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)
+    assert baseline_band(*one)[0] == pytest.approx(1 - 1.96 * PRIOR_LAUNCH_SIGMA)  # one launch: the prior
 
 
-def test_plot_trials_vs_baseline_on_a_given_axes(df):
+def test_plot_trials_vs_baseline_on_a_given_axes(df, story):
     ax = axes()
-    rows = plot_trials_vs_baseline(ax, df, min_effect=0.01)
+    rows = plot_trials_vs_baseline(ax, df, story, min_effect=0.01)
     assert [t.get_text() for t in ax.get_yticklabels()] == [r.label for r in rows]
-    level = frame_story(df).baseline_level  # the verdict's "Baseline:"
+    level = story.baseline_level  # the verdict's "Baseline:"
     assert ax.get_title().startswith(f"Every measured set vs the untuned baseline ({level:.1f} tok/s)\n"
                                      "single-stream output tok/s, ratio of launch levels")
     assert ax.get_xlabel().startswith("ratio to the baseline")
@@ -175,10 +183,10 @@ def test_plot_trials_vs_baseline_on_a_given_axes(df):
 
 # -- the other figures -----------------------------------------------------------------------
 
-def test_history_is_against_the_clock_with_the_best_so_far(df):
+def test_history_is_against_the_clock_with_the_best_so_far(df, story):
     ax = axes()
-    drawn = plot_history(ax, df, min_effect=0.01)
-    story = frame_story(df)
+    drawn = plot_history(ax, df, story, min_effect=0.01)
+    story = story
     assert ax.get_xlabel() == "time since the first launch began (h:mm)"
     assert ax.get_ylabel() == "gain vs the baseline (%)"
     assert ax.get_title().startswith("The night against the clock: 10 relaunches in 6.0 h\n"
@@ -223,10 +231,10 @@ def test_relaunch_hours_without_start_times_is_the_cumulative_wall_time(df):
     assert relaunch_hours(old) == pytest.approx(list(df["wall_s"].fillna(0).cumsum() / 3600))
 
 
-def test_baselines_are_the_judgements(df):
+def test_baselines_are_the_judgements(df, story):
     ax = axes()
-    drawn = plot_baselines(ax, df)
-    story = frame_story(df)
+    drawn = plot_baselines(ax, df, story)
+    story = story
     assert drawn == BaselinePlot((0, 8), story.baseline_levels, story.drift, story.baseline_level)
     assert ax.get_title() == f"The baseline over the sweep (2 launches, drift {story.drift * 100:.1f} %)"
     levels, level = ax.lines  # the robust levels, within a few tenths of the medians 70.35 and 71.25
@@ -237,7 +245,7 @@ def test_baselines_are_the_judgements(df):
     runs = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert sum(len(c.get_offsets()) for c in runs) == 8
     ax = axes()
-    plot_baselines(ax, trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01))
+    plot_baselines(ax, *judged_trials([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01))
     assert ax.get_title() == "The baseline over the sweep (1 launch: drift not measured)"
 
 
@@ -264,12 +272,12 @@ def test_concurrency_legend_whole_and_baselines_apart(df):
     assert concurrency_figure(trials_frame([trial_record(0, "baseline", [70.0, 71.0])], metric=Metric.OUTPUT, min_effect=0.01)) is None
 
 
-def test_variable_effect_panels(df):
+def test_variable_effect_panels(df, story):
     assert variable_names(df) == ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_BUFFSIZE",
                                   "NCCL_MAX_NCHANNELS", "NCCL_PROTO"]
-    story = frame_story(df)
+    story = story
     ax = axes()
-    panel = plot_variable_effect(ax, df, "NCCL_PROTO")
+    panel = plot_variable_effect(ax, df, story, "NCCL_PROTO")
     assert ax.get_title() == "NCCL_PROTO (PROTO)" and ax.get_ylabel() == "gain vs the baseline (%)"
     # no "unset" column: only the sets that set NCCL_PROTO, each at its value
     assert panel.values == ("LL", "LL128", "Simple")
@@ -291,10 +299,10 @@ def test_variable_effect_panels(df):
     assert panel.failed == (("LL128", "crashed"),)
     assert sorted(t.get_text() for t in ax.texts if not t.get_text().startswith("t")) == ["1 crashed"]
     ax = axes()
-    panel = plot_variable_effect(ax, df, "NCCL_BUFFSIZE")
+    panel = plot_variable_effect(ax, df, story, "NCCL_BUFFSIZE")
     assert [t.get_text() for t in ax.get_xticklabels()] == ["4194304\n(4 MiB)", "16777216\n(16 MiB)"]
     assert "1 running" in [t.get_text() for t in ax.texts]
-    fig = variable_effects_figure(df, min_effect=0.01)
+    fig = variable_effects_figure(df, story, min_effect=0.01)
     assert [a.get_title() for a in fig.axes if a.axison] == [
         "CUDA_DEVICE_MAX_CONNECTIONS (CDMC)", "NCCL_ALGO (ALGO)", "NCCL_BUFFSIZE (BUF)",
         "NCCL_MAX_NCHANNELS (CH)", "NCCL_PROTO (PROTO)"]
@@ -305,11 +313,11 @@ def test_variable_effect_panels(df):
         f"launch-to-launch noise (±1.96 σ, σ = {story.launch_noise * 100:.1f} %)", "failed (statuses under the value)"]
 
 
-def test_save_figures_writes_png_and_svg(df, tmp_path):
-    written = save_figures(df, tmp_path / "out", min_effect=0.01)
+def test_save_figures_writes_png_and_svg(df, tmp_path, story):
+    written = save_figures(df, story, tmp_path / "out", min_effect=0.01)
     names = ["trials_vs_baseline", "variable_effects", "history", "baselines", "concurrency"]
     assert written == [tmp_path / "out" / f"{n}.png" for n in names]
-    assert [name for name, _ in report_figures(df)] == names  # what the notebook draws
+    assert [name for name, _ in report_figures(df, story)] == names  # what the notebook draws
     for png in written:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         svg = png.with_suffix(".svg").read_text()
@@ -325,9 +333,9 @@ def test_save_figures_writes_png_and_svg(df, tmp_path):
      trial_record(1, "preset", [70.0, 71.0], env={"NCCL_PROTO": "LL"})],
 ], ids=["one-baseline", "baseline-failed", "in-flight", "no-ok-baseline"])
 def test_small_studies_draw_without_error(records, tmp_path):
-    df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01)
-    names = [p.stem for p in save_figures(df, tmp_path)]
+    df, story = judged_trials(records, metric=Metric.OUTPUT, min_effect=0.01)
+    names = [p.stem for p in save_figures(df, story, tmp_path)]
     assert names == ["trials_vs_baseline", "variable_effects", "history", "baselines"]
-    rows, _ = forest_rows(df)
+    rows, _ = forest_rows(df, story)
     assert all(r.has_point or r.text for r in rows)
     assert not any(math.isnan(r.ratio) and r.section in ("baseline", "tuned") for r in rows)

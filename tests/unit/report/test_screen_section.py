@@ -12,7 +12,8 @@ from matplotlib.text import Text
 from tests.helpers import trial_record
 from tuner.judging.judge import judge
 from tuner.record import Metric, ScreenSummary, Status, StudyInfo
-from tuner.report.screen import GainPoint, gain_points, label_places, save_screen_figure, screen_figure, screen_markdown
+from tuner.report.markdown import section_lines
+from tuner.report.screen import GainPoint, gain_points, label_places, save_screen_figure, screen_figure, screen_section
 from tuner.report.style import set_label
 from tuner.screen.rank import spearman
 from tuner.screen.store import FIRST, SEARCH, ScreenRecord
@@ -60,7 +61,7 @@ def test_section_figure_and_agreement(tmp_path):
     assert 9 < by_trial[1].measured < 11 and by_trial[2].measured < -15
     png = save_screen_figure(info, tmp_path, j)
     assert png == "screen_gain.png" and (tmp_path / png).stat().st_size > 5_000
-    text = "\n".join(screen_markdown(info, tmp_path, j, figure=png))
+    text = "\n".join(section_lines(screen_section(info, tmp_path, j, figure=png)))
     assert "**Bound.** Allreduce takes about 40% of decode time" in text and "1.8 % from noise" in text
     assert "| 1 | NCCL_PROTO=LL | 30.00 | -25.0 % | +11.1 % | +" in text
     assert "Spearman rho = 1.00" in text and "3 sets" in text
@@ -71,7 +72,7 @@ def test_section_figure_and_agreement(tmp_path):
 
 
 def test_no_section_without_a_screen(tmp_path):
-    assert screen_markdown(StudyInfo(), tmp_path, None) == []
+    assert screen_section(StudyInfo(), tmp_path, None) is None
     assert save_screen_figure(StudyInfo(), tmp_path, None) is None
 
 

@@ -9,7 +9,8 @@ from tests.helpers import sample_records, trial_record
 from tuner import report
 from tuner.record import CSV_COLUMNS, Kind, Metric, StudyInfo, Verdict
 from tuner.report.frame import SAME_SET, read_trials_csv, skipped_frame, trials_frame
-from tuner.report.text import not_measured_markdown
+from tuner.report.markdown import section_lines
+from tuner.report.text import not_measured_section
 
 
 def night():
@@ -47,11 +48,11 @@ def test_one_row_per_set_not_measured_with_why_and_what_it_equals():
 
 def test_no_skipped_set_no_rows():
     assert skipped_frame(sample_records()).empty
-    assert not_measured_markdown(skipped_frame(sample_records())) == []
+    assert not_measured_section(skipped_frame(sample_records())) is None
 
 
 def test_the_markdown_table_names_each_set_its_variables_why_and_equal_to():
-    lines = not_measured_markdown(skipped_frame(night()))
+    lines = section_lines(not_measured_section(skipped_frame(night())))
     assert lines[0] == "## Sets not measured"
     table = "\n".join(lines)
     assert "| trial | name | variables | why | equal to |" in table
@@ -63,8 +64,10 @@ def test_the_markdown_table_names_each_set_its_variables_why_and_equal_to():
 
 def test_trials_csv_and_report_md_list_every_set_and_judging_ignores_them(tmp_path):
     records = night()
-    df, verdict = report.write_outputs(records, StudyInfo(), "s", tmp_path, min_effect=0.01)
-    alone, verdict_alone = report.write_outputs(sample_records(), StudyInfo(), "s", tmp_path / "alone", min_effect=0.01)
+    written, verdict = report.write_outputs(records, StudyInfo(), "s", tmp_path, min_effect=0.01)
+    written_alone, verdict_alone = report.write_outputs(sample_records(), StudyInfo(), "s", tmp_path / "alone",
+                                                      min_effect=0.01)
+    df, alone = written.trials, written_alone.trials
     assert verdict == verdict_alone  # the sets not measured change no judgement
     assert list(df["trial"]) == list(alone["trial"]) == list(range(10))  # the returned frame: relaunches
     csv = read_trials_csv(tmp_path / "trials.csv")

@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from pathlib import Path
 
 import pandas as pd
-import pytest
 from rich.console import Console
 
 from tests.helpers import sample_records, trial_record
 from tuner.judging.judge import judge
 from tuner.plaintext import plain_table
 from tuner.record import Metric, StudyInfo
-from tuner.report.frame import trials_frame
+from tuner.report.build import night_report
+from tuner.report.frame import judged_trials, trials_frame
+from tuner.report.markdown import report_markdown, section_lines, table_markdown
+from tuner.report.model import NightReport, table_block
 from tuner.report.text import (
     CONSOLE_COLUMNS,
-    USE_KEY,
     confirmed_row,
     console_table,
     export_lines,
-    markdown_table,
+    levels_section,
     print_results,
-    report_markdown,
     verdict_paragraph,
 )
 
@@ -46,21 +47,17 @@ def report(records, info=INFO, min_effect=0.01) -> tuple[pd.DataFrame, str]:
     return df, verdict_paragraph(df, info, judgement=j)
 
 
-@pytest.fixture
-def df() -> pd.DataFrame:
-    return report(confirmed_night())[0]
-
-
-def frame(*records) -> pd.DataFrame:
-    return report(list(records))[0]
+def night(records, info=INFO, min_effect=0.01) -> NightReport:
+    """The night's report as write_outputs builds it, its figures left undrawn."""
+    return night_report(records, info, "night", Path("unused"), min_effect=min_effect, figures=False)
 
 
 BASE = trial_record(0, "baseline", [70.1, 71.3, 69.8, 70.6])
 BASE2 = trial_record(9, "baseline", [70.5, 71.0, 70.2, 70.9], recheck=True)
 
 
-def test_console_table_columns_and_order(df):
-    table = console_table(df, metric=Metric.OUTPUT)
+def test_console_table_columns_and_order():
+    table = console_table(*judged_trials(confirmed_night(), metric=Metric.OUTPUT, min_effect=0.01), metric=Metric.OUTPUT)
     assert tuple(c.header for c in table.columns) == CONSOLE_COLUMNS
     trials = [int(c.plain) for c in table.columns[0].cells]
     # the judgement's order, as the forest plot: the baseline's launches, the sets best first (trial 6 measured
@@ -71,13 +68,12 @@ def test_console_table_columns_and_order(df):
     assert verdicts[10].startswith("exited with code 1: NCCL WARN [LL128]")  # cause, markup left alone
 
 
-def test_piped_rows_are_whole_lines_on_a_narrow_console(df):
+def test_piped_rows_are_whole_lines_on_a_narrow_console():
     out = io.StringIO()
     console = Console(file=out, width=40)
     assert not console.is_terminal
-    records = confirmed_night()
-    _, paragraph = report(records)
-    print_results(df, paragraph, INFO, console)
+    n = night(confirmed_night())
+    print_results(n, n.verdict, INFO, console)
     lines = out.getvalue().splitlines()
     assert lines[0].split() == ["trial", "kind", "status", "tok/s", "vs", "base", "95%", "CI", "verdict", "env"]
     rows = lines[1:13]
@@ -95,11 +91,11 @@ def test_piped_rows_are_whole_lines_on_a_narrow_console(df):
 
 def test_no_export_lines_without_a_confirmed_winner():
     for records in (sample_records(), [BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2]):
-        df, paragraph = report(records)
+        n = night(records)
         out = io.StringIO()
-        print_results(df, paragraph, INFO, Console(file=out, width=40))
+        print_results(n, n.verdict, INFO, Console(file=out, width=40))
         assert "Use it" not in out.getvalue()
-    df, paragraph = report([BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2])
+    _, paragraph = report([BASE, trial_record(1, "preset", [70.0, 70.9, 69.5, 70.4], env=LL8), BASE2])
     assert "No set beat the baseline by more than the noise" in paragraph
     assert "bottleneck" not in paragraph  # a claim no measurement here supports
 
@@ -167,7 +163,9 @@ def test_faster_below_the_minimum_effect_is_said_so():
                trial_record(1, "preset", [77.4, 77.5, 77.3, 77.4], env={"NCCL_PROTO": "LL"}),
                trial_record(2, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
     df, text = report(records, StudyInfo(min_effect=0.2), min_effect=0.2)
-    assert "faster, below the 20 % that matters" in plain_table(console_table(df, metric=Metric.OUTPUT, min_effect=0.2))
+    story = judged_trials(records, metric=Metric.OUTPUT, min_effect=0.2)[1]
+    assert "faster, below the 20 % that matters" in plain_table(console_table(df, story, metric=Metric.OUTPUT,
+                                                                              min_effect=0.2))
     assert "by less than the 20 % that matters: NCCL_PROTO=LL (trial 1" in text
 
 
@@ -207,24 +205,28 @@ def test_export_lines_name_paths_here_relative(tmp_path, monkeypatch):
     assert export_lines({"NCCL_PROTO": "LL"}, [str(tmp_path / "serve")])[-1] == "env NCCL_PROTO=LL ./serve"
 
 
-def test_markdown(df):
-    table = markdown_table(pd.DataFrame({"a": [1.23456, float("nan")], "b": ["x|y", None]}))
+def test_markdown(tmp_path):
+    table = table_markdown(table_block(pd.DataFrame({"a": [1.23456, float("nan")], "b": ["x|y", None]})))
     assert table == "| a | b |\n|---|---|\n| 1.235 | x\\|y |\n|  |  |\n"
-    md = report_markdown(df, "VERDICT", INFO, "night", ["trials_vs_baseline.png", "history.png"])
-    assert md.startswith("# nccl-tune report: night\n\n## Verdict\n\nVERDICT\n")
+    n = night_report(confirmed_night(), INFO, "night", tmp_path, min_effect=0.01)
+    md = report_markdown(n)
+    assert md.startswith(f"# nccl-tune report: night\n\n## Verdict\n\n{n.verdict}\n")
     assert "## Use the best set" in md and "export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8" in md
     assert "![trials vs baseline](trials_vs_baseline.png)" in md and "![history](history.png)" in md
-    assert "## Concurrency" not in md and "## Failed trials" in md
+    assert "[![concurrency](concurrency.png)](concurrency.svg)" in md and "## Failed trials" in md
+    words = report_markdown(night(confirmed_night()))  # no figure drawn: no figure's section, the table still
+    assert "## History" not in words and "## Trials vs baseline\n\n| trial |" in words
     assert "| 3 | preset | ok | 80.7 | 1.137 |" in md
     assert "| 7 | hung | no token for 120 s | NCCL_MAX_NCHANNELS=2 |" in md
     assert md.rstrip().endswith("`optuna-dashboard sqlite:///s.db`")
-    assert report_markdown(frame(), "", INFO, "night") == "# nccl-tune report: night\n\nNo trial recorded yet.\n"
+    assert report_markdown(night([])) == "# nccl-tune report: night\n\nNo trial recorded yet.\n"
 
 
-def test_a_narrow_terminal_folds_the_set_but_never_cuts_it(df):
+def test_a_narrow_terminal_folds_the_set_but_never_cuts_it():
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)
-    print_results(df, report(confirmed_night())[1], INFO, console)
+    n = night(confirmed_night())
+    print_results(n, n.verdict, INFO, console)
     text = out.getvalue()
     assert "…" not in text and max(len(line) for line in text.splitlines()[:20]) <= 100
     assert "NCCL_BUFFSIZE=167772" in text  # folded over two lines, every character kept
@@ -237,24 +239,25 @@ def test_the_confirmed_set_is_the_one_recommended_even_if_another_creeps_above_i
                trial_record(2, "preset", [76.2, 76.4, 76.0, 76.3], env=b),
                trial_record(3, "confirm", [75.4, 75.6, 75.2, 75.5], env=b),
                trial_record(4, "baseline", [70.3, 70.1, 70.2, 70.0], recheck=True)]
-    df, text = report(records)
+    n = night(records)
+    text = n.verdict
     assert "Best set: NCCL_ALGO=Ring (trial 2)" in text and "Use it." in text
     assert "not confirmed: NCCL_PROTO=LL (trial 1" in text
     out = io.StringIO()
-    print_results(df, text, INFO, Console(file=out, width=40))
+    print_results(n, text, INFO, Console(file=out, width=40))
     assert "  export NCCL_ALGO=Ring" in out.getvalue()
 
 
-def test_the_space_files_note_stands_beside_the_set_to_use(df):
+def test_the_space_files_note_stands_beside_the_set_to_use():
     info = dataclasses.replace(INFO, space_notes={"NCCL_PROTO": "RISKY on this box: read it first.",
                                                   "NCCL_ALGO": "not in the winner"})
     out = io.StringIO()
-    _, paragraph = report(confirmed_night())
-    print_results(df, paragraph, info, Console(file=out, width=40))
+    n = night(confirmed_night(), info)
+    print_results(n, n.verdict, info, Console(file=out, width=40))
     lines = out.getvalue().splitlines()
     assert lines[-1] == "  # NCCL_PROTO (search space note): RISKY on this box: read it first."
     assert "not in the winner" not in out.getvalue()
-    md = report_markdown(df, paragraph, info, "s", [])
+    md = report_markdown(n)
     assert "# NCCL_PROTO (search space note): RISKY on this box" in md.split("Use the best set")[1]
 
 
@@ -276,18 +279,17 @@ def test_an_interrupted_baseline_is_re_measured_by_a_later_baseline():
 
 
 def test_per_level_section_and_the_flip_in_the_verdict():
-    from tests.unit.judging.test_levels import night
+    from tests.unit.judging.test_levels import night as levels_night
     from tuner.judging import judge_levels
-    from tuner.report.text import levels_markdown
 
-    records = night()
+    records = levels_night()
     lj = judge_levels(records, metric=Metric.OUTPUT)
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=lj.headline)
     verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
     flip = ("NCCL_P2P_DISABLE=1: faster at C=1 (+12.3 %), slower at C=8 (-15.1 %): it flips with concurrency, "
             "so judge it at the workload's own level (probe.judge_concurrency).")
     assert flip in verdict
-    section = levels_markdown(lj)
+    section = section_lines(levels_section(lj))
     assert section[0] == "## Per concurrency level"
     assert "verdicts at 97.5 % (95 % over the 2 levels, Bonferroni)" in section[2]
     assert '"Use it" rests on C=1 (probe.judge_concurrency).' in section[2]
@@ -297,11 +299,12 @@ def test_per_level_section_and_the_flip_in_the_verdict():
     assert table[3] == "| NCCL_P2P_DISABLE=1 | +12.3 % faster | -15.1 % slower |"
     assert table[4] == "| NCCL_PROTO=LL | -0.1 % no significant difference | -0.1 % no significant difference |"
     assert section[-2] == f"- {flip}"
-    md = report_markdown(df, verdict, INFO, "s", levels=section)
+    md = report_markdown(night(records))
     assert md.index("## Trials vs baseline") < md.index("## Per concurrency level")  # after the per-set table
+    assert "\n".join(section) in md
     # a single-stream night: no section, no sentence
     single = judge_levels(records, metric=Metric.OUTPUT, levels=())
-    assert levels_markdown(single) == [] and "flips" not in verdict_paragraph(df, INFO, judgement=single.headline,
+    assert levels_section(single) is None and "flips" not in verdict_paragraph(df, INFO, judgement=single.headline,
                                                                               levels=single)
 
 
@@ -313,7 +316,6 @@ def test_the_verdict_names_the_level_it_rests_on():
     lj = judge_levels(records, metric=Metric.OUTPUT, judged_level=8)
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=lj.judgements[1])
     assert confirmed_row(df) is None  # at one stream the confirmation did not hold
-    df.attrs[USE_KEY] = lj.winner  # as write_outputs marks it
     verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
     assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (robust level of 2 launches, one value "
                               "each, drift 0.3 %, fitted +0.2 % over the night")
@@ -321,4 +323,4 @@ def test_the_verdict_names_the_level_it_rests_on():
     assert "Best set: NCCL_ALGO=Ring (trial 3), +20.0 %" in verdict and "Use it." in verdict
     assert 'The headline and "Use it" rest on C=8 (probe.judge_concurrency)' in verdict
     assert "With one value per launch" in verdict
-    assert confirmed_row(df)["env"] == RING
+    assert confirmed_row(df, lj.headline)["env"] == RING  # the set "use it" rests on, at C=8
