@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 
 from tests.helpers import ROOT, sample_records, trial_record
 from tuner.record import Metric
-from tuner.report.frame import combine_frames, read_trials_csv, skipped_frame, trials_frame, write_trials_csv
+from tuner.report.frame import combine_frames, judged_trials, read_trials_csv, skipped_frame, write_trials_csv
 
 NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
 KERNEL = "nccl-tune-test-python"
@@ -43,8 +43,8 @@ def test_notebook_runs_against_a_study(tmp_path, monkeypatch):
     csv = tmp_path / "trials.csv"
     records = [*sample_records(), trial_record(11, "duplicate", status="skipped", env={"NCCL_PROTO": "LL"}, preset="ll",
                                                duplicate_of=3, cause="the same set to NCCL at 14336 B")]
-    write_trials_csv(combine_frames([trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01),
-                                     skipped_frame(records)]), csv)  # as nccl-tune report writes it
+    relaunches, story = judged_trials(records, metric=Metric.OUTPUT, min_effect=0.01)
+    write_trials_csv(combine_frames([relaunches, skipped_frame(records)]), csv, story)  # as nccl-tune report writes it
     df = read_trials_csv(csv)
     assert (df["status"] == "ok").sum() == 6 and (df["status"] == "crashed").sum() == 1
     assert (df["status"] == "skipped").sum() == 1

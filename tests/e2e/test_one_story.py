@@ -26,7 +26,7 @@ from tests.unit.report.page_reader import parse as parse_page
 from tuner.record import set_key
 from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
 from tuner.report.forest import plot_trials_vs_baseline
-from tuner.report.frame import env_text, frame_story, judged_order, read_trials_csv
+from tuner.report.frame import env_text, judged_order, read_trials_csv
 from tuner.report.history import plot_history
 from tuner.report.plots import plot_baselines
 from tuner.report.story import STORY_FILE, read_story
@@ -78,10 +78,9 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     level, launches, drift = base.group(1), int(base.group(2)), base.group(3)
     best = BEST.search(verdict)
 
-    # the judgement beside trials.csv, and the frame that carries it
+    # the judgement beside trials.csv, read back: the story every figure below is given
     df = read_trials_csv(study / "trials.csv")
-    story = frame_story(df)
-    assert story == read_story(study / STORY_FILE)
+    story = read_story(study / STORY_FILE)
     assert (f"{story.baseline_level:.1f}", len(story.baseline_levels), f"{story.drift * 100:.1f}") == (
         level, launches, drift)
     top = story.find(story.best) if story.best is not None else None
@@ -92,24 +91,24 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
                                  pct(top.high))
 
     # what each figure drew
-    baselines = plot_baselines(axes(), df)
+    baselines = plot_baselines(axes(), df, story)
     assert (f"{baselines.level:.1f}", f"{baselines.drift * 100:.1f}", baselines.levels) == (
         level, drift, story.baseline_levels)
     ax = axes()
-    rows = plot_trials_vs_baseline(ax, df, min_effect=0.01)
+    rows = plot_trials_vs_baseline(ax, df, story, min_effect=0.01)
     assert f"Every measured set vs the untuned baseline ({level} tok/s)" in ax.get_title()
     keys = {int(t): set_key(e, f or ()) for t, e, f in zip(df["trial"], df["env"], df["flags"], strict=True)}
     in_rows = list(dict.fromkeys(keys[r.trial] for r in rows if r.section == "tuned" and r.trial is not None))
     assert in_rows == [k for k in story.order() if k in in_rows]  # the judgement's order, best first
     assert [r.trial for r in rows if r.mark] == (sorted(top.trials) if top is not None else [])
     for name in variable_names(df):
-        panel = plot_variable_effect(axes(), df, name)
+        panel = plot_variable_effect(axes(), df, story, name)
         assert "unset" not in panel.values
         assert [(p.key, f"{p.gain:+.1f}") for p in panel.points] == [
             (s.key, f"{s.gain_pct:+.1f}") for s in story.sets if name in s.env]
-    legend = [t.get_text() for t in variable_effects_figure(df).legends[0].get_texts()]
+    legend = [t.get_text() for t in variable_effects_figure(df, story).legends[0].get_texts()]
     assert f"the baseline ({level} tok/s)" in legend
-    history = plot_history(axes(), df)
+    history = plot_history(axes(), df, story)
     if top is not None and top.ratio > 1:
         assert history.best == top.key and f"{history.best_gains[-1]:+.1f}" == pct(top.ratio)
 
@@ -118,7 +117,7 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     md_trials = [int(line.split("|")[1]) for line in ("|" + table).splitlines()[2:]]
     head = res.stdout.index("trial  kind")
     console = res.stdout[head:].split("\n\n", 1)[0].splitlines()[1:]
-    order = [int(t) for t in judged_order(df)["trial"]]
+    order = [int(t) for t in judged_order(df, story)["trial"]]
     assert md_trials == order and [int(line.split()[0]) for line in console] == order
     assert [r.trial for r in rows] == order
 
@@ -128,7 +127,7 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     assert page.paragraphs["verdict"][0] == verdict
     header, *html_rows = page.tables["sets"][0]
     assert [int(r[0]) for r in html_rows] == order
-    assert [r[header.index("env")] for r in html_rows] == [env_text(e) for e in judged_order(df)["env"]]
+    assert [r[header.index("env")] for r in html_rows] == [env_text(e) for e in judged_order(df, story)["env"]]
 
     # the notebook reads the same figures back
     text = _notebook_text(study / "trials.csv", tmp_path, monkeypatch)

@@ -111,7 +111,6 @@ from tuner.report.nights import (
     judge_night,
     night_baselines,
     open_night,
-    storage_error,
     study_listing,
 )
 from tuner.report.outputs import (
@@ -334,7 +333,6 @@ __all__ = [
     "skipped_frame",
     "split_skipped",
     "status_rows",
-    "storage_error",
     "story_of",
     "studies_json",
     "studies_table",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.errors import InputError
+from tuner.errors import InputError, StorageUnreadable
 from tuner.judging import (
     DEFAULT_MIN_EFFECT,
     SINGLE_STREAM,
@@ -50,7 +50,6 @@ __all__ = [
     "judge_night",
     "night_baselines",
     "open_night",
-    "storage_error",
     "study_listing",
 ]
 
@@ -130,15 +129,6 @@ def best_words(judged: HostJudgement, min_effect: float) -> str:
                     else "; its confirmation failed" if confirmed is False else "; not confirmed yet")
 
 
-def storage_error(storage: str, exc: Exception, key: str = "--storage") -> InputError:
-    """The InputError (exit 2) for a storage URL that cannot be read: its first line of the
-    driver's or Optuna's message, the URL without its password."""
-    why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return InputError(_CLI, key, hide_password(storage),
-                      "an Optuna storage: sqlite:///results/s/study.db, postgresql://user:pass@host:5432/db "
-                      "or journal:///shared/folder/study.log", why)
-
-
 def _sqlite_missing(url: str) -> Path | None:
     """The file of a ``sqlite:///`` URL when it does not exist (opening it would create it)."""
     if not url.startswith("sqlite:///"):
@@ -152,10 +142,7 @@ def _names(url: str) -> list[str]:
     if (missing := _sqlite_missing(url)) is not None:
         raise InputError(_CLI, "--storage", url, "an existing SQLite file (or another Optuna storage)",
                          f"{missing} does not exist")
-    try:
-        names = study_names(url)
-    except Exception as exc:  # driver, host, scheme: said, never a traceback
-        raise storage_error(url, exc) from None
+    names = study_names(url)  # StorageUnreadable (exit 2) for a driver, host or scheme problem
     return [n for n in names if not (n.endswith(SCREEN_SUFFIX) and n[:-len(SCREEN_SUFFIX)] in names)]
 
 
@@ -202,8 +189,8 @@ def open_night(name: str, storage: str | None, results: Path, *, study_key: str 
     except KeyError:
         raise InputError(_CLI, study_key, name, study_listing(storage, results),
                          f"no study of that name in {hide_password(url)}") from None
-    except Exception as exc:  # driver, host or scheme problems
-        raise storage_error(url, exc, storage_key) from None
+    except StorageUnreadable as exc:  # driver, host or scheme problems
+        raise exc.for_key(storage_key) from None
     store = StudyStore(study, {})
     check_format(store, url, name)
     return _night(name, url, study_dir, store)
@@ -227,8 +214,6 @@ def find_nights(storage: str | None, results: Path) -> list[Night]:
                 study = open_study(name, url, create=False)
             except KeyError:
                 continue  # deleted between the listing and now
-            except Exception as exc:
-                raise storage_error(url, exc) from None
             store = StudyStore(study, {})
             check_format(store, url, name)
             nights.append(_night(name, url, folder if folder is not None else results / name, store))
