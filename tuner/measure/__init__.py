@@ -14,7 +14,7 @@ its subclasses (exit status 1).
 The leaves import each other by leaf path, never through this face.
 """
 
-from tuner.measure.bench import BENCH_HELP, REQUESTS_HELP, format_table, levels_to_json, run_bench
+from tuner.measure.bench import format_table, levels_to_json, run_bench
 from tuner.measure.client import (
     API_KEY_ENV,
     DRAIN_S,
@@ -44,7 +44,6 @@ from tuner.measure.results import (
     TokensSource,
     format_result,
     is_burst,
-    percentile,
 )
 from tuner.measure.runs import DEFAULT_PROMPT, FixedRuns, StopRule, StopWhen, run_probe
 from tuner.measure.smoke import (
@@ -61,14 +60,12 @@ from tuner.measure.tally import Tally, run_metrics
 
 __all__ = [
     "API_KEY_ENV",
-    "BENCH_HELP",
     "DEFAULT_PROMPT",
     "DONE",
     "DRAIN_S",
     "DROPPABLE_FIELDS",
     "ERROR_BODY_BYTES",
     "MIN_TOKEN_GAP_S",
-    "REQUESTS_HELP",
     "SERVER_API_KEY_ENV",
     "SMOKE_EXPECT",
     "SMOKE_MAX_TOKENS",
@@ -96,7 +93,6 @@ __all__ = [
     "is_burst",
     "levels_to_json",
     "make_client",
-    "percentile",
     "probe_error_from",
     "ready_check",
     "refused_field",

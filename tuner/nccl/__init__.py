@@ -114,7 +114,6 @@ from tuner.nccl.log import (
 )
 from tuner.nccl.machine import (
     PATTERN_RING,
-    PATTERNS,
     CpuNode,
     NcclMachine,
     P2pLevelInForce,
@@ -230,7 +229,6 @@ __all__ = [
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "P2P_DISABLE_ECHO_FROM",
-    "PATTERNS",
     "PATTERN_RING",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",

@@ -17,8 +17,6 @@ from tuner.screen.loop import ESTIMATE_MARGIN, MAX_ENUMERATED, MAX_FAILED, MAX_S
 from tuner.screen.measure import RunContext, json_refused, log_path, measure, rows_of
 from tuner.screen.nccltests import (
     JSON_MIN_VERSION,
-    PER_ITER_MIN_VERSION,
-    VERSION_LINE_MIN_VERSION,
     Half,
     PerfResult,
     PerfRow,
@@ -91,7 +89,6 @@ __all__ = [
     "NEAREST_FACTOR",
     "NOT_SCREENED",
     "PERF_CSV_COLUMNS",
-    "PER_ITER_MIN_VERSION",
     "PLUGIN_ALGORITHMS",
     "PLUGIN_COLLECTIVES",
     "PLUGIN_PROTOCOLS",
@@ -103,7 +100,6 @@ __all__ = [
     "SIZE_MAX",
     "SUFFIX",
     "UNSET",
-    "VERSION_LINE_MIN_VERSION",
     "Bound",
     "Export",
     "Finished",

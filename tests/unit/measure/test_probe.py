@@ -342,17 +342,6 @@ def test_smoke_check_http_error(ref):
     assert ei.value.status == 503
 
 
-def test_percentile_matches_numpy_linear():
-    import numpy as np
-
-    from tuner.measure import percentile
-
-    vals = sorted([0.3, 0.1, 0.7, 0.2, 0.9, 0.4])
-    for q in (0, 25, 50, 90, 99, 100):
-        assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
-    assert percentile([0.5], 99) == 0.5
-
-
 def test_drain_failure_after_done_keeps_the_measurement():
     """A server that never ends the body after [DONE]: the run still counts (only the drain failed)."""
 
