@@ -26,8 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tuner.errors import StoppedByCheck
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.judging import Judgement
 from tuner.planning import ScreenedSet
 from tuner.record import RankedEntry, ScreenBound, ScreenExport, ScreenSummary, Status, TopSet, TrialRecord

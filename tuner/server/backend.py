@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.backends.catalogue import BackendChoice, BackendName, ServerName
+from tuner.backends import BackendChoice, BackendName, ServerName
 from tuner.nccl import NcclVersion, version_in_text
 
 __all__ = ["DISPATCH_BACKENDS", "SERVER_OVERRIDES", "Backend", "BackendName", "BackendProof", "allreduce_backend",

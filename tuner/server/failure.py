@@ -29,7 +29,7 @@ from tuner.errors import (
     ServerListensElsewhere,
     TrialFailed,
 )
-from tuner.inputs.config import ServerConfig
+from tuner.inputs import ServerConfig
 from tuner.record import Status
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, CauseKind, announced_port, extract_cause, find_cause, line_kind

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import InputError
-from tuner.inputs.config import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
+from tuner.inputs import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
 from tuner.nccl import FILE_VARS, read_xml_file
 from tuner.server import gpu
 from tuner.server.logpump import file_bound

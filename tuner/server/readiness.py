@@ -16,7 +16,7 @@ from typing import Protocol
 import httpx
 
 from tuner.errors import ProbeError, ProbeHTTPError, ProbeNoAnswer, TrialFailed
-from tuner.inputs.config import ServerConfig
+from tuner.inputs import ServerConfig
 from tuner.record import Status
 
 __all__ = ["WARMUP_SILENCE_S", "Starting", "says_loading", "wait_ready"]
