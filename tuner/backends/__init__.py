@@ -9,20 +9,26 @@ carries a set's decode allreduce and what that leaves its NCCL variables
 (:func:`set_carrier`, :func:`nccl_cannot_act_at_decode`).
 """
 
-from tuner.backends.carrier import NOT_NCCL, nccl_cannot_act_at_decode, set_carrier
+from tuner.backends.carrier import nccl_cannot_act_at_decode
 from tuner.backends.catalogue import (
     CATALOGUE,
     BackendChoice,
     BackendName,
     ServerName,
     choice_of,
-    choices,
     infeasible,
-    switch_keys,
     switch_versions,
     version_key,
 )
-from tuner.backends.entries import MiB
 
-__all__ = ["CATALOGUE", "NOT_NCCL", "BackendChoice", "BackendName", "MiB", "ServerName", "choice_of", "choices",
-           "infeasible", "nccl_cannot_act_at_decode", "set_carrier", "switch_keys", "switch_versions", "version_key"]
+__all__ = [
+    "CATALOGUE",
+    "BackendChoice",
+    "BackendName",
+    "ServerName",
+    "choice_of",
+    "infeasible",
+    "nccl_cannot_act_at_decode",
+    "switch_versions",
+    "version_key",
+]

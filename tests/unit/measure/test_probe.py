@@ -18,16 +18,9 @@ import pytest
 from tests import refserver  # the independent reference server (stdlib only)
 from tests.unit.measure.oracle import check_medians, check_run, check_stall
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
-from tuner.measure import (
-    ProbeResult,
-    RunMetrics,
-    api_url,
-    discover_model,
-    make_client,
-    run_probe,
-    smoke_check,
-    stream_once,
-)
+from tuner.measure import ProbeResult, RunMetrics, discover_model, make_client, run_probe, smoke_check
+from tuner.measure.client import api_url
+from tuner.measure.stream import stream_once
 
 TTFT = 0.05
 
