@@ -31,7 +31,7 @@ from tuner.nccl import (
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import ServerProcess, SignalGuard, build_env, port_holder, port_in_use, preflight
 
-__all__ = ["LOG_NAME", "check_inputs", "model_decode_size", "run"]
+__all__ = ["check_inputs", "model_decode_size", "run"]
 
 LOG_NAME = "diagnose.log"
 

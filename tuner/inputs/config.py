@@ -44,23 +44,12 @@ from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
 
 __all__ = [
-    "CPU_VENDOR_NAMES",
-    "DEFAULT_BASELINE_EVERY",
     "DEFAULT_MAX_TOKENS",
-    "DEFAULT_SPACE",
-    "MODES",
-    "PLACEHOLDER",
-    "PLACEHOLDERS",
     "PROGRAM_ACCEPTED",
-    "BeforeTuple",
     "ExperimentConfig",
-    "ModelConfig",
-    "NcclConfig",
     "ProbeConfig",
-    "ScreenConfig",
     "ServerConfig",
     "SmokeCheck",
-    "SweepConfig",
     "load_config",
     "program_problem",
 ]

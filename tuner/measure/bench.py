@@ -46,12 +46,7 @@ from tuner.measure.runs import DEFAULT_PROMPT
 from tuner.measure.stream import Endpoint, stream_once
 from tuner.record import LevelResult
 
-__all__ = [
-    "error_kinds",
-    "format_table",
-    "levels_to_json",
-    "run_bench",
-]
+__all__ = ["format_table", "levels_to_json", "run_bench"]
 
 _ERR_CHARS = 160
 _FIGURE = re.compile(r"\d+(?:\.\d+)?")  # the figures in an error message: durations, counts, statuses

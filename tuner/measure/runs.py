@@ -13,7 +13,7 @@ from tuner.measure.client import discover_model, make_client
 from tuner.measure.results import ProbeResult, RunMetrics
 from tuner.measure.stream import Endpoint, stream_once
 
-__all__ = ["DEFAULT_PROMPT", "FixedRuns", "StopRule", "StopWhen", "run_probe"]
+__all__ = ["DEFAULT_PROMPT", "FixedRuns", "StopWhen", "run_probe"]
 
 #: The prompt of every probe unless the experiment file sets one.
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."

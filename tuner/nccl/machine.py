@@ -18,7 +18,6 @@ from tuner.nccl.p2p import CPU_ARCHS, CPU_VENDORS, default_p2p_level, default_p2
 from tuner.nccl.types import NcclVersion
 
 __all__ = [
-    "PATTERN_RING",
     "CpuNode",
     "NcclMachine",
     "P2pLevelInForce",
@@ -26,7 +25,6 @@ __all__ = [
     "SearchFallback",
     "SearchGraph",
     "TopoLink",
-    "TopoPath",
     "machine_from_log",
 ]
 

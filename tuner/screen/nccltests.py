@@ -51,13 +51,9 @@ from tuner.nccl import NCCL_LINE
 from tuner.record import Status
 
 __all__ = [
-    "JSON_MIN_VERSION",
     "Half",
     "PerfResult",
-    "PerfRow",
-    "RankDevice",
     "busbw_factor",
-    "collective_name",
     "command_supports_json",
     "nccl_tests_version",
     "parse_json",

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from tuner.backends import BackendChoice, BackendName, ServerName
 from tuner.nccl import NcclVersion, version_in_text
 
-__all__ = ["DISPATCH_BACKENDS", "SERVER_OVERRIDES", "Backend", "BackendName", "BackendProof", "allreduce_backend",
-           "dispatch_order", "prove"]
+__all__ = ["SERVER_OVERRIDES", "Backend", "BackendProof", "allreduce_backend", "dispatch_order", "prove"]
 
 
 @dataclass(frozen=True)

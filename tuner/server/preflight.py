@@ -29,16 +29,11 @@ from tuner.server.logpump import file_bound
 from tuner.server.ports import port_holder, port_in_use
 
 __all__ = [
-    "COMMAND_LINE",
-    "LOG_FILES_PER_NIGHT",
-    "MODEL_FLAGS",
     "RESULTS_ACCEPTED",
     "Check",
     "check",
     "checks",
-    "disk_check",
     "disk_problem",
-    "gpu_check",
     "model_path_check",
     "nccl_file_check",
     "port_check",

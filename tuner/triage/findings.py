@@ -52,7 +52,7 @@ from tuner.nccl import (
 )
 from tuner.triage.model import FILES, Finding, FixSet, Triage
 
-__all__ = ["EXCLUSIVE", "FIX_VALUES", "MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
+__all__ = ["EXCLUSIVE", "FIX_VALUES", "NO_GRAPH", "triage"]
 
 #: The channel floor proposed for prefill where the search left too few (the published fix for
 #: the motivating box: ``NCCL_MIN_NCHANNELS=8``).
