@@ -2,11 +2,11 @@
 
 ``choice.py``: :class:`BackendChoice`, the names (:data:`BackendName`, :data:`ServerName`) and
 :func:`version_key`; ``entries.py``: :data:`CATALOGUE`, every released switch as read in the
-servers' source; ``catalogue.py``: :func:`choices`, :func:`choice_of`, :func:`infeasible`,
-:func:`switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
+servers' source; ``catalogue.py``: :func:`~tuner.backends.catalogue.choices`, :func:`choice_of`, :func:`infeasible`,
+:func:`~tuner.backends.catalogue.switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
 ``tuner.server.backend.prove``. The table is docs/BACKENDS.md. ``carrier.py`` says who
 carries a set's decode allreduce and what that leaves its NCCL variables
-(:func:`set_carrier`, :func:`nccl_cannot_act_at_decode`).
+(:func:`~tuner.backends.carrier.set_carrier`, :func:`nccl_cannot_act_at_decode`).
 """
 
 from tuner.backends.carrier import nccl_cannot_act_at_decode

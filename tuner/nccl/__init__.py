@@ -9,7 +9,7 @@ The leaves, lowest first:
   of NCCL_ALGO/NCCL_PROTO, NCCL_P2P_LEVEL and NCCL_THREAD_THRESHOLDS;
 * :mod:`~tuner.nccl.values`: each variable's rules (:func:`check_value`, :func:`canonical_value`,
   :func:`value_warnings`, :func:`accepted`);
-* :mod:`~tuner.nccl.choice`: the (algorithm, protocol) pairs NCCL may pick (:func:`allreduce_choices`,
+* :mod:`~tuner.nccl.choice`: the (algorithm, protocol) pairs NCCL may pick (:func:`~tuner.nccl.choice.allreduce_choices`,
   :func:`infeasible_reason`);
 * :mod:`~tuner.nccl.safety`: unsafe and risky values; :mod:`~tuner.nccl.sets`: rules for a whole
   set (:func:`cross_problems`, :func:`canonical_set`);

@@ -10,6 +10,7 @@ text ``"M.name"`` in a string (``monkeypatch.setattr("tuner.x.name", ...)``). Ru
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections import defaultdict
@@ -100,6 +101,7 @@ def uses(sources: dict[str, str] | None = None) -> dict[tuple[str, str], set[str
     return found
 
 
+@functools.cache
 def exported() -> dict[str, list[str]]:
     """Each module's ``__all__`` (read from its text), by dotted name; the simulator left out."""
     out = {}
@@ -114,10 +116,19 @@ def exported() -> dict[str, list[str]]:
 
 def own_uses(module: str, name: str) -> int:
     """How often ``name`` appears in ``module``'s own text as a loaded name, past its definition."""
-    tree = ast.parse(module_files()[module].read_text())
-    return sum(1 for n in ast.walk(tree)
-               if (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
-               or (isinstance(n, ast.Attribute) and n.attr == name))
+    return _loaded(module).get(name, 0)
+
+
+@functools.cache
+def _loaded(module: str) -> dict[str, int]:
+    """How often each identifier is loaded (a name or an attribute) in ``module``'s text."""
+    out: dict[str, int] = defaultdict(int)
+    for n in ast.walk(ast.parse(module_files()[module].read_text())):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out[n.id] += 1
+        elif isinstance(n, ast.Attribute):
+            out[n.attr] += 1
+    return out
 
 
 def room_of(user: str) -> str:
