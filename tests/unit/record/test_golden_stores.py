@@ -27,6 +27,13 @@ GOLDEN = {
 }
 
 
+#: The study attributes each version added (tuner/record/format.py's list).
+ADDED = {2: {"format_version", "metric"}, 3: {"triage"}, 4: {"judge_concurrency"},
+         5: {"confirm_skipped", "next_run"}, 6: {"allreduce_server", "trials"}}
+#: The trial attributes each version added.
+TRIAL_ADDED = {6: {"backend_choice", "backend_applied", "backend_reason"}}
+
+
 def _open(tmp_path, version: int) -> tuple[StudyStore, str]:
     commit, study = GOLDEN[version]
     url = default_storage(old_store(study, tmp_path, commit=commit))
@@ -74,3 +81,16 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     assert (info.trials is not None) == (version >= 6)
     records = _open(tmp_path / "again", version)[0].records()
     assert all(r.backend_choice == "" and r.backend_applied is None for r in records)
+
+
+@pytest.mark.parametrize("version", sorted(GOLDEN))
+def test_each_store_holds_the_attributes_of_its_version_and_no_later_one(tmp_path, version):
+    """The stores are what their format says: a version's store holds every attribute its
+    version and the earlier ones added, and none a later one added."""
+    study = _open(tmp_path, version)[0].study
+    for added, keys in ADDED.items():
+        assert (keys <= set(study.user_attrs)) == (added <= version)
+        assert (keys & set(study.user_attrs) == set()) == (added > version)
+    for trial in study.get_trials(deepcopy=False):
+        for added, keys in TRIAL_ADDED.items():
+            assert (keys <= set(trial.user_attrs)) == (added <= version), trial.number
