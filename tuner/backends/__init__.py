@@ -2,27 +2,33 @@
 
 ``choice.py``: :class:`BackendChoice`, the names (:data:`BackendName`, :data:`ServerName`) and
 :func:`version_key`; ``entries.py``: :data:`CATALOGUE`, every released switch as read in the
-servers' source; ``catalogue.py``: :func:`choices`, :func:`choice_of`, :func:`infeasible`,
-:func:`switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
+servers' source; ``catalogue.py``: :func:`~tuner.backends.catalogue.choices`, :func:`choice_of`, :func:`infeasible`,
+:func:`~tuner.backends.catalogue.switch_keys`, :func:`switch_versions`. Static knowledge only: the proof of one launch is
 ``tuner.server.backend.prove``. The table is docs/BACKENDS.md. ``carrier.py`` says who
 carries a set's decode allreduce and what that leaves its NCCL variables
-(:func:`set_carrier`, :func:`nccl_cannot_act_at_decode`).
+(:func:`~tuner.backends.carrier.set_carrier`, :func:`nccl_cannot_act_at_decode`).
 """
 
-from tuner.backends.carrier import NOT_NCCL, nccl_cannot_act_at_decode, set_carrier
+from tuner.backends.carrier import nccl_cannot_act_at_decode
 from tuner.backends.catalogue import (
     CATALOGUE,
     BackendChoice,
     BackendName,
     ServerName,
     choice_of,
-    choices,
     infeasible,
-    switch_keys,
     switch_versions,
     version_key,
 )
-from tuner.backends.entries import MiB
 
-__all__ = ["CATALOGUE", "NOT_NCCL", "BackendChoice", "BackendName", "MiB", "ServerName", "choice_of", "choices",
-           "infeasible", "nccl_cannot_act_at_decode", "set_carrier", "switch_keys", "switch_versions", "version_key"]
+__all__ = [
+    "CATALOGUE",
+    "BackendChoice",
+    "BackendName",
+    "ServerName",
+    "choice_of",
+    "infeasible",
+    "nccl_cannot_act_at_decode",
+    "switch_versions",
+    "version_key",
+]

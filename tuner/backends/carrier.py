@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from tuner.backends.catalogue import BackendName, choice_of
 from tuner.nccl import is_tuning_variable
 
-__all__ = ["NOT_NCCL", "nccl_cannot_act_at_decode", "set_carrier"]
+__all__ = ["nccl_cannot_act_at_decode"]
 
 #: Backends that take the decode allreduce away from NCCL (``none``: TP 1, no allreduce at all).
 #: ``nccl_symmetric`` and ``unknown`` are not in it: NCCL may still carry it.

@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.cli.common import Help, nonneg_int, positive, url
 from tuner.errors import ExitCode
+from tuner.inputs import DEFAULT_MAX_TOKENS
 
 __all__ = ["add_parser", "run"]
 
@@ -19,7 +20,7 @@ def add_parser(sub: Any) -> None:
                         formatter_class=Help)
     pr.add_argument("--url", required=True, type=url, help="server base URL, e.g. http://127.0.0.1:8000")
     pr.add_argument("--model", help="model id (default: first of /v1/models)")
-    pr.add_argument("--max-tokens", type=positive(int), default=512, help="tokens per run")
+    pr.add_argument("--max-tokens", type=positive(int), default=DEFAULT_MAX_TOKENS, help="tokens per run")
     pr.add_argument("--repeats", type=positive(int), default=3, help="recorded runs")
     pr.add_argument("--warmup", type=nonneg_int, default=1, help="unrecorded runs first")
     pr.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")

@@ -23,38 +23,25 @@ Leaves: ``model`` (the dataclasses, ``diagnose.json``), ``analysis`` (a log -> a
 (what a launch asks NCCL to log, for the sweep's launches too).
 """
 
-from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
-from tuner.diagnose.debug import DEBUG_ENV, LOGGING_ENV, TUNING_DEBUG_ENV
-from tuner.diagnose.launch import LOG_NAME, check_inputs, model_decode_size, run
-from tuner.diagnose.model import SCHEMA, DecodeInfo, DecodeSize, Diagnosis, SizeRow, TuningRow, decode_pick
-from tuner.diagnose.render import markdown, print_diagnosis, sizes_table, summary_rows, triage_lines, tuning_table
-from tuner.diagnose.store import JSON_NAME, MD_NAME, load_diagnosis, write_diagnosis
+from tuner.diagnose.debug import DEBUG_ENV, LOGGING_ENV
+from tuner.diagnose.launch import check_inputs, model_decode_size, run
+from tuner.diagnose.model import DecodeInfo, Diagnosis, SizeRow, TuningRow, decode_pick
+from tuner.diagnose.render import print_diagnosis
+from tuner.diagnose.store import JSON_NAME, load_diagnosis, write_diagnosis
 
 __all__ = [
     "DEBUG_ENV",
     "JSON_NAME",
     "LOGGING_ENV",
-    "LOG_NAME",
-    "MD_NAME",
-    "PROBE_MARK",
-    "SCHEMA",
-    "TUNING_DEBUG_ENV",
     "DecodeInfo",
-    "DecodeSize",
     "Diagnosis",
     "SizeRow",
     "TuningRow",
-    "build_diagnosis",
     "check_inputs",
     "decode_pick",
     "load_diagnosis",
-    "markdown",
     "model_decode_size",
     "print_diagnosis",
     "run",
-    "sizes_table",
-    "summary_rows",
-    "triage_lines",
-    "tuning_table",
     "write_diagnosis",
 ]

@@ -17,8 +17,7 @@ from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
 from tuner.diagnose.debug import LOGGING_ENV, TUNING_DEBUG_ENV
 from tuner.diagnose.model import DecodeSize, Diagnosis
 from tuner.errors import MachineNotClean, ProbeError, TrialFailed
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.model import decode_allreduce_bytes, load_model_shape
+from tuner.inputs import ExperimentConfig, decode_allreduce_bytes, load_model_shape
 from tuner.measure import RunMetrics, find_api_key, make_client, ready_check, run_probe
 from tuner.nccl import (
     DEBUG_FILE_VAR,
@@ -30,10 +29,9 @@ from tuner.nccl import (
     server_log_source,
 )
 from tuner.redaction import redact, scrub, secret_values
-from tuner.server import ServerProcess, build_env, port_holder, port_in_use, preflight
-from tuner.server.signals import SignalGuard
+from tuner.server import ServerProcess, SignalGuard, build_env, port_holder, port_in_use, preflight
 
-__all__ = ["LOG_NAME", "check_inputs", "model_decode_size", "run"]
+__all__ = ["check_inputs", "model_decode_size", "run"]
 
 LOG_NAME = "diagnose.log"
 

@@ -13,7 +13,7 @@ from tuner.nccl import TuningTable
 from tuner.plaintext import plain_table
 from tuner.triage import Triage
 
-__all__ = ["markdown", "print_diagnosis", "sizes_table", "summary_rows", "triage_lines", "tuning_table"]
+__all__ = ["markdown", "print_diagnosis"]
 
 _PROTOS = ("LL", "LL128", "Simple")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from tuner.diagnose.model import SCHEMA, Diagnosis
 from tuner.diagnose.render import markdown
 
-__all__ = ["JSON_NAME", "MD_NAME", "load_diagnosis", "write_diagnosis"]
+__all__ = ["JSON_NAME", "load_diagnosis", "write_diagnosis"]
 
 JSON_NAME, MD_NAME = "diagnose.json", "diagnose.md"
 

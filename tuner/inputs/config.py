@@ -44,23 +44,12 @@ from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
 
 __all__ = [
-    "CPU_VENDOR_NAMES",
-    "DEFAULT_BASELINE_EVERY",
-    "DEFAULT_SPACE",
-    "MODES",
-    "PLACEHOLDER",
-    "PLACEHOLDERS",
+    "DEFAULT_MAX_TOKENS",
     "PROGRAM_ACCEPTED",
-    "SIZE_PLACEHOLDERS",
-    "BeforeTuple",
     "ExperimentConfig",
-    "ModelConfig",
-    "NcclConfig",
     "ProbeConfig",
-    "ScreenConfig",
     "ServerConfig",
     "SmokeCheck",
-    "SweepConfig",
     "load_config",
     "program_problem",
 ]
@@ -72,6 +61,9 @@ PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
 PLACEHOLDER = re.compile(r"(?:--[\w-]+=)?\{([a-z_]+)\}")
 PLACEHOLDERS = ("port", "python")
 DEFAULT_SPACE = Path("search_spaces/default.toml")
+#: Tokens per probe run unless the experiment file sets ``probe.max_tokens`` (also
+#: :func:`tuner.measure.run_probe`'s default).
+DEFAULT_MAX_TOKENS = 512
 
 
 def _int(low: int, high: int | None = None) -> Any:
@@ -223,7 +215,7 @@ class ProbeConfig(FileModel):
     """
 
     prompt: Annotated[str, _TEXT] = "Count from 1 to 50."
-    max_tokens: Annotated[int, _int(2, 1_000_000)] = 512
+    max_tokens: Annotated[int, _int(2, 1_000_000)] = DEFAULT_MAX_TOKENS
     warmup: Annotated[int, _int(0, 100)] = 1
     repeats: Annotated[int | Literal["auto"], PlainValidator(_repeats)] = 3
     max_repeats: Annotated[int, _int(2, 1000)] = 15
@@ -342,10 +334,6 @@ class NcclConfig(FileModel):
     def nccl_version(self) -> NcclVersion | None:
         """``version`` parsed, or None."""
         return NcclVersion.parse(self.version) if self.version else None
-
-
-#: Placeholders of ``[screen] command``: one size, or the smallest and largest of several.
-SIZE_PLACEHOLDERS = ("{size}", "{min_size}", "{max_size}")
 
 
 class ModelConfig(FileModel):

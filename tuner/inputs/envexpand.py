@@ -21,13 +21,7 @@ from typing import Any
 
 from tuner.errors import InputError
 
-__all__ = [
-    "ACCEPTED",
-    "NumericOf",
-    "expand",
-    "expand_text",
-    "references",
-]
+__all__ = ["expand", "expand_text", "references"]
 
 _REF = re.compile(r"\$\$|\$\{([^}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -23,16 +23,7 @@ from typing import Any
 
 from tuner.errors import InputError
 
-__all__ = [
-    "DTYPE_BYTES",
-    "AllreduceCount",
-    "MessageSize",
-    "ModelShape",
-    "allreduces_per_token",
-    "decode_allreduce_bytes",
-    "load_model_shape",
-    "prefill_allreduce_bytes",
-]
+__all__ = ["allreduces_per_token", "decode_allreduce_bytes", "load_model_shape", "prefill_allreduce_bytes"]
 
 #: Bytes per element of the activation dtypes a server computes in.
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}

@@ -45,22 +45,16 @@ from tuner.nccl import (
 from tuner.redaction import REDACTED, is_secret
 
 __all__ = [
-    "MISSING",
     "SECRET_ACCEPTED",
     "SECRET_WHY",
-    "UNSAFE_ACCEPTED",
-    "AsWritten",
     "FileModel",
     "LoadContext",
-    "NcclCheck",
     "PresetEnv",
     "ServerEnv",
     "as_written",
     "check_nccl",
     "check_nccl_file",
-    "check_nccl_set",
     "detail",
-    "dotted",
     "input_error",
     "input_problems",
     "load_context",

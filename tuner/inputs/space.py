@@ -55,15 +55,7 @@ from tuner.inputs.schema import (
 from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
 
-__all__ = [
-    "BACKEND_SPACE",
-    "UNSET",
-    "Preset",
-    "Scalar",
-    "SearchSpace",
-    "backend_space_path",
-    "load_space",
-]
+__all__ = ["BACKEND_SPACE", "UNSET", "Preset", "SearchSpace", "backend_space_path", "load_space"]
 
 #: The candidate meaning "do not set the variable; let NCCL choose".
 UNSET = "unset"

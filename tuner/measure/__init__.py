@@ -14,101 +14,24 @@ its subclasses (exit status 1).
 The leaves import each other by leaf path, never through this face.
 """
 
-from tuner.measure.bench import BENCH_HELP, REQUESTS_HELP, format_table, levels_to_json, run_bench
-from tuner.measure.client import (
-    API_KEY_ENV,
-    DRAIN_S,
-    DROPPABLE_FIELDS,
-    ERROR_BODY_BYTES,
-    SERVER_API_KEY_ENV,
-    DrainBound,
-    api_url,
-    body_excerpt,
-    bounded_body,
-    discover_model,
-    error_message,
-    find_api_key,
-    make_client,
-    probe_error_from,
-    refused_field,
-    refused_fields,
-    request_timeouts,
-    status_error,
-    unframed_error,
-)
+from tuner.measure.bench import format_table, levels_to_json, run_bench
+from tuner.measure.client import discover_model, find_api_key, make_client
 from tuner.measure.readiness import ready_check
-from tuner.measure.results import (
-    MIN_TOKEN_GAP_S,
-    ProbeResult,
-    RunMetrics,
-    TokensSource,
-    format_result,
-    is_burst,
-    percentile,
-)
-from tuner.measure.runs import DEFAULT_PROMPT, FixedRuns, StopRule, StopWhen, run_probe
-from tuner.measure.smoke import (
-    SMOKE_EXPECT,
-    SMOKE_MAX_TOKENS,
-    SMOKE_PROMPT,
-    SMOKE_RETRY_MAX_TOKENS,
-    CheckResult,
-    smoke_check,
-)
-from tuner.measure.sse import DONE, SseFramer, server_error, sse_lines
-from tuner.measure.stream import Endpoint, stream_once
-from tuner.measure.tally import Tally, run_metrics
+from tuner.measure.results import ProbeResult, RunMetrics, format_result
+from tuner.measure.runs import run_probe
+from tuner.measure.smoke import smoke_check
 
 __all__ = [
-    "API_KEY_ENV",
-    "BENCH_HELP",
-    "DEFAULT_PROMPT",
-    "DONE",
-    "DRAIN_S",
-    "DROPPABLE_FIELDS",
-    "ERROR_BODY_BYTES",
-    "MIN_TOKEN_GAP_S",
-    "REQUESTS_HELP",
-    "SERVER_API_KEY_ENV",
-    "SMOKE_EXPECT",
-    "SMOKE_MAX_TOKENS",
-    "SMOKE_PROMPT",
-    "SMOKE_RETRY_MAX_TOKENS",
-    "CheckResult",
-    "DrainBound",
-    "Endpoint",
-    "FixedRuns",
     "ProbeResult",
     "RunMetrics",
-    "SseFramer",
-    "StopRule",
-    "StopWhen",
-    "Tally",
-    "TokensSource",
-    "api_url",
-    "body_excerpt",
-    "bounded_body",
     "discover_model",
-    "error_message",
     "find_api_key",
     "format_result",
     "format_table",
-    "is_burst",
     "levels_to_json",
     "make_client",
-    "percentile",
-    "probe_error_from",
     "ready_check",
-    "refused_field",
-    "refused_fields",
-    "request_timeouts",
     "run_bench",
-    "run_metrics",
     "run_probe",
-    "server_error",
     "smoke_check",
-    "sse_lines",
-    "status_error",
-    "stream_once",
-    "unframed_error",
 ]

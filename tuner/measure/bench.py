@@ -38,29 +38,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import numpy as np
 
 from tuner.errors import ProbeError
 from tuner.measure.client import discover_model, make_client
-from tuner.measure.results import percentile
 from tuner.measure.runs import DEFAULT_PROMPT
 from tuner.measure.stream import Endpoint, stream_once
 from tuner.record import LevelResult
 
-__all__ = [
-    "BENCH_HELP",
-    "REQUESTS_HELP",
-    "error_kinds",
-    "format_table",
-    "levels_to_json",
-    "run_bench",
-]
-
-BENCH_HELP = (
-    "Concurrency table: for each level C, C workers each send REQUESTS streamed requests in "
-    "sequence (C x REQUESTS requests per level, C in flight); prints ok/total, errors, wall time, "
-    "aggregate tok/s (completion tokens of ok requests / wall) and E2E latency avg/p50/p99."
-)
-REQUESTS_HELP = "requests per worker at each level (a level sends C x REQUESTS requests in total)"
+__all__ = ["format_table", "levels_to_json", "run_bench"]
 
 _ERR_CHARS = 160
 _FIGURE = re.compile(r"\d+(?:\.\d+)?")  # the figures in an error message: durations, counts, statuses
@@ -135,8 +121,8 @@ def _run_level(
         wall_s=wall,
         aggregate_tok_s=tokens / wall if wall > 0 else 0.0,
         latency_avg_s=statistics.fmean(lat) if lat else None,
-        latency_p50_s=percentile(lat, 50.0) if lat else None,
-        latency_p99_s=percentile(lat, 99.0) if lat else None,
+        latency_p50_s=float(np.percentile(lat, 50.0)) if lat else None,
+        latency_p99_s=float(np.percentile(lat, 99.0)) if lat else None,
         completion_tokens=tokens,
         ttft_avg_s=statistics.fmean(ttft) if ttft else None,
         tokens_counted=counted,

@@ -27,17 +27,14 @@ import httpx
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
 
 __all__ = [
-    "API_KEY_ENV",
     "DRAIN_S",
     "DROPPABLE_FIELDS",
     "ERROR_BODY_BYTES",
-    "SERVER_API_KEY_ENV",
     "DrainBound",
     "api_url",
     "body_excerpt",
     "bounded_body",
     "discover_model",
-    "error_message",
     "find_api_key",
     "make_client",
     "probe_error_from",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.measure.client import discover_model, find_api_key, make_client
 from tuner.measure.stream import stream_once
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["MIN_TOKEN_GAP_S", "ProbeResult", "RunMetrics", "TokensSource", "format_result", "is_burst", "percentile"]
+__all__ = ["MIN_TOKEN_GAP_S", "ProbeResult", "RunMetrics", "TokensSource", "format_result", "is_burst"]
 
 #: Shortest plausible time per token of one stream (s): 10,000 tok/s. The fastest single-stream
 #: decode published (wafer-scale and LPU systems, small models) is about 2,000-3,000 tok/s, so a
@@ -31,16 +31,6 @@ MIN_TOKEN_GAP_S = 1e-4
 
 #: Where a run's output token count came from (:mod:`tuner.measure.tally`).
 TokensSource = Literal["usage", "max_tokens", "chunks"]
-
-
-def percentile(sorted_vals: list[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default) of an ascending non-empty list; q in [0, 100]."""
-    if len(sorted_vals) == 1:
-        return sorted_vals[0]
-    pos = (len(sorted_vals) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
 def is_burst(times: Sequence[float], tokens: int) -> bool:

@@ -8,11 +8,12 @@ from typing import Protocol
 
 import httpx
 
+from tuner.inputs import DEFAULT_MAX_TOKENS
 from tuner.measure.client import discover_model, make_client
 from tuner.measure.results import ProbeResult, RunMetrics
 from tuner.measure.stream import Endpoint, stream_once
 
-__all__ = ["DEFAULT_PROMPT", "FixedRuns", "StopRule", "StopWhen", "run_probe"]
+__all__ = ["DEFAULT_PROMPT", "FixedRuns", "StopWhen", "run_probe"]
 
 #: The prompt of every probe unless the experiment file sets one.
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -81,7 +82,7 @@ def run_probe(
     *,
     model: str | None = None,
     prompt: str = DEFAULT_PROMPT,
-    max_tokens: int = 512,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
     warmup: int = 1,
     repeats: int | StopRule = 3,
     stall_timeout_s: float = 60.0,

@@ -10,7 +10,7 @@ import httpx
 
 from tuner.measure.stream import Endpoint, stream_once
 
-__all__ = ["SMOKE_EXPECT", "SMOKE_MAX_TOKENS", "SMOKE_PROMPT", "SMOKE_RETRY_MAX_TOKENS", "CheckResult", "smoke_check"]
+__all__ = ["smoke_check"]
 
 SMOKE_PROMPT = "What is the capital of France?"
 SMOKE_EXPECT = "Paris"

@@ -15,8 +15,14 @@ from tuner.nccl.lists import PER_COLLECTIVE_SINCE, PROTOS, Matrix, algos, defaul
 from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, NcclVersion, Topology, judged_version
 from tuner.nccl.values import canonical_value
 
-__all__ = ["RING_KEPT_BEFORE", "SERVER_COLLECTIVES", "Choices", "allreduce_choices", "infeasible_reason", "ll128_auto",
-           "no_algorithm_warn", "starvation_note", "starvation_versions"]
+__all__ = [
+    "allreduce_choices",
+    "infeasible_reason",
+    "ll128_auto",
+    "no_algorithm_warn",
+    "starvation_note",
+    "starvation_versions",
+]
 
 #: Up to 2.18 NCCL_ALGO never disables Ring for a collective other than AllReduce ("Never disable
 #: ring for non-allreduce operations. That allows to run real apps with NCCL_ALGO=TREE",

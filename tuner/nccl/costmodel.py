@@ -22,8 +22,7 @@ from typing import Protocol
 from tuner.nccl.choice import allreduce_choices
 from tuner.nccl.types import NcclVersion, Topology, judged_version
 
-__all__ = ["COST_ALGOS", "COST_PROTOS", "CostTable", "GraphLike", "ModelGraph", "Pick", "allreduce_table",
-           "nccl_pick"]
+__all__ = ["CostTable", "ModelGraph", "Pick", "allreduce_table", "nccl_pick"]
 
 #: Index order of src/include/device.h (NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1; NCCL_PROTO_LL 0,
 #: NCCL_PROTO_LL128 1, NCCL_PROTO_SIMPLE 2): the order ties are broken in.

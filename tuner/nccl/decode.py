@@ -31,8 +31,16 @@ from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
 from tuner.nccl.values import DEFAULT_BUFFSIZE, NCCL_STEPS, canonical_value, max_channels
 
-__all__ = ["COPY_ENGINE", "SYMMETRIC", "TREE_ALL_THREADS_FROM", "WARP_SIZE", "DecodeChoice", "DecodeEffect", "Launch",
-           "comm_channels", "decode_effect", "launch", "max_threads", "nccl_name", "thread_threshold"]
+__all__ = [
+    "COPY_ENGINE",
+    "SYMMETRIC",
+    "DecodeChoice",
+    "Launch",
+    "comm_channels",
+    "decode_effect",
+    "launch",
+    "nccl_name",
+]
 
 #: The ``algorithm`` of an operation NCCL ran (:class:`tuner.nccl.log.Operation`, :class:`DecodeChoice`) with a symmetric kernel (its ``protocol``
 #: is the kernel's name, e.g. ``AllReduce_AGxLL_R``) or with the copy engine (``protocol``

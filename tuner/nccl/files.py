@@ -20,8 +20,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEBUG_FILE_VAR", "TRIAL_PATTERN", "DebugFile", "debug_file_warnings", "expand_debug_file",
-           "find_debug_files", "has_pid", "host_name"]
+__all__ = [
+    "DEBUG_FILE_VAR",
+    "TRIAL_PATTERN",
+    "DebugFile",
+    "debug_file_warnings",
+    "expand_debug_file",
+    "find_debug_files",
+    "has_pid",
+]
 
 DEBUG_FILE_VAR = "NCCL_DEBUG_FILE"
 #: The file name nccl-tune gives each process's NCCL log inside a trial's folder: one per host and pid.

@@ -26,8 +26,16 @@ from dataclasses import dataclass
 
 from tuner.nccl.types import NcclVersion
 
-__all__ = ["ALGO_SINCE", "FUNCS", "PER_COLLECTIVE_SINCE", "PROTOS", "ListReading", "Matrix", "algos", "canonical_text",
-           "default_matrix", "elements", "read_list"]
+__all__ = [
+    "FUNCS",
+    "PER_COLLECTIVE_SINCE",
+    "PROTOS",
+    "Matrix",
+    "algos",
+    "canonical_text",
+    "default_matrix",
+    "read_list",
+]
 
 #: Collectives in NCCL's order (src/init.cc ``ncclFuncStr``); the only valid prefixes.
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")

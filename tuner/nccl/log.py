@@ -28,8 +28,16 @@ from tuner.nccl.p2p import cpu_kind
 from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NcclVersion, Topology
 
-__all__ = ["GRAPH_LINE", "SERVER_LOG", "Fold", "LogSource", "Operation", "ParsedLog", "decode_choice", "parse_log", "parse_sources",
-           "topology_from_log"]
+__all__ = [
+    "SERVER_LOG",
+    "LogSource",
+    "Operation",
+    "ParsedLog",
+    "decode_choice",
+    "parse_log",
+    "parse_sources",
+    "topology_from_log",
+]
 
 #: The label of the server's own output (stdout and stderr through nccl-tune's pipe).
 SERVER_LOG = "server log"

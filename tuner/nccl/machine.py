@@ -18,8 +18,6 @@ from tuner.nccl.p2p import CPU_ARCHS, CPU_VENDORS, default_p2p_level, default_p2
 from tuner.nccl.types import NcclVersion
 
 __all__ = [
-    "PATTERNS",
-    "PATTERN_RING",
     "CpuNode",
     "NcclMachine",
     "P2pLevelInForce",
@@ -27,12 +25,9 @@ __all__ = [
     "SearchFallback",
     "SearchGraph",
     "TopoLink",
-    "TopoPath",
     "machine_from_log",
 ]
 
-#: NCCL_TOPO_PATTERN_* (src/include/graph.h).
-PATTERNS = {1: "balanced tree", 2: "split tree", 3: "tree", 4: "ring", 5: "NVLS", 6: "CollNet direct"}
 #: NCCL_TOPO_PATTERN_RING (src/include/graph.h).
 PATTERN_RING = 4
 #: NCCL_TOPO_ID_LOCAL_ID_MASK (src/graph/topo.h): a node id is ``systemId << 56 | localId``.

@@ -23,8 +23,14 @@ import re
 
 from tuner.nccl.types import NcclVersion, judged_version
 
-__all__ = ["HARDWARE_SELECTORS", "KNOWN_NAMES", "OWN_PREFIX", "TUNING_NAMES", "TUNING_PREFIXES", "closest_name",
-           "is_hardware_selector", "is_tuning_variable", "name_problem", "name_warning", "read_by"]
+__all__ = [
+    "HARDWARE_SELECTORS",
+    "OWN_PREFIX",
+    "is_hardware_selector",
+    "is_tuning_variable",
+    "name_problem",
+    "name_warning",
+]
 
 #: name without ``NCCL_`` -> (first release reading it, last release reading it); "" = open end.
 _NAMES: dict[str, tuple[str, str]] = {

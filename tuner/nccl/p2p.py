@@ -14,8 +14,16 @@ from __future__ import annotations
 from tuner.nccl.cnum import C_SPACE, as_c_int, strtoll_erange
 from tuner.nccl.types import NEWEST_VERIFIED, NcclVersion, judged_version
 
-__all__ = ["CPU_ARCHS", "CPU_KINDS", "CPU_VENDORS", "DEFAULT_PXB_FROM", "cpu_kind", "default_p2p_level", "default_p2p_reason",
-           "p2p_levels", "read_p2p_level"]
+__all__ = [
+    "CPU_ARCHS",
+    "CPU_KINDS",
+    "CPU_VENDORS",
+    "cpu_kind",
+    "default_p2p_level",
+    "default_p2p_reason",
+    "p2p_levels",
+    "read_p2p_level",
+]
 
 #: Path names by release, best to worst, up to SYS (src/graph/topo.cc, topoPathTypeStr).
 _LEVELS_BEFORE_226 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")

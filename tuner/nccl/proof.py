@@ -15,8 +15,7 @@ from tuner.nccl.log import SERVER_LOG, ParsedLog
 from tuner.nccl.types import NcclVersion
 from tuner.nccl.values import canonical_value
 
-__all__ = ["P2P_DISABLE_ECHO_FROM", "RAY_COPIES_NCCL_FROM", "Confirmations", "ProofRow", "confirmations",
-           "rank_list", "unlaunched_echoes"]
+__all__ = ["confirmations", "rank_list", "unlaunched_echoes"]
 
 P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel echoes the disable env
 #: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tuner.nccl.lines import strip_wrappers
 
-__all__ = ["LINE_STARTS", "MAX_PENDING", "CutLine", "Rejoined", "rejoin"]
+__all__ = ["LINE_STARTS", "MAX_PENDING", "CutLine", "rejoin"]
 
 #: Most cut heads waiting for their tail at once; the oldest beyond it goes to ``cut``.
 MAX_PENDING = 64

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["NEWEST_VERIFIED", "OLDEST_SUPPORTED", "Link", "NcclVersion", "Topology", "judged_version"]
+__all__ = ["NEWEST_VERIFIED", "OLDEST_SUPPORTED", "NcclVersion", "Topology", "judged_version"]
 
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][\w.+-]*)?\s*$")
 

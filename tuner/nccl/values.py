@@ -69,9 +69,17 @@ from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.xmlfiles import FILE_VARS, XML_VERSION
 
-__all__ = ["CTAS_LOW_IGNORED_FROM", "CUDA_DEFAULT_CONNECTIONS", "CUMEM_AUTO_FROM", "DEBUG_LEVELS", "DEFAULT_BUFFSIZE",
-           "MAX_CHANNELS_FROM", "NCCL_STEPS", "NTHREADS_INFO_FROM", "RULED_NAMES", "accepted", "canonical_value",
-           "check_value", "max_channels", "nthreads_level", "value_warnings"]
+__all__ = [
+    "DEFAULT_BUFFSIZE",
+    "NCCL_STEPS",
+    "RULED_NAMES",
+    "accepted",
+    "canonical_value",
+    "check_value",
+    "max_channels",
+    "nthreads_level",
+    "value_warnings",
+]
 
 NCCL_STEPS = 8  # src/include/device.h
 DEFAULT_BUFFSIZE = 1 << 22  # src/init.cc, DEFAULT_BUFFSIZE (4 MiB)

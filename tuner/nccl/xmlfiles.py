@@ -37,8 +37,7 @@ from pathlib import Path
 
 from tuner.nccl.cnum import strtoll
 
-__all__ = ["FILE_VARS", "GRAPH_ATTRS", "GRAPH_FILE_VAR", "TOPO_FILE_VAR", "XML_VERSION", "NcclXmlFile",
-           "XmlGraph", "read_xml_file"]
+__all__ = ["FILE_VARS", "GRAPH_FILE_VAR", "TOPO_FILE_VAR", "XML_VERSION", "read_xml_file"]
 
 GRAPH_FILE_VAR = "NCCL_GRAPH_FILE"
 TOPO_FILE_VAR = "NCCL_TOPO_FILE"

@@ -13,14 +13,12 @@ from tuner.record.format import FORMAT_VERSION, UNVERSIONED, newer_than_known, s
 from tuner.record.host import HostRecord
 from tuner.record.levels import LevelResult
 from tuner.record.metric import Metric
-from tuner.record.plain import known_fields
 from tuner.record.screen import RankedEntry, ScreenBound, ScreenExport, ScreenSummary, TopSet
-from tuner.record.study import STUDY_FIELDS, StudyInfo, TopologyRecord, study_from_user_attrs, study_to_user_attrs
+from tuner.record.study import StudyInfo, TopologyRecord, study_from_user_attrs, study_to_user_attrs
 from tuner.record.trial import (
     CSV_COLUMNS,
     FIELDS,
     JSON_FIELDS,
-    JUDGEMENT_COLUMNS,
     Kind,
     Status,
     TrialRecord,
@@ -28,7 +26,6 @@ from tuner.record.trial import (
     field_json,
     from_user_attrs,
     set_key,
-    to_csv_row,
     to_user_attrs,
 )
 
@@ -37,8 +34,6 @@ __all__ = [
     "FIELDS",
     "FORMAT_VERSION",
     "JSON_FIELDS",
-    "JUDGEMENT_COLUMNS",
-    "STUDY_FIELDS",
     "UNVERSIONED",
     "HostRecord",
     "Kind",
@@ -56,12 +51,10 @@ __all__ = [
     "Verdict",
     "field_json",
     "from_user_attrs",
-    "known_fields",
     "newer_than_known",
     "set_key",
     "stored_version",
     "study_from_user_attrs",
     "study_to_user_attrs",
-    "to_csv_row",
     "to_user_attrs",
 ]

@@ -19,7 +19,7 @@ from tuner.record.metric import Metric
 from tuner.record.plain import known_fields
 from tuner.record.screen import ScreenSummary
 
-__all__ = ["STUDY_FIELDS", "StudyInfo", "TopologyRecord", "study_from_user_attrs", "study_to_user_attrs"]
+__all__ = ["StudyInfo", "TopologyRecord", "study_from_user_attrs", "study_to_user_attrs"]
 
 
 @dataclass(frozen=True)

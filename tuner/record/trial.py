@@ -108,7 +108,6 @@ __all__ = [
     "CSV_COLUMNS",
     "FIELDS",
     "JSON_FIELDS",
-    "JUDGEMENT_COLUMNS",
     "Kind",
     "Status",
     "TrialRecord",

@@ -61,7 +61,6 @@ __all__ = [
     "concurrency_columns",
     "env_text",
     "equal_to",
-    "host_type_frames",
     "judged_order",
     "judged_trials",
     "not_applied_text",
@@ -293,17 +292,6 @@ def combine_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     and :func:`skipped_frame`), rows by trial number, columns and types as :func:`trials_frame`
     makes them."""
     return _typed(pd.concat([f for f in frames if not f.empty] or list(frames[:1]), ignore_index=True))
-
-
-def host_type_frames(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """``(host type, rows)`` of ``df`` per host type, in order of first trial; rows without
-    a host type (written before host types) join the only type when there is one
-    (:func:`tuner.judging.judge.host_type_groups`)."""
-    types = [t for t in dict.fromkeys(df["host_type"]) if t]
-    if len(types) <= 1:
-        return [(types[0] if types else "", df)]
-    return [(t, df[df["host_type"] == t]) for t in types] + (
-        [("", df[df["host_type"] == ""])] if (df["host_type"] == "").any() else [])
 
 
 def write_trials_csv(df: pd.DataFrame, path: Path, story: Story | None = None) -> None:

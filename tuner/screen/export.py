@@ -27,13 +27,7 @@ from tuner.screen.plugin_export import (
 )
 from tuner.screen.store import ScreenRecord
 
-__all__ = [
-    "CONF_NAME",
-    "CSV_NAME",
-    "Export",
-    "measurements",
-    "write_exports",
-]
+__all__ = ["Export", "write_exports"]
 
 CSV_NAME = "tuner_perf.csv"
 CONF_NAME = "nccl_tuner.conf"

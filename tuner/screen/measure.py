@@ -24,13 +24,7 @@ from tuner.screen import nccltests
 from tuner.screen.run import private_json_path, run_command, screen_env
 from tuner.screen.store import ScreenRecord
 
-__all__ = [
-    "RunContext",
-    "json_refused",
-    "log_path",
-    "measure",
-    "rows_of",
-]
+__all__ = ["RunContext", "json_refused", "measure"]
 
 _ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\S")
 _FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|Test timeout|Out of bounds values\s*:\s*[1-9]")

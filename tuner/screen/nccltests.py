@@ -51,15 +51,9 @@ from tuner.nccl import NCCL_LINE
 from tuner.record import Status
 
 __all__ = [
-    "JSON_MIN_VERSION",
-    "PER_ITER_MIN_VERSION",
-    "VERSION_LINE_MIN_VERSION",
     "Half",
     "PerfResult",
-    "PerfRow",
-    "RankDevice",
     "busbw_factor",
-    "collective_name",
     "command_supports_json",
     "nccl_tests_version",
     "parse_json",
@@ -69,11 +63,6 @@ __all__ = [
 
 #: The first nccl-tests release with ``-J`` JSON output (commit 00f5281, tag v2.17.3).
 JSON_MIN_VERSION = (2, 17, 3)
-#: The first release printing ``# nccl-tests version`` (9641693, v2.17.4): its presence alone
-#: proves ``-J`` exists.
-VERSION_LINE_MIN_VERSION = (2, 17, 4)
-#: The first release with ``-I`` per-iteration columns (0fdb00a, v2.19.2).
-PER_ITER_MIN_VERSION = (2, 19, 2)
 
 #: Largest deviation still "in bounds" per element type in nccl-tests < 2.13
 #: (``src/common.cu`` ``DeltaMaxValue``; a row was an error when delta > this x (nranks - 1)).

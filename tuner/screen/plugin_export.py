@@ -54,11 +54,7 @@ from pathlib import Path
 from tuner.nccl import strtoll
 
 __all__ = [
-    "MAX_LINE_BYTES",
     "PERF_CSV_COLUMNS",
-    "PLUGIN_ALGORITHMS",
-    "PLUGIN_COLLECTIVES",
-    "PLUGIN_PROTOCOLS",
     "SIZE_MAX",
     "TunerChoice",
     "TunerMeasurement",

@@ -44,19 +44,7 @@ from tuner.redaction import scrub, secret_values
 from tuner.screen import nccltests
 from tuner.server import MARKER, ServerIdentity, build_env, kill_leftover
 
-__all__ = [
-    "KILL_GRACE_S",
-    "MAX_TEXT_CHARS",
-    "NOT_SCREENED",
-    "PROBE_TIMEOUT_S",
-    "Finished",
-    "private_json_path",
-    "program_index",
-    "run_command",
-    "screen_env",
-    "screenable",
-    "supports_json",
-]
+__all__ = ["private_json_path", "program_index", "run_command", "screen_env", "screenable", "supports_json"]
 
 #: Seconds a ``-h`` probe may take.
 PROBE_TIMEOUT_S = 30.0

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.model import (
+from tuner.inputs import (
+    ExperimentConfig,
     allreduces_per_token,
     decode_allreduce_bytes,
     load_model_shape,

@@ -26,8 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tuner.errors import StoppedByCheck
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.judging import Judgement
 from tuner.planning import ScreenedSet
 from tuner.record import RankedEntry, ScreenBound, ScreenExport, ScreenSummary, Status, TopSet, TrialRecord
@@ -43,12 +42,7 @@ from tuner.screen.store import CHECK, ScreenRecord, ScreenStore
 from tuner.screen.table import SCREEN_CSV, write_screen_csv
 from tuner.study import StudyStore
 
-__all__ = [
-    "RANKING_KEPT",
-    "Stage",
-    "deadline",
-    "run_stage",
-]
+__all__ = ["RANKING_KEPT", "Stage", "run_stage"]
 
 #: Ranked sets kept in the study's summary (the report lists them).
 RANKING_KEPT = 50

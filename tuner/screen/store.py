@@ -23,15 +23,7 @@ from optuna.trial import TrialState
 from tuner.record import Status, set_key
 from tuner.study import CONSTRAINT, StudyStore, host_name, runner_alive, runner_id
 
-__all__ = [
-    "NEAREST_FACTOR",
-    "SCREENED",
-    "SUFFIX",
-    "UNSET",
-    "ScreenRecord",
-    "ScreenStore",
-    "known_bad",
-]
+__all__ = ["SCREENED", "SUFFIX", "UNSET", "ScreenRecord", "ScreenStore", "known_bad"]
 
 #: Suffix of the screen study's name.
 SUFFIX = "-screen"

@@ -20,13 +20,7 @@ import pandas as pd
 
 from tuner.screen.store import ScreenRecord
 
-__all__ = [
-    "SCREEN_COLUMNS",
-    "SCREEN_CSV",
-    "read_screen_csv",
-    "screen_frame",
-    "write_screen_csv",
-]
+__all__ = ["SCREEN_CSV", "read_screen_csv", "write_screen_csv"]
 
 SCREEN_CSV = "screen.csv"
 SCREEN_COLUMNS = ("run", "role", "set", "size", "time_us_oop", "time_us_ip", "algbw_GBps", "busbw_GBps", "wrong",

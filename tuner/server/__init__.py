@@ -26,109 +26,39 @@ The leaves import each other by leaf path, never through this face.
 """
 
 from tuner.server import gpu, preflight
-from tuner.server.backend import SERVER_OVERRIDES, Backend, BackendName, BackendProof, allreduce_backend, prove
+from tuner.server.backend import Backend, BackendProof, allreduce_backend, prove
 from tuner.server.env import build_env, split_inherited
-from tuner.server.failure import (
-    DEATH_GRACE_S,
-    ELSEWHERE_GRACE_S,
-    Launch,
-    LaunchWatch,
-    crash_cause,
-    crash_failure,
-    daemon_cause,
-    log_cause,
-    request_failure,
-)
 from tuner.server.identity import MARKER, ServerIdentity
-from tuner.server.logpump import LINE_CAP_BYTES, LogPump, file_bound, line_cap
-from tuner.server.logtail import (
-    CAUSE_MAX_CHARS,
-    Cause,
-    CauseKind,
-    announced_port,
-    extract_cause,
-    find_cause,
-    level_and_body,
-    line_kind,
-)
-from tuner.server.ownership import (
-    CONTAINER_LAUNCHERS,
-    ListenerCheck,
-    Listening,
-    describe_pid,
-    listening,
-    socket_owners,
-)
-from tuner.server.ports import (
-    PORT_WAIT_S,
-    port_bindable,
-    port_holder,
-    port_in_use,
-    port_users,
-    wait_port_bindable,
-)
+from tuner.server.logpump import LogPump
+from tuner.server.ownership import describe_pid
+from tuner.server.ports import PORT_WAIT_S, port_holder, port_in_use, wait_port_bindable
 from tuner.server.process import ServerProcess
-from tuner.server.readiness import WARMUP_SILENCE_S, Starting, says_loading, wait_ready
-from tuner.server.signals import HANDLED, SignalGuard, TeardownWindow
-from tuner.server.teardown import LaunchProcesses, TeardownReport, kill_leftover, marked_processes, tear_down
+from tuner.server.readiness import WARMUP_SILENCE_S, wait_ready
+from tuner.server.signals import HANDLED, SignalGuard
+from tuner.server.teardown import TeardownReport, kill_leftover
 
 __all__ = [
-    "CAUSE_MAX_CHARS",
-    "CONTAINER_LAUNCHERS",
-    "DEATH_GRACE_S",
-    "ELSEWHERE_GRACE_S",
     "HANDLED",
-    "LINE_CAP_BYTES",
     "MARKER",
     "PORT_WAIT_S",
-    "SERVER_OVERRIDES",
     "WARMUP_SILENCE_S",
     "Backend",
-    "BackendName",
     "BackendProof",
-    "Cause",
-    "CauseKind",
-    "Launch",
-    "LaunchProcesses",
-    "LaunchWatch",
-    "ListenerCheck",
-    "Listening",
     "LogPump",
     "ServerIdentity",
     "ServerProcess",
     "SignalGuard",
-    "Starting",
     "TeardownReport",
-    "TeardownWindow",
     "allreduce_backend",
-    "announced_port",
     "build_env",
-    "crash_cause",
-    "crash_failure",
-    "daemon_cause",
     "describe_pid",
-    "extract_cause",
-    "file_bound",
-    "find_cause",
     "gpu",
     "kill_leftover",
-    "level_and_body",
-    "line_cap",
-    "line_kind",
-    "listening",
-    "log_cause",
-    "marked_processes",
-    "port_bindable",
     "port_holder",
     "port_in_use",
-    "port_users",
     "preflight",
     "prove",
-    "request_failure",
-    "says_loading",
-    "socket_owners",
     "split_inherited",
-    "tear_down",
     "wait_port_bindable",
     "wait_ready",
 ]

@@ -14,11 +14,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.backends.catalogue import BackendChoice, BackendName, ServerName
+from tuner.backends import BackendChoice, BackendName, ServerName
 from tuner.nccl import NcclVersion, version_in_text
 
-__all__ = ["DISPATCH_BACKENDS", "SERVER_OVERRIDES", "Backend", "BackendName", "BackendProof", "allreduce_backend",
-           "dispatch_order", "prove"]
+__all__ = ["SERVER_OVERRIDES", "Backend", "BackendProof", "allreduce_backend", "dispatch_order", "prove"]
 
 
 @dataclass(frozen=True)

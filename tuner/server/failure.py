@@ -29,23 +29,13 @@ from tuner.errors import (
     ServerListensElsewhere,
     TrialFailed,
 )
-from tuner.inputs.config import ServerConfig
+from tuner.inputs import ServerConfig
 from tuner.record import Status
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, CauseKind, announced_port, extract_cause, find_cause, line_kind
 from tuner.server.ports import port_in_use
 
-__all__ = [
-    "DEATH_GRACE_S",
-    "ELSEWHERE_GRACE_S",
-    "Launch",
-    "LaunchWatch",
-    "crash_cause",
-    "crash_failure",
-    "daemon_cause",
-    "log_cause",
-    "request_failure",
-]
+__all__ = ["ELSEWHERE_GRACE_S", "LaunchWatch", "crash_cause", "crash_failure", "log_cause", "request_failure"]
 
 #: Seconds a server whose log shows a fatal line gets to exit and print the rest of its cause.
 DEATH_GRACE_S = 5.0

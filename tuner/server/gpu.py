@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["NO_GPU", "ComputeProcess", "compute_processes", "count", "describe", "selected_uuids", "used_bytes",
-           "wait_released"]
+__all__ = ["NO_GPU", "compute_processes", "count", "describe", "selected_uuids", "used_bytes", "wait_released"]
 
 _T = TypeVar("_T")
 

@@ -37,16 +37,7 @@ from enum import IntEnum
 
 from tuner.nccl import NCCL_MARK
 
-__all__ = [
-    "CAUSE_MAX_CHARS",
-    "Cause",
-    "CauseKind",
-    "announced_port",
-    "extract_cause",
-    "find_cause",
-    "level_and_body",
-    "line_kind",
-]
+__all__ = ["Cause", "CauseKind", "announced_port", "extract_cause", "find_cause", "level_and_body", "line_kind"]
 
 #: Longest cause text kept (characters).
 CAUSE_MAX_CHARS = 300

@@ -30,7 +30,7 @@ import psutil
 from tuner.errors import ForeignListener
 from tuner.server.ports import port_in_use
 
-__all__ = ["CONTAINER_LAUNCHERS", "ListenerCheck", "Listening", "describe_pid", "listening", "socket_owners"]
+__all__ = ["ListenerCheck", "Listening", "describe_pid", "socket_owners"]
 
 #: Programs whose servers run in a container: their listener is docker-proxy, rootlessport or a
 #: container process, never a process of the launched tree.

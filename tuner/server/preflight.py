@@ -22,30 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import InputError
-from tuner.inputs.config import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
+from tuner.inputs import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
 from tuner.nccl import FILE_VARS, read_xml_file
 from tuner.server import gpu
 from tuner.server.logpump import file_bound
 from tuner.server.ports import port_holder, port_in_use
 
 __all__ = [
-    "COMMAND_LINE",
-    "LOG_FILES_PER_NIGHT",
-    "MODEL_FLAGS",
     "RESULTS_ACCEPTED",
     "Check",
     "check",
     "checks",
-    "disk_check",
     "disk_problem",
-    "gpu_check",
-    "gpu_problem",
     "model_path_check",
-    "model_path_problem",
     "nccl_file_check",
     "port_check",
     "port_held",
-    "port_problem",
     "port_warning",
     "problems",
     "program_checks",
@@ -117,11 +109,6 @@ def port_check(server: ServerConfig) -> Check:
     return made("none passed (see the warning)")
 
 
-def port_problem(server: ServerConfig) -> str | None:
-    """Why the server would not listen on ``server.port``, or None when its argv says it will."""
-    return port_check(server).problem
-
-
 def port_warning(server: ServerConfig) -> str | None:
     """A command with neither ``{port}`` nor the port number: it may listen on its default."""
     if any("{port}" in a for a in server.command) or str(server.port) in " ".join(server.argv()):
@@ -181,11 +168,6 @@ def model_path_check(server: ServerConfig) -> Check:
                  server.command, accepted)
 
 
-def model_path_problem(server: ServerConfig) -> str | None:
-    """A model given as a local path (``/``, ``~``, ``./``) that does not exist."""
-    return model_path_check(server).problem
-
-
 def gpu_check(server: ServerConfig, environ: dict[str, str] | None = None) -> Check:
     """Whether the GPUs named in CUDA_VISIBLE_DEVICES (server.env, else the runner's) are GPUs
     NVML sees; not checked (``unchecked`` says why) without NVML or with UUID/MIG names."""
@@ -209,12 +191,6 @@ def gpu_check(server: ServerConfig, environ: dict[str, str] | None = None) -> Ch
         return made(f"CUDA_VISIBLE_DEVICES={visible}: {count} GPU(s) here",
                     f"CUDA_VISIBLE_DEVICES names GPU {', '.join(missing)}, but this host has {count} GPU(s)")
     return made(f"CUDA_VISIBLE_DEVICES={visible}: GPUs this host has ({count})")
-
-
-def gpu_problem(server: ServerConfig, environ: dict[str, str] | None = None) -> str | None:
-    """GPUs named in CUDA_VISIBLE_DEVICES (server.env, else the runner's) that NVML does not
-    see; None without NVML or with UUID/MIG names (not checked)."""
-    return gpu_check(server, environ).problem
 
 
 def nccl_file_check(server: ServerConfig) -> list[Check]:

@@ -20,7 +20,7 @@ from types import TracebackType
 import psutil
 
 from tuner.errors import TrialFailed
-from tuner.inputs.config import ServerConfig
+from tuner.inputs import ServerConfig
 from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, line_pid
 from tuner.record import Status
 from tuner.redaction import redact, scrub, secret_values

@@ -16,10 +16,10 @@ from typing import Protocol
 import httpx
 
 from tuner.errors import ProbeError, ProbeHTTPError, ProbeNoAnswer, TrialFailed
-from tuner.inputs.config import ServerConfig
+from tuner.inputs import ServerConfig
 from tuner.record import Status
 
-__all__ = ["WARMUP_SILENCE_S", "Starting", "says_loading", "wait_ready"]
+__all__ = ["WARMUP_SILENCE_S", "says_loading", "wait_ready"]
 
 #: Shortest silence (s) that makes a warming-up server hung while its first request has no
 #: response headers: the stall timeout, but never less than this, because a warm-up step (one

@@ -16,7 +16,7 @@ from typing import Any
 
 from tuner.errors import Interrupted
 
-__all__ = ["HANDLED", "SignalGuard", "TeardownWindow"]
+__all__ = ["HANDLED", "SignalGuard"]
 
 HANDLED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
 

@@ -24,7 +24,7 @@ from tuner.server import gpu
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.ports import port_in_use
 
-__all__ = ["LaunchProcesses", "TeardownReport", "kill_leftover", "marked_processes", "tear_down"]
+__all__ = ["LaunchProcesses", "TeardownReport", "kill_leftover", "tear_down"]
 
 
 @dataclass

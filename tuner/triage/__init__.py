@@ -7,8 +7,14 @@ fix sets the triage can propose for a space before any log (:func:`fix_bound`, t
 """
 
 from tuner.triage.bound import FixBound, fix_bound
-from tuner.triage.findings import EXCLUSIVE, FIX_VALUES, MIN_CHANNELS_FIX, NO_GRAPH, triage
-from tuner.triage.model import COMBINED, FILES, Finding, FixSet, Triage
+from tuner.triage.findings import triage
+from tuner.triage.model import Finding, FixSet, Triage
 
-__all__ = ["COMBINED", "EXCLUSIVE", "FILES", "FIX_VALUES", "MIN_CHANNELS_FIX", "NO_GRAPH", "Finding", "FixBound",
-           "FixSet", "Triage", "fix_bound", "triage"]
+__all__ = [
+    "Finding",
+    "FixBound",
+    "FixSet",
+    "Triage",
+    "fix_bound",
+    "triage",
+]

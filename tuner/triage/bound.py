@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
+from tuner.nccl import GRAPH_FILE_VAR, TOPO_FILE_VAR
 from tuner.triage.findings import EXCLUSIVE, FIX_VALUES
 
 __all__ = ["FixBound", "fix_bound"]

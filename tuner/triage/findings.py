@@ -35,16 +35,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
-from tuner.nccl.decode import comm_channels, launch
-from tuner.nccl.machine import NcclMachine
-from tuner.nccl.p2p import p2p_levels
-from tuner.nccl.safety import risky_reason
-from tuner.nccl.types import NcclVersion
-from tuner.nccl.xmlfiles import GRAPH_FILE_VAR, TOPO_FILE_VAR
+from tuner.nccl import (
+    GRAPH_FILE_VAR,
+    TOPO_FILE_VAR,
+    CostTable,
+    ModelGraph,
+    NcclMachine,
+    NcclVersion,
+    Pick,
+    allreduce_table,
+    comm_channels,
+    launch,
+    nccl_pick,
+    p2p_levels,
+    risky_reason,
+)
 from tuner.triage.model import FILES, Finding, FixSet, Triage
 
-__all__ = ["EXCLUSIVE", "FIX_VALUES", "MIN_CHANNELS_FIX", "NO_GRAPH", "triage"]
+__all__ = ["EXCLUSIVE", "FIX_VALUES", "NO_GRAPH", "triage"]
 
 #: The channel floor proposed for prefill where the search left too few (the published fix for
 #: the motivating box: ``NCCL_MIN_NCHANNELS=8``).

@@ -4,6 +4,7 @@ imports included), and the layer order declared in docs/ARCHITECTURE.md."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ class Import:
     line: int
     late: bool
     typing_only: bool = False
+    written: str = ""  # the module the statement names (``from tuner.nccl.values import x``: tuner.nccl.values)
 
 
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
@@ -39,35 +41,49 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]) -> list[str]:
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
+             known: set[str]) -> list[tuple[str, str]]:
+    """(target, written) of each name the statement imports."""
     if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
+        return [(alias.name, alias.name) for alias in node.names]
     base = node.module or ""
     if node.level:
         here = module.split(".") if is_package else module.split(".")[:-1]
         here = here[: len(here) - (node.level - 1)]
         base = ".".join([*here, base] if base else here)
     # ``from tuner.x import y`` imports the module tuner.x.y when there is one, else names of tuner.x.
-    return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    return [(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, base) for a in node.names]
 
 
 def imports(package: Path = PACKAGE, source: dict[str, str] | None = None) -> list[Import]:
     """Every import between modules of ``package`` (outside imports are left out). ``source``
     overrides a module's text by dotted name (a test adds an import this way)."""
+    if source is None:
+        return list(_imports_as_written(package))
+    return _read_imports(package, source)
+
+
+@functools.cache
+def _imports_as_written(package: Path) -> tuple[Import, ...]:
+    return tuple(_read_imports(package, {}))
+
+
+def _read_imports(package: Path, source: dict[str, str]) -> list[Import]:
     files = module_files(package)
     known = set(files)
     found: list[Import] = []
     for module, path in files.items():
-        text = (source or {}).get(module) or path.read_text()
+        text = source.get(module) or path.read_text()
         tree = ast.parse(text, filename=str(path))
         top = {id(n) for n in tree.body}
         typing = {id(sub) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
                   for stmt in n.body for sub in ast.walk(stmt)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in _targets(node, module, path.name == "__init__.py", known):
+                for target, written in _targets(node, module, path.name == "__init__.py", known):
                     if target.split(".")[0] == package.name:
-                        found.append(Import(module, target, node.lineno, id(node) not in top, id(node) in typing))
+                        found.append(Import(module, target, node.lineno, id(node) not in top, id(node) in typing,
+                                            written))
     return found
 
 
@@ -113,6 +129,23 @@ def violations(found: list[Import], layers: list[list[str]], independent: tuple[
             out.append(f"{where}: {b} is above {a}")
         elif rank[b] == rank[a]:
             out.append(f"{where}: {a} and {b} are one layer and stay independent")
+    return out
+
+
+def bypasses(found: list[Import], allowed: frozenset[tuple[str, str]] = frozenset(),
+             independent: tuple[str, ...] = ("sim",)) -> list[str]:
+    """Each import between rooms that names a leaf of the other room instead of its face
+    (``from tuner.nccl.values import x`` outside ``nccl``; ``from tuner.server import gpu``
+    goes through the face), as a sentence. ``allowed``: (importer's room, leaf named) pairs
+    let through."""
+    out = []
+    for imp in found:
+        a, b = package_of(imp.importer), package_of(imp.written or imp.target)
+        if a == b or b == "tuner" or a in independent or b in independent:
+            continue
+        if imp.written.count(".") >= 2 and (a, imp.written) not in allowed:
+            face = ".".join(imp.written.split(".")[:2])
+            out.append(f"{imp.importer} line {imp.line} imports {imp.written}: import it from {face}, its face")
     return out
 
 

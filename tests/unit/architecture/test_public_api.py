@@ -85,3 +85,58 @@ def test_errors_live_in_errors_py():
                       if inspect.isclass(v) and issubclass(v, BaseException) and v.__module__ == name]
     assert elsewhere == [], "define the core's errors in tuner/errors.py"
 
+
+
+#: Rooms whose faces are cut to what other rooms use (issue 31); the others' faces join this list
+#: when their refactors merge.
+NARROW_FACES = ("nccl", "screen", "measure", "server", "record", "inputs", "backends", "triage", "diagnose")
+#: Exported names nothing uses today, in rooms whose refactors are under way: TO BE EMPTIED when
+#: the sweep/report/cli refactors of issue 31 merge.
+#: What every subcommand module of tuner/cli/ offers the dispatcher (tuner/cli/dispatch.py).
+SUBCOMMAND_PROTOCOL = {"add_parser", "run", "run_argv"}
+DEAD_ALLOWED = {"tuner.judging.judge.pending", "tuner.report.plots.plot_trials_vs_baseline",
+                "tuner.sweep.runner.ESTIMATE_MARGIN"}
+
+
+@pytest.fixture(scope="module")
+def used():
+    from tests.unit.architecture.uses import uses
+
+    return uses()
+
+
+@pytest.mark.parametrize("room", NARROW_FACES)
+def test_a_face_exports_only_what_other_rooms_use(room, used):
+    """A name the face offers is used outside the room: by another room, or by a test, benchmark
+    or notebook other than the room's own unit tests (which import internal names from leaves)."""
+    from tests.unit.architecture.uses import exported, room_of
+
+    face = f"tuner.{room}"
+    own_tests = f"tests/unit/{room}/"
+    unused = []
+    for name in exported()[face]:
+        users = set().union(*(us for (module, n), us in used.items()
+                              if n == name and (module == face or module.startswith(f"{face}."))),
+                            *(us for (module, _), us in used.items() if module == f"{face}.{name}"))
+        if not any(room_of(u) != room and not u.startswith(own_tests) for u in users):
+            unused.append(name)
+    assert unused == [], f"{face} exports names no other room uses: keep them to their leaf"
+
+
+def test_no_exported_name_is_dead(used):
+    """Every name a module exports is used by another module, or at least by its own."""
+    from tests.unit.architecture.uses import exported, own_uses
+
+    dead = []
+    for module, names in exported().items():
+        face = module.rsplit(".", 1)[0]
+        if module in FACES:
+            continue
+        for name in names:  # a face's re-export is no use; a use of the face's name is
+            users = (used.get((module, name), set()) - {module, face}) | used.get((face, name), set())
+            if module.startswith("tuner.cli.") and name in SUBCOMMAND_PROTOCOL:
+                continue  # called through tuner.cli.dispatch.COMMANDS, a table of modules
+            if not users and own_uses(module, name) == 0:
+                dead.append(f"{module}.{name}")
+    assert set(dead) - DEAD_ALLOWED == set()
+    assert DEAD_ALLOWED - set(dead) == set(), "a name of DEAD_ALLOWED is gone or used: strike it from the list"

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from tests.helpers import ROOT
-from tuner.backends import CATALOGUE, MiB, choice_of, choices, infeasible, switch_keys, switch_versions, version_key
+from tuner.backends import CATALOGUE, choice_of, infeasible, switch_versions, version_key
+from tuner.backends.catalogue import choices, switch_keys
+from tuner.backends.entries import MiB
 from tuner.errors import InputError
 from tuner.inputs import load_space
 

@@ -8,18 +8,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tuner.diagnose import (
-    PROBE_MARK,
-    DecodeSize,
-    Diagnosis,
-    build_diagnosis,
-    decode_pick,
-    load_diagnosis,
-    markdown,
-    model_decode_size,
-    print_diagnosis,
-    write_diagnosis,
-)
+from tuner.diagnose import Diagnosis, decode_pick, load_diagnosis, model_decode_size, print_diagnosis, write_diagnosis
+from tuner.diagnose.analysis import PROBE_MARK, build_diagnosis
+from tuner.diagnose.model import DecodeSize
+from tuner.diagnose.render import markdown
 from tuner.inputs.config import load_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -18,16 +18,9 @@ import pytest
 from tests import refserver  # the independent reference server (stdlib only)
 from tests.unit.measure.oracle import check_medians, check_run, check_stall
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
-from tuner.measure import (
-    ProbeResult,
-    RunMetrics,
-    api_url,
-    discover_model,
-    make_client,
-    run_probe,
-    smoke_check,
-    stream_once,
-)
+from tuner.measure import ProbeResult, RunMetrics, discover_model, make_client, run_probe, smoke_check
+from tuner.measure.client import api_url
+from tuner.measure.stream import stream_once
 
 TTFT = 0.05
 
@@ -340,17 +333,6 @@ def test_smoke_check_http_error(ref):
     with make_client() as c, pytest.raises(ProbeHTTPError) as ei:
         smoke_check(c, url, "ref-model", "What is the capital of France?", "Paris")
     assert ei.value.status == 503
-
-
-def test_percentile_matches_numpy_linear():
-    import numpy as np
-
-    from tuner.measure import percentile
-
-    vals = sorted([0.3, 0.1, 0.7, 0.2, 0.9, 0.4])
-    for q in (0, 25, 50, 90, 99, 100):
-        assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
-    assert percentile([0.5], 99) == 0.5
 
 
 def test_drain_failure_after_done_keeps_the_measurement():

@@ -13,7 +13,8 @@ import pytest
 from tests import refserver  # the independent reference server (stdlib only)
 from tests.unit.measure.oracle import check_run, check_stall
 from tuner.errors import ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeIncomplete, ProbeStalled
-from tuner.measure import make_client, run_probe, stream_once
+from tuner.measure import make_client, run_probe
+from tuner.measure.stream import stream_once
 
 
 def _once(url: str, max_tokens: int = 40, stall: float = 10.0, **kw):

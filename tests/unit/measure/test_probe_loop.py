@@ -9,18 +9,9 @@ import pytest
 
 from tests import refserver  # the independent reference server (stdlib only)
 from tuner.errors import ProbeHTTPError
-from tuner.measure import (
-    MIN_TOKEN_GAP_S,
-    FixedRuns,
-    ProbeResult,
-    RunMetrics,
-    StopWhen,
-    find_api_key,
-    format_result,
-    is_burst,
-    make_client,
-    run_probe,
-)
+from tuner.measure import ProbeResult, RunMetrics, find_api_key, format_result, make_client, run_probe
+from tuner.measure.results import MIN_TOKEN_GAP_S, is_burst
+from tuner.measure.runs import FixedRuns, StopWhen
 
 
 def test_fixed_count_events_and_runs(ref):

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tuner.errors import ProbeHTTPError, ProbeNoAnswer
-from tuner.measure import stream_once
+from tuner.measure.stream import stream_once
 
 
 def _chunk(obj: dict) -> bytes:

@@ -13,11 +13,11 @@ from tuner.nccl import (
     canonical_set,
     default_p2p_level,
     machine_from_log,
-    p2p_default_note,
     parse_log,
     risky_reason,
     topology_from_log,
 )
+from tuner.nccl.safety import p2p_default_note
 
 V222, V226, V227, V230 = (NcclVersion.parse(v) for v in ("2.22.3", "2.26.6", "2.27.3", "2.30.7"))
 

@@ -2,20 +2,10 @@
 
 from pathlib import Path
 
-from tuner.nccl import (
-    COPY_ENGINE,
-    SYMMETRIC,
-    DecodeChoice,
-    NcclVersion,
-    ParsedLog,
-    Topology,
-    decode_choice,
-    decode_effect,
-    parse_log,
-    read_line,
-    strip_wrappers,
-    topology_from_log,
-)
+from tuner.nccl import DecodeChoice, NcclVersion, ParsedLog, Topology, decode_effect, parse_log, topology_from_log
+from tuner.nccl.decode import COPY_ENGINE, SYMMETRIC
+from tuner.nccl.lines import read_line, strip_wrappers
+from tuner.nccl.log import decode_choice
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_logs"
 

@@ -5,16 +5,14 @@ import pytest
 from tuner.nccl import (
     NcclVersion,
     Topology,
-    allreduce_choices,
     canonical_set,
     cross_problems,
     cross_warnings,
     infeasible_reason,
-    ll128_auto,
-    no_algorithm_warn,
     unsafe_reason,
     unsafe_set_reason,
 )
+from tuner.nccl.choice import allreduce_choices, ll128_auto, no_algorithm_warn
 
 V218, V221, V222, V223, V224, V225, V227, V2307 = (NcclVersion.parse(v) for v in
                                                    ("2.18.1", "2.21.5", "2.22.3", "2.23.4", "2.24.3", "2.25.1",

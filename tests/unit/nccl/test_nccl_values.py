@@ -8,18 +8,17 @@ from tuner.nccl import (
     accepted,
     canonical_value,
     check_value,
-    default_thread_thresholds,
     is_hardware_selector,
     is_tuning_variable,
-    max_channels,
     name_problem,
     name_warning,
-    nthreads_level,
     p2p_levels,
     risky_reason,
     strtoll,
     value_warnings,
 )
+from tuner.nccl.thresholds import default_thread_thresholds
+from tuner.nccl.values import max_channels, nthreads_level
 
 V218, V221, V224, V225, V226, V227, V228 = (NcclVersion.parse(v) for v in
                                              ("2.18.1", "2.21.5", "2.24.3", "2.25.1", "2.26.2", "2.27.3", "2.28.3"))

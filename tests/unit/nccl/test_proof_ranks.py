@@ -9,18 +9,10 @@ import time
 
 import pytest
 
-from tuner.nccl import (
-    LogSource,
-    confirmations,
-    expand_debug_file,
-    find_debug_files,
-    has_pid,
-    parse_log,
-    parse_sources,
-    rank_list,
-    read_sources,
-    server_log_source,
-)
+from tuner.nccl import confirmations, find_debug_files, has_pid, parse_log, read_sources, server_log_source
+from tuner.nccl.files import expand_debug_file
+from tuner.nccl.log import LogSource, parse_sources
+from tuner.nccl.proof import rank_list
 
 
 def rank_lines(rank: int, nranks: int = 4, *, echoes: dict[str, str] | None = None, complete: bool = True,

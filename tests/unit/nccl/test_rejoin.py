@@ -10,7 +10,8 @@ from collections import Counter
 
 import pytest
 
-from tuner.nccl import LINE_STARTS, MAX_PENDING, CutLine, read_line, rejoin, strip_wrappers
+from tuner.nccl.lines import read_line, strip_wrappers
+from tuner.nccl.rejoin import LINE_STARTS, MAX_PENDING, CutLine, rejoin
 
 BLOCK = 4096
 API = ['INFO 06-01 12:00:09 [custom_all_reduce.py:61] Custom allreduce is disabled because it\'s not supported',

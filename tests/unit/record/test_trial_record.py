@@ -7,17 +7,8 @@ import json
 
 import pytest
 
-from tuner.record import (
-    HostRecord,
-    Kind,
-    LevelResult,
-    Metric,
-    Status,
-    TrialRecord,
-    from_user_attrs,
-    to_csv_row,
-    to_user_attrs,
-)
+from tuner.record import HostRecord, Kind, LevelResult, Metric, Status, TrialRecord, from_user_attrs, to_user_attrs
+from tuner.record.trial import to_csv_row
 
 LEVEL = LevelResult(concurrency=2, ok=2, total=2, wall_s=1.5, aggregate_tok_s=131.0, latency_avg_s=1.4,
                     latency_p50_s=1.4, latency_p99_s=1.5, completion_tokens=192, ttft_avg_s=0.05)

@@ -20,8 +20,8 @@ from tuner.inputs.config import load_config
 from tuner.inputs.space import load_space
 from tuner.planning import ScreenedSet
 from tuner.record.trial import Kind, Status, TrialRecord
-from tuner.screen import known_bad, run_stage, screen_key
-from tuner.screen.store import CHECK, FIRST, INVALID, LAST, SEARCH, ScreenStore
+from tuner.screen import run_stage, screen_key
+from tuner.screen.store import CHECK, FIRST, INVALID, LAST, SEARCH, ScreenStore, known_bad
 from tuner.study.storage import CONSTRAINT, StudyStore, default_storage, open_study
 
 PY = sys.executable

@@ -8,7 +8,8 @@ import pytest
 
 from tuner.errors import ServerListensElsewhere
 from tuner.record.trial import Status
-from tuner.server import ELSEWHERE_GRACE_S, ServerProcess
+from tuner.server import ServerProcess
+from tuner.server.failure import ELSEWHERE_GRACE_S
 
 from ._support import config, free_port, python_server, wait_for
 

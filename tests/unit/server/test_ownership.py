@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from tuner.errors import ForeignListener, MachineNotClean
-from tuner.server import ListenerCheck, Listening, ServerProcess, ownership, socket_owners
+from tuner.server import ServerProcess, ownership
+from tuner.server.ownership import ListenerCheck, Listening, socket_owners
 
 from ._support import config, free_port
 

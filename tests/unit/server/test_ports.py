@@ -10,7 +10,8 @@ import pytest
 
 from tuner.errors import MachineFault, MachineNotClean, PortBusy, TrialFailed
 from tuner.record.trial import Status
-from tuner.server import ServerProcess, port_bindable, port_users, wait_port_bindable
+from tuner.server import ServerProcess, wait_port_bindable
+from tuner.server.ports import port_bindable, port_users
 
 from ._support import case_command, config, free_port, one_token_request
 

@@ -10,7 +10,8 @@ import pytest
 
 from tuner.errors import TrialFailed
 from tuner.record.trial import Status
-from tuner.server import ServerProcess, says_loading
+from tuner.server import ServerProcess
+from tuner.server.readiness import says_loading
 
 from ._support import case_command, config, one_token_request, python_server
 

@@ -1,7 +1,8 @@
 """The triage proposes the space's graph/topology files after the combined fix, only where they can help."""
 
 from tests.unit.triage.test_triage import V, machine
-from tuner.triage import FILES, Triage, triage
+from tuner.triage import Triage, triage
+from tuner.triage.model import FILES
 
 GRAPH = "/srv/graphs/ring8.xml"
 TOPO = "/srv/topo/amd-2cpu.xml"

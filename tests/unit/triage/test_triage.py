@@ -10,7 +10,9 @@ from tuner.nccl.machine import (
     TopoLink,
 )
 from tuner.nccl.types import NcclVersion
-from tuner.triage import COMBINED, NO_GRAPH, Triage, triage
+from tuner.triage import Triage, triage
+from tuner.triage.findings import NO_GRAPH
+from tuner.triage.model import COMBINED
 
 V = NcclVersion(2, 27, 3)
 FALLBACK_LINE = "host:1:1 [0] NCCL INFO Could not find a path for pattern 4, falling back to simple order"
@@ -149,7 +151,7 @@ def test_the_bound_counts_what_the_space_can_hold_of_each_fix():
 
 def test_every_fix_proposed_is_one_the_bound_knows():
     """FIX_VALUES (the dry run's bound) holds every value the triage proposes, by finding kind."""
-    from tuner.triage import FIX_VALUES
+    from tuner.triage.findings import FIX_VALUES
 
     cases = [triage(machine(fallback=True, shm=True), version=V, nranks=8, decode_bytes=[14336],
                     prefill_bytes=28 << 20),
