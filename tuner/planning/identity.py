@@ -12,6 +12,7 @@ every size; where NCCL's pick at a size, or the size itself, is not known, nothi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,9 +21,9 @@ from tuner.diagnose import JSON_NAME, Diagnosis, decode_pick, load_diagnosis
 from tuner.inputs.config import ExperimentConfig
 from tuner.nccl import DecodeChoice, NcclVersion, Topology, TuningTable, canonical_set, decode_effect
 from tuner.planning.sizes import NightSize, night_sizes
-from tuner.record import set_key
+from tuner.record import StudyInfo, TrialRecord, set_key
 
-__all__ = ["DecodeContext", "Facts", "SizePick", "load_decode_context", "night_inert", "set_identity"]
+__all__ = ["DecodeContext", "Facts", "SizePick", "load_decode_context", "night_inert", "set_identity", "stored_facts"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,17 @@ class Facts:
     def cpu(self) -> str | None:
         """The CPU the rules judge by: the topology's (NCCL's GRAPH lines), else ``cpu_vendor``."""
         return self.topology.cpu_vendor if self.topology is not None else self.cpu_vendor
+
+
+def stored_facts(info: StudyInfo, cfg: ExperimentConfig, baseline: TrialRecord | None = None) -> Facts:
+    """The :class:`Facts` a study holds: the NCCL version, topology and decode backend its first
+    baseline's log showed (``info``), else ``[nccl] nccl_version`` and ``cpu_vendor`` of ``cfg``;
+    the server's version from ``baseline`` (the first ok baseline, None before one)."""
+    version = NcclVersion.parse(info.nccl_version) if info.nccl_version else cfg.nccl.nccl_version
+    server_version = baseline.host.server.partition(" ")[2] if baseline is not None and baseline.host is not None else ""
+    topology = Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None
+    return Facts(version, topology, cfg.nccl.cpu_vendor, server=info.allreduce_server or None,
+                 server_version=server_version or None, backend=info.allreduce_backend)
 
 
 @dataclass(frozen=True)

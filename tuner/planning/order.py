@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from tuner.inputs.space import Preset, SearchSpace
-from tuner.judging import Judgement
+from tuner.judging import Judgement, stats
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
 from tuner.planning.params import split_params
@@ -34,7 +34,7 @@ from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
 
 __all__ = ["EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget", "final_baseline_owed",
-           "outlier_baseline"]
+           "outlier_baseline", "target_met"]
 
 #: The kinds of check the night reserves slots for inside its budget, in their order.
 RESERVED = (Step.CONFIRM, Step.FINAL_BASELINE)
@@ -55,6 +55,17 @@ def final_baseline_owed(baselines: Sequence[TrialRecord], finished: Sequence[Tri
     last = baselines[-1].started_at or 0.0
     return any(r.kind is not Kind.BASELINE and r.host_type in ("", host_type) and (r.started_at or 0.0) > last
                for r in finished)
+
+
+def target_met(rec: TrialRecord, target: float | None) -> bool:
+    """True when ``rec``'s lower bound of output tok/s (its median less the median's CI
+    half-width over its runs, :func:`tuner.judging.stats.median_ci_halfwidth`) meets ``target``
+    (tok/s, ``--target``; None: never)."""
+    if target is None or not rec.ok or rec.output_tok_s is None:
+        return False
+    runs = rec.output_tok_s_runs
+    low = rec.output_tok_s * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec.output_tok_s
+    return low >= target
 
 
 def outlier_baseline(judgement: Judgement) -> int | None:

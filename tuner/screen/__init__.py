@@ -13,7 +13,7 @@ environment, session, timeout, tree teardown, the ``-J`` probe), :mod:`~tuner.sc
 from tuner.screen.bound import Bound, allreduce_bound
 from tuner.screen.export import CONF_NAME, CSV_NAME, Export, measurements, write_exports
 from tuner.screen.limit import announce, bound_for, nccl_carries, noise_pct
-from tuner.screen.loop import ESTIMATE_MARGIN, MAX_ENUMERATED, MAX_FAILED, MAX_SKIPS, ScreenLoop
+from tuner.screen.loop import MAX_ENUMERATED, MAX_FAILED, MAX_SKIPS, ScreenLoop
 from tuner.screen.measure import RunContext, json_refused, log_path, measure, rows_of
 from tuner.screen.nccltests import (
     JSON_MIN_VERSION,
@@ -80,7 +80,6 @@ from tuner.screen.table import SCREEN_COLUMNS, SCREEN_CSV, read_screen_csv, scre
 __all__ = [
     "CONF_NAME",
     "CSV_NAME",
-    "ESTIMATE_MARGIN",
     "JSON_MIN_VERSION",
     "KILL_GRACE_S",
     "MAX_ENUMERATED",

@@ -16,15 +16,15 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from tuner.errors import MachineFault, ProbeError, TrialFailed
-from tuner.inputs.config import ExperimentConfig
-from tuner.judging import stats
+from tuner.inputs.config import ExperimentConfig, ProbeConfig
+from tuner.judging import runs_of, stats
 from tuner.measure import (
     ProbeResult,
     discover_model,
@@ -55,6 +55,7 @@ __all__ = [
     "counted_in_order",
     "log_path",
     "relaunch",
+    "runs_wanted",
 ]
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
@@ -86,6 +87,18 @@ class TrialContext:
 def log_path(study_dir: Path, number: int) -> Path:
     """``results/<study>/logs/trial-NNNN.log``: the server's stdout and stderr."""
     return study_dir / "logs" / f"trial-{number:04d}.log"
+
+
+def runs_wanted(pc: ProbeConfig, baselines: Sequence[TrialRecord]) -> int:
+    """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count the
+    ok ``baselines``' measured run noise on the study's metric asks for, chosen before the launch
+    (:func:`tuner.judging.stats.runs_for_precision`; before a baseline with two runs, ``max_repeats``)."""
+    if isinstance(pc.repeats, int):
+        return pc.repeats
+    bases = [runs for r in baselines if len(runs := runs_of(r, pc.metric)) >= 2]
+    if not bases:
+        return pc.max_repeats
+    return stats.runs_for_precision(bases, pc.ci_target, pc.max_repeats)
 
 
 def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], trial_id: int | None,
