@@ -36,10 +36,10 @@ from tuner.planning.identity import (
     DecodeContext,
     Facts,
     SizePick,
+    StudyFacts,
     load_decode_context,
     night_inert,
     set_identity,
-    stored_facts,
 )
 from tuner.planning.limits import NightLimits
 from tuner.planning.order import (
@@ -86,6 +86,7 @@ __all__ = [
     "ScreenedSet",
     "SizePick",
     "Step",
+    "StudyFacts",
     "check_words",
     "chunk_tokens",
     "clock_time",
@@ -113,6 +114,5 @@ __all__ = [
     "set_identity",
     "span",
     "split_params",
-    "stored_facts",
     "target_met",
 ]

@@ -29,6 +29,7 @@ from tuner.judging import Judgement, stats
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
 from tuner.planning.params import split_params
+from tuner.planning.rules import Rules
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
@@ -119,6 +120,18 @@ class Planner:
         self._refusal = refusal
         self.backends: list[Preset] = []
         self.backend_space: SearchSpace | None = None
+
+    @classmethod
+    def judging_by(cls, rules: Rules, space: SearchSpace, mode: str, *, records: Callable[[], list[TrialRecord]],
+                   busy_keys: Callable[[], set[str]], baseline_every: int = 0, confirm: bool = True,
+                   final_baseline: bool = True, trials: int = 0) -> Planner:
+        """A night's planner judging by ``rules``: its problems, set identity, backend refusal and
+        the decode sizes identity is judged at; the other arguments as for the constructor."""
+        decode = rules.decode
+        return cls(space, mode, records=records, busy_keys=busy_keys, problems=rules.problems, key_of=rules.key_of,
+                   decode_bytes=decode.nbytes if decode is not None else None,
+                   judged_at=decode.sizes_text() if decode is not None else None, baseline_every=baseline_every,
+                   confirm=confirm, final_baseline=final_baseline, trials=trials, refusal=rules.backend_problem)
 
     def screened_first(self, sets: Sequence[ScreenedSet],
                        check: Callable[[dict[str, str]], str | None] | None = None) -> None:

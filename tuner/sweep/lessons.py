@@ -1,31 +1,75 @@
-"""What the night's first baseline teaches it: NCCL's version, topology and decode backend, the triage, the backend check.
+"""What the night learns as it goes: from its first baseline, and from the sets it measured.
 
 After the first ok baseline the study records what its log showed (:func:`learn`), and NCCL's
 model of the machine judged (:func:`tuner.triage.triage`); every runner of the study then plans
 the triage's fix sets first (:func:`plan_fixes`). When NCCL does not carry the decode allreduce
 (:func:`backend_check`), a night on a known server (vLLM, SGLang) measures that server's backend
 space first (:func:`measure_backends`); one that cannot choose it stops before its budget is
-spent unless ``--force`` or the space varies a server flag.
+spent unless ``--force`` or the space varies a server flag. What the measured sets teach is this
+host type's judgement (:func:`host_judgement`), on which the screen, the outlier re-measure and the
+confirmations act.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tuner.diagnose import load_diagnosis
-from tuner.errors import StoppedByCheck
+from tuner.errors import BaselineFailed, StoppedByCheck
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
+from tuner.judging import (
+    SINGLE_STREAM,
+    UNKNOWN_TYPE,
+    Judgement,
+    cannot_act_on,
+    host_type_groups,
+    judge,
+    judge_by_host_type,
+    judge_levels,
+    stats,
+)
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import Planner, night_sizes
-from tuner.record import StudyInfo, TopologyRecord
+from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
 from tuner.study.storage import StudyStore
 from tuner.sweep import evidence
 from tuner.triage import Triage, triage
 
-__all__ = ["backend_check", "learn", "measure_backends", "plan_fixes"]
+__all__ = ["backend_check", "baseline_failed", "host_judgement", "learn", "measure_backends", "plan_fixes"]
+
+
+def host_judgement(store: StudyStore, host_type: str, metric: Metric, level: int = SINGLE_STREAM) -> Judgement:
+    """The sets of ``host_type`` (else of hosts of no known type) judged against their own
+    baseline launches on ``metric``, with the study's ``min_effect`` and what cannot act:
+    single-stream, or the headline at concurrency ``level`` (:func:`tuner.judging.judge_levels`)."""
+    info = store.info()
+    min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
+    if level == SINGLE_STREAM:
+        finished = store.finished()
+        groups = judge_by_host_type(finished, metric=metric, min_effect=min_effect,
+                                    cannot_act=cannot_act_on(info, finished))
+        found = groups.get(host_type, groups.get(UNKNOWN_TYPE))
+        return found if found is not None else judge([], metric=metric)
+    mine = host_type_groups(store.finished())
+    records = mine.get(host_type, mine.get(UNKNOWN_TYPE, []))
+    return judge_levels(records, metric=metric, levels=(level,), judged_level=level, min_effect=min_effect,
+                        cannot_act=cannot_act_on(info, records)).headline
+
+
+def baseline_failed(finished: Sequence[TrialRecord], host_type: str) -> BaselineFailed:
+    """The error of a night whose untuned baseline of ``host_type`` failed (``finished``: the
+    study's finished trials): the last failure's status, cause and server log, and that no set
+    was launched."""
+    failed = [r for r in finished if r.kind is Kind.BASELINE and r.host_type in ("", host_type)]
+    last = failed[-1] if failed else None
+    return BaselineFailed(
+        f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}"
+        + (f"; server log {last.log}" if last and last.log else "") + "); "
+        "no tuned set was launched, since nothing could be compared. Fix the server command or "
+        "environment and run the same command again")
 
 
 def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, space: SearchSpace, study_dir: Path,

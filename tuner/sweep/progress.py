@@ -19,13 +19,13 @@ from typing import Any
 
 from rich.console import Console
 
-from tuner.planning import clock_time
+from tuner.planning import DecodeContext, clock_time
 from tuner.record import Kind, TrialRecord
 
 __all__ = [
     "Progress",
-    "environment_lines",
     "proof_line",
+    "start_lines",
     "trial_lines",
 ]
 
@@ -144,14 +144,20 @@ def trial_lines(rec: TrialRecord, label: str) -> list[str]:
     return out
 
 
-def environment_lines(removed: Sequence[str], kept: Sequence[str]) -> list[str]:
-    """What the night says of the inherited environment: the NCCL variables no trial sees
-    (``removed``) and the hardware selectors every trial keeps (``kept``)."""
-    out = []
+def start_lines(notices: Sequence[str], removed: Sequence[str], kept: Sequence[str],
+                decode: DecodeContext | None) -> list[str]:
+    """What the night says before anything else: the inputs' ``notices``, the inherited NCCL
+    variables no trial sees (``removed``) and the hardware selectors every trial keeps (``kept``),
+    and the allreduce sizes a set's identity is judged at (``decode``, from a diagnosis)."""
+    out = list(notices)
     if removed:
         out.append(f"inherited {', '.join(removed)} removed from every trial, the baseline included; "
                    "variables your cluster needs (interfaces, IB HCAs) belong in server.env")
     if kept:
         out.append(f"inherited {', '.join(kept)} kept for every trial: they select hardware rather "
                    "than tune it (vary one in the space to have it removed)")
+    if decode is not None:
+        out.append(decode.sentence())
+        if decode.why:
+            out.append(f"the sizes: {decode.why}")
     return out

@@ -35,24 +35,13 @@ from pathlib import Path
 import optuna
 
 from tuner import screen
-from tuner.errors import BaselineFailed, Interrupted, MachineNotClean, NcclTuneError
+from tuner.errors import MachineNotClean
 from tuner.inputs.config import ExperimentConfig
 from tuner.inputs.space import SearchSpace
-from tuner.judging import (
-    SINGLE_STREAM,
-    UNKNOWN_TYPE,
-    Judgement,
-    cannot_act_on,
-    host_type_groups,
-    judge,
-    judge_by_host_type,
-    judge_levels,
-    stats,
-)
+from tuner.judging import SINGLE_STREAM, Judgement, stats
 from tuner.planning import (
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
-    Facts,
     Launch,
     NightClock,
     NightLimits,
@@ -60,27 +49,26 @@ from tuner.planning import (
     RelaunchTime,
     Rules,
     Step,
+    StudyFacts,
     counts_in_budget,
     final_baseline_owed,
-    flag_params,
     load_decode_context,
     outlier_baseline,
     relaunch_time,
-    stored_facts,
     target_met,
 )
-from tuner.record import Kind, Status, TrialRecord
-from tuner.server import preflight, split_inherited
+from tuner.record import Kind, TrialRecord
+from tuner.server import split_inherited
 from tuner.server.signals import SignalGuard
 from tuner.study.host import this_host
 from tuner.study.inflight import RunnerFile, runner_id
 from tuner.study.storage import StudyStore, default_storage, heartbeat_settings, open_study
-from tuner.study.workers import check_processes, gpus_of
 from tuner.sweep import evidence
-from tuner.sweep.lessons import backend_check, learn, measure_backends, plan_fixes
-from tuner.sweep.progress import Progress, environment_lines, trial_lines
+from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
+from tuner.sweep.prelaunch import before_first_launch
+from tuner.sweep.progress import Progress, start_lines, trial_lines
 from tuner.sweep.runners import Runners
-from tuner.sweep.trial import TrialContext, log_path, relaunch, runs_wanted
+from tuner.sweep.trial import Launcher, runs_wanted
 
 __all__ = [
     "Sweep",
@@ -138,6 +126,17 @@ class SweepOutcome:
     next_run: str = ""
     outlier_remeasured: int | None = None
 
+    def target_reached(self, trial: int | None, target: float, *, already: bool = False) -> None:
+        """Stop at ``--target`` (tok/s): met by the baseline (``trial`` None) or reached by ``trial``
+        (``already``: before this run, so no further set is launched)."""
+        if trial is None:
+            self.target_met_untuned = True
+            self.stop_reason = f"target {target:g} tok/s already met by the baseline"
+            return
+        self.target_reached_by = trial
+        self.stop_reason = (f"target {target:g} tok/s already reached by trial {trial}; no further set launched "
+                            "(--always to tune on)" if already else f"target {target:g} tok/s reached by trial {trial}")
+
 
 #: Why a relaunch asked is dropped when trials asked before it spent the budget.
 _SPENT_BEFORE = "the budget was spent by trials asked before it (other runners')"
@@ -166,27 +165,22 @@ class Sweep:
         self.budget = options.trials or config.sweep.trials
         self.target = options.target if options.target is not None else config.sweep.target
         self.progress = options.progress or Progress(self.budget)
-        self._learned: Facts | None = None
+        self.facts = StudyFacts(self.store.info, lambda: next(iter(self._baselines()), None), config)
         # identity at the night's allreduce sizes, from a `nccl-tune diagnose` of this study (results/<study>/diagnose.json)
         self.decode = load_decode_context(self.dir, config)
-        self.rules = Rules(config.server.env, self._facts, decode=self.decode, allow_unsafe=options.allow_unsafe)
+        self.rules = Rules(config.server.env, self.facts, decode=self.decode, allow_unsafe=options.allow_unsafe)
         self.runner_file = RunnerFile(self.dir, config.server.port)
         self.runners = Runners(self.store, self.runner_file, self.host.host_type, heartbeat_s=heartbeat_s,
                                grace_s=grace_s, log=self.progress.log)
-        self.planner = Planner(space, options.mode or config.sweep.mode,
-                               records=lambda: self.store.records(relaunched_only=False),
-                               busy_keys=lambda: self.runners.busy_keys(self.rules.key_of), problems=self.rules.problems,
-                               key_of=self.rules.key_of,
-                               decode_bytes=self.decode.nbytes if self.decode is not None else None,
-                               judged_at=self.decode.sizes_text() if self.decode is not None else None,
-                               baseline_every=(options.baseline_every if options.baseline_every is not None
-                                               else config.sweep.baseline_every),
-                               confirm=options.confirm, final_baseline=options.final_baseline, trials=self.budget,
-                               refusal=self.rules.backend_problem)
+        self.planner = Planner.judging_by(
+            self.rules, space, options.mode or config.sweep.mode, records=lambda: self.store.records(relaunched_only=False),
+            busy_keys=lambda: self.runners.busy_keys(self.rules.key_of), confirm=options.confirm,
+            baseline_every=options.baseline_every if options.baseline_every is not None else config.sweep.baseline_every,
+            final_baseline=options.final_baseline, trials=self.budget)
         #: the budget with its reserved checks' slots, and the Unix time no relaunch may end after
         self.limits = NightLimits.of(self.planner.budget, time.time(), options.timeout_s, options.until)
         self.signals = SignalGuard()
-        self._strict_port = False
+        self.launcher = Launcher(config, self.dir, self.store, self.runner_file, self.signals, self.progress, self.host)
         self._stage2 = False  # the first stage has ended in this run: only reserved checks are left
         self._check_at = 0  # in stage 2: the reserved check (its index in Budget.steps) being made
         self.outcome = SweepOutcome()
@@ -196,19 +190,6 @@ class Sweep:
     def _baselines(self) -> list[TrialRecord]:
         """Ok baseline launches of this runner's host type, oldest first."""
         return self.store.ok_baselines(self.host.host_type)
-
-    def _facts(self) -> Facts:
-        """The study's facts (:func:`tuner.planning.stored_facts`). Kept once learned (the study
-        records them once): every set key and check reads them, thousands of times per proposal,
-        and each read would be a storage query."""
-        if self._learned is not None:
-            return self._learned
-        info = self.store.info()
-        bases = self._baselines() if info.nccl_learned else []
-        facts = stored_facts(info, self.cfg, bases[0] if bases else None)
-        if info.nccl_learned:
-            self._learned = facts
-        return facts
 
     def _spent(self) -> int:
         """Relaunches the budget counts: every relaunch of the whole study, finished or in flight
@@ -244,45 +225,23 @@ class Sweep:
         """
         if steps is not None:  # a check judges who carries decode itself: no backend space planned
             self._backend_said = True
-        for line in [*self.cfg.notices, *self.space.notices,
-                     *environment_lines(*split_inherited(os.environ, frozenset(self.space.choices())))]:
+        removed, kept = split_inherited(os.environ, frozenset(self.space.choices()))
+        for line in start_lines([*self.cfg.notices, *self.space.notices], removed, kept, self.decode):
             self.progress.log(line)
-        if self.decode is not None:
-            self.progress.log(self.decode.sentence())
-            if self.decode.why:
-                self.progress.log(f"the sizes: {self.decode.why}")
-        self.runner_file.claim(self.opt.study)
-        # a night in progress has no end mark: `nccl-tune studies` reads an empty one without a
-        # live runner as a night stopped without one (killed, a crash)
         try:
-            self.store.update_info(stop_reason="", trials=self.budget)
-            with self.signals:
-                self.runners.recover()
-                self._preflight()
-                for line in self._clock().lines(self.limits.deadline_words):
-                    self.progress.log(f"clock: {line}")
-                (steps or self._night)()
+            with self.runners.holding(self.opt.study):
+                # a night in progress has no end mark: `nccl-tune studies` reads an empty one without a
+                # live runner as a night stopped without one (killed, a crash)
+                self.store.update_info(stop_reason="", trials=self.budget)
+                with self.signals:
+                    self.runners.recover()
+                    before_first_launch(self.cfg, self.dir, self.progress.log)
+                    for line in self._clock().lines(self.limits.deadline_words):
+                        self.progress.log(f"clock: {line}")
+                    (steps or self._night)()
         finally:
-            try:  # no runner ends while a dead runner's server of its study runs on its host
-                self.runners.reap()
-            except Exception as exc:  # the storage may be what failed: never hide the first error
-                self.progress.log(f"could not look for servers dead runners left: {exc}")
-            self.runner_file.release()
             self.progress.close()
         return self.outcome
-
-    def _preflight(self) -> None:
-        """Before the first launch: refuse what would only show after ``ready_timeout_s``
-        (InputError with every problem), say what only might, and refuse to start when the
-        port already answers (MachineNotClean, naming who holds it) or NVML lists a compute process
-        on its GPUs that is not this runner's (GpusInUse)."""
-        preflight.check(self.cfg, self.dir)
-        for warning in preflight.warnings(self.cfg.server):
-            self.progress.log(f"warning: {warning}")
-        check_processes(gpus_of(self.cfg))  # after recover(): a server this study's dead runner left is gone
-        held = preflight.port_held(self.cfg.server)
-        if held:
-            raise MachineNotClean(held)
 
     def _night(self) -> None:
         """The baseline, what it teaches, the screen, the first stage, then the reserved checks."""
@@ -320,25 +279,13 @@ class Sweep:
             met = rec is not None and target_met(rec, self.target)
         else:
             met = target_met(baselines[-1], self.target)
-        if met and not self.opt.always:
-            self.outcome.target_met_untuned = True
-            self.outcome.stop_reason = f"target {self.target:g} tok/s already met by the baseline"
-            return True
-        reached = [r for r in self.store.finished() if r.kind is not Kind.BASELINE and target_met(r, self.target)
-                   ] if self.target is not None and not self.opt.always else []
-        if reached:
-            self.outcome.target_reached_by = reached[0].trial
-            self.outcome.stop_reason = (f"target {self.target:g} tok/s already reached by trial {reached[0].trial}; "
-                                        "no further set launched (--always to tune on)")
+        reached = [r.trial for r in self.store.finished() if r.kind is not Kind.BASELINE and target_met(r, self.target)
+                   ] if self.target is not None and not self.opt.always and not met else []
+        if (met and not self.opt.always) or reached:
+            self.outcome.target_reached(reached[0] if reached else None, self.target or 0.0, already=True)
             return True
         if not self._baselines():
-            failed = [r for r in self.store.finished() if r.kind is Kind.BASELINE and r.host_type in ("", self.host.host_type)]
-            last = failed[-1] if failed else None
-            raise BaselineFailed(
-                f"the untuned baseline failed ({last.status if last else '?'}: {last.cause if last else ''}"
-                + (f"; server log {last.log}" if last and last.log else "") + "); "
-                "no tuned set was launched, since nothing could be compared. Fix the server command or "
-                "environment and run the same command again")
+            raise baseline_failed(self.store.finished(), self.host.host_type)
         return False
 
     def _first_stage(self) -> None:
@@ -380,19 +327,6 @@ class Sweep:
         return self.runners.await_silent(lambda: self._fits(Step.RETRY, count_budget=False)[0], retry_owed)
 
     # -- plan -----------------------------------------------------------------------------------
-    def _ask(self, rec: TrialRecord | None, env: dict[str, str] | None = None,
-             flags: list[str] | None = None) -> tuple[optuna.Trial, Launch, TrialRecord]:
-        """A trial of the study for the set ``env`` + ``flags`` recorded as ``rec`` (None: the
-        sampler's proposal), and its :class:`tuner.planning.Launch`, whose shown set the record holds."""
-        if rec is None:
-            trial, params, rec = self.store.ask()
-        else:
-            trial, params, rec = self.store.ask_fixed(
-                self.store.params_of(env or {}, flag_params(flags) if flags is not None else None), rec)
-        launch = Launch.of(params, self.rules.key_of)
-        rec.env, rec.flags = dict(launch.shown_env), list(launch.flags)
-        return trial, launch, rec
-
     def _next_trial(self) -> bool:
         """Ask planning for the next set and relaunch it; False when nothing is left to try.
         Named sets not launched are recorded and passed over; :data:`MAX_SKIPPED_PROPOSALS`
@@ -429,20 +363,16 @@ class Sweep:
                 return True
             if planned is None:
                 skipped += 1
-            # stored in the study (every runner, a resume and `nccl-tune report` see it): report.md
-            # and trials.csv list each set not measured, with why and the set it equals
-            rec.status, rec.cause, rec.host_type = Status.SKIPPED, decision.cause, self.host.host_type
-            if planned is not None:  # say why a planned set is not launched (a sampler's repeat is not news)
+            else:  # say why a planned set is not launched (a sampler's repeat is not news)
                 self.progress.log(f"trial {trial.number} [{planned.name or planned.kind}] "
                                   f"{json.dumps(rec.env)} not launched: {decision.reason}")
-            if decision.duplicate_of is not None:
-                rec.kind, rec.duplicate_of = Kind.DUPLICATE, decision.duplicate_of.trial
-                self.store.tell_known(trial, rec, *self.store.trial_value(decision.duplicate_of.trial))
-            else:
-                rec.kind = Kind.INVALID
-                self.store.tell_known(trial, rec, None, 1.0)
+            self.launcher.skip(trial, rec, decision)
         self.outcome.stop_reason = EXHAUSTED
         return False
+
+    def _ask(self, rec: TrialRecord | None, env: dict[str, str] | None = None,
+             flags: list[str] | None = None) -> tuple[optuna.Trial, Launch, TrialRecord]:
+        return self.launcher.ask(rec, self.rules.key_of, env, flags)
 
     def _baseline(self, *, recheck: bool, limit: int | None = None) -> TrialRecord | None:
         """Measure the untuned baseline (a trial like the others, so the sampler learns from it);
@@ -471,28 +401,11 @@ class Sweep:
         of = max(night.total, index)
         self.progress.plan(of, night.end_at)
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
-        rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
-        rec.log = str(log_path(self.dir, trial.number))
-        rec.host, rec.host_type = self.host.record(), self.host.host_type
         self.runners.reap()  # a retry of a dead runner's trial first ends the server it left
-        self.store.start(trial, rec)
-        trial_id = trial._trial_id
-        ctx = TrialContext(self.cfg, self.dir, self.runner_file, self.signals, self.progress.log, self._facts().version,
-                           frozenset([*self.space.choices(), *self.store.planned_only]), self._strict_port,
-                           on_server=lambda identity: self.store.set_server(trial_id, identity))
-        on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
-                                        lambda state: self.store.set_phase(trial_id, state),
-                                        {"relaunch": index, "of": of, "end_at": night.end_at, "label": label})
-        runs = runs_wanted(self.cfg.probe, self._baselines())
-        try:
-            with self.store.heartbeat(trial):
-                rec, found = relaunch(ctx, rec, trial_id=trial_id, on_phase=on_phase, env=dict(launch.env), runs=runs)
-        except BaseException as exc:
-            said = str(exc) if isinstance(exc, NcclTuneError) and not isinstance(exc, Interrupted) else ""
-            rec.status, rec.cause = Status.INTERRUPTED, said or "the runner was interrupted (signal)"
-            self.store.abandon(trial, rec)
-            raise
-        self._strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT
+        rec, found = self.launcher.launch(trial, launch, rec, version=self.facts().version,
+                                          varied=frozenset([*self.space.choices(), *self.store.planned_only]),
+                                          runs=runs_wanted(self.cfg.probe, self._baselines()),
+                                          night={"relaunch": index, "of": of, "end_at": night.end_at, "label": label})
         self._record(trial, rec, label, found)
         return rec
 
@@ -500,7 +413,6 @@ class Sweep:
     def _record(self, trial: optuna.Trial, rec: TrialRecord, label: str, found: evidence.Evidence | None) -> None:
         """Store the finished relaunch and tell Optuna, say it, learn from the study's first ok
         baseline, and stop at ``--target``. Raises MachineNotClean when its teardown left something."""
-        rec.host = self.host.record(rec.nccl_version, rec.log)
         if rec.kind is Kind.BASELINE and not rec.recheck and self.runners.earlier_baseline(trial.number):
             rec.recheck = True  # another runner's baseline of this host type came first: a re-measure
         self.store.finish(trial, rec, rec.median(self.cfg.probe.metric) or 0.0)
@@ -515,40 +427,24 @@ class Sweep:
             learn(self.store, found, self.cfg, self.space, self.dir, self.progress.log)
             self._check_backend()
         if rec.kind is not Kind.BASELINE and target_met(rec, self.target):
-            self.outcome.target_reached_by = trial.number
-            self.outcome.stop_reason = f"target {self.target:g} tok/s reached by trial {trial.number}"
+            self.outcome.target_reached(trial.number, self.target or 0.0)
 
     def _check_backend(self) -> None:
-        """Once the study's first baseline showed that NCCL does not carry the decode allreduce
-        (every runner decides from the stored study info): plan the server's backend space first,
-        or stop (:func:`tuner.sweep.lessons.backend_check`)."""
+        """Once, after the study's first baseline: plan the server's backend space first when NCCL
+        does not carry the decode allreduce, or stop (:func:`tuner.sweep.lessons.backend_check`)."""
         info = self.store.info()
-        if info.allreduce_nccl_on_decode_path is not False or self._backend_said:
-            return
-        self._backend_said = True
-        found = backend_check(info, self.cfg, self.space, study=self.opt.study, force=self.opt.force,
-                              log=self.progress.log)
-        if found is not None:
-            measure_backends(*found, store=self.store, planner=self.planner, allow_unsafe=self.opt.allow_unsafe,
-                             version=self._facts().version, log=self.progress.log)
+        if info.allreduce_nccl_on_decode_path is False and not self._backend_said:
+            self._backend_said = True
+            found = backend_check(info, self.cfg, self.space, study=self.opt.study, force=self.opt.force,
+                                  log=self.progress.log)
+            if found is not None:
+                measure_backends(*found, store=self.store, planner=self.planner, allow_unsafe=self.opt.allow_unsafe,
+                                 version=self.facts().version, log=self.progress.log)
 
     # -- judge ----------------------------------------------------------------------------------
     def _judge(self, level: int = SINGLE_STREAM) -> Judgement:
-        """This host type's sets judged against its own baseline launches on the study's metric:
-        single-stream, or the headline at concurrency ``level`` (:func:`tuner.judging.judge_levels`)."""
-        info = self.store.info()
-        min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
-        metric = self.cfg.probe.metric
-        if level == SINGLE_STREAM:
-            finished = self.store.finished()
-            groups = judge_by_host_type(finished, metric=metric, min_effect=min_effect,
-                                        cannot_act=cannot_act_on(info, finished))
-            found = groups.get(self.host.host_type, groups.get(UNKNOWN_TYPE))
-            return found if found is not None else judge([], metric=metric)
-        mine = host_type_groups(self.store.finished())
-        records = mine.get(self.host.host_type, mine.get(UNKNOWN_TYPE, []))
-        return judge_levels(records, metric=metric, levels=(level,), judged_level=level, min_effect=min_effect,
-                            cannot_act=cannot_act_on(info, records)).headline
+        """This host type's sets judged on the study's metric (:func:`tuner.sweep.lessons.host_judgement`)."""
+        return host_judgement(self.store, self.host.host_type, self.cfg.probe.metric, level)
 
     def _outlier_remeasure(self) -> bool:
         """Once a night: when the judgement's noise warning names the latest baseline launch as

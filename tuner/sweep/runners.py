@@ -12,8 +12,9 @@ silent rather than leave them unretried (:meth:`Runners.await_silent`).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import optuna
 
@@ -37,6 +38,22 @@ class Runners:
         self.store, self.runner_file, self.host_type = store, runner_file, host_type
         self.heartbeat_s, self.grace_s, self.log = heartbeat_s, grace_s, log
         self._reaped: set[int] = set()  # trials whose dead runner's server was looked for
+
+    @contextlib.contextmanager
+    def holding(self, study: str) -> Iterator[None]:
+        """This runner's claim on its results folder and port for ``study``'s night
+        (:meth:`tuner.study.RunnerFile.claim`: MachineNotClean when a live runner holds it); at
+        its end, however it ends, every server a dead runner of the study left on this host torn
+        down (:meth:`reap`) and the claim released."""
+        self.runner_file.claim(study)
+        try:
+            yield
+        finally:
+            try:  # no runner ends while a dead runner's server of its study runs on its host
+                self.reap()
+            except Exception as exc:  # the storage may be what failed: never hide the first error
+                self.log(f"could not look for servers dead runners left: {exc}")
+            self.runner_file.release()
 
     def busy_keys(self, key_of: Callable[[dict[str, str], list[str]], str]) -> set[str]:
         """The keys (``key_of(env, flags)``) of every set queued or running on any runner."""
