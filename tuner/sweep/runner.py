@@ -24,6 +24,7 @@ baseline teaches the night (NCCL's version and topology, the triage, the backend
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -110,6 +111,15 @@ class SweepOptions:
         """``results/<study>/``: storage (by default), CSV, plots, logs."""
         return self.results / self.study
 
+    def resolved(self, config: ExperimentConfig) -> SweepOptions:
+        """These options with what they leave unset taken from ``config``'s ``[sweep]``."""
+        sweep = config.sweep
+        return dataclasses.replace(
+            self, trials=self.trials or sweep.trials, mode=self.mode or sweep.mode,
+            seed=self.seed if self.seed is not None else sweep.seed,
+            baseline_every=self.baseline_every if self.baseline_every is not None else sweep.baseline_every,
+            target=self.target if self.target is not None else sweep.target)
+
 
 @dataclass
 class SweepOutcome:
@@ -153,17 +163,15 @@ class Sweep:
     """
 
     def __init__(self, config: ExperimentConfig, space: SearchSpace, options: SweepOptions) -> None:
-        self.cfg, self.space, self.opt = config, space, options
+        self.cfg, self.space, self.opt = config, space, options.resolved(config)
         self.dir = options.study_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.storage_url = options.storage or default_storage(self.dir)
-        seed = options.seed if options.seed is not None else config.sweep.seed
         heartbeat_s, grace_s = heartbeat_settings(os.environ)
-        self.store = StudyStore(open_study(options.study, self.storage_url, seed, heartbeat_interval_s=heartbeat_s,
+        self.store = StudyStore(open_study(options.study, self.storage_url, self.opt.seed, heartbeat_interval_s=heartbeat_s,
                                            grace_period_s=grace_s), space.choices())
         self.host = this_host(config)
-        self.budget = options.trials or config.sweep.trials
-        self.target = options.target if options.target is not None else config.sweep.target
+        self.budget, self.target = self.opt.trials or 0, self.opt.target
         self.progress = options.progress or Progress(self.budget)
         self.facts = StudyFacts(self.store.info, lambda: next(iter(self._baselines()), None), config)
         # identity at the night's allreduce sizes, from a `nccl-tune diagnose` of this study (results/<study>/diagnose.json)
@@ -173,16 +181,14 @@ class Sweep:
         self.runners = Runners(self.store, self.runner_file, self.host.host_type, heartbeat_s=heartbeat_s,
                                grace_s=grace_s, log=self.progress.log)
         self.planner = Planner.judging_by(
-            self.rules, space, options.mode or config.sweep.mode, records=lambda: self.store.records(relaunched_only=False),
-            busy_keys=lambda: self.runners.busy_keys(self.rules.key_of), confirm=options.confirm,
-            baseline_every=options.baseline_every if options.baseline_every is not None else config.sweep.baseline_every,
-            final_baseline=options.final_baseline, trials=self.budget)
+            self.rules, space, self.opt.mode or "", records=lambda: self.store.records(relaunched_only=False),
+            busy_keys=lambda: self.runners.busy_keys(self.rules.key_of), baseline_every=self.opt.baseline_every or 0,
+            confirm=options.confirm, final_baseline=options.final_baseline, trials=self.budget)
         #: the budget with its reserved checks' slots, and the Unix time no relaunch may end after
         self.limits = NightLimits.of(self.planner.budget, time.time(), options.timeout_s, options.until)
         self.signals = SignalGuard()
         self.launcher = Launcher(config, self.dir, self.store, self.runner_file, self.signals, self.progress, self.host)
-        self._stage2 = False  # the first stage has ended in this run: only reserved checks are left
-        self._check_at = 0  # in stage 2: the reserved check (its index in Budget.steps) being made
+        self._check_at: int | None = None  # in stage 2: the reserved check (its index in Budget.steps) being made
         self.outcome = SweepOutcome()
         self._backend_said = False
 
@@ -205,13 +211,13 @@ class Sweep:
         """Whether a relaunch (``step`` None: a first-stage one) may start now, and why not
         (:meth:`tuner.planning.NightLimits.allows`)."""
         guard = self._per().guard_s if self.limits.deadline is not None else 0.0
-        return self.limits.allows(self._spent(), time.time(), guard, step=step, made=self._check_at,
+        return self.limits.allows(self._spent(), time.time(), guard, step=step, made=self._check_at or 0,
                                   count_budget=count_budget, what=what)
 
     def _clock(self) -> NightClock:
         """The rest of the night from now, on the measured (else configured) relaunch time."""
-        return self.limits.clock(self._per(), time.time(), self._spent(), stage2=self._stage2, made=self._check_at,
-                                 first_free=not self._baselines())
+        return self.limits.clock(self._per(), time.time(), self._spent(), stage2=self._check_at is not None,
+                                 made=self._check_at or 0, first_free=not self._baselines())
 
     # -- the night ------------------------------------------------------------------------------
     def run(self, steps: Callable[[], None] | None = None) -> SweepOutcome:
@@ -253,12 +259,10 @@ class Sweep:
             stage = screen.run_stage(
                 self.cfg, self.space, self.store, baseline=self._baselines()[0], study_dir=self.dir,
                 log=self.progress.log, judgement=self._judge(), force=self.opt.force,
-                deadline=self.limits.kept_deadline(self._per().guard_s, self._spent()),
-                seed=self.opt.seed if self.opt.seed is not None else self.cfg.sweep.seed,
+                deadline=self.limits.kept_deadline(self._per().guard_s, self._spent()), seed=self.opt.seed,
                 problems=self.rules.problems, held=self.signals.held)
             self.planner.screened_first(stage.top_sets, stage.check)
         self._first_stage()
-        self._stage2 = True
         for i, check in enumerate(self.planner.reserved):  # stage 2: each confirmation slot, then the final baseline
             self._check_at = i
             if check is Step.CONFIRM:
