@@ -30,7 +30,7 @@ from datetime import datetime
 from itertools import pairwise
 from typing import NamedTuple
 
-from tuner.inputs.config import ExperimentConfig, ProbeConfig
+from tuner.inputs import ExperimentConfig, ProbeConfig
 from tuner.planning.budget import check_words
 from tuner.planning.entry import Step
 from tuner.record import Status, TrialRecord

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.diagnose import JSON_NAME, Diagnosis, decode_pick, load_diagnosis
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.nccl import DecodeChoice, NcclVersion, Topology, TuningTable, canonical_set, decode_effect
 from tuner.planning.sizes import NightSize, night_sizes
 from tuner.record import StudyInfo, TrialRecord, set_key

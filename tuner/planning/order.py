@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from tuner.inputs.space import Preset, SearchSpace
+from tuner.inputs import Preset, SearchSpace
 from tuner.judging import Judgement, stats
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step

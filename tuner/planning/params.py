@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tuner.inputs.space import UNSET
+from tuner.inputs import UNSET
 from tuner.redaction import redact
 
 __all__ = ["FLAG_ON", "Launch", "flag_params", "split_params"]

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
+from tuner.inputs import BACKEND_SPACE, ExperimentConfig, SearchSpace, backend_space_path, load_space
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     OLDEST_SUPPORTED,
@@ -52,7 +51,7 @@ from tuner.planning import (
 from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
-from tuner.study.workers import dry_run_lines
+from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
 __all__ = ["backend_lines", "p2p_default_line", "plan_lines"]

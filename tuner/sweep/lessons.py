@@ -18,8 +18,7 @@ from pathlib import Path
 
 from tuner.diagnose import load_diagnosis
 from tuner.errors import BaselineFailed, StoppedByCheck
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
+from tuner.inputs import BACKEND_SPACE, ExperimentConfig, SearchSpace, backend_space_path, load_space
 from tuner.judging import (
     SINGLE_STREAM,
     UNKNOWN_TYPE,
@@ -34,7 +33,7 @@ from tuner.judging import (
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import Planner, night_sizes
 from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
-from tuner.study.storage import StudyStore
+from tuner.study import StudyStore
 from tuner.sweep import evidence
 from tuner.triage import Triage, triage
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import InputError, MachineNotClean
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.server import preflight
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 

@@ -37,8 +37,7 @@ import optuna
 
 from tuner import screen
 from tuner.errors import MachineNotClean
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.judging import SINGLE_STREAM, Judgement, stats
 from tuner.planning import (
     EXHAUSTED,
@@ -59,11 +58,8 @@ from tuner.planning import (
     target_met,
 )
 from tuner.record import Kind, TrialRecord
-from tuner.server import split_inherited
-from tuner.server.signals import SignalGuard
-from tuner.study.host import this_host
-from tuner.study.inflight import RunnerFile, runner_id
-from tuner.study.storage import StudyStore, default_storage, heartbeat_settings, open_study
+from tuner.server import SignalGuard, split_inherited
+from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_settings, open_study, runner_id, this_host
 from tuner.sweep import evidence
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
 from tuner.sweep.prelaunch import before_first_launch

@@ -21,8 +21,7 @@ import optuna
 from tuner.planning import counts_in_budget, split_params
 from tuner.record import Kind, Status, TrialRecord
 from tuner.server import ServerIdentity, kill_leftover
-from tuner.study.inflight import RunnerFile, host_name, runner_alive
-from tuner.study.storage import SETTLE_S, StudyStore
+from tuner.study import SETTLE_S, RunnerFile, StudyStore, host_name, runner_alive
 
 __all__ = ["Runners"]
 

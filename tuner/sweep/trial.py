@@ -26,7 +26,7 @@ import httpx
 import optuna
 
 from tuner.errors import Interrupted, MachineFault, NcclTuneError, ProbeError, TrialFailed
-from tuner.inputs.config import ExperimentConfig, ProbeConfig
+from tuner.inputs import ExperimentConfig, ProbeConfig
 from tuner.judging import runs_of, stats
 from tuner.measure import (
     ProbeResult,
@@ -45,11 +45,11 @@ from tuner.server import (
     PORT_WAIT_S,
     ServerIdentity,
     ServerProcess,
+    SignalGuard,
     TeardownReport,
     port_holder,
     wait_port_bindable,
 )
-from tuner.server.signals import SignalGuard
 from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
