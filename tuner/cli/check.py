@@ -48,13 +48,20 @@ def run(args: argparse.Namespace) -> int:
     cannot be opened)."""
     from tuner import report
     from tuner.errors import NoLongerHolds, NotJudged
-    from tuner.inputs.config import load_config
-    from tuner.inputs.space import load_space
+    from tuner.inputs import load_config, load_space
     from tuner.judging import DEFAULT_MIN_EFFECT
     from tuner.server import preflight
     from tuner.study import this_host
-    from tuner.sweep import CHECK_TRIALS, PRIOR_WORDS, SweepOptions, judge_check, open_against, resolve_set, run_check
-    from tuner.sweep.progress import Progress
+    from tuner.sweep import (
+        CHECK_TRIALS,
+        PRIOR_WORDS,
+        Progress,
+        SweepOptions,
+        judge_check,
+        open_against,
+        resolve_set,
+        run_check,
+    )
 
     if args.trials < CHECK_TRIALS:
         raise InputError(CLI, "--trials", args.trials, f"an integer >= {CHECK_TRIALS}",

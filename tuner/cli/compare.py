@@ -28,8 +28,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the comparison of the two studies (or JSON); returns 0."""
-    from tuner.report.compare import compare_nights, print_comparison
-    from tuner.report.nights import open_night
+    from tuner.report import compare_nights, open_night, print_comparison
 
     a = open_night(args.study_a, args.storage, args.results, study_key="STUDY_A")
     b = open_night(args.study_b, args.storage_b or args.storage, args.results, study_key="STUDY_B",

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from tuner import diagnose
-    from tuner.inputs.config import load_config
+    from tuner.inputs import load_config
     from tuner.study import check_processes, gpus_of
 
     cfg = load_config(args.config, resolve_space=False)
@@ -59,7 +59,7 @@ def _space_files(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The graph/topology files of the config's search space, for diagnose's triage: only when
     the space names one of those variables (then the space is loaded, and a bad file is an
     InputError, exit 2, before the launch); empty when the space file is not found."""
-    from tuner.inputs.space import load_space
+    from tuner.inputs import load_space
     from tuner.nccl import FILE_VARS
 
     raw = Path(cfg.sweep.space)

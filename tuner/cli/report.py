@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     (StorageUnreadable) or a study a newer nccl-tune wrote (NewerFormat)."""
     from tuner import report
     from tuner.judging import DEFAULT_MIN_EFFECT
-    from tuner.report.nights import study_listing
+    from tuner.report import study_listing
     from tuner.study import StudyStore, check_format, default_storage, hide_password, open_study
 
     if args.study is None:  # say which studies there are (`nccl-tune studies` shows them in full)

@@ -25,8 +25,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the status of ``args.study`` (else of the one running study); returns 0."""
-    from tuner.report.nights import find_nights, open_night
-    from tuner.report.status import night_status, pick_running, print_status
+    from tuner.report import find_nights, night_status, open_night, pick_running, print_status
     from tuner.study import hide_password
 
     if args.study is not None:

@@ -24,8 +24,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print every study of ``args.storage`` (else of each ``results/*/study.db``); returns 0."""
-    from tuner.report.nights import find_nights
-    from tuner.report.studies import print_studies
+    from tuner.report import find_nights, print_studies
 
     print_studies(find_nights(args.storage, args.results), as_json=args.json)
     return ExitCode.OK

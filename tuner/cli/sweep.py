@@ -79,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from tuner.redaction import secret_values
     from tuner.server import preflight
     from tuner.study import begin_run, record_end, record_stop
-    from tuner.sweep import Sweep, SweepOptions
-    from tuner.sweep.progress import Progress
+    from tuner.sweep import Progress, Sweep, SweepOptions
 
     cfg, space = _load_inputs(args, check_program=not args.dry_run)  # a dry run says what is not on PATH
     _check_fixed_env(cfg, space)
@@ -151,8 +150,7 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
     """``--dry-run``: the sweep's checks before its first launch (raising what the sweep would
     raise, with its exit status), then the plan and what was checked; launches nothing."""
     from tuner.study import check_workers, gpus_of, stored_study, workers_dir
-    from tuner.sweep.dryrun import plan_lines
-    from tuner.sweep.prelaunch import start_checks
+    from tuner.sweep import plan_lines, start_checks
 
     try:  # a diagnose.json of the study shapes the plan as it shapes the sweep
         study: str | None = args.study or study_name_from(args.config)
@@ -201,8 +199,7 @@ def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
 def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tuple[Any, Any]:
     """The experiment file and the search space, with every problem of both in one error
     (``check_program``: a program not on PATH is one of them)."""
-    from tuner.inputs.config import load_config
-    from tuner.inputs.space import load_space
+    from tuner.inputs import load_config, load_space
 
     problems: list[InputError] = []
     cfg = space = None

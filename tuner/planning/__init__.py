@@ -9,10 +9,11 @@ reserved inside it), :mod:`~tuner.planning.entry` (typed plan entries, :class:`S
 (both for one night), :mod:`~tuner.planning.sets` (counting a space's sets),
 :mod:`~tuner.planning.params` (a set as Optuna parameters), :mod:`~tuner.planning.forecast`
 (the whole plan before the night, for ``--dry-run``), :mod:`~tuner.planning.clock` (how long
-the night takes, what fits before a deadline, the reserved checks' time kept).
+the night takes, what fits before a deadline, the reserved checks' time kept),
+:mod:`~tuner.planning.limits` (the one budget-and-deadline rule: whether another relaunch may start).
 """
 
-from tuner.planning.budget import RUNNER_UP_FROM, Budget, counts_in_budget
+from tuner.planning.budget import RUNNER_UP_FROM, Budget, check_words, counts_in_budget
 from tuner.planning.clock import (
     ESTIMATE_MARGIN,
     Fit,
@@ -22,6 +23,8 @@ from tuner.planning.clock import (
     clock_time,
     deadline_at,
     deadline_name,
+    fits,
+    kept_after,
     probe_tokens,
     relaunch_time,
     span,
@@ -29,7 +32,16 @@ from tuner.planning.clock import (
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.feasibility import doubts, problems
 from tuner.planning.forecast import Plan, SamplerView, forecast, rules_before_the_night
-from tuner.planning.identity import DecodeContext, Facts, SizePick, load_decode_context, night_inert, set_identity
+from tuner.planning.identity import (
+    DecodeContext,
+    Facts,
+    SizePick,
+    StudyFacts,
+    load_decode_context,
+    night_inert,
+    set_identity,
+)
+from tuner.planning.limits import NightLimits
 from tuner.planning.order import (
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
@@ -37,8 +49,9 @@ from tuner.planning.order import (
     Planner,
     final_baseline_owed,
     outlier_baseline,
+    target_met,
 )
-from tuner.planning.params import FLAG_ON, flag_params, split_params
+from tuner.planning.params import FLAG_ON, Launch, flag_params, split_params
 from tuner.planning.rules import Rules
 from tuner.planning.sets import COUNT_LIMIT, ENUMERABLE_POINTS, open_keys, point_count, point_sets
 from tuner.planning.sizes import CHUNK_FLAGS, NightSize, NightSizes, chunk_tokens, night_sizes
@@ -58,7 +71,9 @@ __all__ = [
     "DecodeContext",
     "Facts",
     "Fit",
+    "Launch",
     "NightClock",
+    "NightLimits",
     "NightSize",
     "NightSizes",
     "Phase",
@@ -71,6 +86,8 @@ __all__ = [
     "ScreenedSet",
     "SizePick",
     "Step",
+    "StudyFacts",
+    "check_words",
     "chunk_tokens",
     "clock_time",
     "counts_in_budget",
@@ -79,8 +96,10 @@ __all__ = [
     "doubts",
     "earlier_label",
     "final_baseline_owed",
+    "fits",
     "flag_params",
     "forecast",
+    "kept_after",
     "load_decode_context",
     "night_inert",
     "night_sizes",
@@ -95,4 +114,5 @@ __all__ = [
     "set_identity",
     "span",
     "split_params",
+    "target_met",
 ]

@@ -9,20 +9,32 @@ N >= :data:`RUNNER_UP_FROM`, and the final baseline launch, which comes right af
 confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
 slots. The first stage (the baseline, its re-measures, the tuned sets) spends what is left:
 :attr:`Budget.screening`. A night that cannot hold the baseline and its reserved checks is refused
-before anything starts (:meth:`Budget.problem`).
+before anything starts (:meth:`Budget.problem`). The reserved checks are worded once,
+:func:`check_words`, wherever the night names them (the budget, the clock, the sweep's stops).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.planning.entry import Step
 from tuner.record import Status, TrialRecord
 
-__all__ = ["RUNNER_UP_FROM", "Budget", "counts_in_budget"]
+__all__ = ["RUNNER_UP_FROM", "Budget", "check_words", "counts_in_budget"]
 
 #: The smallest budget (relaunches) that also reserves a slot for the runner-up's confirmation.
 RUNNER_UP_FROM = 10
+
+
+def check_words(checks: Sequence[Step], *, which: bool = False) -> list[str]:
+    """The reserved checks ``checks`` in words, one item per kind: ``["2 confirmations", "the
+    final baseline"]``; ``which``: say whose confirmations two are (the best set and the runner-up)."""
+    confirms = sum(1 for step in checks if step is Step.CONFIRM)
+    words = [f"{confirms} confirmation{'s' if confirms != 1 else ''}"] if confirms else []
+    if which and confirms == 2:
+        words[0] += " (the best set and the runner-up)"
+    return words + (["the final baseline"] if Step.FINAL_BASELINE in checks else [])
 
 
 def counts_in_budget(rec: TrialRecord) -> bool:
@@ -49,6 +61,12 @@ class Budget:
             return 0
         return 2 if self.trials >= RUNNER_UP_FROM else 1
 
+    def spent_words(self) -> str:
+        """Why the first stage stops at its share: ``relaunch budget of 12 spent: 8 for the
+        baseline and the sets, 4 kept for the checks``."""
+        kept = f", {self.reserved} kept for the checks" if self.reserved else ""
+        return f"relaunch budget of {self.trials} spent: {self.screening} for the baseline and the sets{kept}"
+
     @property
     def steps(self) -> tuple[Step, ...]:
         """The reserved checks in the night's order: each confirmation, then the final baseline."""
@@ -73,18 +91,10 @@ class Budget:
         """Why the budget is too small (names the value, the minimum and what the slots hold), None when it fits."""
         if self.trials >= self.minimum:
             return None
-        held = ["the baseline", *self._check_words()]
+        held = ["the baseline", *check_words(self.steps)]
         return (f"{self.trials} relaunch{'es' if self.trials != 1 else ''} cannot hold {', '.join(held[:-1])} and "
                 f"{held[-1]}: at least {self.minimum} are needed, more to leave room for sets (--no-confirm and "
                 "--no-final-baseline free their slots)")
-
-    def _check_words(self) -> list[str]:
-        words = []
-        if self.confirmations:
-            words.append("one confirmation" if self.confirmations == 1 else "two confirmations")
-        if self.final_baseline:
-            words.append("the final baseline")
-        return words
 
     def words(self, remeasures: int = 0, sets: int | None = None) -> str:
         """How the budget is spent, e.g. ``12 relaunches: the baseline, up to 8 sets, 2
@@ -96,10 +106,5 @@ class Budget:
         if remeasures:
             parts.append(f"{remeasures} baseline re-measure{'s' if remeasures != 1 else ''}")
         parts.append(f"up to {left} set{'s' if left != 1 else ''}" if left else "no tuned set")
-        if self.confirmations == 1:
-            parts.append("1 confirmation")
-        elif self.confirmations == 2:
-            parts.append("2 confirmations (the best set and the runner-up)")
-        if self.final_baseline:
-            parts.append("the final baseline")
+        parts += check_words(self.steps, which=True)
         return f"{self.trials} relaunch{'es' if self.trials != 1 else ''}: " + ", ".join(parts)

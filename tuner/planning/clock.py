@@ -16,7 +16,9 @@ a deadline a first-stage relaunch starts only when it and every reserved check s
 each counted at :attr:`RelaunchTime.guard_s` (:data:`ESTIMATE_MARGIN` x the longest relaunch):
 the checks keep their time as they keep their slots. A confirmation starts only when the final
 baseline after it fits too (it is the confirmation's fresh baseline); the final baseline when
-it fits. The sweep decides with the same rule (:mod:`tuner.sweep.runner`, ``Sweep._fits``).
+it fits. That rule is :func:`fits` with :func:`kept_after`, and nowhere else: the clock lays the
+night on it, the sweep decides each relaunch by it (:class:`tuner.planning.limits.NightLimits`)
+and the screen each of its runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from datetime import datetime
 from itertools import pairwise
 from typing import NamedTuple
 
-from tuner.inputs.config import ExperimentConfig, ProbeConfig
+from tuner.inputs import ExperimentConfig, ProbeConfig
+from tuner.planning.budget import check_words
 from tuner.planning.entry import Step
 from tuner.record import Status, TrialRecord
 
@@ -41,13 +44,32 @@ __all__ = [
     "clock_time",
     "deadline_at",
     "deadline_name",
+    "fits",
+    "kept_after",
     "probe_tokens",
     "relaunch_time",
     "span",
 ]
 
-#: A relaunch is counted at this factor times the longest one (measured, or expected) before a deadline: loads vary.
+#: A relaunch (a screen run) is counted at this factor times the longest one (measured, or expected) before a
+#: deadline: loads vary.
 ESTIMATE_MARGIN = 1.2
+
+
+def fits(now: float, deadline: float | None, each_s: float, then: int = 0) -> bool:
+    """The night's one deadline rule: True when a run counted at ``each_s`` (s) started at
+    ``now`` (Unix s), and ``then`` more of the same after it, end by ``deadline`` (Unix s; None:
+    no deadline, everything fits)."""
+    return deadline is None or now + each_s * (1 + then) <= deadline
+
+
+def kept_after(step: Step | None, later: Sequence[Step]) -> int:
+    """Relaunches whose time a relaunch must keep after it before a deadline: a first-stage one
+    (``step`` None) every reserved check still owed (``later``); a confirmation the final baseline
+    when it follows (``later``: the checks after it), its fresh baseline; any other none."""
+    if step is None:
+        return len(later)
+    return 1 if step is Step.CONFIRM and Step.FINAL_BASELINE in later else 0
 
 
 def span(seconds: float) -> str:
@@ -259,14 +281,13 @@ class NightClock:
         each, guard, t = self.per.seconds or 0.0, self.per.guard_s, self.now
         made = 0
         for j in range(self.stage1):
-            if not (self.first_free and j == 0) and t + guard * (1 + len(self.checks)) > self.deadline:
+            if not (self.first_free and j == 0) and not fits(t, self.deadline, guard, kept_after(None, self.checks)):
                 break
             t, made = t + each, made + 1
         kept: list[Step] = []
         dropped: list[Step] = []
         for i, step in enumerate(self.checks):
-            then = 1 if step is Step.CONFIRM and Step.FINAL_BASELINE in self.checks[i + 1:] else 0
-            if t + guard * (1 + then) <= self.deadline:
+            if fits(t, self.deadline, guard, kept_after(step, self.checks[i + 1:])):
                 kept.append(step)
                 t += each
             else:
@@ -317,7 +338,7 @@ class NightClock:
                 said = (f"{head}: {fitting} of the {planned} relaunches fit: {ranges}"
                         + (f" (the first stage stops {cut} relaunch{'es' if cut != 1 else ''} early so that the "
                            "reserved checks keep their time)" if cut and f.checks else "")
-                        + (f"; {_check_words(f.dropped)} would not fit" if f.dropped else ""))
+                        + (f"; {', '.join(check_words(f.dropped))} would not fit" if f.dropped else ""))
         else:
             said = f"{planned} relaunch{'es' if planned != 1 else ''} ({ranges})"
         out.append(said + "; " + self._when() + ".")
@@ -339,17 +360,10 @@ class NightClock:
             parts.append(f"{_numbers(first, last)}: {what}")
             first = last + 1
         if f.checks:
-            parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {_check_words(f.checks)}")
+            parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {', '.join(check_words(f.checks))}")
         return ", ".join(parts) or "none"
 
 
 def _numbers(first: int, last: int) -> str:
     return f"relaunch {first}" if first == last else f"relaunches {first}-{last}"
 
-
-def _check_words(checks: Sequence[Step]) -> str:
-    confirms = sum(1 for s in checks if s is Step.CONFIRM)
-    words = ["a confirmation" if confirms == 1 else f"{confirms} confirmations"] if confirms else []
-    if Step.FINAL_BASELINE in checks:
-        words.append("the final baseline")
-    return ", ".join(words)

@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import UNSET, SearchSpace
+from tuner.inputs import UNSET, ExperimentConfig, SearchSpace
 from tuner.planning.budget import Budget
 from tuner.planning.entry import PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.identity import Facts, load_decode_context

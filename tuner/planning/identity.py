@@ -12,17 +12,19 @@ every size; where NCCL's pick at a size, or the size itself, is not known, nothi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tuner.diagnose import JSON_NAME, Diagnosis, decode_pick, load_diagnosis
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.nccl import DecodeChoice, NcclVersion, Topology, TuningTable, canonical_set, decode_effect
 from tuner.planning.sizes import NightSize, night_sizes
-from tuner.record import set_key
+from tuner.record import StudyInfo, TrialRecord, set_key
 
-__all__ = ["DecodeContext", "Facts", "SizePick", "load_decode_context", "night_inert", "set_identity"]
+__all__ = ["DecodeContext", "Facts", "SizePick", "StudyFacts", "load_decode_context", "night_inert", "set_identity"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,35 @@ class Facts:
     def cpu(self) -> str | None:
         """The CPU the rules judge by: the topology's (NCCL's GRAPH lines), else ``cpu_vendor``."""
         return self.topology.cpu_vendor if self.topology is not None else self.cpu_vendor
+
+
+class StudyFacts:
+    """The :class:`Facts` a study holds, as a callable the rules read: the NCCL version, topology
+    and decode backend its first baseline's log showed (``info()``, the study's info), else
+    ``[nccl] nccl_version`` and ``cpu_vendor`` of ``cfg``; the server's version from
+    ``first_baseline()`` (None before one). Kept once the study learned them (it records them
+    once): every set key and check reads them, thousands of times per proposal, and each read
+    would be a storage query."""
+
+    def __init__(self, info: Callable[[], StudyInfo], first_baseline: Callable[[], TrialRecord | None],
+                 cfg: ExperimentConfig) -> None:
+        self._info, self._first_baseline, self._cfg = info, first_baseline, cfg
+        self._learned: Facts | None = None
+
+    def __call__(self) -> Facts:
+        """The facts now (a storage read until they are learned)."""
+        if self._learned is not None:
+            return self._learned
+        info = self._info()
+        base = self._first_baseline() if info.nccl_learned else None
+        version = NcclVersion.parse(info.nccl_version) if info.nccl_version else self._cfg.nccl.nccl_version
+        server_version = base.host.server.partition(" ")[2] if base is not None and base.host is not None else ""
+        topology = Topology(**dataclasses.asdict(info.topology)) if info.topology is not None else None
+        facts = Facts(version, topology, self._cfg.nccl.cpu_vendor, server=info.allreduce_server or None,
+                      server_version=server_version or None, backend=info.allreduce_backend)
+        if info.nccl_learned:
+            self._learned = facts
+        return facts
 
 
 @dataclass(frozen=True)

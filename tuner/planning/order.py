@@ -24,17 +24,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from tuner.inputs.space import Preset, SearchSpace
-from tuner.judging import Judgement
+from tuner.inputs import Preset, SearchSpace
+from tuner.judging import Judgement, stats
 from tuner.planning.budget import Budget, counts_in_budget
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step
 from tuner.planning.params import split_params
+from tuner.planning.rules import Rules
 from tuner.planning.sets import open_keys
 from tuner.record import Kind, Status, TrialRecord, set_key
 from tuner.triage import FixSet
 
 __all__ = ["EXHAUSTED", "MAX_SKIPPED_PROPOSALS", "RESERVED", "Planner", "counts_in_budget", "final_baseline_owed",
-           "outlier_baseline"]
+           "outlier_baseline", "target_met"]
 
 #: The kinds of check the night reserves slots for inside its budget, in their order.
 RESERVED = (Step.CONFIRM, Step.FINAL_BASELINE)
@@ -55,6 +56,17 @@ def final_baseline_owed(baselines: Sequence[TrialRecord], finished: Sequence[Tri
     last = baselines[-1].started_at or 0.0
     return any(r.kind is not Kind.BASELINE and r.host_type in ("", host_type) and (r.started_at or 0.0) > last
                for r in finished)
+
+
+def target_met(rec: TrialRecord, target: float | None) -> bool:
+    """True when ``rec``'s lower bound of output tok/s (its median less the median's CI
+    half-width over its runs, :func:`tuner.judging.stats.median_ci_halfwidth`) meets ``target``
+    (tok/s, ``--target``; None: never)."""
+    if target is None or not rec.ok or rec.output_tok_s is None:
+        return False
+    runs = rec.output_tok_s_runs
+    low = rec.output_tok_s * (1 - stats.median_ci_halfwidth(runs)) if len(runs) > 1 else rec.output_tok_s
+    return low >= target
 
 
 def outlier_baseline(judgement: Judgement) -> int | None:
@@ -108,6 +120,18 @@ class Planner:
         self._refusal = refusal
         self.backends: list[Preset] = []
         self.backend_space: SearchSpace | None = None
+
+    @classmethod
+    def judging_by(cls, rules: Rules, space: SearchSpace, mode: str, *, records: Callable[[], list[TrialRecord]],
+                   busy_keys: Callable[[], set[str]], baseline_every: int = 0, confirm: bool = True,
+                   final_baseline: bool = True, trials: int = 0) -> Planner:
+        """A night's planner judging by ``rules``: its problems, set identity, backend refusal and
+        the decode sizes identity is judged at; the other arguments as for the constructor."""
+        decode = rules.decode
+        return cls(space, mode, records=records, busy_keys=busy_keys, problems=rules.problems, key_of=rules.key_of,
+                   decode_bytes=decode.nbytes if decode is not None else None,
+                   judged_at=decode.sizes_text() if decode is not None else None, baseline_every=baseline_every,
+                   confirm=confirm, final_baseline=final_baseline, trials=trials, refusal=rules.backend_problem)
 
     def screened_first(self, sets: Sequence[ScreenedSet],
                        check: Callable[[dict[str, str]], str | None] | None = None) -> None:

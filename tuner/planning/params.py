@@ -2,16 +2,19 @@
 
 A searched name that starts with ``-`` is a server flag: ``on`` adds the flag alone
 (``--disable-custom-all-reduce``), another value adds flag and value (``--max-num-seqs 4``);
-``unset`` (:data:`tuner.inputs.space.UNSET`) leaves the name out.
+``unset`` (:data:`tuner.inputs.space.UNSET`) leaves the name out. A set about to be launched
+is one :class:`Launch`, made once from its parameters and carried to its record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from tuner.inputs.space import UNSET
+from tuner.inputs import UNSET
+from tuner.redaction import redact
 
-__all__ = ["FLAG_ON", "flag_params", "split_params"]
+__all__ = ["FLAG_ON", "Launch", "flag_params", "split_params"]
 
 #: Value of a flag-type name that adds the flag alone (e.g. ``--disable-custom-all-reduce``).
 FLAG_ON = "on"
@@ -44,3 +47,23 @@ def flag_params(flags: list[str]) -> dict[str, str]:
             out[name] = FLAG_ON
             i += 1
     return out
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One set as the night launches it, made once from its Optuna ``params``: ``env`` (the
+    real values the server gets), ``flags`` (server argv items), ``key`` (its identity to NCCL,
+    the planner's ``key_of``) and ``shown_env`` (``env`` with secrets as ``***``, what the
+    record and every printed line hold)."""
+
+    params: Mapping[str, str]
+    env: Mapping[str, str]
+    flags: tuple[str, ...]
+    key: str
+    shown_env: Mapping[str, str]
+
+    @classmethod
+    def of(cls, params: Mapping[str, str], key_of: Callable[[dict[str, str], list[str]], str]) -> Launch:
+        """The launch of ``params`` (:func:`split_params`), keyed by ``key_of(env, flags)``."""
+        env, flags = split_params(params)
+        return cls(dict(params), env, tuple(flags), key_of(env, flags), redact(env))

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tuner.diagnose import Diagnosis, model_decode_size
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.model import load_model_shape
+from tuner.inputs import ExperimentConfig, load_model_shape
 from tuner.record import Metric
 
 __all__ = ["CHUNK_FLAGS", "NightSize", "NightSizes", "chunk_tokens", "night_sizes"]

@@ -30,7 +30,7 @@ from tuner.judging import (
 )
 from tuner.record import Kind, StudyInfo, TrialRecord, Verdict
 from tuner.report.story import SetFigures, Story, story_of
-from tuner.screen.store import SUFFIX as SCREEN_SUFFIX
+from tuner.screen import SUFFIX as SCREEN_SUFFIX
 from tuner.study import (
     StudyState,
     StudyStore,

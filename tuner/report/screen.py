@@ -30,8 +30,7 @@ from tuner.report.model import Block, Section
 from tuner.report.style import set_label
 from tuner.report.svg import figure_svg
 from tuner.report.text import export_lines, note_lines
-from tuner.screen.rank import Spearman, predicted_gain_pct, screen_key, spearman
-from tuner.screen.table import SCREEN_CSV, read_screen_csv
+from tuner.screen import SCREEN_CSV, Spearman, predicted_gain_pct, read_screen_csv, screen_key, spearman
 
 __all__ = [
     "FIGURE",

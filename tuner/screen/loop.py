@@ -4,8 +4,8 @@ A proposal NCCL would reject (the sweep's ``problems``) is told infeasible witho
 set already screened is told its known result; after :data:`MAX_SKIPS` such proposals in a row
 a random unscreened set is run instead, and the runs end when none is left, when the untuned
 run fails, or after :data:`MAX_FAILED` failed runs in a row. No run starts that
-would end past the deadline (its estimate: :data:`ESTIMATE_MARGIN` x the longest run so far,
-or ``timeout_s`` before the first).
+would end past the deadline (the night's rule, :func:`tuner.planning.fits`; its estimate:
+:data:`tuner.planning.ESTIMATE_MARGIN` x the longest run so far, or ``timeout_s`` before the first).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from collections.abc import Callable
 
 import optuna
 
+from tuner.planning import ESTIMATE_MARGIN, fits
 from tuner.record import Status, set_key
 from tuner.redaction import redact
 from tuner.screen.measure import RunContext, json_refused, measure
 from tuner.screen.store import DUPLICATE, FIRST, INVALID, LAST, SEARCH, UNSET, ScreenRecord, ScreenStore
 
 __all__ = [
-    "ESTIMATE_MARGIN",
     "MAX_ENUMERATED",
     "MAX_FAILED",
     "MAX_SKIPS",
@@ -35,8 +35,6 @@ __all__ = [
 MAX_SKIPS = 30
 #: Largest screened space enumerated to find an unscreened set (points).
 MAX_ENUMERATED = 200_000
-#: A screen run is estimated at this factor times the longest one so far (s).
-ESTIMATE_MARGIN = 1.2
 #: Runs in a row that crashed, hung or timed out after which the screen stops (a broken benchmark
 #: would otherwise spend ``trials x timeout_s`` of the night).
 MAX_FAILED = 5
@@ -59,7 +57,7 @@ class ScreenLoop:
             return True, ""
         walls = [r.wall_s for r in self.store.runs() if r.wall_s]
         estimate = ESTIMATE_MARGIN * max(walls) if walls else self.ctx.timeout_s
-        if time.time() + estimate > self.deadline:
+        if not fits(time.time(), self.deadline, estimate):
             return False, f"--timeout/--until: another screen run (~{estimate:.0f} s) would not fit"
         return True, ""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.record import HostRecord
 from tuner.redaction import scrub, secret_values
 from tuner.server import gpu

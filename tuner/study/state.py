@@ -3,7 +3,7 @@ host) and this host's runner files.
 
 A night is *running* while one of its runners lives: a RUNNING trial whose heartbeat is fresh
 (RDB storages: no older than two heartbeat intervals, the rule by which a runner calls another
-one silent, :meth:`tuner.sweep.Sweep._await_silent_runners`), a RUNNING trial whose runner is a
+one silent, :meth:`tuner.sweep.runners.Runners.await_silent`), a RUNNING trial whose runner is a
 live process of this host (the journal storage has no heartbeat), or a runner file of this
 host whose lock a live process holds (:func:`tuner.study.inflight.live_runners`, between two
 trials too). Otherwise it *ended* when its last sweep wrote why it stopped

@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from tuner.errors import GpusInUse
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.redaction import scrub, secret_values
 from tuner.server import describe_pid, gpu
 from tuner.study.inflight import host_name

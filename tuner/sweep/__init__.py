@@ -1,6 +1,8 @@
 """The night: one Optuna study, one server relaunch per trial, every trial against the baseline.
 
-:mod:`~tuner.sweep.runner` (the loop: recovery, the steps planning gives, budget, confirmation),
+:mod:`~tuner.sweep.runner` (the loop: plan, launch, measure, judge, record; the reserved checks),
+:mod:`~tuner.sweep.runners` (the study's other runners: who asked first, recovery after dead ones),
+:mod:`~tuner.sweep.lessons` (what the first baseline teaches the night: triage, the backend check),
 :mod:`~tuner.sweep.check` (``nccl-tune check``: a deployed set relaunched beside the baseline and judged),
 :mod:`~tuner.sweep.trial` (one relaunch to one record), :mod:`~tuner.sweep.evidence` (what NCCL
 did in a relaunch, from its log, and whether its backend choice ran), :mod:`~tuner.sweep.dryrun` (``--dry-run``: planning's plan in
@@ -27,13 +29,12 @@ from tuner.sweep.dryrun import backend_lines, plan_lines
 from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read, set_choice
 from tuner.sweep.prelaunch import StartChecks, start_checks
 from tuner.sweep.progress import Progress, proof_line
-from tuner.sweep.runner import ESTIMATE_MARGIN, Sweep, SweepOptions, SweepOutcome
+from tuner.sweep.runner import Sweep, SweepOptions, SweepOutcome
 from tuner.sweep.trial import PhaseCallback, TrialContext, counted_in_order, log_path, relaunch
 
 __all__ = [
     "CHANNEL_LINES",
     "CHECK_TRIALS",
-    "ESTIMATE_MARGIN",
     "PRIOR_WORDS",
     "WINNER",
     "Against",

@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import InputError
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.schema import LoadContext, check_nccl
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, LoadContext, SearchSpace, check_nccl
 from tuner.judging import (
     CONFIRM_ALPHA,
+    OUTLIER_PRIORS,
     PRIOR_LAUNCH_SIGMA,
     Comparison,
     Judgement,
@@ -43,11 +42,9 @@ from tuner.judging import (
     runs_of,
     stats,
 )
-from tuner.judging.judge import OUTLIER_PRIORS
 from tuner.planning import flag_params
-from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict
-from tuner.record.trial import set_key
-from tuner.study.storage import StudyStore, default_storage, hide_password, open_study
+from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict, set_key
+from tuner.study import StudyStore, default_storage, hide_password, open_study
 from tuner.sweep.runner import Sweep, SweepOptions
 
 __all__ = [

@@ -9,7 +9,8 @@ triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and how the
 spent, the reserved checks' slots inside it (``Budget: 12 relaunches: the baseline, up to 8
 sets, 2 confirmations (...), the final baseline``: every relaunch counts), and the night's clock
 (:class:`tuner.planning.NightClock`: a relaunch's time by phase, the duration, the expected end
-and, with ``--until``/``--timeout``, which relaunches fit with the reserved checks' time kept).
+and, with ``--until``/``--timeout``, which relaunches fit with the reserved checks' time kept, by
+the sweep's own limits, :class:`tuner.planning.NightLimits`).
 This module only words that plan. Values NCCL would reject or silently ignore never get here: loading the
 files refuses them, all at once, with the reason (exit 2).
 """
@@ -22,8 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import BACKEND_SPACE, SearchSpace, backend_space_path, load_space
+from tuner.inputs import BACKEND_SPACE, ExperimentConfig, SearchSpace, backend_space_path, load_space
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     OLDEST_SUPPORTED,
@@ -36,14 +36,14 @@ from tuner.nccl import (
     unsafe_reason,
 )
 from tuner.planning import (
+    Budget,
     Facts,
     NightClock,
+    NightLimits,
     Plan,
     PlanEntry,
     SamplerView,
     Step,
-    deadline_at,
-    deadline_name,
     forecast,
     relaunch_time,
     rules_before_the_night,
@@ -51,7 +51,7 @@ from tuner.planning import (
 from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
-from tuner.study.workers import dry_run_lines
+from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
 __all__ = ["backend_lines", "p2p_default_line", "plan_lines"]
@@ -177,7 +177,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
 
 def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *, force: bool) -> list[str]:
     """What the night does after its baseline when the stored study's first baseline showed that
-    NCCL does not carry the decode allreduce (the sweep's rule, :meth:`tuner.sweep.runner.Sweep._check_backend`):
+    NCCL does not carry the decode allreduce (the sweep's rule, :func:`tuner.sweep.lessons.backend_check`):
     with the server known, it measures the server's backend space first; else it stops (exit 5)
     unless --force or the space varies a server flag. Empty when NCCL carries it or that is not known."""
     if info.allreduce_nccl_on_decode_path is not False:
@@ -198,9 +198,10 @@ def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
 def _clock_lines(plan: Plan, cfg: ExperimentConfig, records: Sequence[TrialRecord], timeout_s: float | None,
                  until: datetime | None, now: float) -> list[str]:
     """The night's clock (:class:`tuner.planning.NightClock`), as the sweep's start prints it."""
-    clock = NightClock(relaunch_time(cfg, records), now, plan.stage1(), plan.checks,
-                       deadline=deadline_at(now, timeout_s, until), first_free=True)
-    lines = clock.lines(deadline_name(timeout_s, until, now))
+    limits = NightLimits.of(plan.slots or Budget(plan.budget), now, timeout_s, until)
+    clock = NightClock(relaunch_time(cfg, records), now, plan.stage1(), plan.checks, deadline=limits.deadline,
+                       first_free=True)
+    lines = clock.lines(limits.deadline_words)
     out = ["Clock: " + lines[0], *(f"  {line}" for line in lines[1:])]
     if cfg.screen is not None:
         out.append(f"  Not counted: the screen's up to {cfg.screen.trials} nccl-tests runs after the baseline (seconds "

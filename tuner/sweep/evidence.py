@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tuner.backends import BackendChoice, ServerName, choice_of
 from tuner.diagnose import DEBUG_ENV, LOGGING_ENV
-from tuner.inputs.config import ExperimentConfig
+from tuner.inputs import ExperimentConfig
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     TRIAL_PATTERN,

@@ -7,7 +7,8 @@ command's placeholders, its program on PATH, every value and NCCL file as NCCL r
 :func:`tuner.server.preflight.checks` (the port the command passes, the model path, the GPUs,
 ``server.env``'s NCCL files, the results folder, the disk), the heartbeat settings, no live runner
 of the study on this host and port (:meth:`tuner.study.RunnerFile.claim`), and nothing answering
-on the port (:func:`tuner.server.preflight.port_held`). :func:`start_checks` makes each of them
+on the port (:func:`tuner.server.preflight.port_held`), then no stranger's process on its GPUs
+(:func:`before_first_launch`, the sweep's own). :func:`start_checks` makes each of them
 the same way and refuses what the sweep refuses, with its exit status: InputError (2),
 MachineNotClean (3).
 
@@ -20,17 +21,30 @@ the lines say what was not checked and that the sweep checks it there.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import InputError, MachineNotClean
-from tuner.inputs.config import ExperimentConfig
-from tuner.inputs.space import SearchSpace
+from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.server import preflight
-from tuner.study import RunnerFile, heartbeat_settings, hide_password
+from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
-__all__ = ["StartChecks", "start_checks"]
+__all__ = ["StartChecks", "before_first_launch", "start_checks"]
+
+
+def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None]) -> None:
+    """The sweep's checks before its first launch (after its recovery): refuse what would only
+    show after ``ready_timeout_s`` (InputError with every problem), say what only might, and
+    refuse to start when the port already answers (MachineNotClean, naming who holds it) or NVML
+    lists a compute process on its GPUs that is not this runner's (GpusInUse)."""
+    preflight.check(cfg, study_dir)
+    for warning in preflight.warnings(cfg.server):
+        log(f"warning: {warning}")
+    check_processes(gpus_of(cfg))  # after the recovery: a server this study's dead runner left is gone
+    held = preflight.port_held(cfg.server)
+    if held:
+        raise MachineNotClean(held)
 
 
 @dataclass

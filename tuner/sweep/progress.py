@@ -9,17 +9,24 @@ measured so far. Nothing secret is ever passed here.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from rich.console import Console
 
-from tuner.planning import clock_time
+from tuner.planning import DecodeContext, clock_time
+from tuner.record import Kind, TrialRecord
 
 __all__ = [
     "Progress",
     "proof_line",
+    "start_lines",
+    "trial_lines",
 ]
 
 
@@ -62,6 +69,22 @@ class Progress:
         else:
             self.log(text)
 
+    def phases(self, index: int, title: str, store: Callable[[dict[str, Any]], None],
+               night: dict[str, Any]) -> Callable[[str, str], None]:
+        """A relaunch's ``on_phase(phase, detail)``: each phase of relaunch ``index`` shown
+        (:meth:`phase`) and, once per change, stored by ``store(state)`` (``nccl-tune status``
+        reads it: the phase, its detail, since when, and ``night``'s fields)."""
+        last = [""]
+
+        def on_phase(phase: str, detail: str) -> None:
+            self.phase(index, title, phase, detail)
+            if phase != last[0]:  # one storage write per phase change
+                last[0] = phase
+                with contextlib.suppress(Exception):  # a missed write must not stop a measurement
+                    store({"phase": phase, "detail": detail, "since": time.time(), **night})
+
+        return on_phase
+
     def log(self, text: str) -> None:
         """A plain line with a timestamp (printed above the live status on a terminal)."""
         if self.quiet:
@@ -95,3 +118,46 @@ def proof_line(rows: list[dict[str, str]]) -> str:
         said = why.replace("\0", names[0] if len(names) == 1 else "them")
         parts.append(f"{', '.join(names)} {status}{where}" + (f": {said.rstrip('.')}" if said else ""))
     return "; ".join(parts)
+
+
+def trial_lines(rec: TrialRecord, label: str) -> list[str]:
+    """The lines a finished relaunch prints: its set and result, its proof (:func:`proof_line`),
+    the backend choice and whether it ran, and the NCCL variables the launch did not set."""
+    if rec.ok:
+        summary = f"{rec.output_tok_s:.1f} tok/s (runs {', '.join(f'{r:.1f}' for r in rec.output_tok_s_runs)})"
+    else:
+        summary = f"{rec.status}: {rec.cause}"
+    flags = f" {' '.join(rec.flags)}" if rec.flags else ""
+    out = [f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}"]
+    if rec.nccl_proof:
+        out.append(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
+    if rec.backend_choice:  # the backend choice's own proof (sweep/evidence.py), beside NCCL's
+        said = ("applied" if rec.backend_applied else "not read" if rec.backend_applied is None
+                else "NOT APPLIED (no speed verdict)")
+        out.append(f"trial {rec.trial} backend: {rec.backend_choice} {said}, {rec.allreduce_backend} carried "
+                   f"the decode allreduce: {rec.backend_reason}")
+    if rec.nccl_unlaunched:
+        said = "; ".join(f"{k}={v}" for k, v in rec.nccl_unlaunched.items())
+        out.append(f"trial {rec.trial}: NCCL read variables this launch did not set: {said} (set where "
+                   "those processes start: `ray start`, the image, or the server itself)"
+                   + ("; this baseline is not untuned on those ranks" if rec.kind is Kind.BASELINE else ""))
+    return out
+
+
+def start_lines(notices: Sequence[str], removed: Sequence[str], kept: Sequence[str],
+                decode: DecodeContext | None) -> list[str]:
+    """What the night says before anything else: the inputs' ``notices``, the inherited NCCL
+    variables no trial sees (``removed``) and the hardware selectors every trial keeps (``kept``),
+    and the allreduce sizes a set's identity is judged at (``decode``, from a diagnosis)."""
+    out = list(notices)
+    if removed:
+        out.append(f"inherited {', '.join(removed)} removed from every trial, the baseline included; "
+                   "variables your cluster needs (interfaces, IB HCAs) belong in server.env")
+    if kept:
+        out.append(f"inherited {', '.join(kept)} kept for every trial: they select hardware rather "
+                   "than tune it (vary one in the space to have it removed)")
+    if decode is not None:
+        out.append(decode.sentence())
+        if decode.why:
+            out.append(f"the sizes: {decode.why}")
+    return out

@@ -8,7 +8,8 @@ left; then what NCCL said in the log (:mod:`tuner.sweep.evidence`). A failure at
 becomes the record's status and cause; only a signal (Interrupted), a port held by a
 stranger (PortBusy) and a listener that is not the launched server's (ForeignListener: checked
 at readiness, before and after the recorded runs, after the teardown) escape. Measurements reach
-the record only once the listener was proven ours.
+the record only once the listener was proven ours. :class:`Launcher` makes one relaunch of a
+study's trial around it: the record started in the storage, the heartbeat, an interruption recorded.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import optuna
 
-from tuner.errors import MachineFault, ProbeError, TrialFailed
-from tuner.inputs.config import ExperimentConfig
-from tuner.judging import stats
+from tuner.errors import Interrupted, MachineFault, NcclTuneError, ProbeError, TrialFailed
+from tuner.inputs import ExperimentConfig, ProbeConfig
+from tuner.judging import runs_of, stats
 from tuner.measure import (
     ProbeResult,
     discover_model,
@@ -36,25 +39,29 @@ from tuner.measure import (
     smoke_check,
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
-from tuner.record import LevelResult, Status, TrialRecord
+from tuner.planning import Decision, Launch, flag_params
+from tuner.record import Kind, LevelResult, Status, TrialRecord
 from tuner.server import (
     PORT_WAIT_S,
     ServerIdentity,
     ServerProcess,
+    SignalGuard,
     TeardownReport,
     port_holder,
     wait_port_bindable,
 )
-from tuner.server.signals import SignalGuard
-from tuner.study import RunnerFile
+from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
+from tuner.sweep.progress import Progress
 
 __all__ = [
+    "Launcher",
     "PhaseCallback",
     "TrialContext",
     "counted_in_order",
     "log_path",
     "relaunch",
+    "runs_wanted",
 ]
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
@@ -86,6 +93,95 @@ class TrialContext:
 def log_path(study_dir: Path, number: int) -> Path:
     """``results/<study>/logs/trial-NNNN.log``: the server's stdout and stderr."""
     return study_dir / "logs" / f"trial-{number:04d}.log"
+
+
+@dataclass
+class Launcher:
+    """A study's trials as every relaunch of a night makes them: asked with their
+    :class:`tuner.planning.Launch` (:meth:`ask`), recorded as not launched (:meth:`skip`), or
+    relaunched (:meth:`launch`): the record started in ``store`` (this runner, its log under
+    ``study_dir``, the ``host``), the server launched and measured under the trial's heartbeat
+    (:func:`relaunch`), each phase shown by ``progress`` and stored for ``nccl-tune status``, and
+    an interruption recorded as such before it propagates. ``strict_port`` is learned from one
+    relaunch for the next (:class:`TrialContext`)."""
+
+    cfg: ExperimentConfig
+    study_dir: Path
+    store: StudyStore
+    runner_file: RunnerFile
+    signals: SignalGuard
+    progress: Progress
+    host: Host
+    strict_port: bool = False
+
+    def ask(self, rec: TrialRecord | None, key_of: Callable[[dict[str, str], list[str]], str],
+            env: dict[str, str] | None = None, flags: list[str] | None = None,
+            ) -> tuple[optuna.Trial, Launch, TrialRecord]:
+        """A trial of the study for the set ``env`` + ``flags`` recorded as ``rec`` (None: the
+        sampler's proposal), its :class:`tuner.planning.Launch` (keyed by ``key_of``) and the
+        record, which holds the launch's shown set."""
+        if rec is None:
+            trial, params, rec = self.store.ask()
+        else:
+            flag_values = flag_params(flags) if flags is not None else None
+            trial, params, rec = self.store.ask_fixed(self.store.params_of(env or {}, flag_values), rec)
+        launch = Launch.of(params, key_of)
+        rec.env, rec.flags = dict(launch.shown_env), list(launch.flags)
+        return trial, launch, rec
+
+    def skip(self, trial: optuna.Trial, rec: TrialRecord, decision: Decision) -> None:
+        """Record ``trial`` as not launched (planning's ``decision``) and tell Optuna: a duplicate
+        gets the value of the set it equals, an invalid set a failed constraint. Every runner, a
+        resume and ``nccl-tune report`` see it: report.md and trials.csv list each set not
+        measured, with why and the set it equals."""
+        rec.status, rec.cause, rec.host_type = Status.SKIPPED, decision.cause, self.host.host_type
+        if decision.duplicate_of is not None:
+            rec.kind, rec.duplicate_of = Kind.DUPLICATE, decision.duplicate_of.trial
+            self.store.tell_known(trial, rec, *self.store.trial_value(decision.duplicate_of.trial))
+        else:
+            rec.kind = Kind.INVALID
+            self.store.tell_known(trial, rec, None, 1.0)
+
+    def launch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, night: dict[str, Any],
+               version: NcclVersion | None, varied: frozenset[str], runs: int,
+               ) -> tuple[TrialRecord, evidence.Evidence | None]:
+        """Relaunch ``trial`` under ``launch`` as ``rec`` (``runs`` recorded runs, the rules of
+        NCCL ``version``, ``varied``: the names the study varies); ``night``: the relaunch's place
+        in the night (``relaunch``, ``of``, ``end_at``, ``label``). Returns what :func:`relaunch`
+        returns; raises what it raises, the trial then recorded interrupted."""
+        index, label = night["relaunch"], night["label"]
+        rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
+        rec.log = str(log_path(self.study_dir, trial.number))
+        rec.host, rec.host_type = self.host.record(), self.host.host_type
+        self.store.start(trial, rec)
+        trial_id = trial._trial_id
+        ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
+                           varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity))
+        on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
+                                        lambda state: self.store.set_phase(trial_id, state), night)
+        try:
+            with self.store.heartbeat(trial):
+                rec, found = relaunch(ctx, rec, trial_id=trial_id, on_phase=on_phase, env=dict(launch.env), runs=runs)
+        except BaseException as exc:
+            said = str(exc) if isinstance(exc, NcclTuneError) and not isinstance(exc, Interrupted) else ""
+            rec.status, rec.cause = Status.INTERRUPTED, said or "the runner was interrupted (signal)"
+            self.store.abandon(trial, rec)
+            raise
+        self.strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT
+        rec.host = self.host.record(rec.nccl_version, rec.log)
+        return rec, found
+
+
+def runs_wanted(pc: ProbeConfig, baselines: Sequence[TrialRecord]) -> int:
+    """Recorded runs for the next relaunch: ``probe.repeats``, or with ``"auto"`` the count the
+    ok ``baselines``' measured run noise on the study's metric asks for, chosen before the launch
+    (:func:`tuner.judging.stats.runs_for_precision`; before a baseline with two runs, ``max_repeats``)."""
+    if isinstance(pc.repeats, int):
+        return pc.repeats
+    bases = [runs for r in baselines if len(runs := runs_of(r, pc.metric)) >= 2]
+    if not bases:
+        return pc.max_repeats
+    return stats.runs_for_precision(bases, pc.ci_target, pc.max_repeats)
 
 
 def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], trial_id: int | None,

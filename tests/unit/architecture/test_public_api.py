@@ -94,8 +94,7 @@ NARROW_FACES = ("nccl", "screen", "measure", "server", "record", "inputs", "back
 #: the sweep/report/cli refactors of issue 31 merge.
 #: What every subcommand module of tuner/cli/ offers the dispatcher (tuner/cli/dispatch.py).
 SUBCOMMAND_PROTOCOL = {"add_parser", "run", "run_argv"}
-DEAD_ALLOWED = {"tuner.judging.judge.pending", "tuner.report.plots.plot_trials_vs_baseline",
-                "tuner.sweep.runner.ESTIMATE_MARGIN"}
+DEAD_ALLOWED = {"tuner.judging.judge.pending", "tuner.report.plots.plot_trials_vs_baseline"}
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ def test_the_night_follows_the_sweeps_order(nc):
     night = nc.play_night(cell, np.random.default_rng(0))
     kinds = [(r.kind, r.recheck) for r in night.records]
     base, recheck, preset = (Kind.BASELINE, False), (Kind.BASELINE, True), (Kind.PRESET, False)
-    # Sweep._loop: the smallest budget that reaches the 5 sets (9: stage 1 gets 7, 2 slots kept for the
+    # Sweep._first_stage: the smallest budget that reaches the 5 sets (9: stage 1 gets 7, 2 slots kept for the
     # checks) holds a re-measure after every 2 tuned relaunches, but none in the last stage-1 slot;
     # then the confirmation of the winner (the true set) and the final baseline.
     assert cell.budget == 9
