@@ -1,0 +1,34 @@
+"""The dispatcher's table (tuner/cli/dispatch.py, COMMANDS) is every subcommand module of
+tuner/cli/, each offering add_parser and run (sim: run_argv), sim last; --help names them all."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+import tuner.cli
+from tuner.cli import COMMANDS, main
+
+CLI_DIR = Path(tuner.cli.__file__).parent
+NOT_COMMANDS = {"__init__", "__main__", "dispatch", "common"}
+
+
+def test_every_subcommand_module_is_in_the_table_and_offers_the_protocol():
+    modules = {p.stem for p in CLI_DIR.glob("*.py")} - NOT_COMMANDS
+    assert set(COMMANDS) == modules
+    assert list(COMMANDS)[-1] == "sim"  # its argv is the simulator's: parsed apart, listed last
+    for name, module in COMMANDS.items():
+        assert callable(module.add_parser), name
+        assert callable(module.run_argv if name == "sim" else module.run), name
+
+
+def test_help_lists_every_subcommand():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    for name in COMMANDS:
+        assert name in out.getvalue(), name
