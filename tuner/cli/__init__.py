@@ -10,15 +10,11 @@ subcommand): :mod:`~tuner.cli.sweep`, :mod:`~tuner.cli.probe`, :mod:`~tuner.cli.
 them and maps every error to its exit status in one place (:func:`main`, the console script
 ``nccl-tune = tuner.cli:main`` and ``python -m tuner.cli``); :mod:`~tuner.cli.common` holds the
 argument types the subcommands share. A new subcommand is a new module here and one entry in
-:data:`COMMANDS`.
+:data:`~tuner.cli.dispatch.COMMANDS`.
 """
 
-from tuner.cli.common import CLI
-from tuner.cli.dispatch import COMMANDS, build_parser, main
+from tuner.cli.dispatch import main
 
 __all__ = [
-    "CLI",
-    "COMMANDS",
-    "build_parser",
     "main",
 ]

@@ -17,11 +17,7 @@ from tuner.cli import bench, check, compare, diagnose, probe, report, sim, statu
 from tuner.cli.common import Help
 from tuner.errors import ExitCode, InputError, NcclTuneError, ProbeError, TrialFailed
 
-__all__ = [
-    "COMMANDS",
-    "build_parser",
-    "main",
-]
+__all__ = ["COMMANDS", "main"]
 
 #: Each subcommand's module, in ``--help``'s order (``sim`` last: its argv is the simulator's).
 COMMANDS: dict[str, ModuleType] = {

@@ -40,7 +40,7 @@ from scipy import stats as sps
 
 from tuner.backends import nccl_cannot_act_at_decode
 from tuner.judging import stats
-from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict
+from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict
 
 __all__ = [
     "CONFIRM_ALPHA",
@@ -53,8 +53,6 @@ __all__ = [
     "host_type_groups",
     "judge",
     "judge_by_host_type",
-    "pending",
-    "runs_at",
     "runs_of",
 ]
 
@@ -516,8 +514,3 @@ def judge_by_host_type(records: Sequence[TrialRecord], *, metric: Metric,
     groups = host_type_groups(records) or {UNKNOWN_TYPE: []}
     return {t: judge(group, metric=metric, min_effect=min_effect, cannot_act=cannot_act, forced=forced, level=level)
             for t, group in groups.items()}
-
-
-def pending(record: TrialRecord) -> bool:
-    """True for a relaunch that is running or was interrupted (no result to judge)."""
-    return record.status in (Status.RUNNING, Status.INTERRUPTED)

@@ -50,15 +50,7 @@ from tuner.judging import stats
 from tuner.judging.judge import Judgement, judge
 from tuner.record import Metric, TrialRecord, Verdict
 
-__all__ = [
-    "SINGLE_STREAM",
-    "Flip",
-    "LevelJudgement",
-    "LevelVerdict",
-    "judge_levels",
-    "level_records",
-    "measured_levels",
-]
+__all__ = ["SINGLE_STREAM", "LevelJudgement", "judge_levels", "level_records", "measured_levels"]
 
 #: The single-stream probe's level.
 SINGLE_STREAM = 1

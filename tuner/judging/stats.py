@@ -39,15 +39,12 @@ from tuner.record import Verdict
 
 __all__ = [
     "DEFAULT_MIN_EFFECT",
-    "HICCUP_SDS",
-    "HUBER_K",
     "MIN_RUNS",
     "PRIOR_LAUNCH_DF",
     "PRIOR_LAUNCH_SIGMA",
     "Comparison",
     "Headline",
     "LaunchNoise",
-    "Launches",
     "best_of",
     "compare",
     "confirmed",

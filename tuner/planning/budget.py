@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from tuner.planning.entry import Step
 from tuner.record import Status, TrialRecord
 
-__all__ = ["RUNNER_UP_FROM", "Budget", "check_words", "counts_in_budget"]
+__all__ = ["Budget", "check_words", "counts_in_budget"]
 
 #: The smallest budget (relaunches) that also reserves a slot for the runner-up's confirmation.
 RUNNER_UP_FROM = 10

@@ -37,7 +37,6 @@ from tuner.record import Status, TrialRecord
 
 __all__ = [
     "ESTIMATE_MARGIN",
-    "Fit",
     "NightClock",
     "Phase",
     "RelaunchTime",
@@ -46,7 +45,6 @@ __all__ = [
     "deadline_name",
     "fits",
     "kept_after",
-    "probe_tokens",
     "relaunch_time",
     "span",
 ]

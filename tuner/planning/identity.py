@@ -24,7 +24,7 @@ from tuner.nccl import DecodeChoice, NcclVersion, Topology, TuningTable, canonic
 from tuner.planning.sizes import NightSize, night_sizes
 from tuner.record import StudyInfo, TrialRecord, set_key
 
-__all__ = ["DecodeContext", "Facts", "SizePick", "StudyFacts", "load_decode_context", "night_inert", "set_identity"]
+__all__ = ["DecodeContext", "Facts", "StudyFacts", "load_decode_context", "night_inert", "set_identity"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tuner.inputs import UNSET
 from tuner.redaction import redact
 
-__all__ = ["FLAG_ON", "Launch", "flag_params", "split_params"]
+__all__ = ["Launch", "flag_params", "split_params"]
 
 #: Value of a flag-type name that adds the flag alone (e.g. ``--disable-custom-all-reduce``).
 FLAG_ON = "on"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from tuner.planning.params import split_params
 
-__all__ = ["COUNT_LIMIT", "ENUMERABLE_POINTS", "open_keys", "point_count", "point_sets"]
+__all__ = ["COUNT_LIMIT", "open_keys", "point_count", "point_sets"]
 
 #: Spaces up to this many points are enumerated during the night to tell that nothing is left.
 ENUMERABLE_POINTS = 20_000

@@ -34,7 +34,7 @@ from tuner.diagnose import Diagnosis, model_decode_size
 from tuner.inputs import ExperimentConfig, load_model_shape
 from tuner.record import Metric
 
-__all__ = ["CHUNK_FLAGS", "NightSize", "NightSizes", "chunk_tokens", "night_sizes"]
+__all__ = ["NightSize", "chunk_tokens", "night_sizes"]
 
 #: Server flags that cap the tokens of one forward pass (vLLM ``--max-num-batched-tokens``,
 #: SGLang ``--chunked-prefill-size``): a longer prefill runs in chunks of that many tokens.

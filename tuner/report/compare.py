@@ -39,19 +39,7 @@ from tuner.report.frame import env_text, set_text
 from tuner.report.nights import HostJudgement, Night, night_baselines
 from tuner.report.story import SetFigures
 
-__all__ = [
-    "AGREE",
-    "AGREEMENT_RULE",
-    "DISAGREE",
-    "VERDICTS_DIFFER",
-    "Change",
-    "NightComparison",
-    "SetPair",
-    "agreement",
-    "compare_nights",
-    "night_facts",
-    "print_comparison",
-]
+__all__ = ["DISAGREE", "agreement", "compare_nights", "print_comparison"]
 
 AGREE, VERDICTS_DIFFER, DISAGREE = "agree", "verdicts differ", "disagree"
 #: The rule, as the output says it.

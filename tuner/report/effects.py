@@ -28,14 +28,7 @@ from tuner.report.marks import FAILED_COLOR, PENDING_COLOR, bottom_room, verdict
 from tuner.report.story import Story
 from tuner.report.style import SHORT_NAMES, VERDICT_STYLE, short_name, value_text, verdict_color, verdict_marker
 
-__all__ = [
-    "NOISE_COLOR",
-    "EffectPanel",
-    "EffectPoint",
-    "plot_variable_effect",
-    "variable_effects_figure",
-    "variable_names",
-]
+__all__ = ["plot_variable_effect", "variable_effects_figure", "variable_names"]
 
 #: The launch-noise band's colour (as the forest plot's).
 NOISE_COLOR = "#9E9E9E"

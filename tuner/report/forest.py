@@ -50,14 +50,8 @@ from tuner.report.style import (
 )
 
 __all__ = [
-    "BAND_COLOR",
-    "KEEP_ROWS",
-    "LAUNCH_NOISE_KEYS",
-    "MARK_COLOR",
-    "MAX_ROWS",
     "ForestRow",
     "baseline_band",
-    "forest_figure_size",
     "forest_rows",
     "plot_trials_vs_baseline",
     "trials_vs_baseline_figure",

@@ -52,7 +52,6 @@ from tuner.record import (
 from tuner.report.story import STORY_FILE, Story, story_of, write_story
 
 __all__ = [
-    "CONCURRENCY_PREFIX",
     "SAME_SET",
     "backend_text",
     "baseline_runs",
@@ -60,10 +59,8 @@ __all__ = [
     "combine_frames",
     "concurrency_columns",
     "env_text",
-    "equal_to",
     "judged_order",
     "judged_trials",
-    "not_applied_text",
     "ok_baselines",
     "read_trials_csv",
     "set_text",

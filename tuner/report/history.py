@@ -39,14 +39,7 @@ from tuner.report.marks import (
 from tuner.report.story import Story
 from tuner.report.style import VERDICT_STYLE, plural, set_label, verdict_color, verdict_marker
 
-__all__ = [
-    "BEST_COLOR",
-    "HistoryPlot",
-    "clock_text",
-    "history_figure",
-    "plot_history",
-    "relaunch_hours",
-]
+__all__ = ["clock_text", "history_figure", "plot_history", "relaunch_hours"]
 
 #: The best-so-far line's colour (Tol's indigo: no verdict uses it).
 BEST_COLOR = "#332288"

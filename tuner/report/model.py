@@ -24,7 +24,7 @@ import pandas as pd
 from tuner.report.frame import env_text
 from tuner.report.story import Story
 
-__all__ = ["FIGURE_SECTIONS", "Block", "BlockKind", "Figure", "NightReport", "Part", "Section", "table_block"]
+__all__ = ["FIGURE_SECTIONS", "Block", "Figure", "NightReport", "Part", "Section", "table_block"]
 
 #: The report's section of each figure, in report order: file stem -> (heading, alt text).
 FIGURE_SECTIONS: dict[str, tuple[str, str]] = {

@@ -30,7 +30,7 @@ from tuner.report.model import FIGURE_SECTIONS, Block, NightReport, Part, Sectio
 from tuner.report.style import verdict_words
 from tuner.report.svg import inline_svg
 
-__all__ = ["HTML_FILE", "Fact", "PageSection", "page_sections", "report_html", "write_report_html"]
+__all__ = ["HTML_FILE", "report_html", "write_report_html"]
 
 #: The page's file name, beside report.md.
 HTML_FILE = "report.html"

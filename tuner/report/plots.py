@@ -5,10 +5,10 @@ the same functions: each ``*_figure`` function builds one sized ``Figure`` (neve
 with pyplot) from a :func:`tuner.report.frame.trials_frame`, :func:`report_figures` lists them
 all and :func:`save_figures` writes a PNG and an SVG of each. The ``plot_*`` functions draw
 into an ``Axes`` for your own layouts and return what they drew:
-:func:`plot_trials_vs_baseline` (the forest plot, :mod:`tuner.report.forest`),
+:func:`~tuner.report.forest.plot_trials_vs_baseline` (the forest plot, its own module's),
 :func:`plot_history` (:mod:`tuner.report.history`), :func:`plot_baselines`,
 :func:`plot_concurrency` and, one panel per variable, :func:`plot_variable_effect` over
-:func:`variable_names` (:mod:`tuner.report.effects`); this module offers them all.
+:func:`variable_names` (:mod:`tuner.report.effects`); this module offers all but the first.
 
 Every number a figure shows that the judgement computed (the baseline's levels, level and
 drift, each set's ratio and interval, the order, the best set) is the story's it is given
@@ -33,7 +33,7 @@ from matplotlib.ticker import MaxNLocator
 
 from tuner.record import Kind
 from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
-from tuner.report.forest import plot_trials_vs_baseline, trials_vs_baseline_figure
+from tuner.report.forest import trials_vs_baseline_figure
 from tuner.report.frame import concurrency_columns, ok_baselines
 from tuner.report.history import history_figure, plot_history
 from tuner.report.marks import FAILED_COLOR, ok_rows
@@ -50,7 +50,6 @@ __all__ = [
     "plot_baselines",
     "plot_concurrency",
     "plot_history",
-    "plot_trials_vs_baseline",
     "plot_variable_effect",
     "report_figures",
     "save_figures",

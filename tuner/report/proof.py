@@ -14,7 +14,7 @@ import pandas as pd
 from tuner.record import Kind, TrialRecord
 from tuner.report.model import Block, Section, table_block
 
-__all__ = ["PROOF_COLUMNS", "proof_frame", "proof_section"]
+__all__ = ["proof_section"]
 
 #: The proof table's columns, in order.
 PROOF_COLUMNS = ("trial", "variable", "status", "ranks that echoed it", "value echoed", "source", "why")

@@ -32,19 +32,7 @@ from tuner.report.svg import figure_svg
 from tuner.report.text import export_lines, note_lines
 from tuner.screen import SCREEN_CSV, Spearman, predicted_gain_pct, read_screen_csv, screen_key, spearman
 
-__all__ = [
-    "FIGURE",
-    "LISTED",
-    "GainPoint",
-    "ScreenPlot",
-    "gain_points",
-    "global_export",
-    "label_places",
-    "plot_predicted_vs_measured",
-    "save_screen_figure",
-    "screen_figure",
-    "screen_section",
-]
+__all__ = ["GainPoint", "gain_points", "label_places", "save_screen_figure", "screen_figure", "screen_section"]
 
 #: File stem of the predicted-vs-measured figure.
 FIGURE = "screen_gain"

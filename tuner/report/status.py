@@ -31,7 +31,7 @@ from tuner.report.frame import set_text
 from tuner.report.nights import Night, best_words
 from tuner.study import NightState
 
-__all__ = ["InFlight", "NightStatus", "night_status", "pick_running", "print_status", "status_rows"]
+__all__ = ["night_status", "pick_running", "print_status"]
 
 
 @dataclass(frozen=True)

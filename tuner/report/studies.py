@@ -25,7 +25,7 @@ from tuner.planning import counts_in_budget
 from tuner.report.frame import set_text
 from tuner.report.nights import Night, best_words
 
-__all__ = ["STUDIES_COLUMNS", "StudyRow", "print_studies", "studies_json", "studies_table", "study_row"]
+__all__ = ["print_studies"]
 
 #: The listing's columns, in order.
 STUDIES_COLUMNS = ("study", "state", "relaunches", "host type", "best set", "gain", "verdict")

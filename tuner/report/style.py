@@ -27,7 +27,6 @@ from tuner.record import Verdict
 __all__ = [
     "SHORT_NAMES",
     "VERDICT_STYLE",
-    "is_size_variable",
     "names_key",
     "plural",
     "set_label",

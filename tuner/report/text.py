@@ -41,7 +41,6 @@ __all__ = [
     "note_lines",
     "print_results",
     "summary_table",
-    "tp_size",
     "triage_section",
     "use_lines",
     "verdict_paragraph",

@@ -10,49 +10,30 @@ interrupted), :mod:`~tuner.study.workers` (this host's
 live workers of any study and their GPUs: a worker sharing a GPU with another is refused).
 """
 
-from tuner.study.host import Host, command_identity, host_type, server_version, this_host
-from tuner.study.inflight import RunnerFile, host_name, live_runners, runner_alive, runner_id
-from tuner.study.resume import (
-    Begun,
-    Ended,
-    begin_run,
-    check_fingerprint,
-    check_metric,
-    check_space,
-    record_end,
-    record_stop,
-    stored_study,
-)
-from tuner.study.state import SIGNAL_NAMES, NightState, StudyState, study_state
+from tuner.study.host import Host, command_identity, host_type, this_host
+from tuner.study.inflight import RunnerFile, host_name, runner_alive, runner_id
+from tuner.study.resume import begin_run, check_fingerprint, check_metric, record_end, record_stop, stored_study
+from tuner.study.state import NightState, StudyState, study_state
 from tuner.study.storage import (
     CONSTRAINT,
-    GRACE_PERIOD_S,
-    GRACE_VAR,
-    HEARTBEAT_INTERVAL_S,
-    HEARTBEAT_VAR,
     JOURNAL,
     PHASE_ATTR,
-    SERVER_ATTR,
     SETTLE_S,
     StudyStore,
     check_format,
     default_storage,
     heartbeat_settings,
     hide_password,
-    open_storage,
     open_study,
     study_names,
 )
 from tuner.study.workers import (
     WORKERS_DIR_VAR,
-    Gpus,
-    Registration,
     Worker,
     check_processes,
     check_workers,
     dry_run_lines,
     gpus_of,
-    live_workers,
     register,
     this_worker,
     workers_dir,
@@ -60,22 +41,12 @@ from tuner.study.workers import (
 
 __all__ = [
     "CONSTRAINT",
-    "GRACE_PERIOD_S",
-    "GRACE_VAR",
-    "HEARTBEAT_INTERVAL_S",
-    "HEARTBEAT_VAR",
     "JOURNAL",
     "PHASE_ATTR",
-    "SERVER_ATTR",
     "SETTLE_S",
-    "SIGNAL_NAMES",
     "WORKERS_DIR_VAR",
-    "Begun",
-    "Ended",
-    "Gpus",
     "Host",
     "NightState",
-    "Registration",
     "RunnerFile",
     "StudyState",
     "StudyStore",
@@ -85,7 +56,6 @@ __all__ = [
     "check_format",
     "check_metric",
     "check_processes",
-    "check_space",
     "check_workers",
     "command_identity",
     "default_storage",
@@ -95,16 +65,12 @@ __all__ = [
     "hide_password",
     "host_name",
     "host_type",
-    "live_runners",
-    "live_workers",
-    "open_storage",
     "open_study",
     "record_end",
     "record_stop",
     "register",
     "runner_alive",
     "runner_id",
-    "server_version",
     "stored_study",
     "study_names",
     "study_state",

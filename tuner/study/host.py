@@ -26,7 +26,7 @@ from tuner.redaction import scrub, secret_values
 from tuner.server import gpu
 from tuner.study.inflight import host_name
 
-__all__ = ["Host", "command_identity", "host_type", "server_version", "this_host"]
+__all__ = ["Host", "command_identity", "host_type", "this_host"]
 
 #: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s").
 #: vLLM's version: the API server's first line (vllm/entrypoints/openai/api_server.py, run_server),

@@ -29,17 +29,7 @@ from tuner.record import FORMAT_VERSION, Metric, StudyInfo, TrialRecord
 from tuner.redaction import redact, scrub
 from tuner.study.storage import StudyStore, check_format, default_storage, hide_password, open_study
 
-__all__ = [
-    "Begun",
-    "Ended",
-    "begin_run",
-    "check_fingerprint",
-    "check_metric",
-    "check_space",
-    "record_end",
-    "record_stop",
-    "stored_study",
-]
+__all__ = ["begin_run", "check_fingerprint", "check_metric", "record_end", "record_stop", "stored_study"]
 
 
 @dataclass(frozen=True)

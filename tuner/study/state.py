@@ -25,7 +25,7 @@ from tuner.server import HANDLED
 from tuner.study.inflight import live_runners, runner_alive
 from tuner.study.storage import StudyStore
 
-__all__ = ["SIGNAL_NAMES", "NightState", "StudyState", "study_state"]
+__all__ = ["NightState", "StudyState", "study_state"]
 
 #: The stop reasons an interrupted sweep writes (:class:`tuner.errors.Interrupted`: the signal's name).
 SIGNAL_NAMES = frozenset(signal.Signals(s).name for s in HANDLED)

@@ -93,20 +93,14 @@ from tuner.server import ServerIdentity
 
 __all__ = [
     "CONSTRAINT",
-    "GRACE_PERIOD_S",
-    "GRACE_VAR",
-    "HEARTBEAT_INTERVAL_S",
-    "HEARTBEAT_VAR",
     "JOURNAL",
     "PHASE_ATTR",
-    "SERVER_ATTR",
     "SETTLE_S",
     "StudyStore",
     "check_format",
     "default_storage",
     "heartbeat_settings",
     "hide_password",
-    "open_storage",
     "open_study",
     "study_names",
 ]

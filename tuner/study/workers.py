@@ -39,8 +39,19 @@ from tuner.server import describe_pid, gpu
 from tuner.study.inflight import host_name
 from tuner.study.storage import hide_password
 
-__all__ = ["WORKERS_DIR_VAR", "Gpus", "Registration", "Worker", "check_processes", "check_workers", "dry_run_lines",
-           "gpus_of", "live_workers", "register", "this_worker", "workers_dir"]
+__all__ = [
+    "WORKERS_DIR_VAR",
+    "Gpus",
+    "Worker",
+    "check_processes",
+    "check_workers",
+    "dry_run_lines",
+    "gpus_of",
+    "live_workers",
+    "register",
+    "this_worker",
+    "workers_dir",
+]
 
 #: Overrides the registry folder (tests give each run its own; a box whose home is read-only).
 WORKERS_DIR_VAR = "NCCL_TUNE_WORKERS_DIR"

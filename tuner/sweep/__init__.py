@@ -11,59 +11,25 @@ words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before 
 :mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
 """
 
-from tuner.sweep.check import (
-    CHECK_TRIALS,
-    PRIOR_WORDS,
-    WINNER,
-    Against,
-    CheckedSet,
-    CheckVerdict,
-    check_space,
-    design,
-    judge_check,
-    open_against,
-    resolve_set,
-    run_check,
-)
-from tuner.sweep.dryrun import backend_lines, plan_lines
-from tuner.sweep.evidence import CHANNEL_LINES, Evidence, debug_env, debug_file, nccl_dir, read, set_choice
-from tuner.sweep.prelaunch import StartChecks, start_checks
-from tuner.sweep.progress import Progress, proof_line
+from tuner.sweep.check import CHECK_TRIALS, PRIOR_WORDS, judge_check, open_against, resolve_set, run_check
+from tuner.sweep.dryrun import plan_lines
+from tuner.sweep.evidence import read
+from tuner.sweep.prelaunch import start_checks
+from tuner.sweep.progress import Progress
 from tuner.sweep.runner import Sweep, SweepOptions, SweepOutcome
-from tuner.sweep.trial import PhaseCallback, TrialContext, counted_in_order, log_path, relaunch
 
 __all__ = [
-    "CHANNEL_LINES",
     "CHECK_TRIALS",
     "PRIOR_WORDS",
-    "WINNER",
-    "Against",
-    "CheckVerdict",
-    "CheckedSet",
-    "Evidence",
-    "PhaseCallback",
     "Progress",
-    "StartChecks",
     "Sweep",
     "SweepOptions",
     "SweepOutcome",
-    "TrialContext",
-    "backend_lines",
-    "check_space",
-    "counted_in_order",
-    "debug_env",
-    "debug_file",
-    "design",
     "judge_check",
-    "log_path",
-    "nccl_dir",
     "open_against",
     "plan_lines",
-    "proof_line",
     "read",
-    "relaunch",
     "resolve_set",
     "run_check",
-    "set_choice",
     "start_checks",
 ]

@@ -50,10 +50,6 @@ from tuner.sweep.runner import Sweep, SweepOptions
 __all__ = [
     "CHECK_TRIALS",
     "PRIOR_WORDS",
-    "WINNER",
-    "Against",
-    "CheckVerdict",
-    "CheckedSet",
     "check_space",
     "design",
     "judge_check",

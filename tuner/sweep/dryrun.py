@@ -54,7 +54,7 @@ from tuner.server import split_inherited
 from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
-__all__ = ["backend_lines", "p2p_default_line", "plan_lines"]
+__all__ = ["p2p_default_line", "plan_lines"]
 
 #: The servers' tensor-parallel flags (vLLM ``--tensor-parallel-size``/``-tp``, SGLang ``--tp-size``/``--tp``).
 _TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")

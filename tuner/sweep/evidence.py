@@ -41,15 +41,7 @@ from tuner.planning import flag_params
 from tuner.record import TrialRecord
 from tuner.server import Backend, BackendProof, allreduce_backend, prove
 
-__all__ = [
-    "CHANNEL_LINES",
-    "Evidence",
-    "debug_env",
-    "debug_file",
-    "nccl_dir",
-    "read",
-    "set_choice",
-]
+__all__ = ["Evidence", "debug_env", "debug_file", "nccl_dir", "read"]
 
 
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).

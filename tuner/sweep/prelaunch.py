@@ -30,7 +30,7 @@ from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.server import preflight
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
-__all__ = ["StartChecks", "before_first_launch", "start_checks"]
+__all__ = ["before_first_launch", "start_checks"]
 
 
 def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None]) -> None:

@@ -54,15 +54,7 @@ from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 
-__all__ = [
-    "Launcher",
-    "PhaseCallback",
-    "TrialContext",
-    "counted_in_order",
-    "log_path",
-    "relaunch",
-    "runs_wanted",
-]
+__all__ = ["Launcher", "relaunch", "runs_wanted"]
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
 PhaseCallback = Callable[[str, str], None]

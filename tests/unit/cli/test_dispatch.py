@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tuner.cli
-from tuner.cli import COMMANDS, main
+from tuner.cli.dispatch import COMMANDS, main
 
 CLI_DIR = Path(tuner.cli.__file__).parent
 NOT_COMMANDS = {"__init__", "__main__", "dispatch", "common"}

@@ -10,7 +10,9 @@ from tests.helpers import ROOT, write_config
 from tuner.diagnose import DecodeInfo, Diagnosis, SizeRow, TuningRow
 from tuner.inputs.config import load_config
 from tuner.nccl import NcclVersion
-from tuner.planning import Facts, Rules, chunk_tokens, load_decode_context, night_sizes, set_identity
+from tuner.planning import Facts, Rules, load_decode_context, night_sizes
+from tuner.planning.identity import set_identity
+from tuner.planning.sizes import chunk_tokens
 
 DEEPSEEK = ROOT / "tests" / "fixtures" / "model_configs" / "deepseek-v3.config.json"
 DECODE = 7168 * 2  # 14,336 B: one stream, bf16

@@ -16,17 +16,15 @@ from tuner.planning import (
     ESTIMATE_MARGIN,
     Facts,
     NightClock,
-    Phase,
     RelaunchTime,
     Rules,
     Step,
     clock_time,
-    deadline_at,
-    deadline_name,
     forecast,
     relaunch_time,
     span,
 )
+from tuner.planning.clock import Phase, deadline_at, deadline_name
 
 CHECKS = (Step.CONFIRM, Step.CONFIRM, Step.FINAL_BASELINE)
 NOON = datetime(2026, 3, 2, 12, 0).timestamp()

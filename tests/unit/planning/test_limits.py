@@ -4,7 +4,9 @@ checks worded once; one Launch per set."""
 
 from __future__ import annotations
 
-from tuner.planning import Budget, Launch, NightLimits, Phase, RelaunchTime, Step, check_words, fits, kept_after
+from tuner.planning import Budget, Launch, NightLimits, RelaunchTime, Step, fits
+from tuner.planning.budget import check_words
+from tuner.planning.clock import Phase, kept_after
 
 NOON = 1_000_000.0
 CHECKS = (Step.CONFIRM, Step.CONFIRM, Step.FINAL_BASELINE)

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from tuner.inputs.config import load_config
-from tuner.sweep import debug_env, debug_file, nccl_dir, proof_line
+from tuner.sweep.evidence import debug_env, debug_file, nccl_dir
+from tuner.sweep.progress import proof_line
 
 
 def config(tmp_path: Path, server_env: str = "", nccl: str = "") -> object:
