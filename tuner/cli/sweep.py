@@ -74,7 +74,6 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``nccl-tune sweep`` with the parsed ``args``; returns the exit status (raises the
     NcclTuneError that ends it, after the report of what was recorded)."""
-    from tuner import report
     from tuner.judging import DEFAULT_MIN_EFFECT
     from tuner.redaction import secret_values
     from tuner.server import preflight
@@ -124,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         raise error  # refused before any launch (a held port, say): the error alone, no empty report
     if error is not None:
         progress.log(_stopped_message(error))
+    from tuner import report  # matplotlib and the rest: seconds, only for a night that reaches its end
+
     df, verdict = report.write_outputs(records, store.info(), name, opts.study_dir, min_effect=begun.min_effect)
     report.print_results(df, verdict, store.info())
     print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md, report.html")

@@ -21,6 +21,7 @@ LL128 into 0 or 1, never 2: ``^LL`` forces LL128 on.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -57,6 +58,7 @@ PER_COLLECTIVE_SINCE = NcclVersion(2, 24, 0)
 Matrix = dict[str, dict[str, int]]
 
 
+@functools.cache  # planning asks it hundreds of thousands of times for one or two versions
 def algos(version: NcclVersion) -> tuple[str, ...]:
     """Algorithm names NCCL ``version`` knows, in NCCL's order."""
     return tuple(a for a, since in ALGO_SINCE.items() if version >= since)
@@ -96,8 +98,12 @@ def _match(item: str, names: tuple[str, ...]) -> str | None:
     return next((n for n in names if n.lower() == low), None)
 
 
+@functools.lru_cache(maxsize=4096)
 def read_list(name: str, value: str, version: NcclVersion) -> ListReading:
-    """Read ``value`` of ``NCCL_ALGO``/``NCCL_PROTO`` as NCCL ``version`` does (module docstring)."""
+    """Read ``value`` of ``NCCL_ALGO``/``NCCL_PROTO`` as NCCL ``version`` does (module docstring).
+
+    Cached: planning a space reads the same few values for each of its (tens of thousands of)
+    points; the reading is never changed by its callers."""
     if version >= PER_COLLECTIVE_SINCE:
         return _read_v224(name, value, version)
     return _read_old(name, value, version)
