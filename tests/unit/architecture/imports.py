@@ -42,7 +42,7 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
 
 
 def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
-             known: set[str]) -> list[tuple[str, str]]:
+             known: frozenset[str]) -> list[tuple[str, str]]:
     """(target, written) of each name the statement imports."""
     if isinstance(node, ast.Import):
         return [(alias.name, alias.name) for alias in node.names]
@@ -70,20 +70,34 @@ def _imports_as_written(package: Path) -> tuple[Import, ...]:
 
 def _read_imports(package: Path, source: dict[str, str]) -> list[Import]:
     files = module_files(package)
-    known = set(files)
+    known = frozenset(files)
     found: list[Import] = []
     for module, path in files.items():
-        text = source.get(module) or path.read_text()
-        tree = ast.parse(text, filename=str(path))
-        top = {id(n) for n in tree.body}
-        typing = {id(sub) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                  for stmt in n.body for sub in ast.walk(stmt)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for target, written in _targets(node, module, path.name == "__init__.py", known):
-                    if target.split(".")[0] == package.name:
-                        found.append(Import(module, target, node.lineno, id(node) not in top, id(node) in typing,
-                                            written))
+        text = source.get(module)
+        found += _file_imports(package, module, path, known) if text is None else _parse_imports(
+            package, module, path, text, known)
+    return found
+
+
+@functools.cache
+def _file_imports(package: Path, module: str, path: Path, known: frozenset[str]) -> tuple[Import, ...]:
+    """The imports of one module as its file has them, parsed once per session (the checks
+    that override one module's text re-read only that one)."""
+    return tuple(_parse_imports(package, module, path, path.read_text(), known))
+
+
+def _parse_imports(package: Path, module: str, path: Path, text: str, known: frozenset[str]) -> list[Import]:
+    found: list[Import] = []
+    tree = ast.parse(text, filename=str(path))
+    top = {id(n) for n in tree.body}
+    typing = {id(sub) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+              for stmt in n.body for sub in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target, written in _targets(node, module, path.name == "__init__.py", known):
+                if target.split(".")[0] == package.name:
+                    found.append(Import(module, target, node.lineno, id(node) not in top, id(node) in typing,
+                                        written))
     return found
 
 

@@ -18,7 +18,7 @@ from tests.unit.measure.oracle import level_spans
 from tuner.measure.bench import format_table, levels_to_json, run_bench
 from tuner.record import LevelResult
 
-RATE, N, TTFT, REQUESTS = 100.0, 100, 0.02, 2  # ~1 s per request, ~2 s per level
+RATE, N, TTFT, REQUESTS = 200.0, 50, 0.02, 2  # ~0.27 s per request, ~0.5 s per level
 
 
 def _levels_and_spans(timeline: list[dict], levels: list[LevelResult], marks: list[float], warmup: int = 1):

@@ -35,8 +35,8 @@ TTFT = 0.05
 def test_output_tok_s_accuracy(ref, ref_process, tap, rate, process, reasoning):
     """Output tok/s, TTFT, TPOT and E2E are those of the arrival times (the oracle's brackets:
     TTFT to the first token chunk, not the role chunk; E2E to the last, not [DONE]), and never
-    beat the server's pace; ~1 s per run."""
-    n = int(rate)  # about one second per run
+    beat the server's pace; ~0.25 s per run (the brackets do not depend on the length)."""
+    n = int(rate) // 4  # about a quarter of a second per run
     k = n // 4 if reasoning else 0
     if process:
         url = ref_process("--rate", str(rate), "--ttft", str(TTFT), "--reasoning-tokens", str(k))

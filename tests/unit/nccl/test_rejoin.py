@@ -338,7 +338,7 @@ def test_property_cut_anywhere(where):
     of them. Every surviving line comes back, per process and in order; a killed process leaves
     at most one cut line."""
     checked = 0
-    for seed in range(40):
+    for seed in range(20):  # every target line 30..49 once, with and without warnings and a kill
         procs = four_ranks(offset=OFFSETS[where] or 0, target=30 + seed % 20, warn=seed % 3 == 0, n=120)
         if OFFSETS[where] is None:  # right before the newline: the head is a whole line's text
             name = "gpu-node7:4241"
@@ -351,7 +351,7 @@ def test_property_cut_anywhere(where):
 
 def test_property_many_random_logs():
     checked = 0
-    for seed in range(300):
+    for seed in range(120):
         rng = random.Random(seed)
         procs = {}
         for r in range(rng.randint(1, 4)):
@@ -361,16 +361,16 @@ def test_property_many_random_logs():
         killed = {p for p in procs if rng.random() < 0.3}
         _, strict = check(procs, seed, killed)
         checked += strict
-    assert checked >= 100
+    assert checked >= 40  # a third of the logs at least are checked strictly (78 of 120 today)
 
 
 def test_ambiguous_adjacent_blocks_rarely_make_a_line_up():
     """A cut block followed at once by another process's block that starts with a tail: the log
     does not say where one ends (4 ranks of 60-200 lines: most logs have one). rejoin then loses
     lines to ``cut``; a made-up line (one head with another process's tail) is rare: measured
-    16 of the 240 such logs here, at most 2 lines each."""
+    8 of the 116 such logs here, at most 2 lines each."""
     seen, faked = 0, 0
-    for seed in range(300):
+    for seed in range(150):
         rng = random.Random(seed)
         procs = {f"n{r}:{100 + r}": worker_lines(f"n{r}", 100 + r, r, n=rng.randint(60, 200)) for r in range(4)}
         killed = {p for p in procs if rng.random() < 0.3}
@@ -384,7 +384,7 @@ def test_ambiguous_adjacent_blocks_rarely_make_a_line_up():
         fake = sum(sum((Counter(g) - Counter(want.get(p, []))).values()) for p, g in mine.items())
         assert fake <= 2, seed
         faked += fake > 0
-    assert seen > 100 and faked <= seen // 10
+    assert seen > 50 and faked <= seen // 10
 
 
 def test_fifty_megabytes_is_linear():

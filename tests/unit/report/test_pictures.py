@@ -11,6 +11,7 @@ Set ``NCCL_TUNE_PLOTS_LOOK=/some/dir`` to also write every figure of every case 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -33,15 +34,27 @@ from tuner.report.style import verdict_color
 _TRIAL = re.compile(r"trial (\d+)")
 
 
+@functools.cache
 def frame(case: str) -> tuple[pd.DataFrame, Story]:
+    """The judged trials of ``case``, judged once per module (the tests only read them)."""
     return judged_trials(CASES[case](), metric=Metric.OUTPUT, min_effect=0.01)
 
 
-def forest(case: str) -> tuple[pd.DataFrame, Figure]:
+@functools.cache
+def figures(case: str) -> dict[str, Figure]:
+    """Every report figure of ``case`` by stem, each drawn once, as a PNG would be: the forest
+    tests read its trials_vs_baseline figure, test_every_figure_renders_whole all of them."""
     df, story = frame(case)
-    fig = trials_vs_baseline_figure(df, story, min_effect=0.01)
-    FigureCanvasAgg(fig).draw()  # lay it out as a PNG would be
-    return df, fig
+    out = dict(report_figures(df, story, min_effect=0.01))
+    for fig in out.values():
+        FigureCanvasAgg(fig).draw()
+    return out
+
+
+def forest(case: str) -> tuple[pd.DataFrame, Figure]:
+    """The forest plot of ``case``, the one report_figures makes (nothing cut: checked for
+    every figure of every case in test_every_figure_renders_whole)."""
+    return frame(case)[0], figures(case)["trials_vs_baseline"]
 
 
 def labels(fig: Figure) -> list[str]:
@@ -81,10 +94,11 @@ def check_rows_coloured_by_verdict(df: pd.DataFrame, fig: Figure) -> None:
         assert all(to_hex(t.get_color()) == want for t in boxes + at_row(details, y)), label
 
 
-def check_nothing_cut(fig: Figure) -> None:
+def check_nothing_cut(fig: Figure, *, drawn_already: bool = False) -> None:
     """Everything ``fig`` draws (tick labels, texts, legends, titles) lies inside the figure."""
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
+    canvas = fig.canvas if drawn_already else FigureCanvasAgg(fig)
+    if not drawn_already:
+        canvas.draw()
     drawn = fig.get_tightbbox(canvas.get_renderer())  # inches
     width, height = fig.get_size_inches()
     tol = 0.02
@@ -110,7 +124,6 @@ def test_sweep_with_failures():
     assert list(one.get_xdata()) == [1.0, 1.0]
     title = fig.axes[0].get_legend().get_title().get_text()
     assert "Trial 5 was interrupted and retried as trial 6." in title
-    check_nothing_cut(fig)
 
 
 def test_sweep_with_a_winner():
@@ -126,7 +139,6 @@ def test_sweep_with_a_winner():
     marks = by_gid(fig, "forest-mark")  # the band behind the set the verdict names, both its launches
     assert sorted(round(m.get_y() + m.get_height() / 2) for m in marks) == [2, 3]
     assert not by_gid(fig, "forest-status")
-    check_nothing_cut(fig)
 
 
 def test_sweep_of_one_trial():
@@ -137,7 +149,6 @@ def test_sweep_of_one_trial():
     sigma = frame("one-trial")[1].launch_noise
     assert band.get_x() == pytest.approx(1 - 1.96 * sigma) and sigma == pytest.approx(PRIOR_LAUNCH_SIGMA)
     assert len(by_gid(fig, "forest-one")) == 1
-    check_nothing_cut(fig)
 
 
 def test_ten_sets_one_faster_one_slower_one_failed():
@@ -151,7 +162,6 @@ def test_ten_sets_one_faster_one_slower_one_failed():
     check_rows_coloured_by_verdict(df, fig)
     (status,) = by_gid(fig, "forest-status")
     assert status.get_text() == "crashed" and status.get_position()[1] == 11
-    check_nothing_cut(fig)
 
 
 def test_more_rows_than_drawn_keeps_top_and_bottom_with_a_note():
@@ -168,15 +178,15 @@ def test_more_rows_than_drawn_keeps_top_and_bottom_with_a_note():
     check_rows_coloured_by_verdict(df, fig)
     _, height = fig.get_size_inches()
     assert height > 15  # grows with the rows
-    check_nothing_cut(fig)
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_figure_renders_whole(case, tmp_path):
     df, story = frame(case)
-    for name, fig in report_figures(df, story, min_effect=0.01):
-        check_nothing_cut(fig)
-        assert name
+    drawn = figures(case)
+    assert drawn and all(drawn)
+    for fig in drawn.values():
+        check_nothing_cut(fig, drawn_already=True)  # also the forest plots the tests above read
     look = os.environ.get("NCCL_TUNE_PLOTS_LOOK")
     written = save_figures(df, story, Path(look) / case if look else tmp_path, min_effect=0.01)
     assert all(p.exists() and p.with_suffix(".svg").exists() for p in written)
@@ -204,6 +214,6 @@ def test_every_verdict_in_its_colour_and_in_the_legend(tmp_path):
     assert legend[:11] == ["baseline", "faster", "faster, below the 1 % that matters", "no significant difference",
                            "slower, below the 1 % that matters", "slower", "inconclusive", "failed confirmation",
                            "not applied", "unverifiable", "not enough runs to judge"]
-    check_nothing_cut(fig)
+    check_nothing_cut(fig, drawn_already=True)
     look = os.environ.get("NCCL_TUNE_PLOTS_LOOK")
     save_figures(df, story, Path(look) / "every-verdict" if look else tmp_path, min_effect=0.01)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import time
 
 import psutil
 import pytest
@@ -44,10 +43,10 @@ def test_output_goes_to_the_log_and_the_callback_with_secrets_scrubbed(tmp_path)
 
 
 def test_a_hang_is_killed_at_the_timeout_tree_and_all(tmp_path):
-    t0 = time.monotonic()
     done = run_command([PY, "-c", ESCAPE, "60"], dict(os.environ), tmp_path / "hang.log", 2.0)
     assert done.killed_at_timeout and done.exit_code is not None and done.exit_code < 0
-    assert time.monotonic() - t0 < 15
+    # ended by the kill at 2 s, not by the command's own exit after 60 s
+    assert "killed at the timeout of 2 s; 0 process(es) survived" in (tmp_path / "hang.log").read_text()
     assert done.survivors == ()
     assert not alive_pids(_pids(done.text))
 

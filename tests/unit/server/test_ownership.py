@@ -172,8 +172,12 @@ def test_a_server_whose_port_a_stranger_answers_is_never_ready(tmp_path):
     cfg = config([sys.executable, "-c", "import time; time.sleep(60)"], port=port)
     stranger = _stranger(port)
     try:
-        with ServerProcess(cfg, {}, tmp_path / "t.log") as server, pytest.raises(ForeignListener):
-            server.check_listener("at readiness")
+        with ServerProcess(cfg, {}, tmp_path / "t.log") as server:
+            with pytest.raises(ForeignListener):
+                server.check_listener("at readiness")
+            # gone before the teardown, which would otherwise wait 10 s for the port to be free
+            stranger.kill()
+            stranger.wait()
     finally:
         stranger.kill()
         stranger.wait()

@@ -277,9 +277,10 @@ def test_fault_orphan_workers_outlive_sigterm_and_die_on_sigkill(sim):
 def test_fault_slow_teardown(sim):
     s = sim("--fault", "slow-teardown", "--teardown-s", "1.5", workers=1)
     s.wait_ready()
-    t0 = time.monotonic()
+    s.signal_group(signal.SIGTERM)
+    s.wait_line("INFO:     Shutting down")
+    assert s.proc.poll() is None  # SIGTERM seen, and the server still lives on for its 1.5 s of teardown
     assert s.finish(8) == 0
-    assert time.monotonic() - t0 >= 1.4
     assert s.wait_group_gone(3)
 
 

@@ -30,11 +30,16 @@ def _store(url: str, **kwargs) -> StudyStore:
 def test_runners_opening_an_empty_database_at_once_all_start(pg_url: str):
     """Six runners started in the same second on an empty database all create Optuna's tables
     at once (optuna/optuna#1092); each opens the study, none fails."""
-    code = ("import sys, time; from tuner.study.storage import open_study; t = float(sys.argv[2]); "
-            "time.sleep(max(0.0, t - time.time())); open_study('s', sys.argv[1]); print('opened')")
-    start = time.time() + 3.0  # all have imported Optuna by then
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url, str(start)], cwd=ROOT, text=True,
+    code = ("import sys; from tuner.study.storage import open_study; print('ready', flush=True); "
+            "sys.stdin.readline(); open_study('s', sys.argv[1]); print('opened')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, text=True, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
+    for p in procs:  # all have imported Optuna: then they are let go together
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
     results = [p.communicate(timeout=120) for p in procs]
     failed = [err[-1500:] for p, (_, err) in zip(procs, results, strict=True) if p.returncode != 0]
     assert not failed, failed[0]
