@@ -9,9 +9,11 @@ STAMP  := $(VENV)/.installed-stamp
 # side (each is one sweep at a time, so two of them leave each a core).
 WORKERS ?= 4
 # pytest's temporary folders (every test's study.db, logs, results) in memory where /dev/shm is
-# there: a night's SQLite study commits each trial attribute on its own, ~15 ms a commit on
-# this disk against well under 1 ms in tmpfs. pytest empties the folder when the next run starts.
-TEST_TMP ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm/nccl-tune-tests || echo $${TMPDIR:-/tmp}/nccl-tune-tests)
+# writable with 2 GiB free (a container's default 64 MiB is not enough): a night's SQLite study
+# commits each trial attribute on its own, ~15 ms a commit on this disk against well under 1 ms
+# in tmpfs. pytest empties the folder when the next run starts.
+TEST_TMP ?= $(shell test -w /dev/shm && df -Pk /dev/shm | awk 'NR == 2 && $$4 > 2097152 {found = 1} END {exit !found}' \
+	&& echo /dev/shm/nccl-tune-tests || echo $${TMPDIR:-/tmp}/nccl-tune-tests)
 
 .PHONY: demo test lint test-fast bench clean
 
