@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from tuner.cli.common import Help, csv_ints, positive, url
+from tuner.cli.common import Help, csv_ints, positive, request_arguments, server_arguments
 from tuner.errors import ExitCode
 
 __all__ = ["add_parser", "run"]
@@ -17,17 +17,12 @@ def add_parser(sub: Any) -> None:
     """The ``bench`` subparser and its arguments, on ``sub`` (argparse's subparsers)."""
     b = sub.add_parser("bench", help="concurrency table of a running server (API key: OPENAI_API_KEY)",
                        formatter_class=Help)
-    b.add_argument("--url", required=True, type=url, help="server base URL, e.g. http://127.0.0.1:8000")
-    b.add_argument("--model", help="model id (default: first of /v1/models)")
+    server_arguments(b)
     b.add_argument("--concurrency", type=csv_ints, default=[1, 2, 4, 8], help="levels, e.g. 1,2,4,8")
     b.add_argument("--requests", type=positive(int), default=4,
                    help="requests per concurrent stream at each level (C x REQUESTS in all)")
     b.add_argument("--max-tokens", type=positive(int), default=256, help="tokens per request")
-    b.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")
-    b.add_argument("--stall-timeout", type=positive(float), default=120.0, help="s without a token before a request fails")
-    b.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
-                   help="chat completions, or completions for a base model without a chat template")
-    b.add_argument("--json", action="store_true", help="print JSON")
+    request_arguments(b, "s without a token before a request fails")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,8 @@ __all__ = [
     "hold_gpus",
     "nonneg_int",
     "positive",
+    "request_arguments",
+    "server_arguments",
     "study_name",
     "study_name_from",
     "until",
@@ -103,6 +105,22 @@ def url(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: accepted is a base URL with its scheme, "
                                          f"such as http://{text.split('://')[-1] or '127.0.0.1:8000'}")
     return text.rstrip("/")
+
+
+def server_arguments(p: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--model`` on ``p``: the running server a probe or bench measures."""
+    p.add_argument("--url", required=True, type=url, help="server base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", help="model id (default: first of /v1/models)")
+
+
+def request_arguments(p: argparse.ArgumentParser, stall_help: str) -> None:
+    """``--prompt``, ``--stall-timeout`` (s; ``stall_help`` says what it ends), ``--endpoint`` and
+    ``--json`` on ``p``: how a probe or bench asks and what it prints."""
+    p.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")
+    p.add_argument("--stall-timeout", type=positive(float), default=120.0, help=stall_help)
+    p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
+                   help="chat completions, or completions for a base model without a chat template")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def fraction(text: str) -> float:

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from tuner.cli.common import Help, nonneg_int, positive, url
+from tuner.cli.common import Help, nonneg_int, positive, request_arguments, server_arguments
 from tuner.errors import ExitCode
 from tuner.inputs import DEFAULT_MAX_TOKENS
 
@@ -18,16 +18,11 @@ def add_parser(sub: Any) -> None:
     """The ``probe`` subparser and its arguments, on ``sub`` (argparse's subparsers)."""
     pr = sub.add_parser("probe", help="measure single-stream decode of a running server (API key: OPENAI_API_KEY)",
                         formatter_class=Help)
-    pr.add_argument("--url", required=True, type=url, help="server base URL, e.g. http://127.0.0.1:8000")
-    pr.add_argument("--model", help="model id (default: first of /v1/models)")
+    server_arguments(pr)
     pr.add_argument("--max-tokens", type=positive(int), default=DEFAULT_MAX_TOKENS, help="tokens per run")
     pr.add_argument("--repeats", type=positive(int), default=3, help="recorded runs")
     pr.add_argument("--warmup", type=nonneg_int, default=1, help="unrecorded runs first")
-    pr.add_argument("--prompt", default="Count from 1 to 50.", help="the prompt")
-    pr.add_argument("--stall-timeout", type=positive(float), default=120.0, help="s without a token before giving up")
-    pr.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
-                    help="chat completions, or completions for a base model without a chat template")
-    pr.add_argument("--json", action="store_true", help="print JSON")
+    request_arguments(pr, "s without a token before giving up")
 
 
 def run(args: argparse.Namespace) -> int:
