@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-# Parallel workers. Most tests wait on real servers, so 4 workers overlap those waits on 2
-# cores; no test's outcome depends on how busy that makes the machine, except the two marked
-# alone (tests/e2e/test_verdicts.py), whose subject is noise itself: they run afterwards, side by
-# side (each is one sweep at a time, so two of them leave each a core).
-WORKERS ?= 4
+# Parallel workers. Most tests wait on real servers, so 6 workers overlap those waits on 2
+# cores (with 4, a fifth of the CPU time sat idle; with 6, under a tenth); no test's outcome
+# depends on how busy that makes the machine, except the three marked alone (the verdict sweeps
+# of tests/e2e/test_verdicts.py and the backend night's confirmation), whose subject is noise
+# itself: they run afterwards, two side by side (each one sweep at a time, each leaves a core).
+WORKERS ?= 6
 # pytest's temporary folders (every test's study.db, logs, results) in memory where /dev/shm is
 # writable with 2 GiB free (a container's default 64 MiB is not enough): a night's SQLite study
 # commits each trial attribute on its own, ~15 ms a commit on this disk against well under 1 ms

@@ -3,16 +3,38 @@ test servers, running the CLI (in process or as a real process), finding server 
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "servers"
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``name`` that ``build`` fills once for the whole run, whichever xdist worker
+    asks first (the others wait on a lock, then read it): pytest-xdist's own recipe for a
+    fixture made once for every worker, with fcntl for its lock. A module-scoped fixture alone is
+    made again on each worker that runs one of the module's tests."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # what every worker's basetemp is under
+    folder = root / f"once-{name}"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
 
 
 def free_port() -> int:
@@ -66,11 +88,27 @@ def standin_command(*extra: str) -> list[str]:
             "-g", "8", "-d", "bfloat16", *extra]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m tuner.cli ARGS`` as a real process; returns the completed process."""
+#: The subcommands that write a study's report, and so draw its figures unless told not to.
+REPORTING = ("sweep", "check", "report")
+
+
+def night_args(args: tuple[str, ...], figures: bool) -> list[str]:
+    """``args`` with ``--no-figures`` added to a command that writes a report, unless
+    ``figures``: drawing is most of a night's CPU time (about 1.7 s of a short night's 2 s on
+    these machines), and most tests read the numbers and words, not the pictures. The tests
+    that look at a figure ask for it (``figures=True``)."""
+    if figures or not args or args[0] not in REPORTING or "--no-figures" in args:
+        return list(args)
+    return [*args, "--no-figures"]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None,
+            figures: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python -m tuner.cli ARGS`` as a real process (figures as :func:`night_args` says);
+    returns the completed process."""
     full_env = dict(os.environ if env is None else env)
     full_env.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *night_args(args, figures)], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or ROOT)
 
 
@@ -95,11 +133,13 @@ def server_processes(config: Path) -> list[psutil.Process]:
     return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.info["cmdline"] or [])]
 
 
-def start_cli(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE) -> subprocess.Popen:
-    """Start ``python -m tuner.cli ARGS`` in the background (stderr piped, text mode)."""
+def start_cli(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE,
+              figures: bool = False) -> subprocess.Popen:
+    """Start ``python -m tuner.cli ARGS`` in the background (stderr piped, text mode; figures
+    as :func:`night_args` says)."""
     full_env = dict(os.environ if env is None else env)
     full_env.setdefault("PYTHONPATH", str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=full_env,
+    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *night_args(args, figures)], cwd=ROOT, env=full_env,
                             stdout=stdout, stderr=subprocess.PIPE, text=True)
 
 
@@ -128,10 +168,11 @@ def alive_pids(pids) -> list[int]:
     return alive
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str, env: dict[str, str] | None = None, figures: bool = False) -> subprocess.CompletedProcess:
     """Run ``nccl-tune ARGS`` in this process (``tuner.cli.main``), capturing stdout and stderr;
     returns a CompletedProcess like :func:`run_cli`. For tests that send no signal to the runner:
-    the servers it launches are still real processes. ``env`` replaces os.environ meanwhile."""
+    the servers it launches are still real processes. ``env`` replaces os.environ meanwhile;
+    figures as :func:`night_args` says."""
     import contextlib
     import io
 
@@ -145,7 +186,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = main(list(args))
+                code = main(night_args(args, figures))
             except SystemExit as exc:  # argparse errors
                 code = exc.code if isinstance(exc.code, int) else 2
     finally:

@@ -238,7 +238,8 @@ def test_secrets_never_written(tmp_path, space_file):
     env = dict(os.environ, MY_API_KEY=API_KEY)
     # --no-confirm: LL is 5 % faster on this server, and whether that earns a confirmation
     # relaunch depends on the machine's load; the three logs below are then fixed.
-    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec", "--no-confirm", env=env)
+    res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "sec", "--no-confirm", env=env,
+                  figures=True)  # a figure's text (its SVG) must hold no secret either
     assert res.returncode == 0, res.stderr[-4000:]
     for stream in (res.stdout, res.stderr):
         assert TOKEN not in stream and API_KEY not in stream

@@ -65,7 +65,7 @@ def _notebook_text(csv, tmp_path, monkeypatch) -> str:
 def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     cfg = write_config(tmp_path / "night.toml", command=SIM, space=ROOT / "search_spaces" / "default.toml", trials=7,
                        max_tokens=32, repeats=3, baseline_every=3)
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "story")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "story", figures=True)
     assert res.returncode == 0, res.stderr
     study = tmp_path / "r" / "story"
     report = (study / "report.md").read_text()

@@ -103,7 +103,7 @@ def _config(tmp_path: Path, space_file, *, trials: int, screen: str, landscape_e
 def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space_file):
     cfg = _config(tmp_path, space_file, trials=8, screen=_screen_toml(trials=60, top_k=4))
     env = dict(os.environ, HF_TOKEN=SECRET)
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", env=env)
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "two", env=env, figures=True)
     assert res.returncode == 0, res.stderr
     study = tmp_path / "r" / "two"
     df = pd.read_csv(study / "trials.csv")

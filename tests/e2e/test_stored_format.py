@@ -40,7 +40,7 @@ def _without_added(path) -> tuple[str, dict[str, set[str]]]:
 @pytest.mark.parametrize("study", ["output", "decode", "screen"])
 def test_report_of_an_old_store_is_what_its_sweep_wrote(tmp_path, study):
     out = old_store(study, tmp_path)
-    res = cli("report", "--study", study, "--results", str(tmp_path))
+    res = cli("report", "--study", study, "--results", str(tmp_path), figures=True)  # its figures: sections of the report
     assert res.returncode == 0, res.stderr
     rebuilt, held = _without_added(out / "trials.csv")
     assert held == {name: {value} for name, value in ADDED_COLUMNS.items()}

@@ -48,7 +48,7 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=6,
                        extra_sweep='mode = "presets"', max_tokens=200, repeats=5)
     env = dict(os.environ, NCCL_PROTO="Simple", NCCL_DEBUG="INFO", CUDA_DEVICE_MAX_CONNECTIONS="4")
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env)
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "s1", env=env, figures=True)
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "s1" / "trials.csv")
     assert list(df["trial"])[:4] == [0, 1, 2, 3]
@@ -173,7 +173,7 @@ env = { NCCL_MAX_NCHANNELS = "8" }
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=4,
                        extra_server=f'env = {{ ENVRATE_DRIFT_FILE = "{tmp_path / "drift"}", ENVRATE_DRIFT_AT = "2" }}',
                        extra_sweep='mode = "presets"', max_tokens=200)
-    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d")
+    res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "d", figures=True)
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "d" / "trials.csv").set_index("trial")
     # the set may be a finalist (relaunched once more before the final baseline): the budget of 4 holds it
@@ -193,9 +193,10 @@ def test_report_rebuilds_from_storage(tmp_path, space_file):
     assert cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rep").returncode == 0
     out = tmp_path / "r" / "rep"
     before = pd.read_csv(out / "trials.csv")
-    for f in ("trials.csv", "trials_vs_baseline.png", "report.md"):
+    assert not list(out.glob("*.png")) and "--no-figures" in (out / "report.md").read_text()  # the words alone
+    for f in ("trials.csv", "report.md"):
         (out / f).unlink()
-    res = cli("report", "--study", "rep", "--results", str(tmp_path / "r"))
+    res = cli("report", "--study", "rep", "--results", str(tmp_path / "r"), figures=True)
     assert res.returncode == 0, res.stderr
     after = pd.read_csv(out / "trials.csv")
     pd.testing.assert_frame_equal(before[["trial", "status", "env", "output_tok_s"]],

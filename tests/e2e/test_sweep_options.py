@@ -62,7 +62,7 @@ def test_concurrency_table_per_trial(tmp_path, space_file):
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(THREE_PRESETS), trials=2,
                        extra_probe="concurrency = [1, 2, 4]\nconcurrency_requests = 2", max_tokens=40, repeats=2)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "conc", "--no-final-baseline",
-              "--no-confirm")
+              "--no-confirm", figures=True)
     assert res.returncode == 0, res.stderr
     df = pd.read_csv(tmp_path / "r" / "conc" / "trials.csv")
     for _, row in df.iterrows():

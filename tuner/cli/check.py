@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import CLI, Help, hold_gpus, positive, study_name, study_name_from
+from tuner.cli.common import CLI, Help, figures_argument, hold_gpus, positive, study_name, study_name_from
 from tuner.errors import ExitCode, InputError
 
 __all__ = ["add_parser", "run"]
@@ -40,6 +40,7 @@ def add_parser(sub: Any) -> None:
                         "then set, set, baseline again; at least 4")
     c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
+    figures_argument(c)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     verdict = judge_check(records, checked, metric=metric, noise=against.noise if against else None,
                           noise_from=noise_from, info=store.info())
     store.update_info(stop_reason=f"nccl-tune check: {verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
-    report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT)
+    report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT,
+                         figures=not args.no_figures)
     if verdict.holds:
         print(f"check: the set {verdict.reason}")
     print(f"results: {opts.study_dir}/trials.csv, report.md (nccl-tune report --study {study})")

@@ -20,6 +20,7 @@ __all__ = [
     "Help",
     "csv_ints",
     "duration",
+    "figures_argument",
     "fraction",
     "hold_gpus",
     "nonneg_int",
@@ -121,6 +122,14 @@ def request_arguments(p: argparse.ArgumentParser, stall_help: str) -> None:
     p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
                    help="chat completions, or completions for a base model without a chat template")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def figures_argument(p: argparse.ArgumentParser) -> None:
+    """``--no-figures``, for every command that writes a study's report (sweep, check, report):
+    ``args.no_figures`` True leaves the figures out (drawing them is most of a report's time)."""
+    p.add_argument("--no-figures", action="store_true",
+                   help="write trials.csv, report.md and report.html without the figures (drawing them is most of "
+                        "the report's time); nccl-tune report draws them later from the study")
 
 
 def fraction(text: str) -> float:

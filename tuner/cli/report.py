@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import CLI, Help, fraction, study_name
+from tuner.cli.common import CLI, Help, figures_argument, fraction, study_name
 from tuner.errors import ExitCode, InputError
 
 __all__ = ["add_parser", "run"]
@@ -21,6 +21,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--results", type=Path, default=Path("results"), help="results root")
     r.add_argument("--min-effect", type=fraction, default=None,
                    help="smallest gain worth calling faster (default: what the sweep stored)")
+    figures_argument(r)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     info = store.info()
     min_effect = args.min_effect if args.min_effect is not None else (
         info.min_effect if info.min_effect is not None else DEFAULT_MIN_EFFECT)
-    df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir, min_effect=min_effect)
+    df, verdict = report.write_outputs(store.records(relaunched_only=False), info, args.study, study_dir,
+                                       min_effect=min_effect, figures=not args.no_figures)
     report.print_results(df, verdict, info)
-    print(f"\nwrote {study_dir}/trials.csv, report.md, report.html and plots (judged on {info.metric.words}, the study's metric)")
+    plots = "" if args.no_figures else " and plots"
+    print(f"\nwrote {study_dir}/trials.csv, report.md, report.html{plots} (judged on {info.metric.words}, the study's metric)")
     return ExitCode.OK

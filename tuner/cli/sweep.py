@@ -15,6 +15,7 @@ from tuner.cli.common import (
     CLI,
     Help,
     duration,
+    figures_argument,
     fraction,
     hold_gpus,
     nonneg_int,
@@ -69,6 +70,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--force", action="store_true",
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
+    figures_argument(s)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,9 +127,11 @@ def run(args: argparse.Namespace) -> int:
         progress.log(_stopped_message(error))
     from tuner import report  # matplotlib and the rest: seconds, only for a night that reaches its end
 
-    df, verdict = report.write_outputs(records, store.info(), name, opts.study_dir, min_effect=begun.min_effect)
+    df, verdict = report.write_outputs(records, store.info(), name, opts.study_dir, min_effect=begun.min_effect,
+                                       figures=not args.no_figures)
     report.print_results(df, verdict, store.info())
-    print(f"\nresults: {opts.study_dir}/trials.csv, trials_vs_baseline.png, report.md, report.html")
+    figures = "" if args.no_figures else ", trials_vs_baseline.png"
+    print(f"\nresults: {opts.study_dir}/trials.csv{figures}, report.md, report.html")
     if error is not None:
         raise error
     return ExitCode.OK

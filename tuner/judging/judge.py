@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sps
 
 from tuner.backends import nccl_cannot_act_at_decode
 from tuner.judging import stats
@@ -396,7 +395,7 @@ def _inconclusive(j: Judgement, levels: list[float], repeated: list[list[list[fl
     ref = stats.launch_noise([], repeated, null=null)
     rs = run_sigma if math.isfinite(run_sigma) else 0.0
     var = ref.sigma**2 + rs**2 / max(j.runs_per_launch(), 1)
-    if var <= 0 or float(((lv - lv.mean()) ** 2).sum()) / var <= float(sps.chi2.ppf(0.99, k - 1)):
+    if var <= 0 or float(((lv - lv.mean()) ** 2).sum()) / var <= stats.chi2_quantile(0.99, k - 1):
         return None
     return (f"the baseline moved {j.drift * 100:.1f} % up and down across its {k} launches, more than the launch "
             f"noise of the rest of the night (~{ref.sigma * 100:.1f} %) explains, so no set can be judged against "

@@ -44,8 +44,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scipy import stats as sps
-
 from tuner.judging import stats
 from tuner.judging.judge import Judgement, judge
 from tuner.record import Metric, TrialRecord, Verdict
@@ -197,7 +195,7 @@ class LevelJudgement:
 def _t_ratio(confidence: float, df: float) -> float:
     """How much wider a ``confidence`` two-sided t interval is than the 95 % one at ``df``."""
     df = df if math.isfinite(df) and df > 0 else 1e9
-    return float(sps.t.ppf(0.5 + confidence / 2.0, df) / sps.t.ppf(0.975, df))
+    return stats.t_quantile(0.5 + confidence / 2.0, df) / stats.t_quantile(0.975, df)
 
 
 def _widened(key: str, level: int, j: Judgement, confidence: float, min_effect: float) -> LevelVerdict | None:

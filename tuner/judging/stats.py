@@ -32,8 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
+from scipy import special  # the distributions' own functions: scipy.stats costs a start-up second to import
 
 from tuner.record import Verdict
 
@@ -46,6 +45,7 @@ __all__ = [
     "Headline",
     "LaunchNoise",
     "best_of",
+    "chi2_quantile",
     "compare",
     "confirmed",
     "drift",
@@ -57,11 +57,13 @@ __all__ = [
     "low_runs",
     "median_ci_halfwidth",
     "min_detectable_effect",
+    "normal_pdf",
     "null_spread",
     "recommendable_gain",
     "robust_run_sigma",
     "run_noise",
     "runs_for_precision",
+    "t_quantile",
     "trend",
     "verdict_words",
 ]
@@ -362,13 +364,31 @@ def low_runs(launches: Launches, *, scale: float | None = None) -> list[tuple[in
     return out
 
 
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile: the ``t`` with ``P(T <= t) = q`` at ``df`` degrees of freedom
+    (a float, as Welch-Satterthwaite gives; ``inf`` is the normal). ``scipy.special.stdtrit``,
+    what ``scipy.stats.t.ppf`` calls."""
+    return float(special.stdtrit(df, q))
+
+
+def chi2_quantile(q: float, df: float) -> float:
+    """The chi-square quantile: ``x`` with ``P(X <= x) = q`` at ``df`` degrees of freedom
+    (``scipy.special.chdtri`` of the upper tail, as ``scipy.stats.chi2.ppf``)."""
+    return float(special.chdtri(df, 1.0 - q))
+
+
+def normal_pdf(z: float) -> float:
+    """The standard normal density at ``z``: ``exp(-z^2 / 2) / sqrt(2 pi)``."""
+    return math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
 def _central_sd(fraction: float) -> float:
     """The SD of the central ``fraction`` of a standard normal (a normal truncated at +-z,
     ``z = Phi^-1((1 + fraction) / 2)``: ``sqrt(1 - 2 z phi(z) / fraction)``), 1 for all of it."""
     if fraction >= 1.0:
         return 1.0
-    z = float(sps.norm.ppf(0.5 + fraction / 2.0))
-    return math.sqrt(1.0 - 2.0 * z * float(sps.norm.pdf(z)) / fraction)
+    z = float(special.ndtri(0.5 + fraction / 2.0))
+    return math.sqrt(1.0 - 2.0 * z * normal_pdf(z) / fraction)
 
 
 def null_spread(log_ratios: Sequence[float], *, run_sigma: float = 0.0, runs_per_launch: int = 1,
@@ -415,7 +435,7 @@ def null_spread(log_ratios: Sequence[float], *, run_sigma: float = 0.0, runs_per
         sd = float(seg.std(ddof=1)) / _central_sd(m / n)
         left = mu - x[lo - 1] if lo > 0 else math.inf
         right = x[hi] - mu if hi < n else math.inf
-        if min(left, right) > float(sps.t.ppf(1.0 - NULL_CUT_ALPHA / 2.0, m - 1)) * sd * math.sqrt(1.0 + 1.0 / m):
+        if min(left, right) > t_quantile(1.0 - NULL_CUT_ALPHA / 2.0, m - 1) * sd * math.sqrt(1.0 + 1.0 / m):
             break
         lo, hi = (lo - 1, hi) if left <= right else (lo, hi + 1)
     kept = x[lo:hi]
@@ -495,7 +515,7 @@ def launch_noise(baseline: Launches, others: Sequence[Launches] = (), *,
     d = sum(df for _, df in parts)
     data2 = sum(v * df for v, df in parts) / d
     shrunk = math.sqrt((prior_df * prior_sigma**2 + d * data2) / (prior_df + d))
-    above = prior_sigma > 0 and d * data2 / prior_sigma**2 > float(sps.chi2.ppf(0.95, d))
+    above = prior_sigma > 0 and d * data2 / prior_sigma**2 > chi2_quantile(0.95, d)
     # Above the prior the prior is wrong, so only the data's df say how well sigma is known; but
     # no fewer than the prior's: 1-3 df (two baseline launches) would make every interval useless.
     sigma = max(shrunk, math.sqrt(data2)) if above else shrunk
@@ -603,7 +623,7 @@ def compare(trial: Launches, baseline: Launches, *, noise: LaunchNoise | None = 
     if noise is None:
         noise = launch_noise(baseline, [trial])
     diff, se, df = _log_ratio(t_side, b_side, noise)
-    half = float(sps.t.ppf(0.5 + confidence / 2.0, df)) * se if se > 0 else 0.0
+    half = t_quantile(0.5 + confidence / 2.0, df) * se if se > 0 else 0.0
     low, high = math.exp(diff - half), math.exp(diff + half)
     if low > 1.0:
         verdict = Verdict.FASTER if ratio >= 1.0 + min_effect else Verdict.FASTER_BELOW_MIN
@@ -717,7 +737,7 @@ def runs_for_precision(baseline_runs: Launches, ci_target: float, max_runs: int,
     sigma_l = (noise or launch_noise(baseline_runs)).sigma
     cap = max_runs if sigma_l <= 0 else max(lo, math.ceil(4.0 * sw * sw / (sigma_l * sigma_l)))
     for n in range(lo, max_runs + 1):
-        if n >= cap or float(sps.t.ppf(0.975, n - 1)) * sw / math.sqrt(n) <= ci_target:
+        if n >= cap or t_quantile(0.975, n - 1) * sw / math.sqrt(n) <= ci_target:
             return n
     return max_runs
 
@@ -755,9 +775,9 @@ def min_detectable_effect(*, run_sigma: float, noise: LaunchNoise, runs_per_laun
                      (run_sigma**2 * eff_b / (baseline_launches * n_b), df_wb)])
     if se <= 0:
         return min_effect
-    t_crit = float(sps.t.ppf(1.0 - alpha / sets / 2.0, df))
-    ncp = optimize.brentq(lambda d: float(sps.nct.sf(t_crit, df, d)) - power, 0.0, t_crit + 50.0)
-    delta = max(ncp * se, math.log1p(min_effect) + float(sps.norm.ppf(power)) * se)
+    t_crit = t_quantile(1.0 - alpha / sets / 2.0, df)
+    ncp = float(special.nctdtrinc(df, 1.0 - power, t_crit))  # the noncentrality whose P(T > t_crit) is power
+    delta = max(ncp * se, math.log1p(min_effect) + float(special.ndtri(power)) * se)
     return math.expm1(delta)
 
 
@@ -775,11 +795,13 @@ def median_ci_halfwidth(runs: Sequence[float], *, confidence: float = 0.95, seed
         return math.inf
     if np.ptp(x) == 0:
         return 0.0
+    from scipy import stats as sps  # a second to import: only --target's runs need it
+
     res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000,
                         method="percentile", rng=np.random.default_rng(seed))
     med = float(np.median(x))
     boot = float(res.confidence_interval.high - res.confidence_interval.low) / 2.0 / med
-    t_half = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * np.std(x, ddof=1) / math.sqrt(x.size)) / med
+    t_half = t_quantile(0.5 + confidence / 2, x.size - 1) * float(np.std(x, ddof=1)) / math.sqrt(x.size) / med
     return max(boot, t_half)
 
 

@@ -30,7 +30,7 @@ from tuner.judging import (
 )
 from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import combine_frames, skipped_frame, trials_frame
-from tuner.report.model import Figure, NightReport, Part, table_block
+from tuner.report.model import Block, Figure, NightReport, Part, table_block
 from tuner.report.plots import save_figures
 from tuner.report.proof import proof_section
 from tuner.report.screen import save_screen_figure, screen_section
@@ -109,11 +109,20 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
     skipped = skipped_frame(records)
     return NightReport(
         study=study_name, parts=tuple(parts), verdict="\n\n".join(p.verdict for p in parts),
-        trials=trials, skipped=skipped, closing=closing_blocks(info),
+        trials=trials, skipped=skipped, closing=_not_drawn(study_name, figures, relaunches) + closing_blocks(info),
         intro=(f"This study was measured on {len(parts)} host types (GPU model and count, server command). Each is "
                "judged against its own baseline launches only; no verdict compares across types.") if several else "",
         triage=triage_section(info), proof=proof_section(relaunches), not_measured=not_measured_section(skipped),
         failed=failed_section(trials, host_type=several))
+
+
+def _not_drawn(study_name: str, figures: bool, relaunches: Sequence[TrialRecord]) -> tuple[Block, ...]:
+    """The paragraph saying the figures were left out (``--no-figures``) and how to draw them;
+    none when they were drawn or there was nothing to draw."""
+    if figures or not relaunches:
+        return ()
+    return (Block("paragraph", "Figures not drawn (`--no-figures`): `nccl-tune report --study "
+                               f"{study_name}` draws them from the study."),)
 
 
 def _stored_min_effect(info: StudyInfo) -> float:

@@ -17,7 +17,7 @@ __all__ = ["write_outputs"]
 
 
 def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: str, out_dir: Path, *,
-                  min_effect: float) -> tuple[NightReport, str]:
+                  min_effect: float, figures: bool = True) -> tuple[NightReport, str]:
     """Judge ``records`` once (:func:`tuner.report.build.night_report`: every trial with a
     record, relaunches and the sets not launched; the relaunches judged with ``min_effect``,
     a fraction, on the study's metric ``info.metric``, per host type and concurrency level) and
@@ -27,14 +27,17 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     study of one host type; a stale one is removed otherwise), ``report.md``
     (:func:`tuner.report.markdown.report_markdown`) and ``report.html``
     (:func:`tuner.report.page.report_html`). With no relaunch yet, trials.csv has only its
-    header, report.md says so and no figure is drawn.
+    header, report.md says so and no figure is drawn. ``figures=False`` (``--no-figures``)
+    draws none and says so in the report: the words and numbers alone, in a fraction of the
+    time (drawing is most of a report's CPU time).
 
     Returns the :class:`tuner.report.model.NightReport` (for
     :func:`tuner.report.text.print_results`; its ``trials`` is the relaunches' frame) and the
     verdict text (one paragraph per host type). Raises OSError when ``out_dir`` cannot be
     written.
     """
-    night = night_report(records, info, study_name, out_dir, min_effect=min_effect)
+    out_dir.mkdir(parents=True, exist_ok=True)  # the words are written with or without the figures
+    night = night_report(records, info, study_name, out_dir, min_effect=min_effect, figures=figures)
     story = None if night.several else night.parts[0].story
     write_trials_csv(combine_frames([night.trials, night.skipped]), out_dir / "trials.csv", story)
     (out_dir / "report.md").write_text(report_markdown(night))

@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy import stats as sps
+from scipy import special
 
 from tuner.record import Status, set_key
 from tuner.screen.bound import allreduce_bound
@@ -146,11 +146,13 @@ def spearman(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -
     nan = math.nan
     if n < 3 or len(set(x)) < 2 or len(set(y)) < 2:
         return Spearman(nan, nan, nan, n, nan, confidence)
+    from scipy import stats as sps  # a second to import: only a screen's ranking needs it
+
     res = sps.spearmanr(x, y)
     rho, p = float(res.statistic), float(res.pvalue)
     if n < 4 or math.isnan(rho):
         return Spearman(rho, nan, nan, n, p, confidence)
     z = math.atanh(max(-0.999999, min(0.999999, rho)))
     se = math.sqrt((1.0 + rho * rho / 2.0) / (n - 3))
-    q = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    q = float(special.ndtri(0.5 + confidence / 2.0))  # the normal quantile
     return Spearman(rho, math.tanh(z - q * se), math.tanh(z + q * se), n, p, confidence)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pickle
 import types
+from pathlib import Path
 
 import pytest
 
+from tests.helpers import built_once
 from tests.unit.architecture.imports import module_files
 
 MODULES = {name: path for name, path in module_files().items() if name != "tuner"}
@@ -96,10 +99,13 @@ SUBCOMMAND_PROTOCOL = {"add_parser", "run", "run_argv"}
 
 
 @pytest.fixture(scope="module")
-def used():
+def used(tmp_path_factory):
     from tests.unit.architecture.uses import uses
 
-    return uses()
+    def build(folder: Path) -> None:
+        (folder / "uses.pickle").write_bytes(pickle.dumps(uses()))
+
+    return pickle.loads((built_once(tmp_path_factory, "uses", build) / "uses.pickle").read_bytes())
 
 
 @pytest.mark.parametrize("room", NARROW_FACES)

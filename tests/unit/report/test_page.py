@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import trial_record
+from tests.helpers import built_once, trial_record
 from tests.unit.report.page_reader import Page, parse
 from tests.unit.report.picture_cases import with_winner
 from tests.unit.report.test_host_types import two_types
@@ -66,8 +66,8 @@ def night() -> list:
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> tuple[Path, Page, str]:
-    out = tmp_path_factory.mktemp("night")
-    report.write_outputs(night(), INFO, "night", out, min_effect=0.01)
+    out = built_once(tmp_path_factory, "page-night", lambda d: report.write_outputs(night(), INFO, "night", d,
+                                                                                    min_effect=0.01))
     return out, parse(out / HTML_FILE), (out / "report.md").read_text()
 
 

@@ -64,9 +64,9 @@ def test_the_markdown_table_names_each_set_its_variables_why_and_equal_to():
 
 def test_trials_csv_and_report_md_list_every_set_and_judging_ignores_them(tmp_path):
     records = night()
-    written, verdict = report.write_outputs(records, StudyInfo(), "s", tmp_path, min_effect=0.01)
+    written, verdict = report.write_outputs(records, StudyInfo(), "s", tmp_path, min_effect=0.01, figures=False)
     written_alone, verdict_alone = report.write_outputs(sample_records(), StudyInfo(), "s", tmp_path / "alone",
-                                                      min_effect=0.01)
+                                                      min_effect=0.01, figures=False)
     df, alone = written.trials, written_alone.trials
     assert verdict == verdict_alone  # the sets not measured change no judgement
     assert list(df["trial"]) == list(alone["trial"]) == list(range(10))  # the returned frame: relaunches
