@@ -9,6 +9,7 @@ from tuner.inputs.config import (
     SmokeCheck,
     load_config,
     program_problem,
+    server_tls,
 )
 from tuner.inputs.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.schema import LoadContext, as_written, check_nccl
@@ -36,4 +37,5 @@ __all__ = [
     "load_space",
     "prefill_allreduce_bytes",
     "program_problem",
+    "server_tls",
 ]

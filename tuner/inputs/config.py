@@ -7,10 +7,12 @@ file, the key, the value as written and what is accepted (see :mod:`tuner.inputs
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
 import shutil
+import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ __all__ = [
     "SmokeCheck",
     "load_config",
     "program_problem",
+    "server_tls",
 ]
 
 MODES = ("search", "presets")
@@ -166,6 +169,18 @@ class ServerConfig(FileModel):
     def base_url(self) -> str:
         """``http://host:port`` of the server."""
         return f"http://{self.host}:{self.port}"
+
+
+@functools.cache
+def server_tls() -> ssl.SSLContext:
+    """The TLS context every HTTP client of the server shares (httpx's ``verify``), made once
+    per process: httpx otherwise loads certifi's bundle for each client it makes, about 28 ms
+    of CPU each, and a night makes one per readiness wait and probe run. The server is reached
+    at :attr:`ServerConfig.base_url`, plain http, so nothing is verified today; the context
+    still verifies (httpx's default, ``httpx.create_ssl_context``) so an https URL would be."""
+    import httpx  # the clients' library; only they need it
+
+    return httpx.create_ssl_context()
 
 
 def program_problem(program: str) -> str | None:

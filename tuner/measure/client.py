@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
+from tuner.inputs import server_tls
 
 __all__ = [
     "DRAIN_S",
@@ -80,7 +81,8 @@ def make_client(stall_timeout_s: float = 60.0, connect_timeout_s: float = 10.0, 
     headers = {"Accept": "text/event-stream, application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    return httpx.Client(timeout=request_timeouts(stall_timeout_s, connect_timeout_s), headers=headers)
+    return httpx.Client(timeout=request_timeouts(stall_timeout_s, connect_timeout_s), headers=headers,
+                        verify=server_tls())
 
 
 def find_api_key(explicit: str | None = None, runner_env: Mapping[str, str] | None = None,

@@ -34,8 +34,9 @@ _LEVEL_AND_MESSAGE = r"NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)$"
 #: One NCCL line, searched for (a wrapper or a table row may precede it): groups ``host``,
 #: ``pid``, ``tid`` (absent when NCCL printed none), ``dev``, ``mid`` (WARN's ``file.cc:123``,
 #: TRACE's time and function), ``level``, ``msg``.
-NCCL_LINE = re.compile(
-    r"(?:(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\](?P<mid>[^\n]*?) " + _LEVEL_AND_MESSAGE)
+NCCL_LINE = re.compile(  # the host begins a run of host characters: linear, not quadratic, in a long line
+    r"(?:(?<![^\s:\[\]()])(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) )?\[(?P<dev>\d+)\](?P<mid>[^\n]*?) "
+    + _LEVEL_AND_MESSAGE)
 #: NCCL's level and message anywhere in a text, prefix or not (an exception quoting a WARN):
 #: groups ``level``, ``msg``.
 NCCL_MARK = re.compile(r"\b" + _LEVEL_AND_MESSAGE)
@@ -102,7 +103,7 @@ def strip_wrappers(line: str) -> tuple[str, int | None, int]:
 def read_line(body: str, prefix_rank: int | None = None) -> NcclLine | None:
     """The NCCL part of one log line whose wrappers are stripped (:func:`strip_wrappers`), or None
     if it is not an NCCL line; ``prefix_rank`` is the rank the wrapper named."""
-    m = NCCL_LINE.search(body)
+    m = NCCL_LINE.search(body) if "NCCL " in body else None  # most lines of a log are not NCCL's
     if not m:
         return None
     process = f"{m.group('host')}:{m.group('pid')}" if m.group("host") else "?"
@@ -111,7 +112,7 @@ def read_line(body: str, prefix_rank: int | None = None) -> NcclLine | None:
 
 def line_pid(line: str) -> int | None:
     """The pid of NCCL's ``host:pid:tid`` prefix on ``line``, None when it has none."""
-    m = NCCL_LINE.search(line)
+    m = NCCL_LINE.search(line) if "NCCL " in line else None
     return int(m.group("pid")) if m and m.group("pid") else None
 
 

@@ -16,7 +16,7 @@ from typing import Protocol
 import httpx
 
 from tuner.errors import ProbeError, ProbeHTTPError, ProbeNoAnswer, TrialFailed
-from tuner.inputs import ServerConfig
+from tuner.inputs import ServerConfig, server_tls
 from tuner.record import Status
 
 __all__ = ["WARMUP_SILENCE_S", "says_loading", "wait_ready"]
@@ -125,7 +125,7 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
     path = server.health_path
     last = "no answer yet"
     healthy_at: float | None = None  # since launch, health's first 200
-    with httpx.Client(timeout=httpx.Timeout(3.0, connect=1.0)) as client:
+    with httpx.Client(timeout=httpx.Timeout(3.0, connect=1.0), verify=server_tls()) as client:
         while True:
             launch.check_starting()
             try:

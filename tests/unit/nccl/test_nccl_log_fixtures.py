@@ -188,3 +188,18 @@ def test_decode_effect_calls_nothing_inert_on_a_symmetric_kernel():
     effect = decode_effect(env, 14336, 8, DecodeChoice(SYMMETRIC, "AllReduce_AGxLL_R"),
                            version=NcclVersion(2, 29, 7), topology=Topology(8, 1, "nvswitch", True, 90))
     assert effect.inert == {} and effect.effective == env
+
+
+def test_a_host_glued_to_text_before_it_is_read_from_the_runs_start():
+    """NCCL_LINE's host begins a run of host characters (so a long line is read in linear time,
+    benchmarks/log_parse.py): text glued before the host is part of it, as before, and a host
+    after a ':' still starts there."""
+    from tuner.nccl.lines import line_pid, read_line
+
+    glued = read_line("xyzgpu-node7:4242:4300 [3] NCCL INFO x")
+    assert glued is not None and (glued.process, glued.dev, glued.message) == ("xyzgpu-node7:4242", 3, "x")
+    after_colon = read_line("ab:cd:12:34 [0] NCCL WARN y")
+    assert after_colon is not None and after_colon.process == "cd:12"
+    assert read_line("x" * 100_000) is None and line_pid("NCCL " + "x:" * 50_000) is None
+    long_tail = read_line("gpu1:7:7 [0] NCCL INFO " + "y" * 100_000)
+    assert long_tail is not None and long_tail.process == "gpu1:7" and len(long_tail.message) == 100_000
