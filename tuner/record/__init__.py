@@ -17,6 +17,7 @@ from tuner.record.screen import RankedEntry, ScreenBound, ScreenExport, ScreenSu
 from tuner.record.study import StudyInfo, TopologyRecord, study_from_user_attrs, study_to_user_attrs
 from tuner.record.trial import (
     CSV_COLUMNS,
+    DEFAULT_ATTRS,
     FIELDS,
     JSON_FIELDS,
     Kind,
@@ -31,6 +32,7 @@ from tuner.record.trial import (
 
 __all__ = [
     "CSV_COLUMNS",
+    "DEFAULT_ATTRS",
     "FIELDS",
     "FORMAT_VERSION",
     "JSON_FIELDS",

@@ -75,6 +75,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from tuner.errors import InputError, NewerFormat, StorageUnreadable
 from tuner.record import (
+    DEFAULT_ATTRS,
     FORMAT_VERSION,
     UNVERSIONED,
     Kind,
@@ -213,12 +214,17 @@ def open_storage(storage: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL
 
 
 def _write_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-    """Set the user attributes of ``trial`` that differ from what it holds already: each one is
-    its own storage transaction (several ms on SQLite, a round trip on PostgreSQL), and a record
-    written at a relaunch's start and again at its end mostly repeats itself."""
+    """Set the user attributes of ``trial`` that differ from what it holds already, leaving out
+    a field at its default that it does not hold (read back as that default:
+    :data:`tuner.record.DEFAULT_ATTRS`): each attribute is its own storage transaction (several
+    ms on SQLite, a round trip on PostgreSQL), a record written at a relaunch's start and again
+    at its end mostly repeats itself, and most of it is at its defaults when it starts."""
     held = trial.user_attrs
     for key, value in attrs.items():
-        if key not in held or held[key] != value:
+        if key in held:
+            if held[key] != value:
+                trial.set_user_attr(key, value)
+        elif key not in DEFAULT_ATTRS or DEFAULT_ATTRS[key] != value:
             trial.set_user_attr(key, value)
 
 

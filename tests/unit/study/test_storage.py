@@ -49,6 +49,24 @@ def test_records_round_trip_through_sqlite(tmp_path: Path):
     assert set(again.measured()) == {recs[1].set_key, recs[2].set_key}
 
 
+def test_a_field_at_its_default_is_not_written_and_one_set_back_to_it_is(tmp_path: Path):
+    """Each attribute is a transaction: a field at its default is left out (read back as it),
+    but one the trial already holds is overwritten when it goes back to its default."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    store = StudyStore(open_study("s", url, seed=1), CHOICES)
+    store.enqueue(store.params_of({}), TrialRecord(trial=-1, kind=Kind.BASELINE))
+    trial, _, rec = store.ask()
+    rec.cause = "still loading"
+    store.start(trial, rec)
+    held = store.study.get_trials(deepcopy=False)[0].user_attrs
+    assert held["cause"] == "still loading" and held["kind"] == "baseline" and held["status"] == "running"
+    assert "output_tok_s" not in held and "nccl_proof" not in held  # at their defaults
+    rec.cause, rec.status, rec.output_tok_s = "", Status.OK, 70.0
+    store.finish(trial, rec, 70.0)
+    [back] = StudyStore(open_study("s", url, create=False), CHOICES).records()
+    assert back == rec and back.cause == ""
+
+
 def test_running_trial_marked_interrupted(tmp_path: Path):
     store = StudyStore(optuna.create_study(direction="maximize"), CHOICES)
     store.enqueue(store.params_of({"NCCL_PROTO": "LL"}), TrialRecord(trial=-1, kind=Kind.PRESET))
