@@ -41,6 +41,12 @@ lint: $(STAMP)
 # With NCCL_TUNE_TEST_PG_URL already set, that server is used instead.
 PGRUN := $(PY) tests/pgserver.py run --
 
+# Bytecode compiled once and reused: every test worker imports the whole suite and ~150 CLI and
+# server processes import tuner, and a PYTHONDONTWRITEBYTECODE=1 from the environment (common in
+# containers) made each compile it again (a worker's collection: 9 s against 3.5 s). Written to
+# __pycache__ beside the sources, which .gitignore keeps out of git.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
+
 test: lint
 	mkdir -p $(TEST_TMP)
 	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone" --basetemp=$(TEST_TMP)/all

@@ -471,10 +471,13 @@ class StudyStore:
         return Metric.OUTPUT
 
     def update_info(self, **fields: Any) -> StudyInfo:
-        """Write the named StudyInfo fields; returns the updated info."""
+        """Write the named StudyInfo fields (those whose stored attribute differs: each is a
+        storage transaction); returns the updated info."""
+        held = self.study.user_attrs
         info = replace(self.info(), **fields)
         for key, value in study_to_user_attrs(info, tuple(fields)).items():
-            self.study.set_user_attr(key, value)
+            if key not in held or held[key] != value:
+                self.study.set_user_attr(key, value)
         return info
 
     # -- writing -------------------------------------------------------------------------
