@@ -57,7 +57,8 @@ def test_check_against_a_simulator_without_the_effect_no_longer_holds(tmp_path):
     cfg = _config(tmp_path, "--no-effect", "NCCL_P2P_LEVEL", name="upgraded")
     res = cli("check", str(cfg), "--set", FASTER, "--results", str(tmp_path / "r"))
     assert res.returncode == ExitCode.NO_LONGER_HOLDS, res.stderr[-3000:]
-    assert re.search(r"nccl-tune: no longer holds: NCCL_P2P_LEVEL=SYS \(deployed\) measured [+-]0\.\d %", res.stderr)
+    # the simulator's effect is gone; what the launches measure around 0 % is the machine's noise
+    assert re.search(r"nccl-tune: no longer holds: NCCL_P2P_LEVEL=SYS \(deployed\) measured [+-]\d+\.\d %", res.stderr)
     assert "not significantly faster than the baseline any more" in res.stderr
     assert "NCCL_P2P_LEVEL confirmed, echoed by 0-7" in res.stderr  # applied: only its effect is gone
 

@@ -63,7 +63,7 @@ def _run_with_stranger(tmp_path: Path, space_file, number: int) -> tuple[subproc
         out, err = proc.communicate(timeout=120)
         hold.unlink(missing_ok=True)
         time.sleep(0.2)
-        assert not [p for p in server_processes(cfg) if "envrate_server.py" in " ".join(p.cmdline())], \
+        assert not [p for p in server_processes(cfg) if "envrate_server.py" in " ".join(p.info["cmdline"] or [])], \
             "our own server outlived the sweep"
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), stranger.pid, study
     finally:

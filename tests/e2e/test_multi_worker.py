@@ -49,7 +49,8 @@ def _worker_env(port: int, gpus: str) -> dict[str, str]:
 
 
 def _servers(port: int) -> list:
-    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.cmdline())]
+    # the command line processes_with read: a server gone since then is not asked again
+    return [p for p in processes_with("--port") if f"--port {port}" in " ".join(p.info["cmdline"] or [])]
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
