@@ -202,6 +202,9 @@ def test_report_rebuilds_from_storage(tmp_path, space_file):
     pd.testing.assert_frame_equal(before[["trial", "status", "env", "output_tok_s"]],
                                   after[["trial", "status", "env", "output_tok_s"]])
     assert (out / "trials_vs_baseline.png").exists() and "## Verdict" in (out / "report.md").read_text()
+    # the words alone again: the figures of the report before are removed, none taken for this one's
+    assert cli("report", "--study", "rep", "--results", str(tmp_path / "r")).returncode == 0
+    assert not list(out.glob("*.png")) and not list(out.glob("*.svg"))
 
 
 def test_port_already_answering_is_refused(tmp_path, space_file):

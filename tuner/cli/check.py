@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                          figures=not args.no_figures)
     if verdict.holds:
         print(f"check: the set {verdict.reason}")
-    print(f"results: {opts.study_dir}/trials.csv, report.md (nccl-tune report --study {study})")
+    print(f"results: {opts.study_dir}/trials.csv, report.md, report.html (nccl-tune report --study {study})")
     if verdict.holds is None:
         raise NotJudged(verdict.reason)
     if not verdict.holds:

@@ -124,12 +124,14 @@ def request_arguments(p: argparse.ArgumentParser, stall_help: str) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def figures_argument(p: argparse.ArgumentParser) -> None:
+def figures_argument(p: argparse.ArgumentParser, *, later: bool = True) -> None:
     """``--no-figures``, for every command that writes a study's report (sweep, check, report):
-    ``args.no_figures`` True leaves the figures out (drawing them is most of a report's time)."""
+    ``args.no_figures`` True leaves the figures out (drawing them is most of a report's time).
+    ``later``: the help says that ``nccl-tune report`` draws them afterwards (not in report's own)."""
     p.add_argument("--no-figures", action="store_true",
                    help="write trials.csv, report.md and report.html without the figures (drawing them is most of "
-                        "the report's time); nccl-tune report draws them later from the study")
+                        "the report's time; those of an earlier report are removed)"
+                        + ("; nccl-tune report draws them later from the study" if later else ""))
 
 
 def fraction(text: str) -> float:

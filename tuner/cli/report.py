@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--results", type=Path, default=Path("results"), help="results root")
     r.add_argument("--min-effect", type=fraction, default=None,
                    help="smallest gain worth calling faster (default: what the sweep stored)")
-    figures_argument(r)
+    figures_argument(r, later=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     study_dir = args.results / args.study
     storage = args.storage or default_storage(study_dir)
     if not args.storage and not (study_dir / "study.db").exists():
-        raise InputError(CLI, "--study", args.study, study_listing(None, args.results) + " (or pass --storage)",
+        raise InputError(CLI, "--study", args.study, _or_storage(study_listing(None, args.results)),
                          f"{study_dir / 'study.db'} does not exist")
     try:
         study = open_study(args.study, storage, create=False)
@@ -57,3 +57,8 @@ def run(args: argparse.Namespace) -> int:
     plots = "" if args.no_figures else " and plots"
     print(f"\nwrote {study_dir}/trials.csv, report.md, report.html{plots} (judged on {info.metric.words}, the study's metric)")
     return ExitCode.OK
+
+
+def _or_storage(listing: str) -> str:
+    """``listing`` with "(or pass --storage)" unless it says so already."""
+    return listing if "--storage" in listing else listing + " (or pass --storage)"

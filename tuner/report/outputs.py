@@ -10,8 +10,9 @@ from tuner.record import StudyInfo, TrialRecord
 from tuner.report.build import night_report
 from tuner.report.frame import combine_frames, write_trials_csv
 from tuner.report.markdown import report_markdown
-from tuner.report.model import NightReport
+from tuner.report.model import FIGURE_SECTIONS, NightReport
 from tuner.report.page import HTML_FILE, write_report_html
+from tuner.report.screen import FIGURE as SCREEN_FIGURE
 
 __all__ = ["write_outputs"]
 
@@ -29,7 +30,8 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     (:func:`tuner.report.page.report_html`). With no relaunch yet, trials.csv has only its
     header, report.md says so and no figure is drawn. ``figures=False`` (``--no-figures``)
     draws none and says so in the report: the words and numbers alone, in a fraction of the
-    time (drawing is most of a report's CPU time).
+    time (drawing is most of a report's CPU time); the figures an earlier report drew there are
+    removed, so none is taken for this one's.
 
     Returns the :class:`tuner.report.model.NightReport` (for
     :func:`tuner.report.text.print_results`; its ``trials`` is the relaunches' frame) and the
@@ -37,9 +39,20 @@ def write_outputs(records: Sequence[TrialRecord], info: StudyInfo, study_name: s
     written.
     """
     out_dir.mkdir(parents=True, exist_ok=True)  # the words are written with or without the figures
+    if not figures:
+        _remove_figures(out_dir)
     night = night_report(records, info, study_name, out_dir, min_effect=min_effect, figures=figures)
     story = None if night.several else night.parts[0].story
     write_trials_csv(combine_frames([night.trials, night.skipped]), out_dir / "trials.csv", story)
     (out_dir / "report.md").write_text(report_markdown(night))
     write_report_html(out_dir / HTML_FILE, night)
     return night, night.verdict
+
+
+def _remove_figures(out_dir: Path) -> None:
+    """Remove the PNG and SVG of every report figure in ``out_dir`` and its host-type folders."""
+    stems = [*FIGURE_SECTIONS, SCREEN_FIGURE]
+    for folder in [out_dir, *sorted(out_dir.glob("host-type-*"))]:
+        for stem in stems:
+            for suffix in (".png", ".svg"):
+                (folder / f"{stem}{suffix}").unlink(missing_ok=True)
