@@ -795,7 +795,7 @@ def median_ci_halfwidth(runs: Sequence[float], *, confidence: float = 0.95, seed
         return math.inf
     if np.ptp(x) == 0:
         return 0.0
-    from scipy import stats as sps  # a second to import: only --target's runs need it
+    from scipy import stats as sps  # imported on first use: about a second of CPU, once per process
 
     res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000,
                         method="percentile", rng=np.random.default_rng(seed))
