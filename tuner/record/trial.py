@@ -325,13 +325,6 @@ def to_user_attrs(record: TrialRecord, only: tuple[str, ...] | None = None) -> d
     return out
 
 
-#: The attribute of each field at its default, ``kind`` and ``status`` excepted (always written):
-#: :func:`from_user_attrs` reads a missing attribute as its field's default, so a writer may leave
-#: these out (:mod:`tuner.study.storage` does: each attribute is a storage transaction, and most
-#: of a record is at its defaults when its relaunch starts).
-DEFAULT_ATTRS: dict[str, Any] = {}
-
-
 def from_user_attrs(trial: int, attrs: dict[str, Any], *, default_status: Status = Status.RUNNING) -> TrialRecord:
     """The record stored in ``attrs`` (an Optuna trial's user attributes).
 
@@ -353,8 +346,12 @@ def from_user_attrs(trial: int, attrs: dict[str, Any], *, default_status: Status
     return TrialRecord(**values)
 
 
-DEFAULT_ATTRS.update((k, v) for k, v in to_user_attrs(TrialRecord(trial=0, kind=Kind.BASELINE)).items()
-                     if k not in ("kind", "status"))
+#: The attribute of each field at its default, ``kind`` and ``status`` excepted (always written):
+#: :func:`from_user_attrs` reads a missing attribute as its field's default, so a writer may leave
+#: these out (:mod:`tuner.study.storage` does: each attribute is a storage transaction, and most
+#: of a record is at its defaults when its relaunch starts).
+DEFAULT_ATTRS: dict[str, Any] = {k: v for k, v in to_user_attrs(TrialRecord(trial=0, kind=Kind.BASELINE)).items()
+                                 if k not in ("kind", "status")}
 
 
 def to_csv_row(record: TrialRecord) -> dict[str, Any]:
