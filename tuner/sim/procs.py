@@ -12,7 +12,7 @@ import sys
 import time
 
 WORKER_STOP_GRACE_S = 5.0  # SIGTERM -> SIGKILL delay for workers at teardown
-WORKER_LOG_WAIT_S = 3.0  # how long a failing start waits for the workers to print their lines
+WORKER_LOG_WAIT_S = 3.0  # how long a start waits for the workers to print their lines (s)
 
 
 class Workers:

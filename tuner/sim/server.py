@@ -293,8 +293,10 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
             log.nccl_line(text)
         else:
             log.line(text)
+    # vLLM is ready only once every rank is up: a worker that has not yet set its signals or
+    # printed its NCCL lines is still starting.
+    workers.wait_logged()
     if monitor is not None:
-        workers.wait_logged()
         monitor.started(workers.pids)
         for text in monitor.poll() + monitor.flush():  # the aggregation window ends with the start
             log.line(text)
