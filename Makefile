@@ -5,11 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 # Parallel workers. Most tests wait on real servers, so 6 workers overlap those waits on 2
 # cores (with 4, a fifth of the CPU time sat idle; with 6, 7 %; 8 saved 20 s more but made
-# load-sensitive assertions fail, a risk on CI's shared cores); no test's outcome
-# depends on how busy that makes the machine, except the three marked alone (the verdict sweeps
-# of tests/e2e/test_verdicts.py and the backend night's confirmation), whose subject is noise
-# itself: they run afterwards, two side by side (each is one sweep at a time, so each has a
-# core; three at once made the backend night's confirmation fail once in three runs).
+# load-sensitive assertions fail, a risk on CI's shared cores). No test's outcome depends on how
+# busy that makes the machine, except the three marked alone (the verdict sweeps of
+# tests/e2e/test_verdicts.py and the backend night's confirmation), whose subject is noise
+# itself. They run beside the others, two at a time, while the others run at nice 10: the
+# kernel then gives the noise tests the CPU at once whenever they wake (CFS weight 1024
+# against 110), so the others' load does not become their noise; the others only wait longer.
 WORKERS ?= 6
 # pytest's temporary folders (every test's study.db, logs, results) in memory where /dev/shm is
 # writable with 2 GiB free (a container's default 64 MiB is not enough): a night's SQLite study
@@ -18,12 +19,12 @@ WORKERS ?= 6
 TEST_TMP ?= $(shell test -w /dev/shm && df -Pk /dev/shm | awk 'NR == 2 && $$4 > 2097152 {found = 1} END {exit !found}' \
 	&& echo /dev/shm/nccl-tune-tests || echo $${TMPDIR:-/tmp}/nccl-tune-tests)
 
-.PHONY: demo test lint test-fast bench clean
+.PHONY: demo test lint compile-tests test-fast bench clean
 
-$(STAMP): pyproject.toml
+# The tested set: pyproject.toml's ranges held to constraints.txt's pins.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,postgres]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
 # A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/).
@@ -47,14 +48,21 @@ PGRUN := $(PY) tests/pgserver.py run --
 # server processes import tuner, and a PYTHONDONTWRITEBYTECODE=1 from the environment (common in
 # containers) made each compile it again (a worker's collection: 9 s against 3.5 s). Written to
 # __pycache__ beside the sources, which .gitignore keeps out of git.
-test test-fast: export PYTHONDONTWRITEBYTECODE :=
+test test-fast compile-tests: export PYTHONDONTWRITEBYTECODE :=
 
-test: lint
+test: $(STAMP)
 	mkdir -p $(TEST_TMP)
-	@# the suite compiled (and its asserts rewritten) once, before the workers each import it
+	@# lint beside the one pass that compiles the suite (and rewrites its asserts) before the
+	@# workers each import it: two single-threaded jobs on two cores
+	$(MAKE) --no-print-directory -j2 lint compile-tests
+	@# the noise tests beside the rest (see WORKERS); their output follows the rest's
+	@$(PY) -m pytest -q -rs -n 2 -m alone --basetemp=$(TEST_TMP)/alone > $(TEST_TMP)/alone.out 2>&1 & alone=$$!; \
+	nice -n 10 $(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone" --basetemp=$(TEST_TMP)/all; \
+	rest=$$?; wait $$alone; noise=$$?; echo "== the noise tests (marked alone), run beside the rest:"; \
+	cat $(TEST_TMP)/alone.out; test $$rest -eq 0 && test $$noise -eq 0
+
+compile-tests: $(STAMP)
 	$(PY) -m pytest -q --collect-only -p no:cacheprovider > /dev/null
-	$(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone" --basetemp=$(TEST_TMP)/all
-	$(PY) -m pytest -q -rs -n 2 -m alone --basetemp=$(TEST_TMP)/alone
 
 test-fast: $(STAMP)
 	mkdir -p $(TEST_TMP)
