@@ -8,9 +8,9 @@ STAMP  := $(VENV)/.installed-stamp
 # load-sensitive assertions fail, a risk on CI's shared cores). No test's outcome depends on how
 # busy that makes the machine, except the three marked alone (the verdict sweeps of
 # tests/e2e/test_verdicts.py and the backend night's confirmation), whose subject is noise
-# itself. They run beside the others, two at a time, while the others run at nice 10: the
+# itself. They run beside the others, two at a time, while the others run at nice 19: the
 # kernel then gives the noise tests the CPU at once whenever they wake (CFS weight 1024
-# against 110), so the others' load does not become their noise; the others only wait longer.
+# against 15), so the others' load does not become their noise; the others only wait longer.
 WORKERS ?= 6
 # pytest's temporary folders (every test's study.db, logs, results) in memory where /dev/shm is
 # writable with 2 GiB free (a container's default 64 MiB is not enough): a night's SQLite study
@@ -57,7 +57,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 lint compile-tests
 	@# the noise tests beside the rest (see WORKERS); their output follows the rest's
 	@$(PY) -m pytest -q -rs -n 2 -m alone --basetemp=$(TEST_TMP)/alone > $(TEST_TMP)/alone.out 2>&1 & alone=$$!; \
-	nice -n 10 $(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone" --basetemp=$(TEST_TMP)/all; \
+	nice -n 19 $(PGRUN) $(PY) -m pytest -q -rs -n $(WORKERS) --dist worksteal -m "not alone" --basetemp=$(TEST_TMP)/all; \
 	rest=$$?; wait $$alone; noise=$$?; echo "== the noise tests (marked alone), run beside the rest:"; \
 	cat $(TEST_TMP)/alone.out; test $$rest -eq 0 && test $$noise -eq 0
 

@@ -12,8 +12,9 @@ import pytest
 from tests.helpers import cli, envrate_command, write_config
 
 # The subject here is noise: 2 % between launches, set by the test. A busy machine adds its own
-# (a run delayed by 15 ms is 10 % slower at 0.15 s a run), so these run alone: the only tests
-# whose outcome depends on how busy the machine is, by their nature, not by an assumption.
+# (a run delayed by 15 ms is 10 % slower at 0.15 s a run, 2.5 % at the 0.6 s a run of 60 tokens
+# at 100 tok/s here), so these run alone, first in line for the CPU (the Makefile): the only
+# tests whose outcome depends on how busy the machine is, by their nature, not by an assumption.
 pytestmark = pytest.mark.alone
 
 SETS = {"ll": 'NCCL_PROTO = "LL"', "simple": 'NCCL_PROTO = "Simple"', "ring": 'NCCL_ALGO = "Ring"',
@@ -24,7 +25,7 @@ PRESETS = "".join(f'[[presets]]\nname = "{name}"\nenv = {{ {env} }}\n' for name,
 def night(tmp_path, space_file, seed: int, effects: str):
     study = f"night{seed}"
     server_env = (f"env = {{ ENVRATE_EFFECTS = '{effects}', ENVRATE_LAUNCH_NOISE = \"0.02\", "
-                  f"ENVRATE_SEED = \"{seed}\", ENVRATE_COUNT_FILE = \"{tmp_path / study}.count\", "
+                  f"ENVRATE_BASE = \"100\", ENVRATE_SEED = \"{seed}\", ENVRATE_COUNT_FILE = \"{tmp_path / study}.count\", "
                   "ENVRATE_LOAD_S = \"0.1\" }")
     cfg = write_config(tmp_path / f"{study}.toml", command=envrate_command(), space=space_file(PRESETS), trials=8,
                        extra_server=server_env, extra_sweep='mode = "presets"', max_tokens=60, repeats=3)

@@ -21,7 +21,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from tuner.record import Status, set_key
-from tuner.study import CONSTRAINT, StudyStore, host_name, runner_alive, runner_id
+from tuner.study import CONSTRAINT, StudyStore, host_name, runner_alive, runner_id, write_changed_attrs
 
 __all__ = ["SCREENED", "SUFFIX", "UNSET", "ScreenRecord", "ScreenStore", "known_bad"]
 
@@ -97,6 +97,11 @@ def _attrs(rec: ScreenRecord) -> dict[str, Any]:
     return out
 
 
+#: What :func:`_record` reads for a field a trial does not hold, so a field at this value is not
+#: written (:func:`tuner.study.write_changed_attrs`). ``role`` is always written: it marks a record.
+_DEFAULTS = {k: v for k, v in _attrs(ScreenRecord(number=0, role="")).items() if k != "role"}
+
+
 def _record(number: int, attrs: Mapping[str, Any], state: TrialState) -> ScreenRecord | None:
     if "role" not in attrs:
         return None
@@ -162,29 +167,25 @@ class ScreenStore:
     def start(self, trial: optuna.Trial, rec: ScreenRecord) -> None:
         """Write what is known when a run starts (a resume finds and fails it if the runner died)."""
         rec.runner = runner_id()
-        for key, value in _attrs(rec).items():
-            trial.set_user_attr(key, value)
+        write_changed_attrs(trial, _attrs(rec), _DEFAULTS)
 
     def finish(self, trial: optuna.Trial, rec: ScreenRecord, value: float | None) -> None:
         """Record ``rec`` and tell the sampler ``value`` (minus the decode time, us), or, when
         None, that the set is infeasible (failed, wrong values, NCCL would reject it)."""
-        for key, v in _attrs(rec).items():
-            trial.set_user_attr(key, v)
+        write_changed_attrs(trial, _attrs(rec), _DEFAULTS)
         trial.set_constraint(CONSTRAINT, 0.0 if value is not None else 1.0)
         self.study.tell(trial, value if value is not None else self._penalty())
 
     def tell_known(self, trial: optuna.Trial, rec: ScreenRecord, value: float | None, constraint: float) -> None:
         """Close a proposal of a set already screened (its known result) without running it."""
-        for key, v in _attrs(rec).items():
-            trial.set_user_attr(key, v)
+        write_changed_attrs(trial, _attrs(rec), _DEFAULTS)
         trial.set_constraint(CONSTRAINT, constraint)
         self.study.tell(trial, value if value is not None else self._penalty())
 
     def abandon(self, trial: optuna.Trial, rec: ScreenRecord) -> None:
         """A run cut short by a signal: recorded as interrupted, state FAIL (run again on resume)."""
         rec.status, rec.cause = Status.INTERRUPTED, "the runner was interrupted (signal)"
-        for key, v in _attrs(rec).items():
-            trial.set_user_attr(key, v)
+        write_changed_attrs(trial, _attrs(rec), _DEFAULTS)
         self.study.tell(trial, state=TrialState.FAIL)
 
     def recover(self) -> int:

@@ -26,6 +26,7 @@ from tuner.study.storage import (
     hide_password,
     open_study,
     study_names,
+    write_changed_attrs,
 )
 from tuner.study.workers import (
     WORKERS_DIR_VAR,
@@ -77,4 +78,5 @@ __all__ = [
     "this_host",
     "this_worker",
     "workers_dir",
+    "write_changed_attrs",
 ]

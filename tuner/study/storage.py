@@ -104,6 +104,7 @@ __all__ = [
     "hide_password",
     "open_study",
     "study_names",
+    "write_changed_attrs",
 ]
 
 #: Name of the constraint told to the sampler: > 0 means the set failed or is invalid.
@@ -213,18 +214,20 @@ def open_storage(storage: str, *, heartbeat_interval_s: int = HEARTBEAT_INTERVAL
     return storage
 
 
-def _write_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
+def write_changed_attrs(trial: optuna.Trial, attrs: Mapping[str, Any],
+                        defaults: Mapping[str, Any] = DEFAULT_ATTRS) -> None:
     """Set the user attributes of ``trial`` that differ from what it holds already, leaving out
-    a field at its default that it does not hold (read back as that default:
-    :data:`tuner.record.DEFAULT_ATTRS`): each attribute is its own storage transaction (several
-    ms on SQLite, a round trip on PostgreSQL), a record written at a relaunch's start and again
-    at its end mostly repeats itself, and most of it is at its defaults when it starts."""
+    a field at its value in ``defaults`` that it does not hold (its reader fills it in: by default
+    the trial record's, :data:`tuner.record.DEFAULT_ATTRS`). Each attribute is its own storage
+    transaction (several ms on SQLite, a round trip on PostgreSQL), a record written at a run's
+    start and again at its end mostly repeats itself, and most of it is at its defaults when it
+    starts. Raises what Optuna raises for a broken storage."""
     held = trial.user_attrs
     for key, value in attrs.items():
         if key in held:
             if held[key] != value:
                 trial.set_user_attr(key, value)
-        elif key not in DEFAULT_ATTRS or DEFAULT_ATTRS[key] != value:
+        elif key not in defaults or defaults[key] != value:
             trial.set_user_attr(key, value)
 
 
@@ -541,19 +544,19 @@ class StudyStore:
 
     def start(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """Write what is known when a relaunch starts (so a resume can find and retry it)."""
-        _write_attrs(trial, to_user_attrs(record))
+        write_changed_attrs(trial, to_user_attrs(record))
 
     def finish(self, trial: optuna.Trial, record: TrialRecord, value: float) -> None:
         """Record the finished relaunch and tell the sampler: ``value`` for an ok one; a failed
         one is told as infeasible (constraint 1) with a penalty value it never shows."""
-        _write_attrs(trial, to_user_attrs(record))
+        write_changed_attrs(trial, to_user_attrs(record))
         feasible = record.ok or not record.status.blames_set
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         self.study.tell(trial, value if record.ok else self.penalty())
 
     def tell_known(self, trial: optuna.Trial, record: TrialRecord, value: float | None, constraint: float) -> None:
         """Close a proposal without relaunching: a duplicate (the known result) or an invalid set."""
-        _write_attrs(trial, to_user_attrs(record))
+        write_changed_attrs(trial, to_user_attrs(record))
         trial.set_constraint(CONSTRAINT, constraint)
         self.study.tell(trial, value if value is not None else self.penalty())
 
@@ -565,7 +568,7 @@ class StudyStore:
 
     def abandon(self, trial: optuna.Trial, record: TrialRecord) -> None:
         """A relaunch cut short by a signal: recorded as interrupted, state FAIL."""
-        _write_attrs(trial, to_user_attrs(record))
+        write_changed_attrs(trial, to_user_attrs(record))
         self.study.tell(trial, state=TrialState.FAIL)
 
     def mark_interrupted(self, trial_id: int, record: TrialRecord, cause: str) -> None:
