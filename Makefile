@@ -21,9 +21,11 @@ TEST_TMP ?= $(shell test -w /dev/shm && df -Pk /dev/shm | awk 'NR == 2 && $$4 > 
 
 .PHONY: demo test lint compile-tests test-fast bench clean
 
-# The tested set: pyproject.toml's ranges held to constraints.txt's pins.
+# The tested set: pyproject.toml's ranges held to constraints.txt's pins (a current pip first:
+# it installs them in 43 s here, the pip a venv starts with in 59 s).
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
