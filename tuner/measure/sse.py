@@ -6,41 +6,48 @@ interpretation): lines end in CRLF, LF or CR (only those: a U+2028 inside a toke
 ``data:`` with or without the space; several ``data:`` lines of one event are joined with "\\n";
 comments (``:``) and ``id:``/``retry:`` fields are ignored; ``event: error`` carries the
 server's error. A payload is handled as soon as its data lines parse as JSON, so the arrival time
-is the data line's, and servers that omit the blank line between events still work.
+is the data line's (when its bytes were read: :func:`timed_lines`), and servers that omit the
+blank line between events still work.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tuner.errors import ProbeError
 from tuner.measure.client import body_excerpt
 
-__all__ = ["DONE", "SseFramer", "server_error", "sse_lines"]
+__all__ = ["DONE", "SseFramer", "server_error", "timed_lines"]
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 #: What :meth:`SseFramer.feed` gives for ``data: [DONE]``.
 DONE = object()
 
 
-def sse_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Lines of an SSE byte stream, split on CRLF, LF or CR only (not on U+2028 and kin, which
-    ``str.splitlines`` and httpx ``iter_lines`` also split on), decoded as UTF-8."""
+def timed_lines(chunks: Iterable[bytes], clock: Callable[[], float]) -> Iterator[tuple[str, float]]:
+    """``(line, t)`` for each line of an SSE byte stream, split on CRLF, LF or CR only (not on
+    U+2028 and kin, which ``str.splitlines`` and httpx ``iter_lines`` also split on), decoded as
+    UTF-8. ``t`` is the ``clock()`` reading (s) when the bytes ending the line were read: the
+    lines of one read share its time, however long the client then takes over each of them (a
+    busy client would otherwise spread a burst it received at once over the time it spent
+    parsing it: :func:`tuner.measure.results.is_burst`)."""
     buf = b""
+    t = clock()
     for data in chunks:
+        t = clock()
         buf = buf + data if buf else data
         start = 0
         for m in _LINE_END.finditer(buf):
             if m.end() == len(buf) and m.group() == b"\r":
                 break  # maybe the first half of a CRLF: wait for the next byte
-            yield buf[start:m.start()].decode("utf-8", "replace")
+            yield buf[start:m.start()].decode("utf-8", "replace"), t
             start = m.end()
         buf = buf[start:]
     if buf:
-        yield buf.rstrip(b"\r").decode("utf-8", "replace")
+        yield buf.rstrip(b"\r").decode("utf-8", "replace"), t
 
 
 class SseFramer:

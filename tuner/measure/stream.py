@@ -58,7 +58,7 @@ from tuner.measure.client import (
     unframed_error,
 )
 from tuner.measure.results import RunMetrics
-from tuner.measure.sse import DONE, SseFramer, sse_lines
+from tuner.measure.sse import DONE, SseFramer, timed_lines
 from tuner.measure.tally import Tally, run_metrics
 
 __all__ = ["Endpoint", "stream_once"]
@@ -122,8 +122,7 @@ def stream_once(
                 retry = bool(refused_fields(client, add=refused))
             drain = DrainBound(resp)
             try:
-                for line in () if retry else sse_lines(resp.iter_bytes()):
-                    now = clock()
+                for line, now in () if retry else timed_lines(resp.iter_bytes(), clock):
                     if ended is not None:
                         if now - ended > DRAIN_S:
                             break  # pings after the end: the run is over

@@ -14,6 +14,7 @@ from tests import refserver  # the independent reference server (stdlib only)
 from tests.unit.measure.oracle import check_run, check_stall
 from tuner.errors import ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeIncomplete, ProbeStalled
 from tuner.measure import make_client, run_probe
+from tuner.measure.sse import timed_lines
 from tuner.measure.stream import stream_once
 
 
@@ -222,3 +223,14 @@ def test_several_tokens_per_paced_chunk_is_not_a_burst(ref, tap):
     (ex,) = tap.posts()
     check_run(m, ex)
     assert m.chunks == 10 and m.completion_tokens == 40
+
+
+def test_lines_of_one_read_share_its_time_however_slow_the_reader():
+    """A burst that arrived in one read keeps one arrival time while the client parses it line by
+    line (a busy client would otherwise spread it over its parsing and hide the burst); a line
+    split over two reads arrived with the second, a CR at a read's end waits for the next byte."""
+    clock = iter(float(t) for t in range(100)).__next__
+    reads = [b"data: 1\n\ndata: 2\n\ndata: 3\n", b"\ndata: 4", b"\n\r", b"\ndata: 5"]
+    got = list(timed_lines(iter(reads), clock))
+    assert got == [("data: 1", 1.0), ("", 1.0), ("data: 2", 1.0), ("", 1.0), ("data: 3", 1.0),
+                   ("", 2.0), ("data: 4", 3.0), ("", 4.0), ("data: 5", 4.0)]
