@@ -34,8 +34,7 @@ def timed_lines(chunks: Iterable[bytes], clock: Callable[[], float]) -> Iterator
     lines of one read share its time, however long the client then takes over each of them (a
     busy client would otherwise spread a burst it received at once over the time it spent
     parsing it: :func:`tuner.measure.results.is_burst`)."""
-    buf = b""
-    t = clock()
+    buf, t = b"", 0.0
     for data in chunks:
         t = clock()
         buf = buf + data if buf else data

@@ -232,5 +232,5 @@ def test_lines_of_one_read_share_its_time_however_slow_the_reader():
     clock = iter(float(t) for t in range(100)).__next__
     reads = [b"data: 1\n\ndata: 2\n\ndata: 3\n", b"\ndata: 4", b"\n\r", b"\ndata: 5"]
     got = list(timed_lines(iter(reads), clock))
-    assert got == [("data: 1", 1.0), ("", 1.0), ("data: 2", 1.0), ("", 1.0), ("data: 3", 1.0),
-                   ("", 2.0), ("data: 4", 3.0), ("", 4.0), ("data: 5", 4.0)]
+    assert got == [("data: 1", 0.0), ("", 0.0), ("data: 2", 0.0), ("", 0.0), ("data: 3", 0.0),
+                   ("", 1.0), ("data: 4", 2.0), ("", 3.0), ("data: 5", 3.0)]
