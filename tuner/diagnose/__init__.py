@@ -7,7 +7,7 @@ streamed completions of the configured prompt); teardown. From the server log
 (:func:`tuner.nccl.log.parse_log`):
 
 * the NCCL version, ranks, topology, channels, the variables NCCL echoed, its WARNs;
-* the backend carrying the decode allreduce (:func:`tuner.server.backend.allreduce_backend`);
+* the backend carrying the decode allreduce (:func:`tuner.servers.backend.allreduce_backend`);
 * NCCL's TUNING table for AllReduce (latency in us, bandwidth in GB/s per algorithm x protocol,
   src/graph/tuning.cc ncclTopoTuneModel);
 * per collective size, the algorithm, protocol and channels NCCL logged (per-operation lines of

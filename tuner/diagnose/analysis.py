@@ -35,7 +35,7 @@ from tuner.nccl import (
     topology_from_log,
 )
 from tuner.redaction import is_secret
-from tuner.server import Backend, allreduce_backend
+from tuner.servers import Backend, allreduce_backend
 from tuner.triage import Triage, triage
 
 __all__ = ["PROBE_MARK", "build_diagnosis"]
@@ -52,7 +52,7 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
 
     Lines after the ``[nccl-tune] diagnose: probe starts`` mark count as the probe's; without
     it every line counts as start-up. ``argv``/``env``: the server command and environment
-    (for :func:`tuner.server.backend.allreduce_backend`); ``decode_size``: from the model's config,
+    (for :func:`tuner.servers.backend.allreduce_backend`); ``decode_size``: from the model's config,
     else inferred from the log (module docstring); ``probe_info``: what the probe did;
     ``space_files``: the graph/topology files the space offers (:meth:`tuner.inputs.space.SearchSpace.files`),
     proposed by the triage where they can help.

@@ -75,7 +75,7 @@ class Diagnosis:
     """What one diagnose launch showed; :meth:`to_json`/:meth:`from_json` are ``diagnose.json``.
 
     ``echoed``: variable -> ``{value: processes that echoed it}``; ``backend``: ``name``,
-    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.server.backend.Backend`);
+    ``nccl_on_decode_path``, ``reason``, ``server`` (:class:`tuner.servers.backend.Backend`);
     ``topology``: ``nranks``, ``nnodes``, ``link``, ``has_nvls`` (:class:`tuner.nccl.types.Topology`)
     plus ``ranks_logged``, ``coll_channels``, ``nvls_channels``, ``thread_thresholds``,
     ``transports``; ``probe``: ``requests``, ``max_tokens``, ``completion_tokens``;

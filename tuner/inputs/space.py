@@ -34,7 +34,6 @@ from typing import Annotated, Any
 
 from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
 
-from tuner.backends import ServerName, switch_versions, version_key
 from tuner.errors import InputError
 from tuner.inputs.schema import (
     SECRET_ACCEPTED,
@@ -54,6 +53,7 @@ from tuner.inputs.schema import (
 )
 from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
+from tuner.servers import ServerName, switch_versions, version_key
 
 __all__ = ["BACKEND_SPACE", "UNSET", "Preset", "SearchSpace", "backend_space_path", "load_space"]
 
@@ -302,7 +302,7 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
 
 def _switch_problems(file: str, server: ServerName, version: str,
                      entries: list[tuple[str, str, str]]) -> list[InputError]:
-    """A backend switch of the catalogue (tuner/backends) that ``server`` ``version`` lacks, one
+    """A backend switch of the catalogue (tuner/servers) that ``server`` ``version`` lacks, one
     problem each: ``entries`` are ``(key as dotted, name, value)``."""
     out = []
     for where, key, value in entries:

@@ -23,7 +23,7 @@ judges each type's sets against that type's own baseline launches, never against
 
 Sets with a variable NCCL did not apply (``nccl_not_applied``), or whose backend choice the
 server did not apply (``backend_applied`` False: ignored, fallen back from, or no proving line
-in the log; :func:`tuner.server.backend.prove`), get no speed verdict; sets whose
+in the log; :func:`tuner.servers.backend.prove`), get no speed verdict; sets whose
 variables cannot act (``cannot_act``: planning's one rule; ``forced``: the night ran with
 --force where NCCL is not on the decode path) get :attr:`Verdict.CANNOT_ACT`, their measured
 ratio only. Neither is ever a finalist.
@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.backends import nccl_cannot_act_at_decode
 from tuner.judging import stats
 from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict
+from tuner.servers import nccl_cannot_act_at_decode
 
 __all__ = [
     "CONFIRM_ALPHA",
@@ -486,7 +486,7 @@ def cannot_act_on(info: StudyInfo, records: Sequence[TrialRecord]) -> dict[str, 
     """Set key -> why NCCL variables cannot change its speed on this night, from what the first
     baseline showed (``info``): one GPU (``topology.nranks == 1``: no allreduce at all), or NCCL
     variables in a set whose decode allreduce NCCL does not carry, by the set's backend choice
-    or else the baseline's backend (:func:`tuner.backends.nccl_cannot_act_at_decode`: "cannot
+    or else the baseline's backend (:func:`tuner.servers.nccl_cannot_act_at_decode`: "cannot
     act at decode"; a set that sets a backend choice alone is judged on its own speed). Empty
     when every set can act."""
     topo = info.topology

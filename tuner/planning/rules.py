@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 
-from tuner.backends import choice_of, infeasible, nccl_cannot_act_at_decode
 from tuner.nccl import canonical_set
 from tuner.planning import feasibility
 from tuner.planning.identity import DecodeContext, Facts, night_inert, set_identity
 from tuner.planning.params import flag_params
+from tuner.servers import choice_of, infeasible, nccl_cannot_act_at_decode
 
 __all__ = ["Rules"]
 
@@ -67,7 +67,7 @@ class Rules:
 
         The sizes NCCL carries: where the set's decode allreduce is carried by another backend
         (its backend choice, ``flags`` included, or the baseline's:
-        :func:`tuner.backends.nccl_cannot_act_at_decode`), the decode sizes are not NCCL's, so
+        :func:`tuner.servers.nccl_cannot_act_at_decode`), the decode sizes are not NCCL's, so
         its variables are judged at the prefill sizes alone; with no prefill size whose NCCL pick
         is known, the set cannot act ("cannot act at decode"), its prefill effect a measured
         ratio only.
@@ -90,9 +90,9 @@ class Rules:
         return "; ".join(inert[name] for name in sorted(canon))
 
     def backend_problem(self, env: dict[str, str], flags: list[str]) -> str | None:
-        """Why the backend choice the set names (:func:`tuner.backends.choice_of`, with the
+        """Why the backend choice the set names (:func:`tuner.servers.choice_of`, with the
         server the baseline's log named) cannot act on this box, by the server's version, the
-        TP size and the links the baseline's log showed (:func:`tuner.backends.infeasible`), or
+        TP size and the links the baseline's log showed (:func:`tuner.servers.infeasible`), or
         because it routes to NCCL where the baseline's decode allreduce already runs on NCCL (it
         only turns off backends the baseline does not use), else None (no choice named, nothing
         known against it)."""

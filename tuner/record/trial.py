@@ -75,13 +75,13 @@ time in seconds):
 ``allreduce_backend`` who carries the decode allreduce (``nccl``, ``custom_allreduce``, ...), or
                       ``""``; with a backend choice, what the launch's log shows ran
 ``backend_choice``    the backend choice the set's params name (a catalogue entry,
-                      :data:`tuner.backends.CATALOGUE`: ``vllm-custom-allreduce-off``), or
+                      :data:`tuner.servers.CATALOGUE`: ``vllm-custom-allreduce-off``), or
                       ``""`` (the set names none; or stored before format 6)
 ``backend_applied``   True when the launch's log proves the choice ran, False when the server
                       ignored it, fell back from it or logged no proving line (such a trial
                       gets no speed verdict), None without a choice (or before format 6)
 ``backend_reason``    the evidence: the proving or refusing line quoted, or which proving line
-                      is absent (:func:`tuner.server.backend.prove`)
+                      is absent (:func:`tuner.servers.backend.prove`)
 ``host``              :class:`tuner.record.host.HostRecord`: name, GPU model and count, driver,
                       NCCL and server versions (where known); None before hosts were recorded
 ``host_type``         GPU model x count + server command: trials are judged within one type

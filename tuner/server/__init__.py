@@ -16,8 +16,7 @@ The leaves, one job each: :mod:`~tuner.server.process` (the launch and its lifet
 :mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed),
 :mod:`~tuner.server.teardown` (ending it), :mod:`~tuner.server.identity` (finding it again),
 :mod:`~tuner.server.ownership` (whether the listener on its port is the launched server),
-:mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.backend` (which
-code carries its decode allreduce), :mod:`~tuner.server.logtail` (what the
+:mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.logtail` (what the
 log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
 :mod:`~tuner.server.preflight` (checks before the wait; its functions are called through the
 module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s).
@@ -26,7 +25,6 @@ The leaves import each other by leaf path, never through this face.
 """
 
 from tuner.server import gpu, preflight
-from tuner.server.backend import Backend, BackendProof, allreduce_backend, prove
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LogPump
@@ -42,14 +40,11 @@ __all__ = [
     "MARKER",
     "PORT_WAIT_S",
     "WARMUP_SILENCE_S",
-    "Backend",
-    "BackendProof",
     "LogPump",
     "ServerIdentity",
     "ServerProcess",
     "SignalGuard",
     "TeardownReport",
-    "allreduce_backend",
     "build_env",
     "describe_pid",
     "gpu",
@@ -57,7 +52,6 @@ __all__ = [
     "port_holder",
     "port_in_use",
     "preflight",
-    "prove",
     "split_inherited",
     "wait_port_bindable",
     "wait_ready",

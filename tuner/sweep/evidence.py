@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.backends import BackendChoice, ServerName, choice_of
 from tuner.diagnose import DEBUG_ENV, LOGGING_ENV
 from tuner.inputs import ExperimentConfig
 from tuner.nccl import (
@@ -39,7 +38,7 @@ from tuner.nccl import (
 )
 from tuner.planning import flag_params
 from tuner.record import TrialRecord
-from tuner.server import Backend, BackendProof, allreduce_backend, prove
+from tuner.servers import Backend, BackendChoice, BackendProof, ServerName, allreduce_backend, choice_of, prove
 
 __all__ = ["Evidence", "debug_env", "debug_file", "nccl_dir", "read"]
 
@@ -107,7 +106,7 @@ class Evidence:
 
 
 def set_choice(server: ServerName | None, launched: Mapping[str, str], flags: list[str]) -> BackendChoice | None:
-    """The catalogue entry a set names (:func:`tuner.backends.choice_of` of its variables
+    """The catalogue entry a set names (:func:`tuner.servers.choice_of` of its variables
     ``launched`` and server ``flags`` in a space's form), for ``server``; with the server not
     known, the first server whose catalogue names one. None when the set names no backend switch."""
     params = {**launched, **flag_params(flags)}
@@ -124,7 +123,7 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     ``allreduce_backend``), comparing what NCCL echoed with ``launched`` (the set's variables as
     launched; those of its backend choice are left to that choice's proof), and the proof of the
     set's backend choice (``backend_choice``, ``backend_applied``, ``backend_reason``:
-    :func:`tuner.server.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
+    :func:`tuner.servers.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
     appended, as launched, and ``server_env`` with ``launched`` over it).
     None when the server log cannot be read."""
     path = Path(record.log)

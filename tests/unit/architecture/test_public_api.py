@@ -92,7 +92,7 @@ def test_errors_live_in_errors_py():
 
 #: Rooms whose faces are cut to what other rooms use (issue 31): every room but the simulator,
 #: whose face is its entry point.
-NARROW_FACES = ("nccl", "screen", "measure", "server", "record", "inputs", "backends", "triage", "diagnose",
+NARROW_FACES = ("nccl", "screen", "measure", "server", "record", "inputs", "servers", "triage", "diagnose",
                 "report", "judging", "sweep", "planning", "study", "cli")
 #: What every subcommand module of tuner/cli/ offers the dispatcher (tuner/cli/dispatch.py).
 SUBCOMMAND_PROTOCOL = {"add_parser", "run", "run_argv"}

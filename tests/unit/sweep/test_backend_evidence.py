@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.unit.server.test_backend_proof_lines import ENGINE, FI_MISSING
+from tests.unit.servers.test_backend_proof_lines import ENGINE, FI_MISSING
 from tuner.record import Kind, Status, TrialRecord, from_user_attrs, to_user_attrs
 from tuner.sweep import read
 

@@ -1,6 +1,6 @@
 """Who carries a set's decode allreduce, and what that leaves its NCCL variables.
 
-A set that names a backend choice of the catalogue (:func:`tuner.backends.catalogue.choice_of`)
+A set that names a backend choice of the catalogue (:func:`tuner.servers.catalogue.choice_of`)
 runs the backend that choice selects; any other set runs what the study's first baseline ran
 (``baseline``: :attr:`tuner.record.StudyInfo.allreduce_backend`). Where that is not NCCL, NCCL's
 variables cannot change the decode allreduce (they still act on what NCCL does carry: the
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tuner.backends.catalogue import BackendName, choice_of
 from tuner.nccl import is_tuning_variable
+from tuner.servers.catalogue import BackendName, choice_of
 
 __all__ = ["nccl_cannot_act_at_decode"]
 

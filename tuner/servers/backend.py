@@ -4,7 +4,7 @@ vLLM and SGLang route small allreduces to a custom allreduce, torch symmetric me
 FlashInfer or MSCCL++ before NCCL; only when NCCL carries the decode allreduce can NCCL's
 variables change decode speed. :func:`allreduce_backend` says who does, from the server's log,
 command and environment; :func:`prove` says whether one launch applied the backend its set
-asked for (a :class:`tuner.backends.BackendChoice`); :data:`SERVER_OVERRIDES` lists the NCCL
+asked for (a :class:`tuner.servers.BackendChoice`); :data:`SERVER_OVERRIDES` lists the NCCL
 variables a server overwrites.
 """
 
@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.backends import BackendChoice, BackendName, ServerName
 from tuner.nccl import NcclVersion, version_in_text
+from tuner.servers.choice import BackendChoice, BackendName, ServerName
 
 __all__ = ["SERVER_OVERRIDES", "Backend", "BackendProof", "allreduce_backend", "dispatch_order", "prove"]
 
@@ -247,7 +247,7 @@ def prove(choice: BackendChoice | None, log_lines: Iterable[str], argv: Sequence
           env: Mapping[str, str]) -> BackendProof:
     """Whether the launch whose log is ``log_lines`` ran the backend ``choice`` asks for.
 
-    ``choice``: the set's catalogue entry (``tuner.backends.choice_of``), None for a set naming
+    ``choice``: the set's catalogue entry (``tuner.servers.choice_of``), None for a set naming
     no backend switch (``applied`` None). Not applied when a refusal line of ``choice`` is in
     the log (quoted), when vLLM 0.22+'s dispatch line puts another backend first, when the log
     shows another backend carrying the decode allreduce, or when none of the choice's proving

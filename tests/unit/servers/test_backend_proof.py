@@ -1,12 +1,12 @@
 """Whether a launch ran the backend its set asked for, from log lines as the servers print them.
 
 Each line is built from the format string of the version named beside it (the file and function
-are in tuner/backends/entries.py and docs/BACKENDS.md); prefixes as vLLM's V1 workers print them."""
+are in tuner/servers/entries.py and docs/BACKENDS.md); prefixes as vLLM's V1 workers print them."""
 
 from __future__ import annotations
 
-from tuner.backends import CATALOGUE
-from tuner.server.backend import allreduce_backend, dispatch_order, prove
+from tuner.servers import CATALOGUE
+from tuner.servers.backend import allreduce_backend, dispatch_order, prove
 
 BY_NAME = {c.name: c for c in CATALOGUE}
 VLLM = ["vllm", "serve", "m", "--tensor-parallel-size", "4"]

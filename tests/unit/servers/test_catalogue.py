@@ -8,11 +8,11 @@ import re
 import pytest
 
 from tests.helpers import ROOT
-from tuner.backends import CATALOGUE, choice_of, infeasible, switch_versions, version_key
-from tuner.backends.catalogue import choices, switch_keys
-from tuner.backends.entries import MiB
 from tuner.errors import InputError
 from tuner.inputs import load_space
+from tuner.servers import CATALOGUE, choice_of, infeasible, switch_versions, version_key
+from tuner.servers.catalogue import choices, switch_keys
+from tuner.servers.entries import MiB
 
 SPACES = {"vllm": ROOT / "search_spaces" / "vllm-backends.toml",
           "sglang": ROOT / "search_spaces" / "sglang-backends.toml"}

@@ -1,18 +1,18 @@
 """Which server switch picks which decode-allreduce backend, per server and version.
 
-:data:`CATALOGUE` (the entries, tuner/backends/entries.py) lists every released switch of vLLM
+:data:`CATALOGUE` (the entries, tuner/servers/entries.py) lists every released switch of vLLM
 and SGLang read in that server's released package; :func:`choices` picks a version's,
 :func:`choice_of` names the entry a set's params hold, :func:`infeasible` says why one cannot
 act on a box, :func:`switch_versions` the versions that have a switch. The per-launch proof is
-``tuner.server.backend.prove``.
+``tuner.servers.backend.prove``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tuner.backends.choice import BackendChoice, BackendName, ServerName, version_key
-from tuner.backends.entries import CATALOGUE
+from tuner.servers.choice import BackendChoice, BackendName, ServerName, version_key
+from tuner.servers.entries import CATALOGUE
 
 __all__ = ["CATALOGUE", "BackendChoice", "BackendName", "ServerName", "choice_of", "choices", "infeasible",
            "switch_keys", "switch_versions", "version_key"]

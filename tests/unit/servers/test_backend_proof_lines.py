@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.backends import CATALOGUE, choice_of
-from tuner.server.backend import prove
+from tuner.servers import CATALOGUE, choice_of
+from tuner.servers.backend import prove
 
 ARGV = ["vllm", "serve", "m", "--tensor-parallel-size", "8"]
 ENGINE = ("(EngineCore_0 pid=4242) INFO 06-01 12:00:00 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with "

@@ -8,7 +8,7 @@ strings in those files, so they match the lines as the server prints them.
 
 from __future__ import annotations
 
-from tuner.backends.choice import BackendChoice
+from tuner.servers.choice import BackendChoice
 
 __all__ = ["CATALOGUE", "MiB"]
 

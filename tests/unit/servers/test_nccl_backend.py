@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from tuner.nccl import NcclVersion
-from tuner.server.backend import SERVER_OVERRIDES, allreduce_backend
+from tuner.servers.backend import SERVER_OVERRIDES, allreduce_backend
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "server_logs"
 VLLM_TP8 = ["vllm", "serve", "moonshotai/Kimi-K2.5", "--tensor-parallel-size", "8"]

@@ -5,8 +5,8 @@ compilation option) of vLLM or SGLang, read in that server's released package at
 it names (``source``): what it selects, the versions that have it, the TP sizes and message
 sizes it takes, what it needs, and the log lines that prove it ran or say it was refused. A
 backend set of a search space is a :class:`BackendChoice`'s ``params``; :func:`infeasible` says
-why one cannot act on a box; ``tuner.server.backend.prove`` says from one launch's log whether
-it was applied. The entries are tuner/backends/entries.py's `CATALOGUE`.
+why one cannot act on a box; ``tuner.servers.backend.prove`` says from one launch's log whether
+it was applied. The entries are tuner/servers/entries.py's `CATALOGUE`.
 """
 
 from __future__ import annotations
