@@ -44,6 +44,7 @@ from tuner.inputs.schema import (
 from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
+from tuner.servers import KIND_NAMES, ServerKind, kind_of
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -118,7 +119,8 @@ class ServerConfig(FileModel):
     ``api_key``: sent as ``Authorization: Bearer`` (else ``OPENAI_API_KEY`` of the runner, else
     a ``VLLM_API_KEY`` in ``env``); passed on, never written anywhere. ``expected_load_s`` (s):
     how long one launch takes to be ready, for the night's clock before a launch measured it
-    (:mod:`tuner.planning.clock`; measured loads replace it).
+    (:mod:`tuner.planning.clock`; measured loads replace it). ``kind``: the server kind
+    (:data:`tuner.servers.KIND_NAMES`), forcing the one the command and log would name.
     """
 
     command: Annotated[tuple[str, ...], Field(
@@ -135,6 +137,8 @@ class ServerConfig(FileModel):
     log_max_bytes: Annotated[int, _int(4096)] = 50 * 1024 * 1024
     api_key: Annotated[str | None, _TEXT] = None
     expected_load_s: Annotated[float | None, _above(0, example=" (s), e.g. 2160 for a 36-minute load")] = None
+    kind: Annotated[Literal[KIND_NAMES] | None, Field(  # type: ignore[valid-type]
+        description=f"one of {', '.join(KIND_NAMES)}")] = None
 
     @field_validator("command", mode="before")
     @classmethod
@@ -164,6 +168,11 @@ class ServerConfig(FileModel):
             a = a.replace("{port}", p).replace("{python}", sys.executable)
             out.append(os.path.expanduser(a) if a.startswith("~") else a)
         return out
+
+    def server_kind(self) -> ServerKind:
+        """The server kind this command runs (:func:`tuner.servers.kind_of`): ``kind`` when set,
+        else the one the command names, else the generic OpenAI-compatible one."""
+        return kind_of(self.command, forced=self.kind)
 
     @property
     def base_url(self) -> str:

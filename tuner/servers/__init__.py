@@ -1,4 +1,9 @@
-"""Which server code carries the allreduce, by server version: vLLM's and SGLang's backend switches.
+"""One home per server kind, and which server code carries the allreduce, by server version.
+
+``kind.py``: :class:`ServerKind`, what one server program is and does (its command, routes, log
+lines, probe quirks); one module per kind (``vllm.py``, ``sglang.py``, ``tgi.py``, ``trtllm.py``,
+``llamacpp.py``, ``openai.py``); ``kinds.py``: :data:`KINDS` and :func:`kind_of`, the kind of a
+command and its log (``server.kind`` forces it). No module outside this room names a kind.
 
 ``choice.py``: :class:`BackendChoice`, the names (:data:`BackendName`, :data:`ServerName`) and
 :func:`version_key`; ``entries.py``: :data:`CATALOGUE`, every released switch as read in the
@@ -20,17 +25,27 @@ from tuner.servers.catalogue import (
     switch_versions,
     version_key,
 )
+from tuner.servers.kind import ModelRoute, ServerKind, option_value
+from tuner.servers.kinds import GENERIC, KIND_NAMES, KINDS, kind_named, kind_of
 
 __all__ = [
     "CATALOGUE",
+    "GENERIC",
+    "KINDS",
+    "KIND_NAMES",
     "Backend",
     "BackendChoice",
     "BackendProof",
+    "ModelRoute",
+    "ServerKind",
     "ServerName",
     "allreduce_backend",
     "choice_of",
     "infeasible",
+    "kind_named",
+    "kind_of",
     "nccl_cannot_act_at_decode",
+    "option_value",
     "prove",
     "switch_versions",
     "version_key",

@@ -1,0 +1,183 @@
+"""What one server kind is and does: a :class:`ServerKind`, one per module of this room.
+
+Everything nccl-tune knows of one server program lives in its kind's module (``vllm.py``,
+``sglang.py``, ``tgi.py``, ``trtllm.py``, ``llamacpp.py``, ``openai.py``): how its command names
+the tensor-parallel size, the model and the port; its readiness and model-discovery routes; its
+version lines; the log lines that are fatal, harmless, the machine's, or a warm-up; its probe
+quirks. No module outside ``tuner/servers/`` names a server kind: it asks the kind
+(:func:`kind_of`). Adding a server is one module plus its fixtures, and its entry in
+``tuner/servers/kinds.py``'s ``KINDS``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["ModelRoute", "ServerKind", "option_value"]
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """A route that names the served model: ``GET path``, the name at ``keys`` of its JSON
+    (``("data", 0, "id")`` for OpenAI's ``/v1/models``, ``("model_id",)`` for TGI's ``/info``)."""
+
+    path: str
+    keys: tuple[str | int, ...]
+
+    def read(self, body: object) -> str | None:
+        """The model name in a decoded JSON ``body``, or None when it holds none."""
+        value = body
+        for key in self.keys:
+            try:
+                value = value[key]  # type: ignore[index]
+            except (LookupError, TypeError):
+                return None
+        return value if isinstance(value, str) and value else None
+
+
+def option_value(argv: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the first of ``names`` given in ``argv`` (``--tp 2`` or ``--tp=2``), the last
+    occurrence winning as argparse and clap do; None when absent."""
+    found: str | None = None
+    for i, a in enumerate(argv):
+        if a in names and i + 1 < len(argv):
+            found = argv[i + 1]
+        else:
+            key, sep, val = a.partition("=")
+            if sep and key in names:
+                found = val
+    return found
+
+
+def _compile(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """One server program, as its released source at the versions its module cites behaves.
+
+    Identity: ``name`` (the ``server.kind`` value: ``vllm``, ``sglang``, ``tgi``, ``trtllm``,
+    ``llamacpp``, ``openai``), ``title`` (as people write it), ``command`` (regexes, one of which
+    finds it in the server command joined with spaces), ``log_marks`` (regexes of lines only it
+    prints). Its command: ``tp_options`` (tensor-parallel size), ``model_options`` and
+    ``model_after`` (the subcommand whose next word is the model, ``serve``), ``port_options``,
+    ``default_port``. Its routes: ``health_path``, ``model_routes`` (tried in order, each a
+    :class:`ModelRoute`), ``any_model_name`` (True: it serves whatever ``model`` a request names).
+    Its log: ``version_lines`` (a group ``v``), ``nccl_version_lines`` (the NCCL it loaded, a group
+    ``v``), ``fatal_lines`` (the engine died), ``benign_lines`` (never a cause), ``machine_lines``
+    (a start-up failure that is the machine's: a memory guard measured before NCCL loads),
+    ``warmup_lines`` (a kernel compile or CUDA-graph capture: a late first token is waited for),
+    ``log_prefixes`` (regexes of its per-process tags, stripped before a line is read).
+    Its probe quirks: ``honours_ignore_eos`` (False: an answer may end before ``max_tokens``),
+    ``stream_options`` (accepts ``stream_options.include_usage``), ``chunked`` (may send several
+    tokens per stream chunk: TPOT from chunk times is then unmeasurable). Its environment:
+    ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
+    from), ``nccl_overrides`` (NCCL variables it overwrites itself, with why). ``launch_line``
+    (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
+    ``sources``: the files and versions read.
+    """
+
+    name: str
+    title: str
+    command: tuple[str, ...]
+    log_marks: tuple[str, ...] = ()
+    tp_options: tuple[str, ...] = ()
+    model_options: tuple[str, ...] = ()
+    model_after: str | None = None
+    port_options: tuple[str, ...] = ("--port",)
+    default_port: int | None = None
+    health_path: str = "/health"
+    model_routes: tuple[ModelRoute, ...] = (ModelRoute("/v1/models", ("data", 0, "id")),)
+    any_model_name: bool = False
+    version_lines: tuple[str, ...] = ()
+    nccl_version_lines: tuple[str, ...] = ()
+    fatal_lines: tuple[str, ...] = ()
+    benign_lines: tuple[str, ...] = ()
+    machine_lines: tuple[str, ...] = ()
+    warmup_lines: tuple[str, ...] = ()
+    log_prefixes: tuple[str, ...] = ()
+    honours_ignore_eos: bool = True
+    stream_options: bool = True
+    chunked: bool = False
+    env_prefixes: tuple[str, ...] = ()
+    api_key_env: tuple[str, ...] = ()
+    nccl_overrides: dict[str, str] = field(default_factory=dict)
+    launch_line: str = ""
+    sources: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
+                     "machine_lines", "warmup_lines", "log_prefixes"):
+            object.__setattr__(self, f"_{name}", _compile(getattr(self, name)))
+
+    def _match(self, name: str, text: str) -> re.Match[str] | None:
+        pattern: re.Pattern[str] | None = getattr(self, f"_{name}")
+        return pattern.search(text) if pattern is not None else None
+
+    def named_by(self, argv: Sequence[str]) -> bool:
+        """True when the server command ``argv`` runs this kind."""
+        return self._match("command", " ".join(argv)) is not None
+
+    def marks(self, line: str) -> bool:
+        """True when a log ``line`` is one only this kind prints."""
+        return self._match("log_marks", line) is not None
+
+    def tp_size(self, argv: Sequence[str]) -> int | None:
+        """The tensor-parallel size ``argv`` gives, or None (not named, or not a number)."""
+        value = option_value(argv, self.tp_options)
+        return int(value) if value is not None and value.isdigit() else None
+
+    def model(self, argv: Sequence[str]) -> str | None:
+        """The model ``argv`` serves (a path or a hub name), or None when it names none."""
+        value = option_value(argv, self.model_options)
+        if value is None and self.model_after is not None and self.model_after in argv:
+            i = list(argv).index(self.model_after)
+            if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                value = argv[i + 1]
+        return value
+
+    def port(self, argv: Sequence[str]) -> int | None:
+        """The port ``argv`` names, else the kind's default, else None."""
+        value = option_value(argv, self.port_options)
+        return int(value) if value is not None and value.isdigit() else self.default_port
+
+    def version(self, line: str) -> str | None:
+        """The server version a log ``line`` states, or None."""
+        m = self._match("version_lines", line)
+        return next((v for k, v in m.groupdict().items() if k.startswith("v") and v), None) if m else None
+
+    def nccl_version(self, line: str) -> str | None:
+        """The NCCL version a log ``line`` says the server loaded (``2.21.5``), or None."""
+        m = self._match("nccl_version_lines", line)
+        return next((v for k, v in m.groupdict().items() if k.startswith("v") and v), None) if m else None
+
+    def is_fatal(self, text: str) -> bool:
+        """True when a log line's text says this kind's engine died."""
+        return self._match("fatal_lines", text) is not None
+
+    def is_benign(self, text: str) -> bool:
+        """True when a log line's text is one this kind prints on healthy starts."""
+        return self._match("benign_lines", text) is not None
+
+    def is_machine(self, text: str) -> bool:
+        """True when a log line's text is a start-up failure that is the machine's, not a set's."""
+        return self._match("machine_lines", text) is not None
+
+    def is_warmup(self, text: str) -> bool:
+        """True when a log line's text says the server is compiling or capturing (a warm-up)."""
+        return self._match("warmup_lines", text) is not None
+
+    def strip_prefix(self, line: str) -> str:
+        """``line`` without this kind's process tag at its start."""
+        pattern: re.Pattern[str] | None = self._log_prefixes
+        if pattern is None:
+            return line
+        m = pattern.match(line)
+        return line[m.end():] if m else line
+
+    def owns_variable(self, name: str) -> bool:
+        """True when an environment variable ``name`` is this kind's own (``VLLM_*``)."""
+        return any(name.startswith(p) for p in self.env_prefixes)

@@ -1,0 +1,45 @@
+"""SGLang (``python -m sglang.launch_server``, ``sglang serve``), as read in its released source,
+v0.4.7 to v0.5.x.
+
+Command: ``python/sglang/srt/server_args.py``, ``ServerArgs.add_cli_args`` (``--model-path``,
+``--tp-size``/``--tp``, ``--port``, default 30000). Routes: ``python/sglang/srt/entrypoints/
+http_server.py`` (``/health``, ``/v1/models``, ``/get_model_info`` with ``model_path``). Log: its
+lines carry ``[YYYY-mm-dd HH:MM:SS TPn]`` (sglang/srt/utils.py, configure_logger);
+``"sglang is using nccl==%s"`` (sglang/srt/distributed/device_communicators/pynccl.py). The
+start-up memory guard, measured before the model loads: ``"The memory capacity is unbalanced.
+Some GPUs may be occupied by other processes."`` (sglang/srt/model_executor/model_runner.py,
+init_torch_distributed). CUDA-graph capture: ``"Capture cuda graph begin"`` (cuda_graph_runner.py);
+DeepGEMM's JIT compile on a first request (sglang #5031). Its own variables start with
+``SGLANG_``; it sets ``CUDA_DEVICE_MAX_CONNECTIONS`` itself (sglang/srt/server_args.py,
+``_set_envs_and_config``: ``os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "4"``).
+"""
+
+from __future__ import annotations
+
+from tuner.servers.kind import ModelRoute, ServerKind
+
+__all__ = ["SGLANG"]
+
+SGLANG = ServerKind(
+    name="sglang",
+    title="SGLang",
+    command=(r"\bsglang\b",),
+    log_marks=(r"\bsglang\b", r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)* TP\d+"),
+    tp_options=("--tp-size", "--tp"),
+    model_options=("--model-path", "--model"),
+    default_port=30000,
+    model_routes=(ModelRoute("/v1/models", ("data", 0, "id")), ModelRoute("/get_model_info", ("model_path",))),
+    version_lines=(r"\bsglang(?:==| version:? )(?P<v>\d+\.\d+\S*)",),
+    nccl_version_lines=(r"\bsglang(?:-diffusion)? is using nccl==(?P<v>\d+\.\d+\.\d+)",),
+    fatal_lines=(r"Scheduler hit an exception", r"Received sigquit from a child process"),
+    machine_lines=(r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",),
+    warmup_lines=(r"Capture cuda graph", r"DeepGEMM", r"\bJIT\b.*[Cc]ompil|[Cc]ompil\w* .*\bJIT\b"),
+    log_prefixes=(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ?",),
+    honours_ignore_eos=True,
+    env_prefixes=("SGLANG_",),
+    nccl_overrides={"CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets it to 4 itself (sglang/srt/server_args.py, "
+                                                   "_set_envs_and_config)"},
+    launch_line="{env}python -m sglang.launch_server --model-path MODEL --tp {tp}{flags}",
+    sources="sglang v0.4.7, v0.5.x: srt/server_args.py, srt/entrypoints/http_server.py, "
+            "srt/model_executor/model_runner.py, srt/distributed/device_communicators/pynccl.py",
+)

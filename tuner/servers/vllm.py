@@ -1,0 +1,45 @@
+"""vLLM (``vllm serve``, ``python -m vllm.entrypoints.openai.api_server``), as read in its
+released source, v0.10.1.1 to v0.11.0 (and the lines older releases printed, where cited).
+
+Command: ``vllm/entrypoints/cli/serve.py`` (the model is ``serve``'s positional, or ``--model``);
+``vllm/engine/arg_utils.py``, ``EngineArgs.add_cli_args`` (``--tensor-parallel-size``/``-tp``);
+``vllm/entrypoints/openai/cli_args.py`` (``--port``, default 8000). Routes:
+``vllm/entrypoints/openai/api_server.py`` (``/health``, ``/v1/models``). Log: ``"vLLM API server
+version %s"`` (api_server.py, run_server); ``"Initializing a V1 LLM engine (v%s)"``
+(vllm/v1/engine/core.py); ``"vLLM is using nccl==%s"`` (vllm/distributed/device_communicators/
+pynccl.py, PyNcclCommunicator.__init__). The start-up memory guard, measured before NCCL loads:
+``"Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization
+(%.2f, %.2f GiB)"`` (vllm/v1/worker/gpu_worker.py, Worker.init_device, v0.10.1.1 and v0.11.0;
+``vllm/utils/__init__.py``'s MemorySnapshot). CUDA-graph capture (``"Capturing CUDA graphs"``,
+vllm/v1/worker/gpu_model_runner.py, capture_model) and torch.compile (``"Compiling a graph for
+dynamic shape"``, vllm/compilation/backends.py). Its own variables start with ``VLLM_``
+(vllm/envs.py); ``VLLM_API_KEY`` is read when ``--api-key`` is unset (api_server.py).
+"""
+
+from __future__ import annotations
+
+from tuner.servers.kind import ServerKind
+
+__all__ = ["VLLM"]
+
+VLLM = ServerKind(
+    name="vllm",
+    title="vLLM",
+    command=(r"\bvllm\b",),
+    log_marks=(r"\bvLLM\b", r"vllm\.entrypoints", r"\(VllmWorker\b", r"\(Worker_TP\d", r"\(EngineCore"),
+    tp_options=("--tensor-parallel-size", "-tp"),
+    model_options=("--model",),
+    model_after="serve",
+    default_port=8000,
+    version_lines=(r"vLLM API server version (?P<v>\d\S*)", r"Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[^)\s]*)\)"),
+    nccl_version_lines=(r"\bvLLM is using nccl==(?P<v>\d+\.\d+\.\d+)",),
+    fatal_lines=(r"EngineDeadError", r"EngineCore encountered a fatal error"),
+    machine_lines=(r"Free memory on device .{0,40}on startup is less than desired GPU memory utilization",),
+    warmup_lines=(r"Capturing CUDA graph", r"Capturing cudagraphs", r"Compiling a graph for", r"torch\.compile"),
+    log_prefixes=(r"\((?:VllmWorker|Worker_TP\d+|EngineCore\w*|APIServer|RayWorkerWrapper)[^()]*pid=\d+[^()]*\) ?",),
+    env_prefixes=("VLLM_",),
+    api_key_env=("VLLM_API_KEY",),
+    launch_line="{env}vllm serve MODEL --tensor-parallel-size {tp}{flags}",
+    sources="vllm v0.10.1.1, v0.11.0: entrypoints/cli/serve.py, engine/arg_utils.py, entrypoints/openai/api_server.py, "
+            "v1/worker/gpu_worker.py, distributed/device_communicators/pynccl.py",
+)
