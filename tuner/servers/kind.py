@@ -51,6 +51,12 @@ def option_value(argv: Sequence[str], names: Sequence[str]) -> str | None:
     return found
 
 
+def _compiled(kind: object, name: str) -> re.Pattern[str] | None:
+    """The regex ``ServerKind.__post_init__`` compiled from the field ``name``."""
+    pattern: re.Pattern[str] | None = getattr(kind, f"_{name}")
+    return pattern
+
+
 def _compile(patterns: Sequence[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
 
@@ -114,7 +120,7 @@ class ServerKind:
             object.__setattr__(self, f"_{name}", _compile(getattr(self, name)))
 
     def _match(self, name: str, text: str) -> re.Match[str] | None:
-        pattern: re.Pattern[str] | None = getattr(self, f"_{name}")
+        pattern = _compiled(self, name)
         return pattern.search(text) if pattern is not None else None
 
     def named_by(self, argv: Sequence[str]) -> bool:
@@ -172,7 +178,7 @@ class ServerKind:
 
     def strip_prefix(self, line: str) -> str:
         """``line`` without this kind's process tag at its start."""
-        pattern: re.Pattern[str] | None = self._log_prefixes
+        pattern = _compiled(self, "log_prefixes")
         if pattern is None:
             return line
         m = pattern.match(line)
