@@ -53,7 +53,7 @@ from tuner.inputs.schema import (
 )
 from tuner.nccl import FILE_VARS, NcclVersion
 from tuner.redaction import REDACTED, is_secret
-from tuner.servers import ServerName, switch_versions, version_key
+from tuner.servers import BACKEND_SERVERS, KINDS, ServerName, switch_versions, version_key
 
 __all__ = ["BACKEND_SPACE", "UNSET", "Preset", "SearchSpace", "backend_space_path", "load_space"]
 
@@ -193,7 +193,7 @@ def _server_version(value: Any) -> str | None:
 
 class _SpaceFile(FileModel):
     description: Annotated[str, _STRING] = ""
-    server: Annotated[ServerName | None, Field(description='"vllm" or "sglang"')] = None
+    server: Annotated[ServerName | None, Field(description=" or ".join(f'"{s}"' for s in BACKEND_SERVERS))] = None
     server_version: Annotated[str | None, PlainValidator(_server_version),
                               Field(description='a version such as "0.11.0"')] = None
     include_presets: Annotated[str | None, Field(description="a path to another space file")] = None
@@ -276,15 +276,15 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
     server_version = parsed.server_version if parsed else None
     if server_version and not server and parsed:
         problems.append(InputError(name, "server_version", as_written(server_version),
-                                   'server_version together with server = "vllm" or "sglang"',
+                                   "server_version together with server = " + " or ".join(f'"{s}"' for s in BACKEND_SERVERS),
                                    "a version of which server? (its backend switches are checked by it)"))
     if server and parsed:
-        other = "SGLANG_" if server == "vllm" else "VLLM_"
+        others = [kind for kind in KINDS if kind.name != server]
         for i, e in enumerate(parsed.presets):
             problems += [InputError(name, f"presets[{i}].env.{k}", as_written(v),
                                     f"variables of {server} (this space's server) or of NCCL",
-                                    f"{k} is read by {'SGLang' if server == 'vllm' else 'vLLM'}, not {server}")
-                         for k, v in e.env.items() if k.startswith(other)]
+                                    f"{k} is read by {owner.title}, not {server}")
+                         for k, v in e.env.items() for owner in others[:] if owner.owns_variable(k)]
     if server and server_version:
         own = [(f"presets[{i}].env.{k}", k, v) for i, e in enumerate(parsed.presets if parsed else ())
                for k, v in e.env.items()]

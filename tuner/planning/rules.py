@@ -15,7 +15,7 @@ from tuner.nccl import canonical_set
 from tuner.planning import feasibility
 from tuner.planning.identity import DecodeContext, Facts, night_inert, set_identity
 from tuner.planning.params import flag_params
-from tuner.servers import choice_of, infeasible, nccl_cannot_act_at_decode
+from tuner.servers import BACKEND_SERVERS, choice_of, infeasible, nccl_cannot_act_at_decode
 
 __all__ = ["Rules"]
 
@@ -97,9 +97,9 @@ class Rules:
         only turns off backends the baseline does not use), else None (no choice named, nothing
         known against it)."""
         facts = self.facts()
-        if facts.server not in ("vllm", "sglang"):
+        if facts.server not in BACKEND_SERVERS:
             return None
-        choice = choice_of(facts.server, {**env, **flag_params(flags)})  # type: ignore[arg-type]
+        choice = choice_of(facts.server, {**env, **flag_params(flags)})
         if choice is None:
             return None
         if choice.backend == "nccl" and facts.backend == "nccl":

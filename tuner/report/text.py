@@ -27,6 +27,7 @@ from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
 from tuner.report.frame import backend_text, judged_order, set_text, verdict_text
 from tuner.report.model import Block, NightReport, Section, table_block
 from tuner.report.story import Story
+from tuner.servers import BACKEND_SERVERS, KINDS, kind_named, kind_of
 from tuner.triage import Triage
 
 __all__ = [
@@ -53,19 +54,13 @@ _FOLDS = frozenset({"verdict", "env"})
 _CAUSE_CHARS = 40
 
 
-#: Tensor-parallel flags of vLLM (vllm/engine/arg_utils.py) and SGLang (sglang/srt/server_args.py).
-_TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")
-
-
 def tp_size(command: Sequence[str] | None) -> str | None:
     """The tensor-parallel size the server command passes (``--tensor-parallel-size 8``,
-    ``--tp 8``, ``--tp=8``), or None when it passes none."""
+    ``--tp 8``, ``--tp=8``), read by the kind the command runs, else by any kind's option; None
+    when it passes none."""
     argv = list(command or [])
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if name in _TP_FLAGS:
-            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-    return None
+    kinds = [kind_of(argv), *KINDS]
+    return next((str(size) for kind in kinds if (size := kind.tp_size(argv)) is not None), None)
 
 
 def _here_relative(argv: Sequence[str]) -> list[str]:
@@ -82,21 +77,16 @@ def _here_relative(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def _server_named(command: Sequence[str] | None) -> str | None:
-    """``vllm`` or ``sglang`` when the server command names exactly one of them, else None."""
-    joined = " ".join(command or ())
-    named = [name for name in ("vllm", "sglang") if name in joined]
-    return named[0] if len(named) == 1 else None
-
-
 def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flags: Sequence[str] = ()) -> list[str]:
     """Ready-to-paste lines for the set ``env`` with server ``flags``: a shell ``export`` (when
-    the set has variables), vLLM and SGLang launch snippets with the server command's own
+    the set has variables), launch snippets of the servers with backend switches (each kind's
+    ``launch_line``) with the server command's own
     tensor-parallel size (``TP`` when it names none), and ``command`` (the study's server argv)
     under ``env`` when given, its paths inside the current directory relative to it. A set's
     ``flags`` (``--disable-custom-all-reduce``) are appended to every launch line, and with
     flags only the snippet of the server ``command`` names is given (a flag is one server's), as
-    with a server's own variable (``VLLM_*``, ``SGLANG_*``: only that server's snippet)."""
+    with a server's own variable (``VLLM_*``: only that server's snippet); a variable the server
+    overwrites itself (its kind's ``nccl_overrides``) is noted on its line."""
     flags = list(flags)
     if not env and not flags:
         return ["# the untuned baseline: unset every NCCL_* variable"]
@@ -104,15 +94,16 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flag
     pre = f"{assigns} " if env else ""
     post = f" {shlex.join(flags)}" if flags else ""
     tp = tp_size(command) or "TP"
-    own = {"vllm" for k in env if k.startswith("VLLM_")} | {"sglang" for k in env if k.startswith("SGLANG_")}
-    server = next(iter(own)) if len(own) == 1 else (_server_named(command) if flags else None)
+    kinds = [kind_named(name) for name in BACKEND_SERVERS]
+    own = {kind.name for kind in kinds for k in env if kind.owns_variable(k)}
+    named = kind_of(command or ()).name
+    server = next(iter(own)) if len(own) == 1 else (named if flags and named in BACKEND_SERVERS else None)
     lines = [f"export {assigns}"] if env else []
-    if server in (None, "vllm"):
-        lines.append(f"{pre}vllm serve MODEL --tensor-parallel-size {tp}{post}")
-    if server in (None, "sglang"):
-        lines.append(f"{pre}python -m sglang.launch_server --model-path MODEL --tp {tp}{post}"
-                     + ("   # note: SGLang overrides CUDA_DEVICE_MAX_CONNECTIONS"
-                        if "CUDA_DEVICE_MAX_CONNECTIONS" in env else ""))
+    for kind in kinds:
+        if server in (None, kind.name) and kind.launch_line:
+            overridden = [k for k in env if k in kind.nccl_overrides]
+            note = f"   # note: {kind.title} overrides {', '.join(overridden)}" if overridden else ""
+            lines.append(kind.launch_line.format(env=pre, tp=tp, flags=post) + note)
     if command:
         lines.append(("env " + pre if env else "") + shlex.join(_here_relative(command)) + post)
     return lines

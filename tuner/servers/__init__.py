@@ -17,6 +17,7 @@ carries a set's decode allreduce and what that leaves its NCCL variables
 from tuner.servers.backend import Backend, BackendProof, allreduce_backend, prove
 from tuner.servers.carrier import nccl_cannot_act_at_decode
 from tuner.servers.catalogue import (
+    BACKEND_SERVERS,
     CATALOGUE,
     BackendChoice,
     ServerName,
@@ -29,6 +30,7 @@ from tuner.servers.kind import ModelRoute, ServerKind, option_value
 from tuner.servers.kinds import GENERIC, KIND_NAMES, KINDS, kind_named, kind_of
 
 __all__ = [
+    "BACKEND_SERVERS",
     "CATALOGUE",
     "GENERIC",
     "KINDS",

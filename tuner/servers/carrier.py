@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tuner.nccl import is_tuning_variable
-from tuner.servers.catalogue import BackendName, choice_of
+from tuner.servers.catalogue import BACKEND_SERVERS, BackendName, choice_of
 
 __all__ = ["nccl_cannot_act_at_decode"]
 
@@ -40,8 +40,8 @@ def set_carrier(server: str | None, env: Mapping[str, str], flags: Sequence[str]
     catalogue choice's (``server`` ``"vllm"``/``"sglang"``), else ``baseline`` (the first
     baseline's backend name, ``""`` when not known); ``unknown`` for a set with flags on a
     server not known (a flag such as --disable-custom-all-reduce may move it)."""
-    if server in ("vllm", "sglang"):
-        choice = choice_of(server, _params(env, flags))  # type: ignore[arg-type]
+    if server in BACKEND_SERVERS:
+        choice = choice_of(server, _params(env, flags))
         if choice is not None:
             return choice.backend
     elif flags:

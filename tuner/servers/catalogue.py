@@ -13,9 +13,14 @@ from collections.abc import Mapping
 
 from tuner.servers.choice import BackendChoice, BackendName, ServerName, version_key
 from tuner.servers.entries import CATALOGUE
+from tuner.servers.kinds import kind_named
 
-__all__ = ["CATALOGUE", "BackendChoice", "BackendName", "ServerName", "choice_of", "choices", "infeasible",
+__all__ = ["BACKEND_SERVERS", "CATALOGUE", "BackendChoice", "BackendName", "ServerName", "choice_of", "choices", "infeasible",
            "switch_keys", "switch_versions", "version_key"]
+
+
+#: The server kinds that have backend switches in the catalogue, in its order.
+BACKEND_SERVERS: tuple[ServerName, ...] = tuple(dict.fromkeys(c.server for c in CATALOGUE))
 
 
 def choices(server: ServerName, version: str | None = None) -> list[BackendChoice]:
@@ -72,7 +77,7 @@ def infeasible(choice: BackendChoice, *, version: str | None, tp: int | None, li
     unknown). Unknown facts never make it infeasible. Raises ``ValueError`` for a ``version``
     that is not a number.
     """
-    server = "vLLM" if choice.server == "vllm" else "SGLang"
+    server = kind_named(choice.server).title
     if version is not None and not choice.released_in(version):
         switches = ", ".join(choice.params) or "the default"
         pick = "together pick" if len(choice.params) > 1 else "picks"

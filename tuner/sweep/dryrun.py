@@ -51,6 +51,7 @@ from tuner.planning import (
 from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
 from tuner.server import split_inherited
+from tuner.servers import BACKEND_SERVERS
 from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
 
@@ -183,7 +184,7 @@ def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
     if info.allreduce_nccl_on_decode_path is not False:
         return []
     head = f"The stored study's first baseline showed NCCL does not carry the decode allreduce ({info.allreduce_backend})"
-    if info.allreduce_backend != "none" and info.allreduce_server in ("vllm", "sglang"):
+    if info.allreduce_backend != "none" and info.allreduce_server in BACKEND_SERVERS:
         path, found = backend_space_path(info.allreduce_server, cfg.path)
         if found:
             names = [p.name for p in load_space(path, allow_unsafe=True).presets]
@@ -192,7 +193,7 @@ def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
     if any(n.startswith("-") for n in space.choices()) or force:
         return [f"{head}: the night sweeps on (the space varies a server flag)."]
     return [f"{head}: the night stops after its baseline (exit 5), naming the backend space to measure "
-            f"({BACKEND_SPACE.format(server='vllm')} or {BACKEND_SPACE.format(server='sglang')})."]
+            f"({' or '.join(BACKEND_SPACE.format(server=s) for s in BACKEND_SERVERS)})."]
 
 
 def _clock_lines(plan: Plan, cfg: ExperimentConfig, records: Sequence[TrialRecord], timeout_s: float | None,

@@ -38,7 +38,16 @@ from tuner.nccl import (
 )
 from tuner.planning import flag_params
 from tuner.record import TrialRecord
-from tuner.servers import Backend, BackendChoice, BackendProof, ServerName, allreduce_backend, choice_of, prove
+from tuner.servers import (
+    BACKEND_SERVERS,
+    Backend,
+    BackendChoice,
+    BackendProof,
+    ServerName,
+    allreduce_backend,
+    choice_of,
+    prove,
+)
 
 __all__ = ["Evidence", "debug_env", "debug_file", "nccl_dir", "read"]
 
@@ -110,7 +119,7 @@ def set_choice(server: ServerName | None, launched: Mapping[str, str], flags: li
     ``launched`` and server ``flags`` in a space's form), for ``server``; with the server not
     known, the first server whose catalogue names one. None when the set names no backend switch."""
     params = {**launched, **flag_params(flags)}
-    servers: tuple[ServerName, ...] = (server,) if server is not None else ("vllm", "sglang")
+    servers: tuple[ServerName, ...] = (server,) if server is not None else BACKEND_SERVERS
     return next((c for s in servers if (c := choice_of(s, params)) is not None), None)
 
 

@@ -33,6 +33,7 @@ from tuner.judging import (
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import Planner, night_sizes
 from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
+from tuner.servers import BACKEND_SERVERS, kind_named
 from tuner.study import StudyStore
 from tuner.sweep import evidence
 from tuner.triage import Triage, triage
@@ -127,7 +128,7 @@ def backend_check(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
         return None
     message = (f"NCCL does not carry the decode allreduce on this server: {info.allreduce_backend} "
                f"({info.allreduce_backend_reason})")
-    if info.allreduce_backend != "none" and info.allreduce_server in ("vllm", "sglang"):
+    if info.allreduce_backend != "none" and info.allreduce_server in BACKEND_SERVERS:
         path, found = backend_space_path(info.allreduce_server, cfg.path)
         if found:
             return path, f"NCCL does not carry the decode allreduce on this server ({info.allreduce_backend} does)"
@@ -136,10 +137,13 @@ def backend_check(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
     elif info.allreduce_backend == "none":
         advice = "no backend choice can help: there is no allreduce to tune"
     else:
-        advice = ("the server is neither vLLM nor SGLang by its command or log, so the night cannot choose its "
+        first, *rest = BACKEND_SERVERS
+        titles = [kind_named(s).title for s in BACKEND_SERVERS]
+        others = "; ".join(f"{BACKEND_SPACE.format(server=s)} for {kind_named(s).title}'s" for s in rest)
+        advice = (f"the server is none of {', '.join(titles)} by its command or log, so the night cannot choose its "
                   "backend space: to measure the backend choice itself run "
-                  f"`nccl-tune sweep {cfg.path} --space {BACKEND_SPACE.format(server='vllm')} --study "
-                  f"{study}-backends` (vLLM's switches; {BACKEND_SPACE.format(server='sglang')} for SGLang's)")
+                  f"`nccl-tune sweep {cfg.path} --space {BACKEND_SPACE.format(server=first)} --study "
+                  f"{study}-backends` ({kind_named(first).title}'s switches; {others})")
     message += ". NCCL variables cannot change decode speed here, so no tuned relaunch was spent"
     varies = [n for n in space.choices() if n.startswith("-")]
     if varies:

@@ -203,7 +203,7 @@ def test_program_checked_unless_told_not_to(tmp_path, space):
     ("env = { NCCL_NTHREADS = 100 }", "server.env.NCCL_NTHREADS", "100", "multiple of 32"),
     ('env = { NCCL_PROTO = "LL128" }', "server.env.NCCL_PROTO", '"LL128"', "pass --allow-unsafe"),
     ('env = { NCCL_PRTO = "LL" }', "server.env.NCCL_PRTO", '"LL"', ""),
-    ("portt = 1", "server.portt", "1", "the keys api_key, command, env, expected_load_s, health_path, host, log_max_bytes, model, port"),
+    ("portt = 1", "server.portt", "1", "the keys api_key, command, env, expected_load_s, health_path, host, kind, log_max_bytes, model, port"),
 ])
 def test_server_problems(tmp_path, space, server, key, value, accepted):
     base = "[server]\n" if server.startswith("command") else SERVER
