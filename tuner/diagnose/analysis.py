@@ -135,7 +135,7 @@ def _infer_decode_size(ops: Mapping[tuple[str, int], Operation],
             series = [s * k for k in (1, 2, 4, 8, 16) if s * k in startup]
             return _Inferred(s, "capture", (
                 f"the smallest of the sizes {', '.join(map(str, series))} B logged at start-up: the CUDA-graph "
-                "capture of decode batches 1, 2, 4, ... (vLLM, SGLang); a batch-1 decode step replays the graph "
+                "capture of decode batches 1, 2, 4, ... (as servers capture them); a batch-1 decode step replays the graph "
                 f"captured for {s} B, which NCCL does not log again"))
     probe_sizes = Counter({n: op.count for (f, n), op in probe_ops.items() if f == "AllReduce"})
     if len(probe_sizes) >= 2:  # eager decode logs every step next to the prompt's prefill

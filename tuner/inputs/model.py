@@ -196,10 +196,10 @@ def _activation_dtype(raw: dict[str, Any], cfg: dict[str, Any], prefix: str, whe
                            "not a dtype a server computes activations in")
             if name == "float32":
                 return _AUTO_DTYPE, (f"Activations are {_AUTO_DTYPE}: config.json says {key_prefix}{key}="
-                                     f"{value}, which vLLM's --dtype auto serves in bfloat16 (float16 on GPUs "
+                                     f"{value}, which a server's --dtype auto serves in bfloat16 (float16 on GPUs "
                                      "without bfloat16; 2 bytes either way).")
             return name, f"Activations are {name}: config.json {key_prefix}{key}={value}."
-    return _AUTO_DTYPE, (f"Activations are {_AUTO_DTYPE}: config.json names no dtype, and vLLM's --dtype "
+    return _AUTO_DTYPE, (f"Activations are {_AUTO_DTYPE}: config.json names no dtype, and a server's --dtype "
                          "auto then serves in bfloat16 (float16 on GPUs without it; 2 bytes either way).")
 
 
@@ -265,7 +265,7 @@ def allreduces_per_token(shape: ModelShape, *, expert_parallel: bool = False,
     caveats: list[str] = []
     rule = (f"2 x num_hidden_layers = 2 x {layers}: one allreduce after the attention output projection "
             "(o_proj) and one after the MLP (down_proj, or the MoE block's single combined reduce) per "
-            "layer, each a RowParallelLinear in vLLM.")
+            "layer, each a row-parallel linear layer.")
     if shape.is_moe and expert_parallel:
         mlp = shape.first_dense_layers
         rule = (f"{attention} attention allreduces + {mlp} dense-MLP allreduces: with expert parallelism the "
@@ -281,7 +281,7 @@ def allreduces_per_token(shape: ModelShape, *, expert_parallel: bool = False,
                        "projections are replicated.")
     caveats.append("One more allreduce per step comes from the vocabulary-parallel input embedding "
                    "(VocabParallelEmbedding), not counted here.")
-    caveats.append("A server may carry small allreduces outside NCCL (vLLM custom allreduce, symmetric "
+    caveats.append("A server may carry small allreduces outside NCCL (a custom allreduce, symmetric "
                    "memory, allreduce+RMSNorm fusion): the count is the same, NCCL's share may not be.")
     if shape.num_nextn_predict_layers:
         caveats.append(f"{shape.num_nextn_predict_layers} MTP layer(s) add their own allreduces when "

@@ -26,6 +26,7 @@ import httpx
 
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
 from tuner.inputs import server_tls
+from tuner.servers import KINDS
 
 __all__ = [
     "DRAIN_S",
@@ -48,9 +49,8 @@ __all__ = [
 
 #: Environment variables the runner reads an API key from, in order (the OpenAI client's name).
 API_KEY_ENV = ("OPENAI_API_KEY",)
-#: Names under which a server is given its key in its own environment (vLLM reads
-#: ``VLLM_API_KEY`` in ``vllm/entrypoints/openai/api_server.py`` when ``--api-key`` is unset).
-SERVER_API_KEY_ENV = ("VLLM_API_KEY",)
+#: Names under which a server is given its key in its own environment: each kind's ``api_key_env``.
+SERVER_API_KEY_ENV = tuple(name for kind in KINDS for name in kind.api_key_env)
 
 #: Request fields the probe adds that a server may refuse, each with the words that name it in an
 #: error body (vLLM/FastAPI ``extra_forbidden`` lists ``loc: ["body", "stream_options"]``, the

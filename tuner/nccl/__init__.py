@@ -43,7 +43,7 @@ from tuner.nccl.names import (
     name_warning,
 )
 from tuner.nccl.p2p import CPU_KINDS, default_p2p_level, p2p_levels
-from tuner.nccl.proof import confirmations, unlaunched_echoes
+from tuner.nccl.proof import SilentWhy, confirmations, unlaunched_echoes
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus
 from tuner.nccl.sources import read_sources, server_log_source
@@ -73,6 +73,7 @@ __all__ = [
     "Operation",
     "ParsedLog",
     "Pick",
+    "SilentWhy",
     "Topology",
     "TuningTable",
     "accepted",

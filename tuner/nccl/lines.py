@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from tuner.nccl.types import NcclVersion
 
-__all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "RAY_COPIED_ENV", "SERVER_NCCL_VERSION", "VLLM_VERSION",
+__all__ = ["NCCL_LINE", "NCCL_MARK", "NCCL_VERSION", "RAY_COPIED_ENV", "SERVER_NCCL_VERSION",
            "NcclLine", "line_pid", "read_line", "strip_ansi", "strip_wrappers", "version_in_text"]
 
 _RAY = re.compile(r"^\((?P<actor>[\w.-]+) pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\)\s?")
 _WORKER = re.compile(r"^\((?P<actor>[\w.-]+)(?P<inner>[^()]*?\bpid=\d+[^()]*)\)\s?")
-_SGLANG = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<tags>(?: [A-Z]+\d+)*)\]\s?")
+_BRACKET_TIME = re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<tags>(?: [A-Z]+\d+)*)\]\s?")
 #: Terminal colour codes (Ray colours its worker prefixes and the "[repeated Nx ...]" tag).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RAY_DEDUP = re.compile(r"\s*\[repeated (\d+)x across cluster\](?:\s*\(Ray deduplicates logs[^)]*\))?\s*$")
@@ -42,10 +42,10 @@ NCCL_LINE = re.compile(  # the host begins a run of host characters: linear, not
 NCCL_MARK = re.compile(r"\b" + _LEVEL_AND_MESSAGE)
 #: NCCL's version line, ``NCCL version 2.21.5+cuda12.4`` (src/init.cc, showVersion): ``v``, ``suffix``.
 NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?P<suffix>\S*)")
-#: vLLM's and SGLang's ``... is using nccl==2.21.5`` (the NCCL the server loaded): ``server``, ``v``.
-SERVER_NCCL_VERSION = re.compile(r"\b(?P<server>vLLM|sglang(?:-diffusion)?) is using nccl==(?P<v>\d+\.\d+\.\d+)")
-#: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s"): ``v``.
-VLLM_VERSION = re.compile(r"vLLM API server version (?P<v>\S+)")
+#: A server's ``<server> is using nccl==2.21.5`` (the NCCL it loaded; vLLM's and SGLang's pynccl.py,
+#: PyNcclCommunicator.__init__, print it so): ``server``, ``v``. Which servers print it is theirs to
+#: say (``tuner.servers``' kinds, ``nccl_version_lines``); the line's shape is read here.
+SERVER_NCCL_VERSION = re.compile(r"\b(?P<server>[A-Za-z][\w.-]*) is using nccl==(?P<v>\d+\.\d+\.\d+)")
 #: vLLM's Ray executor naming what it passes to Ray workers (vllm/executor/ray_distributed_executor.py
 #: up to 0.16: "Copying the following environment variables to workers: %s"): ``names``, a Python list.
 RAY_COPIED_ENV = re.compile(r"Copying the following environment variables to workers: \[(?P<names>[^\]]*)\]")
@@ -89,7 +89,7 @@ def strip_wrappers(line: str) -> tuple[str, int | None, int]:
     if m:
         folded, line = int(m.group(1)), line[:m.start()]
     for _ in range(3):
-        m = _RAY.match(line) or _WORKER.match(line) or _SGLANG.match(line)
+        m = _RAY.match(line) or _WORKER.match(line) or _BRACKET_TIME.match(line)
         if not m:
             break
         text = m.group(0)

@@ -19,7 +19,6 @@ from tuner.nccl.lines import (
     NCCL_VERSION,
     RAY_COPIED_ENV,
     SERVER_NCCL_VERSION,
-    VLLM_VERSION,
     NcclLine,
     read_line,
     strip_wrappers,
@@ -173,8 +172,8 @@ class ParsedLog:
     and ``echo_source[name][process]`` the :class:`LogSource` label a process's lines and echo
     came from; ``cut[process]`` fragments of its lines that lost their tails (``cut_unknown``: of
     no known process); ``joined_echoes[name]`` the processes whose echo of it is on a line the
-    pipe cut and :func:`tuner.nccl.rejoin.rejoin` put back; ``folds`` Ray-folded lines; ``vllm_version``, ``ray_copied_env`` (what
-    vLLM's Ray executor says it copies to workers) and ``ray_workers`` (Ray worker prefixes seen).
+    pipe cut and :func:`tuner.nccl.rejoin.rejoin` put back; ``folds`` Ray-folded lines; ``ray_copied_env`` (what
+    a server's Ray executor says it copies to workers) and ``ray_workers`` (Ray worker prefixes seen).
 
     NCCL's model of the machine, kept whole for :func:`tuner.nccl.machine.machine_from_log`:
     ``graph_lines[process]`` its GRAPH lines (:data:`GRAPH_LINE`: topology, paths, graphs, the
@@ -219,7 +218,6 @@ class ParsedLog:
     joined_echoes: dict[str, set[str]] = field(default_factory=dict)
     rejoined: int = 0
     sources: list[str] = field(default_factory=list)
-    vllm_version: str | None = None
     ray_copied_env: list[str] | None = None
     ray_workers: bool = False
     graph_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
@@ -276,8 +274,6 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
             parsed.ray_workers |= raw.startswith("(RayWorkerWrapper") or "ip=" in raw[:80]
         body, prefix_rank, folded = strip_wrappers(raw)
         parsed.folded |= bool(folded)
-        if parsed.vllm_version is None and (vv := VLLM_VERSION.search(body)):
-            parsed.vllm_version = vv.group("v")
         if rc := RAY_COPIED_ENV.search(body):
             parsed.ray_copied_env = [a or b for a, b in re.findall(r"'([^']*)'|\"([^\"]*)\"", rc.group("names"))]
         sv = SERVER_NCCL_VERSION.search(body)

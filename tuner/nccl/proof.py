@@ -8,19 +8,20 @@ variable into confirmed, not applied, or unverifiable from a :class:`~tuner.nccl
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from tuner.nccl.log import SERVER_LOG, ParsedLog
 from tuner.nccl.types import NcclVersion
 from tuner.nccl.values import canonical_value
 
-__all__ = ["confirmations", "rank_list", "unlaunched_echoes"]
+__all__ = ["SilentWhy", "confirmations", "rank_list", "unlaunched_echoes"]
 
 P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel echoes the disable env
-#: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);
-#: before, only its own registered variables ("Copying the following environment variables to workers").
-RAY_COPIES_NCCL_FROM = (0, 17, 0)
+#: ``why(name, server_version, copied)``: a server kind's reason its Ray workers never saw ``name``
+#: (``copied``: the names its Ray executor said it copies, None when not said), or None to keep the
+#: generic reason (:attr:`tuner.servers.ServerKind.ray_silent_why`).
+SilentWhy = Callable[[str, str | None, list[str] | None], str | None]
 
 #: Variables NCCL reads, and so echoes, during every communicator init when they are set.
 _ECHOED_AT_INIT = frozenset({
@@ -104,8 +105,8 @@ def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
 CONFIRMED, NOT_APPLIED, UNVERIFIABLE = "confirmed", "not applied", "unverifiable"
 
 
-def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
-                  version: NcclVersion | None = None) -> Confirmations:
+def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog, version: NcclVersion | None = None, *,
+                  server_version: str | None = None, silent_why: SilentWhy | None = None) -> Confirmations:
     """Compare the set a trial launched with what NCCL echoed, rank by rank.
 
     Each rank of the largest communicator NCCL logged (``comm ... rank R nRanks N``) is
@@ -118,7 +119,8 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
     counted; the reason names those ranks and the likely cause (Ray workers keep the
     environment of ``ray start``). It is *unverifiable* when NCCL never echoes it
     (CUDA_DEVICE_MAX_CONNECTIONS, ``NCCL_P2P_DISABLE=0``), the log holds no NCCL INFO line, or
-    the ranks left over could not be read: their lines stop before ``Init COMPLETE`` (a buffer
+    the ranks left over could not be read (``server_version`` and ``silent_why``: the server's
+    version and its kind's reason Ray workers were not given a variable): their lines stop before ``Init COMPLETE`` (a buffer
     lost at SIGKILL), were never seen (another host's files), are hidden in Ray's ``[repeated Nx
     across cluster]`` (a fold is never proof for the ranks it hides), or their echo was cut by
     the pipe. NCCL_DEBUG itself is confirmed by the presence of INFO lines.
@@ -130,7 +132,8 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog,
     unverifiable: list[str] = []
     rows: list[ProofRow] = []
     for name, value in launched_env.items():
-        row = _prove(name, value, launched_env, parsed, ranks, v)
+        why = _silent_cause(parsed, server_version, silent_why)
+        row = _prove(name, value, launched_env, parsed, ranks, v, why)
         rows.append(row)
         if row.status == CONFIRMED:
             confirmed[name] = row.echo
@@ -191,7 +194,7 @@ def _row(name: str, value: str, status: str, why: str = "", echo: str = "", ok: 
 
 
 def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ranks: _Ranks,
-           v: NcclVersion | None) -> ProofRow:
+           v: NcclVersion | None, why_silent: Callable[[str], str] = lambda name: "") -> ProofRow:
     if name == "NCCL_DEBUG":
         if parsed.info_lines:
             return _row(name, value, CONFIRMED, echo="INFO", ranks=ranks)
@@ -247,7 +250,7 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
                     + (f"with {hidden_echoes} folded echoes of {name}" if hidden_echoes else f"and no echo of {name} "
                        "was folded"))
         why += f": {len(ok) + hidden_echoes} echo{'es' if len(ok) + hidden_echoes != 1 else ''} for {n} ranks. "
-        return _row(name, value, NOT_APPLIED, why + _silent_cause(name, parsed), echo, ok, ranks)
+        return _row(name, value, NOT_APPLIED, why + why_silent(name), echo, ok, ranks)
     return _row(name, value, UNVERIFIABLE, _unaccounted(name, ranks, ok, garbled, silent, hidden_echoes), echo, ok, ranks)
 
 
@@ -290,28 +293,23 @@ def _unaccounted(name: str, ranks: _Ranks, ok: Mapping[str, str], garbled: Mappi
     return "; ".join(parts) or "no rank's echo could be read"
 
 
-def _vllm_tuple(version: str | None) -> tuple[int, ...] | None:
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version or "")
-    return tuple(int(x or 0) for x in m.groups()) if m else None
-
-
-def _silent_cause(name: str, parsed: ParsedLog) -> str:
-    """The likely reason ranks never saw ``name``, for the server version the log names."""
-    if not (parsed.ray_workers or parsed.ray_copied_env is not None):
-        return ("Those processes never got the variable: a launcher or container that does not pass the server's "
-                "environment on to its workers.")
-    v = parsed.vllm_version
-    vt = _vllm_tuple(v)
-    copied = parsed.ray_copied_env
-    if vt is not None and vt >= RAY_COPIES_NCCL_FROM and name.startswith("NCCL_") and (
-            copied is None or any(c.startswith("NCCL_") for c in copied)):
-        return (f"vLLM {v} copies NCCL_* to its Ray workers (vllm/ray/ray_env.py), so the worker node withheld "
-                "it: a value set where that node's `ray start` ran wins; check that node's environment.")
-    listed = f" (this log: 'Copying the following environment variables to workers: {copied}')" if copied is not None else ""
-    who = f"vLLM {v}" if v else "vLLM before 0.17.0 (this log names no vLLM version)"
-    return (f"Ray workers keep the environment of `ray start`, and {who} copies only its own variables to them"
-            f"{listed}. Export {name} before `ray start` on every node, or put {name} in Ray's "
-            "runtime_env={'env_vars': {...}}; vLLM 0.17.0 and later copy NCCL_* to Ray workers themselves.")
+def _silent_cause(parsed: ParsedLog, server_version: str | None,
+                  silent_why: SilentWhy | None) -> Callable[[str], str]:
+    """``why(name)``: the likely reason ranks never saw ``name``: a launcher or container that
+    did not pass it on, or, on Ray, the server kind's reason (``silent_why`` with its
+    ``server_version``), else Ray's own rule (its workers keep the environment of ``ray start``)."""
+    def why(name: str) -> str:
+        copied = parsed.ray_copied_env
+        if not (parsed.ray_workers or copied is not None):
+            return ("Those processes never got the variable: a launcher or container that does not pass the server's "
+                    "environment on to its workers.")
+        said = silent_why(name, server_version, copied) if silent_why is not None else None
+        if said:
+            return said
+        listed = f" (this log: 'Copying the following environment variables to workers: {copied}')" if copied else ""
+        return (f"Ray workers keep the environment of `ray start`{listed}. Export {name} before `ray start` on every "
+                f"node, or put {name} in Ray's runtime_env={{'env_vars': {{...}}}}.")
+    return why
 
 
 def _always_read(name: str, env: Mapping[str, str], parsed: ParsedLog, version: NcclVersion | None) -> bool:

@@ -39,9 +39,9 @@ LINE_STARTS: tuple[tuple[str, str], ...] = (
     ("nccl-2.30-warn", _STAMP + r"\[\d+\] \S+:\d+ \([^()\s]*\) NCCL WARN\b"),  # [dev] file.cc:1 (func) NCCL WARN
     ("nccl-version", r"NCCL version 2\."),  # src/init.cc, showVersion
     ("ray", r"\([\w.-]+ pid=\d+(?:, ip=[\w.:-]+)?\) "),  # (RayWorkerWrapper pid=2101, ip=10.0.0.1)
-    ("vllm-worker", r"\([\w.-]+ [^()\n]*?\bpid=\d+[^()\n]*\) "),  # (Worker_TP3 pid=1) (VllmWorker rank=3 pid=1)
-    ("sglang", r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"),  # [2026-06-28 13:34:12 TP3]
-    ("vllm-logging", r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"),
+    ("worker-tag", r"\([\w.-]+ [^()\n]*?\bpid=\d+[^()\n]*\) "),  # (Worker_TP3 pid=1) (VllmWorker rank=3 pid=1)
+    ("bracket-time", r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"),  # [2026-06-28 13:34:12 TP3]
+    ("level-date", r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"),
     ("uvicorn", r"(?:INFO:     |WARNING:  |ERROR:    |DEBUG:    |CRITICAL: )"),
     ("python-logging", r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"),
     ("traceback", r"Traceback \(most recent call last\):"),

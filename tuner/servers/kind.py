@@ -15,6 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tuner.nccl import SilentWhy
+
 __all__ = ["ModelRoute", "ServerKind", "option_value"]
 
 
@@ -83,7 +85,8 @@ class ServerKind:
     ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
     from), ``nccl_overrides`` (NCCL variables it overwrites itself, with why). ``launch_line``
     (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
-    ``sources``: the files and versions read.
+    ``sources``: the files and versions read. ``ray_silent_why``: why its Ray workers did not get a
+    variable, by its version (:data:`tuner.nccl.SilentWhy`), None for Ray's generic reason.
     """
 
     name: str
@@ -113,6 +116,7 @@ class ServerKind:
     nccl_overrides: dict[str, str] = field(default_factory=dict)
     launch_line: str = ""
     sources: str = ""
+    ray_silent_why: SilentWhy | None = None
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",

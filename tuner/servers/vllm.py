@@ -18,9 +18,38 @@ dynamic shape"``, vllm/compilation/backends.py). Its own variables start with ``
 
 from __future__ import annotations
 
+import re
+
 from tuner.servers.kind import ServerKind
 
-__all__ = ["VLLM"]
+__all__ = ["RAY_COPIES_NCCL_FROM", "VLLM", "ray_silent_why"]
+
+#: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);
+#: before, only its own registered variables ("Copying the following environment variables to workers",
+#: vllm/executor/ray_distributed_executor.py up to 0.16).
+RAY_COPIES_NCCL_FROM = (0, 17, 0)
+
+
+def _release(version: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def ray_silent_why(name: str, version: str | None, copied: list[str] | None) -> str:
+    """Why vLLM ``version``'s Ray workers never saw ``name`` (``copied``: the names its Ray
+    executor said it copies, None when not said): from 0.17.0 vLLM copies ``NCCL_*`` itself, so
+    the worker's node withheld it; before, it copies only its own variables."""
+    release = _release(version)
+    if release is not None and release >= RAY_COPIES_NCCL_FROM and name.startswith("NCCL_") and (
+            copied is None or any(c.startswith("NCCL_") for c in copied)):
+        return (f"vLLM {version} copies NCCL_* to its Ray workers (vllm/ray/ray_env.py), so the worker node withheld "
+                "it: a value set where that node's `ray start` ran wins; check that node's environment.")
+    listed = f" (this log: 'Copying the following environment variables to workers: {copied}')" if copied is not None else ""
+    who = f"vLLM {version}" if version else "vLLM before 0.17.0 (this log names no vLLM version)"
+    return (f"Ray workers keep the environment of `ray start`, and {who} copies only its own variables to them"
+            f"{listed}. Export {name} before `ray start` on every node, or put {name} in Ray's "
+            "runtime_env={'env_vars': {...}}; vLLM 0.17.0 and later copy NCCL_* to Ray workers themselves.")
+
 
 VLLM = ServerKind(
     name="vllm",
@@ -40,6 +69,7 @@ VLLM = ServerKind(
     env_prefixes=("VLLM_",),
     api_key_env=("VLLM_API_KEY",),
     launch_line="{env}vllm serve MODEL --tensor-parallel-size {tp}{flags}",
+    ray_silent_why=ray_silent_why,
     sources="vllm v0.10.1.1, v0.11.0: entrypoints/cli/serve.py, engine/arg_utils.py, entrypoints/openai/api_server.py, "
             "v1/worker/gpu_worker.py, distributed/device_communicators/pynccl.py",
 )

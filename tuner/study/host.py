@@ -13,7 +13,6 @@ type is measured against its own baseline and judged on its own (:func:`tuner.ju
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,15 +23,11 @@ from tuner.inputs import ExperimentConfig
 from tuner.record import HostRecord
 from tuner.redaction import scrub, secret_values
 from tuner.server import gpu
+from tuner.servers import KINDS
 from tuner.study.inflight import host_name
 
 __all__ = ["Host", "command_identity", "host_type", "this_host"]
 
-#: vLLM's start-up line (vllm/entrypoints/openai/api_server.py: "vLLM API server version %s").
-#: vLLM's version: the API server's first line (vllm/entrypoints/openai/api_server.py, run_server),
-#: else the engine's config line ("Initializing a V1 LLM engine (v0.11.0) with config: ...",
-#: vllm/v1/engine/core.py; "Initializing an LLM engine (v0.6.3)" before V1, vllm/engine/llm_engine.py).
-_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
 #: Bytes of a server log read for its version (the start-up lines come first).
 _HEAD_BYTES = 256 * 1024
 
@@ -61,15 +56,18 @@ def host_type(gpus: Mapping[str, Any], argv: list[str]) -> str:
 
 
 def server_version(log: str | os.PathLike[str]) -> str:
-    """The server's version its log names (``vllm 0.11.0`` from vLLM's start-up line), or
-    ``""`` (SGLang's version is not read: no start-up line of it is parsed)."""
+    """The server's version its log names, as ``<kind> <version>`` (``vllm 0.11.0``: the first
+    line a server kind reads a version from, :meth:`tuner.servers.ServerKind.version`), or ``""``."""
     try:
         with open(log, "rb") as fh:
             head = fh.read(_HEAD_BYTES).decode(errors="replace")
     except OSError:
         return ""
-    m = _VLLM_VERSION.search(head)
-    return f"vllm {m.group(1) or m.group(2)}" if m else ""
+    for line in head.splitlines():
+        for kind in KINDS:
+            if version := kind.version(line):
+                return f"{kind.name} {version}"
+    return ""
 
 
 @dataclass(frozen=True)

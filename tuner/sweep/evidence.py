@@ -46,6 +46,7 @@ from tuner.servers import (
     ServerName,
     allreduce_backend,
     choice_of,
+    kind_of,
     prove,
 )
 
@@ -149,7 +150,9 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
     # a backend choice's variables are the server's, proven by its log line, not by NCCL's echo
     to_nccl = {k: v for k, v in launched.items() if proof.choice is None or k not in proof.choice.params}
-    conf = confirmations(to_nccl, parsed, version)
+    kind = kind_of(argv, lines)
+    server_version = next((v for line in lines[:5000] if (v := kind.version(line))), None)
+    conf = confirmations(to_nccl, parsed, version, server_version=server_version, silent_why=kind.ray_silent_why)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
