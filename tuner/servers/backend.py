@@ -15,7 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.nccl import NcclVersion, version_in_text
+from tuner.servers.catalogue import BACKEND_SERVERS
 from tuner.servers.choice import BackendChoice, BackendName, ServerName
+from tuner.servers.kinds import kind_of
+from tuner.servers.vllm import VLLM
 
 __all__ = ["SERVER_OVERRIDES", "Backend", "BackendProof", "allreduce_backend", "dispatch_order", "prove"]
 
@@ -68,14 +71,12 @@ def dispatch_order(log_lines: Iterable[str]) -> tuple[list[str], str] | None:
 
 
 _CA_DISABLED = re.compile(r"Custom ?[Aa]ll[Rr]educe(?:V2)? is disabled (?:because|due to) (?P<why>[^.]*)")
-_VLLM_MARK = re.compile(r"\bvLLM\b|vllm\.entrypoints|VllmWorker|Worker_TP\d|EngineCore")
 #: NCCL's per-operation line for an allreduce on a symmetric kernel (2.27+, TUNING):
 #: ``"%s [Symmetric]: %ld Bytes -> Kernel %s nchannels %d nthreads %d"`` (src/enqueue.cc,
 #: ncclLaunchPrepare, v2.27.3-1), `` nWorks %d`` added from 2.28 (src/scheduler/symmetric_sched.cc,
 #: ncclSymmetricTaskScheduler, v2.28.9-1 to v2.30.7-1).
 _SYM_ALLREDUCE = re.compile(r"\bAllReduce \[Symmetric\]: \d+ Bytes -> Kernel \S+ nchannels \d+ nthreads \d+"
                             r"(?: nWorks \d+)?")
-_SGLANG_MARK = re.compile(r"\bsglang\b|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)* TP\d+")
 
 
 def _flag(argv: Sequence[str], *names: str) -> bool:
@@ -98,16 +99,10 @@ def _option(argv: Sequence[str], *names: str) -> str | None:
 
 
 def _server_of(argv: Sequence[str], text: str) -> ServerName | None:
-    joined = " ".join(argv)
-    if "sglang" in joined:
-        return "sglang"
-    if "vllm" in joined:
-        return "vllm"
-    if _SGLANG_MARK.search(text):
-        return "sglang"
-    if _VLLM_MARK.search(text):
-        return "vllm"
-    return None
+    """The server kind of ``argv`` and its log ``text`` (:func:`tuner.servers.kinds.kind_of`) when
+    it has backend switches, else None."""
+    kind = kind_of(argv, text.splitlines())
+    return next((name for name in BACKEND_SERVERS if name == kind.name), None)
 
 
 def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mapping[str, str] | None = None) -> Backend:
@@ -168,7 +163,7 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
     # the engine-config line ("..., disable_custom_all_reduce=True, ..."), not the warning's advice
     flag_off = _flag(argv, "--disable-custom-all-reduce") or re.search(r"disable_custom_all_reduce=True[,)]", text)
     if not flag_off and not disabled:
-        if server == "vllm" and not (_VLLM_MARK.search(text) or tp):
+        if server == "vllm" and not (VLLM.marks(text) or tp):
             return result("unknown", None, "no vLLM start-up line in the log to judge the allreduce backend by")
         return result("custom_allreduce", False,
                       f"{server}'s custom allreduce is on (no \"Custom allreduce is disabled\" line, no "
