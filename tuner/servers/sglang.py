@@ -32,7 +32,7 @@ SGLANG = ServerKind(
     version_lines=(r"\bsglang(?:==| version:? )(?P<v>\d+\.\d+\S*)",),
     nccl_version_lines=(r"\bsglang(?:-diffusion)? is using nccl==(?P<v>\d+\.\d+\.\d+)",),
     fatal_lines=(r"Scheduler hit an exception", r"Received sigquit from a child process"),
-    machine_lines=(r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",),
+    machine_lines=(r"The memory capacity is unbalanced",),
     warmup_lines=(r"Capture cuda graph", r"DeepGEMM", r"\bJIT\b.*[Cc]ompil|[Cc]ompil\w* .*\bJIT\b"),
     log_prefixes=(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ?",),
     honours_ignore_eos=True,
