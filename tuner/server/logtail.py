@@ -3,23 +3,17 @@
 The tail is kept by :class:`tuner.server.logpump.LogPump`; a failure's cause is read from it.
 
 **Causes.** The cause of a failure is the root error, not a wrapper that points elsewhere and
-not a harmless warning printed earlier. :func:`find_cause` ranks the lines of a tail by
-:class:`CauseKind` and takes the first line of the best kind (the root comes first; later ones
-are its consequences on other ranks). Shapes recognised, with their primary sources:
-
-* wrappers that point elsewhere: vLLM's ``RuntimeError: Engine core initialization failed. See
-  root cause above`` (vllm/v1/engine/utils.py, ``wait_for_engine_startup``), ``EngineDeadError:
-  EngineCore encountered an issue. See stack trace (above) for the root cause``
-  (vllm/v1/engine/exceptions.py), ``EngineCore failed to start`` / ``EngineCore encountered a
-  fatal error`` (vllm/v1/engine/core.py), ``Engine core proc ... died unexpectedly``
-  (vllm/v1/engine/core_client.py); SGLang's ``Scheduler hit an exception`` and ``Received sigquit
-  from a child process`` (sglang/srt/managers/scheduler.py, sglang/srt/entrypoints/engine.py);
-* harmless warnings: Python warning categories (``UserWarning``, ``DeprecationWarning``...),
-  lines logged at WARNING level, PyTorch's ``[W... ProcessGroupNCCL.cpp] Warning:`` lines and
-  benign ``NCCL WARN`` lines (``Failed to open libibverbs``: NCCL falls back to sockets; up to
-  2.26 ``Invalid NCCL_NTHREADS ...``: NCCL uses another thread count);
-* ``INFO``/``DEBUG`` lines are read only when nothing else explains the failure (a launcher that
-  re-logs every server line at INFO level).
+not a harmless warning printed earlier; what ended the process (a fatal line, a signal) outranks
+an ``NCCL WARN``. :func:`find_cause` ranks the lines of a tail by :class:`CauseKind` and takes
+the first line of the best kind (the root comes first; later ones are its consequences on other
+ranks). What one server kind prints (its tag, its wrappers, fatal and benign lines) is read from
+its :class:`tuner.servers.ServerKind` (every kind's when the launch's is unknown); NCCL's harmless
+WARNs, by version, from :func:`tuner.nccl.benign_warn`. JSON log lines (tracing's JSON, loguru's
+``serialize``, python-json-logger) are read for their message (:func:`unwrap_json`), never their
+envelope. Generic shapes here: wrappers that say "see root cause above"; Python warning
+categories, lines logged at WARNING level and PyTorch's ``[W... ProcessGroupNCCL.cpp] Warning:``
+lines (a cause only when nothing else is found); ``INFO``/``DEBUG`` lines are read only when
+nothing else explains the failure (a launcher that re-logs every server line at INFO level).
 
 **Ports.** :func:`announced_port` reads the port a server says it listens on (uvicorn's
 ``Uvicorn running on http://0.0.0.0:8001``, vLLM's ``Starting vLLM API server 0 on ...`` and
