@@ -17,6 +17,7 @@ The leaves, lowest first:
   :mod:`~tuner.nccl.costmodel`: NCCL's own AllReduce cost model (:func:`allreduce_table`,
   :func:`nccl_pick`);
 * :mod:`~tuner.nccl.lines`: NCCL's line prefix and the wrappers before it (:data:`NCCL_LINE`);
+  :mod:`~tuner.nccl.benign`: the WARNs NCCL prints and goes on, by version (:func:`benign_warn`);
   :mod:`~tuner.nccl.tuning`: the TUNING table; :mod:`~tuner.nccl.log`: :func:`parse_log`;
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
@@ -26,6 +27,7 @@ The leaves, lowest first:
   NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`).
 """
 
+from tuner.nccl.benign import benign_warn
 from tuner.nccl.choice import infeasible_reason
 from tuner.nccl.cnum import strtoll
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
@@ -78,6 +80,7 @@ __all__ = [
     "TuningTable",
     "accepted",
     "allreduce_table",
+    "benign_warn",
     "canonical_set",
     "canonical_value",
     "check_value",

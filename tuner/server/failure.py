@@ -32,8 +32,9 @@ from tuner.errors import (
 from tuner.inputs import ServerConfig
 from tuner.record import Status
 from tuner.server.logpump import LogPump
-from tuner.server.logtail import Cause, CauseKind, announced_port, extract_cause, find_cause, line_kind
+from tuner.server.logtail import Cause, CauseKind, announced_port, find_cause, line_kind
 from tuner.server.ports import port_in_use
+from tuner.servers import GENERIC, ServerKind, kind_of
 
 __all__ = ["ELSEWHERE_GRACE_S", "LaunchWatch", "crash_cause", "crash_failure", "log_cause", "request_failure"]
 
@@ -64,6 +65,10 @@ class Launch(Protocol):
         """NCCL's WARN lines from the launch's NCCL_DEBUG_FILE files (empty when it names none)."""
         ...
 
+    def served_warnings(self) -> frozenset[str]:
+        """The NCCL WARN messages printed before the launch served (empty before it served)."""
+        ...
+
     def detached(self) -> list[tuple[int, str]]:
         """``(pid, command line)`` of each process of the launch still running after its main
         process exited (empty while it runs)."""
@@ -80,9 +85,22 @@ def _tail(launch: Launch) -> list[str]:
     return [*launch.nccl_warnings(), *launch.pump.tail()] if launch.pump else []
 
 
+def _kind(launch: Launch) -> ServerKind | None:
+    """The launch's server kind (``server.kind``, its command, else its log's marks); None when
+    nothing names one (the cause is then read with every kind's lines)."""
+    server = getattr(launch, "server", None)
+    if server is None:
+        return None
+    kind = kind_of(server.argv(), launch.pump.tail() if launch.pump else (), forced=server.kind)
+    return None if kind is GENERIC else kind
+
+
 def log_cause(launch: Launch) -> Cause | None:
-    """The cause found in the log tail so far (:func:`tuner.server.logtail.find_cause`), or None."""
-    return find_cause(_tail(launch)) if launch.pump else None
+    """The cause found in the log tail so far (:func:`tuner.server.logtail.find_cause`, read with
+    the launch's kind; WARNs printed before it served are never the cause), or None."""
+    if not launch.pump:
+        return None
+    return find_cause(_tail(launch), _kind(launch), served=launch.served_warnings())
 
 
 def daemon_cause(launch: Launch) -> str | None:
@@ -108,17 +126,30 @@ def daemon_cause(launch: Launch) -> str | None:
 
 def crash_cause(launch: Launch) -> str:
     """One line explaining an exit: a daemonizing command (:func:`daemon_cause`), else the
-    log's cause, else the exit status."""
+    log's cause followed by the exit (``"... (killed by signal 11)"``), else the exit status.
+
+    What ended the process outranks a warning: after a signal death an ``NCCL WARN`` cause, and
+    after any exit a harmless warning, follow the exit as its context (``"killed by signal 9
+    [after NCCL WARN ...]"``)."""
     if launch.pump and not launch.alive():
         launch.pump.drain(1.0)  # the last lines (the cause) may still be in the pipe
     daemon = daemon_cause(launch)
     if daemon is not None:
         return daemon
-    text = extract_cause(_tail(launch)) if launch.pump else ""
+    cause = log_cause(launch)
     code = launch.proc.poll() if launch.proc else None
     exit_text = (f"exit status {code}" if code is not None and code >= 0 else
                  f"killed by signal {-code}" if code else "")
-    return f"{text} ({exit_text})" if text and exit_text else text or exit_text or "no output"
+    if cause is None:
+        return exit_text or "no output"
+    # what ended the process outranks a warning: a signal outranks an NCCL WARN, any exit a
+    # harmless warning; the warning stays as the context
+    if exit_text and (cause.kind is CauseKind.WARNING or (cause.kind is CauseKind.NCCL_WARN and code is not None
+                                                          and code < 0)):
+        return f"{exit_text} [after {cause.text}]"
+    if exit_text and cause.text.endswith(")") and " (in " in cause.text:
+        return f"{cause.text[:-1]}, {exit_text})"  # "(in ncclAllReduce, killed by signal 11)"
+    return f"{cause.text} ({exit_text})" if exit_text else cause.text
 
 
 def crash_failure(launch: Launch, context: str = "") -> TrialFailed:

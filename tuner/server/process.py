@@ -28,7 +28,7 @@ from tuner.server import failure, gpu, readiness
 from tuner.server.env import build_env
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LogPump
-from tuner.server.logtail import Cause
+from tuner.server.logtail import Cause, warn_keys
 from tuner.server.ownership import ListenerCheck
 from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
 
@@ -75,6 +75,7 @@ class ServerProcess:
         self._gpu_before: list[int] | None = None
         self._watch = failure.LaunchWatch(server.port)
         self._owner = ListenerCheck(server.host, server.port, self.argv()[0])
+        self._served: frozenset[str] = frozenset()
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self) -> ServerProcess:
@@ -201,7 +202,10 @@ class ServerProcess:
         """Wait until the server serves; return launch-to-ready seconds. The rules, and the
         TrialFailed raised (crashed, timeout, hung, unhealthy; MachineFault,
         ServerListensElsewhere): :func:`tuner.server.readiness.wait_ready`."""
-        return readiness.wait_ready(self, timeout_s, ready_check, poll_s)
+        took = readiness.wait_ready(self, timeout_s, ready_check, poll_s)
+        # WARNs printed before the launch served are not the cause of a later death
+        self._served = warn_keys([*self.nccl_warnings(last=200), *(self.pump.tail() if self.pump else [])])
+        return took
 
     def check_starting(self) -> None:
         """Remember the descendants seen so far and raise when the launch cannot become ready
@@ -251,6 +255,11 @@ class ServerProcess:
             except OSError:
                 continue
         return found[-last:]
+
+    def served_warnings(self) -> frozenset[str]:
+        """The NCCL WARN messages this launch printed before it served (:meth:`wait_ready`
+        succeeded; empty before): never the cause of a later death."""
+        return self._served
 
     def log_cause(self) -> Cause | None:
         """The cause found in the log tail so far (:func:`tuner.server.failure.log_cause`)."""

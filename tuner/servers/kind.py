@@ -87,6 +87,8 @@ class ServerKind:
     (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
     ``sources``: the files and versions read. ``ray_silent_why``: why its Ray workers did not get a
     variable, by its version (:data:`tuner.nccl.SilentWhy`), None for Ray's generic reason.
+    ``wrapper_lines``: its errors that point elsewhere
+    ("see root cause above"): a cause only when no root error is in the log.
     """
 
     name: str
@@ -117,10 +119,11 @@ class ServerKind:
     launch_line: str = ""
     sources: str = ""
     ray_silent_why: SilentWhy | None = None
+    wrapper_lines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
-                     "machine_lines", "warmup_lines", "log_prefixes"):
+                     "machine_lines", "warmup_lines", "log_prefixes", "wrapper_lines"):
             object.__setattr__(self, f"_{name}", _compile(getattr(self, name)))
 
     def _match(self, name: str, text: str) -> re.Match[str] | None:
@@ -171,6 +174,10 @@ class ServerKind:
     def is_benign(self, text: str) -> bool:
         """True when a log line's text is one this kind prints on healthy starts."""
         return self._match("benign_lines", text) is not None
+
+    def is_wrapper(self, text: str) -> bool:
+        """True when a log line's text is an error of this kind that points at another one."""
+        return self._match("wrapper_lines", text) is not None
 
     def is_machine(self, text: str) -> bool:
         """True when a log line's text is a start-up failure that is the machine's, not a set's."""

@@ -11,7 +11,14 @@ Some GPUs may be occupied by other processes."`` (sglang/srt/model_executor/mode
 init_torch_distributed). CUDA-graph capture: ``"Capture cuda graph begin"`` (cuda_graph_runner.py);
 DeepGEMM's JIT compile on a first request (sglang #5031). Its own variables start with
 ``SGLANG_``; it sets ``CUDA_DEVICE_MAX_CONNECTIONS`` itself (sglang/srt/server_args.py,
-``_set_envs_and_config``: ``os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "4"``).
+``_set_envs_and_config``: ``os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "4"``). Wrappers that
+point at the root error: ``"Scheduler hit an exception"`` (sglang/srt/managers/scheduler.py),
+``"Received sigquit from a child process. It usually means the child failed."``
+(sglang/srt/entrypoints/engine.py), ``"Initialization failed. warmup error"``
+(sglang/srt/entrypoints/http_server.py, _wait_and_warmup). Its lines carry no level, so harmless
+ones are named: ``"Ignore import error when loading sglang.srt.models.%s: %s"``
+(sglang/srt/models/registry.py, import_model_classes: an optional model's import) and ``"Fail to
+set RLIMIT_NOFILE: %s"`` (sglang/srt/utils.py, set_ulimit).
 """
 
 from __future__ import annotations
@@ -35,11 +42,14 @@ SGLANG = ServerKind(
     machine_lines=(r"The memory capacity is unbalanced",),
     warmup_lines=(r"Capture cuda graph", r"DeepGEMM", r"\bJIT\b.*[Cc]ompil|[Cc]ompil\w* .*\bJIT\b"),
     log_prefixes=(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ?",),
+    benign_lines=(r"Ignore import error when loading sglang\.srt\.models\.", r"Fail to set RLIMIT_NOFILE"),
     honours_ignore_eos=True,
     env_prefixes=("SGLANG_",),
     nccl_overrides={"CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets it to 4 itself (sglang/srt/server_args.py, "
                                                    "_set_envs_and_config)"},
     launch_line="{env}python -m sglang.launch_server --model-path MODEL --tp {tp}{flags}",
+    wrapper_lines=(r"Scheduler hit an exception", r"Received sigquit from a child proces",
+                   r"It usually means the child failed", r"Initialization failed\. warmup error"),
     sources="sglang v0.4.7, v0.5.x: srt/server_args.py, srt/entrypoints/http_server.py, "
             "srt/model_executor/model_runner.py, srt/distributed/device_communicators/pynccl.py",
 )

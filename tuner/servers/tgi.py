@@ -10,7 +10,11 @@ serves any ``model`` value (its docs send ``"model": "tgi"``); ``GET /v1/models`
 an answer may end at the model's EOS before ``max_tokens``. Warm-up: ``"Warming up model"``
 (server/text_generation_server/server.py) and CUDA-graph capture (``"Cuda Graphs are enabled
 for sizes"``). Shards log ``Shard complete standing by`` / ``Shard {rank} failed to start``
-(launcher/src/main.rs).
+(launcher/src/main.rs). Harmless at start: ``"Could not import Flash Attention enabled models:
+%s"`` and ``"Could not import Mamba: %s"`` (server/text_generation_server/models/__init__.py,
+v2.x: the kernels are optional). With ``--json-output`` each line is tracing-subscriber's JSON
+(``{"timestamp", "level", "fields": {"message"}, "target"}``), the shards' loguru records
+re-logged through it (launcher/src/main.rs, ``PythonLogMessage``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ TGI = ServerKind(
     fatal_lines=(r"Shard \d+ failed to start", r"Shard process was signaled to shutdown with signal \d+",
                  r"Webserver Crashed"),
     warmup_lines=(r"Warming up model", r"Cuda Graphs are enabled for sizes", r"[Cc]apturing CUDA graph"),
+    benign_lines=(r"Could not import Flash Attention enabled models", r"Could not import Mamba"),
     honours_ignore_eos=False,
     stream_options=False,
     launch_line="{env}text-generation-launcher --model-id MODEL --num-shard {tp}{flags}",

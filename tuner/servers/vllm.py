@@ -12,7 +12,16 @@ pynccl.py, PyNcclCommunicator.__init__). The start-up memory guard, measured bef
 (%.2f, %.2f GiB)"`` (vllm/v1/worker/gpu_worker.py, Worker.init_device, v0.10.1.1 and v0.11.0;
 ``vllm/utils/__init__.py``'s MemorySnapshot). CUDA-graph capture (``"Capturing CUDA graphs"``,
 vllm/v1/worker/gpu_model_runner.py, capture_model) and torch.compile (``"Compiling a graph for
-dynamic shape"``, vllm/compilation/backends.py). Its own variables start with ``VLLM_``
+dynamic shape"``, vllm/compilation/backends.py). Wrappers that point at the root error:
+``"Engine core initialization failed. See root cause above"`` (vllm/v1/engine/utils.py,
+wait_for_engine_startup), ``EngineDeadError`` (vllm/v1/engine/exceptions.py), ``"EngineCore
+failed to start"`` / ``"EngineCore encountered a fatal error"`` (vllm/v1/engine/core.py), ``"Error
+executing method %s. This might cause deadlock in distributed execution."`` (vllm/worker/
+worker_base.py, v0.4-v0.9), ``"Exception in worker %s while processing method %s"``
+(vllm/executor/multiproc_worker_utils.py, v0.5-v0.9), ``"Worker failed with error %s, please
+check the stack trace above for the root cause"`` (vllm/v1/executor/multiproc_executor.py).
+Harmless lines: ``"Failed to import from vllm._C with %r"`` (vllm/_custom_ops.py, a CPU-only
+import) and ``"Failed to read commit hash"`` (vllm/version.py, a source checkout). Its own variables start with ``VLLM_``
 (vllm/envs.py); ``VLLM_API_KEY`` is read when ``--api-key`` is unset (api_server.py).
 """
 
@@ -66,10 +75,15 @@ VLLM = ServerKind(
     machine_lines=(r"Free memory on device .{0,40}on startup is less than desired GPU memory utilization",),
     warmup_lines=(r"Capturing CUDA graph", r"Capturing cudagraphs", r"Compiling a graph for", r"torch\.compile"),
     log_prefixes=(r"\((?:VllmWorker|Worker_TP\d+|EngineCore\w*|APIServer|RayWorkerWrapper)[^()]*pid=\d+[^()]*\) ?",),
+    benign_lines=(r"Failed to import from vllm\._C with", r"Failed to read commit hash"),
     env_prefixes=("VLLM_",),
     api_key_env=("VLLM_API_KEY",),
     launch_line="{env}vllm serve MODEL --tensor-parallel-size {tp}{flags}",
     ray_silent_why=ray_silent_why,
+    wrapper_lines=(r"Engine core initialization failed", r"EngineCore encountered (?:an issue|a fatal error)",
+                   r"EngineCore failed to start", r"EngineCore hit an exception", r"\b(?:Async)?EngineDeadError\b",
+                   r"Error executing method", r"Worker failed with error",
+                   r"Exception in worker \S+ while processing method"),
     sources="vllm v0.10.1.1, v0.11.0: entrypoints/cli/serve.py, engine/arg_utils.py, entrypoints/openai/api_server.py, "
             "v1/worker/gpu_worker.py, distributed/device_communicators/pynccl.py",
 )

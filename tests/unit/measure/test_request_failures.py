@@ -96,6 +96,9 @@ class _Launch(SimpleNamespace):
     def nccl_warnings(self) -> list[str]:
         return []
 
+    def served_warnings(self) -> frozenset[str]:
+        return frozenset()
+
 
 def test_the_fatal_line_of_the_tail_leads_a_500() -> None:
     tail = ["INFO 01-01 00:00:01 [api_server.py:1] Started",

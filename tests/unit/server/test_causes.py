@@ -91,18 +91,19 @@ def test_prefixes_and_levels() -> None:
     assert level_and_body("[rank0]:[W409 11:42:27.7 ProcessGroupNCCL.cpp:1250] Warning: x")[0] == "WARNING"
     assert level_and_body("[2025-02-21 22:59:28 TP0] Scheduler hit")[1] == "Scheduler hit"
     assert line_kind("host:1:2 [0] NCCL INFO Bootstrap : Using eth0") is None
-    assert line_kind("host:1:2 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]") is CauseKind.WARNING
+    assert line_kind("host:1:2 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]") is CauseKind.BENIGN
     assert line_kind("host:1:2 [0] enqueue.cc:47 NCCL WARN Cuda failure 'named symbol not found'") is CauseKind.NCCL_WARN
     # up to 2.26 getNthreads WARNs when it replaces a thread count (src/graph/tuning.cc:22 at v2.26.6-1)
     assert line_kind("host:1:2 [0] graph/tuning.cc:22 NCCL WARN Invalid NCCL_NTHREADS 1024 (maximum 512).") \
-        is CauseKind.WARNING
+        is CauseKind.BENIGN
     assert line_kind("host:1:2 [0] graph/tuning.cc:19 NCCL WARN Invalid NCCL_LL128_NTHREADS 100 (must be a multiple "
-                     "of 32)") is CauseKind.WARNING
+                     "of 32)") is CauseKind.BENIGN
 
 
 def test_dead_kinds() -> None:
     assert CauseKind.WRAPPER.dead and CauseKind.MEMORY.dead and CauseKind.ADDRESS_IN_USE.dead
     assert not CauseKind.EXCEPTION.dead and not CauseKind.WARNING.dead and not CauseKind.NCCL_WARN.dead
+    assert not CauseKind.BENIGN.dead
 
 
 def _announced() -> list[tuple[int | None, str]]:
