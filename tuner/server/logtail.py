@@ -399,23 +399,16 @@ def extract_cause(lines: Sequence[str], kind: ServerKind | None = None, *, serve
 _ANNOUNCED = [
     # uvicorn/server.py, Server._log_started_message (SGLang serves through uvicorn too)
     re.compile(r"Uvicorn running on https?://(?:\[[^\]]*\]|[^\s:/]+):(\d{1,5})"),
-    # vllm/entrypoints/openai/api_server.py, run_server_worker
-    re.compile(r"Starting vLLM API server(?: \d+)? on https?://(?:\[[^\]]*\]|[^\s:/]+):(\d{1,5})"),
-    # vllm/entrypoints/utils.py, log_non_default_args (older: cli_args.py)
-    re.compile(r"non-default args: \{.*'port': (\d{1,5})\b"),
-    # vLLM before 0.6: "args: Namespace(host=None, port=8000, ..."
-    re.compile(r"\bargs: Namespace\(.*?[(,\s]port=(\d{1,5})\b"),
-    # sglang/srt/entrypoints/engine.py logs "server_args=ServerArgs(..., port=30000, ...)"
-    re.compile(r"ServerArgs\(.*?[(,\s]port=(\d{1,5})\b"),
     # CPython Lib/http/server.py, test(): "Serving HTTP on 0.0.0.0 port 8000 (http://...)"
     re.compile(r"Serving HTTP on \S+ port (\d{1,5})\b"),
 ]
 
 
 def announced_port(line: str) -> int | None:
-    """The HTTP port a server line says the server listens (or will listen) on, else None."""
+    """The HTTP port a server line says the server listens (or will listen) on, else None: the
+    servers' own HTTP layers (uvicorn, Python's http.server), then each kind's ``port_lines``."""
     for pattern in _ANNOUNCED:
         m = pattern.search(line)
         if m:
             return int(m.group(1))
-    return None
+    return next((port for kind in KINDS if (port := kind.announced_port(line)) is not None), None)

@@ -88,7 +88,8 @@ class ServerKind:
     ``sources``: the files and versions read. ``ray_silent_why``: why its Ray workers did not get a
     variable, by its version (:data:`tuner.nccl.SilentWhy`), None for Ray's generic reason.
     ``wrapper_lines``: its errors that point elsewhere
-    ("see root cause above"): a cause only when no root error is in the log.
+    ("see root cause above"): a cause only when no root error is in the log. ``port_lines``: lines
+    announcing the HTTP port it listens on (a group ``port``).
     """
 
     name: str
@@ -120,10 +121,11 @@ class ServerKind:
     sources: str = ""
     ray_silent_why: SilentWhy | None = None
     wrapper_lines: tuple[str, ...] = ()
+    port_lines: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
-                     "machine_lines", "warmup_lines", "log_prefixes", "wrapper_lines"):
+                     "machine_lines", "warmup_lines", "log_prefixes", "wrapper_lines", "port_lines"):
             object.__setattr__(self, f"_{name}", _compile(getattr(self, name)))
 
     def _match(self, name: str, text: str) -> re.Match[str] | None:
@@ -198,3 +200,8 @@ class ServerKind:
     def owns_variable(self, name: str) -> bool:
         """True when an environment variable ``name`` is this kind's own (``VLLM_*``)."""
         return any(name.startswith(p) for p in self.env_prefixes)
+
+    def announced_port(self, line: str) -> int | None:
+        """The HTTP port a log ``line`` of this kind says it listens (or will listen) on, else None."""
+        m = self._match("port_lines", line)
+        return next((int(v) for k, v in m.groupdict().items() if k.startswith("port") and v), None) if m else None

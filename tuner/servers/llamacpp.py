@@ -23,6 +23,8 @@ LLAMACPP = ServerKind(
     default_port=8080,
     version_lines=(r"^build: (?P<v>\d+) \(",),
     env_prefixes=("LLAMA_",),
+    # tools/server/server.cpp, main: "%s: server is listening on %s"
+    port_lines=(r"server is listening on https?://(?:\[[^\]]*\]|[^\s:/]+):(?P<port>\d{1,5})",),
     launch_line="{env}llama-server -m MODEL.gguf{flags}",
     sources="llama.cpp b5000-b6000: tools/server/server.cpp, common/arg.cpp",
 )

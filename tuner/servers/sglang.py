@@ -47,6 +47,8 @@ SGLANG = ServerKind(
     env_prefixes=("SGLANG_",),
     nccl_overrides={"CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets it to 4 itself (sglang/srt/server_args.py, "
                                                    "_set_envs_and_config)"},
+    # sglang/srt/entrypoints/engine.py logs "server_args=ServerArgs(..., port=30000, ...)"
+    port_lines=(r"ServerArgs\(.*?[(,\s]port=(?P<port>\d{1,5})\b",),
     launch_line="{env}python -m sglang.launch_server --model-path MODEL --tp {tp}{flags}",
     wrapper_lines=(r"Scheduler hit an exception", r"Received sigquit from a child proces",
                    r"It usually means the child failed", r"Initialization failed\. warmup error"),

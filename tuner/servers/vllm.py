@@ -80,6 +80,10 @@ VLLM = ServerKind(
     api_key_env=("VLLM_API_KEY",),
     launch_line="{env}vllm serve MODEL --tensor-parallel-size {tp}{flags}",
     ray_silent_why=ray_silent_why,
+    # api_server.py, run_server_worker; entrypoints/utils.py, log_non_default_args (older: cli_args.py);
+    # before 0.6: "args: Namespace(host=None, port=8000, ..."
+    port_lines=(r"Starting vLLM API server(?: \d+)? on https?://(?:\[[^\]]*\]|[^\s:/]+):(?P<port>\d{1,5})",
+                r"non-default args: \{.*'port': (?P<port2>\d{1,5})\b", r"\bargs: Namespace\(.*?[(,\s]port=(?P<port3>\d{1,5})\b"),
     wrapper_lines=(r"Engine core initialization failed", r"EngineCore encountered (?:an issue|a fatal error)",
                    r"EngineCore failed to start", r"EngineCore hit an exception", r"\b(?:Async)?EngineDeadError\b",
                    r"Error executing method", r"Worker failed with error",

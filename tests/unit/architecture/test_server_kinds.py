@@ -46,7 +46,7 @@ def kinds_named(source: str) -> list[tuple[int, str]]:
             text = node.id
         elif isinstance(node, ast.Attribute):
             text = node.attr
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or isinstance(node, ast.alias):
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.alias):
             text = node.name
         elif isinstance(node, ast.ImportFrom):
             text = node.module
