@@ -16,6 +16,7 @@ The tree, each class with its exit status (``tests/unit/test_errors.py`` holds i
         * ForeignListener (exit 3, MACHINE_NOT_CLEAN): another process answers on server.port
         * GpusInUse (exit 3, MACHINE_NOT_CLEAN): another worker or process holds the GPUs
       * BaselineFailed (exit 4, BASELINE_FAILED): the untuned baseline failed
+      * MachineFailed (exit 8, MACHINE_FAULT): launches failed the machine's way, the baseline's too; resumable
       * StoppedByCheck (exit 5, STOPPED_BY_CHECK): a check stopped the sweep (--force overrides)
       * NoLongerHolds (exit 6, NO_LONGER_HOLDS): check: the set is no longer faster
       * NotJudged (exit 7, NOT_JUDGED): check: the set could not be judged
@@ -45,6 +46,7 @@ __all__ = [
     "GpusInUse",
     "InputError",
     "Interrupted",
+    "MachineFailed",
     "MachineFault",
     "MachineNotClean",
     "NcclTuneError",
@@ -78,6 +80,7 @@ class ExitCode(IntEnum):
     STOPPED_BY_CHECK = 5
     NO_LONGER_HOLDS = 6
     NOT_JUDGED = 7
+    MACHINE_FAULT = 8
     SIGHUP = 128 + signal.SIGHUP
     SIGINT = 128 + signal.SIGINT
     SIGTERM = 128 + signal.SIGTERM
@@ -102,6 +105,9 @@ EXIT_MEANINGS: dict[ExitCode, str] = {
     ExitCode.NOT_JUDGED: "`check`: the set could not be judged (a launch failed, NCCL did not apply a variable, the "
                          "variables cannot act here, or the baseline moved more than the noise allows); the reason "
                          "names it",
+    ExitCode.MACHINE_FAULT: "the machine failed the night: a launch failed in a way that is not the set's (a start-up "
+                            "memory guard, a busy device, a container name in use, an address in use) and the "
+                            "untuned baseline relaunched after it failed too; run the same command to resume",
     ExitCode.SIGHUP: "hung up (SIGHUP: terminal closed, SSH lost); resumable",
     ExitCode.SIGINT: "interrupted by SIGINT (Ctrl-C); resumable",
     ExitCode.SIGTERM: "terminated by SIGTERM; resumable",
@@ -304,14 +310,25 @@ class TrialFailed(NcclTuneError):
 
 
 class MachineFault(TrialFailed):
-    """The machine, not the set, failed the relaunch (e.g. the server's address was already in
-    use at start-up): status ``machine_fault`` (``tuner.record.trial.Status.MACHINE_FAULT``). The sweep
-    retries the same set once after the machine recovers and never tells the sampler it was the
-    set's fault. ``port`` is the port involved, when known."""
+    """A launch failed in a way that is not plainly the set's (machine-suspect: an address in
+    use, a start-up memory guard, a busy device, ...; ``tuner.server.machine``): status
+    ``machine_fault`` (``tuner.record.trial.Status.MACHINE_FAULT``). The sweep relaunches the same
+    set once after the machine recovers, then the baseline; the set is blamed only when the
+    baseline runs, and the sampler is never told a machine's failure. ``port`` is the port
+    involved, when known."""
 
     def __init__(self, cause: str, port: int | None = None) -> None:
         super().__init__("machine_fault", cause)
         self.port = port
+
+
+class MachineFailed(NcclTuneError):
+    """Launches failed in a way that is not a set's (:class:`MachineFault`, retried once) and the
+    untuned baseline failed too: the machine's, not any set's. The night stops, every record
+    kept (the faulted trial as ``machine_fault``, never told to the sampler as the set's); the
+    same command resumes it. The message says what was seen."""
+
+    exit_code = ExitCode.MACHINE_FAULT
 
 
 class ServerListensElsewhere(TrialFailed):

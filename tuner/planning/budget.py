@@ -2,8 +2,11 @@
 
 Every relaunch of the night counts (:func:`counts_in_budget`): the first baseline, every
 baseline re-measure (``--baseline-every``, one after an outlier baseline launch, the final one),
-every tuned set and every confirmation, finished or in flight on any runner of the study; an
-interrupted relaunch does not (its retry does). Inside N the plan reserves the second stage's
+every tuned set and every confirmation, finished or in flight on any runner of the study, and
+the baseline relaunched to check a machine-suspect failure (tuner/sweep/runner.py,
+``Sweep._baseline_check``); an interrupted relaunch does not (its retry does), nor one left
+``machine_fault`` (the machine's: a resume relaunches it), nor a machine-suspect first launch
+its relaunch replaced (a trial counts once, however many launches it made). Inside N the plan reserves the second stage's
 slots (:class:`Budget`): one confirmation of the best set, one more for the runner-up when
 N >= :data:`RUNNER_UP_FROM`, and the final baseline launch, which comes right after the last
 confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
@@ -40,8 +43,9 @@ def check_words(checks: Sequence[Step], *, which: bool = False) -> list[str]:
 def counts_in_budget(rec: TrialRecord) -> bool:
     """True for a relaunch the budget counts: any relaunched kind (baseline, re-measure, preset,
     search, confirm), finished or in flight; an interrupted one not (its retry counts), nor a
-    set recorded without a launch (duplicate, invalid)."""
-    return rec.kind.relaunched and rec.status is not Status.INTERRUPTED
+    ``machine_fault`` (the machine's, relaunched on resume), nor a set recorded without a
+    launch (duplicate, invalid)."""
+    return rec.kind.relaunched and rec.status not in (Status.INTERRUPTED, Status.MACHINE_FAULT)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,9 @@ time in seconds):
 ``log``               path of the server's log (stdout and stderr)
 ``runner``            ``host:pid`` of the runner that launched it
 ``teardown_problem``  what survived the teardown (empty when clean)
+``launches``          server launches this trial made: 2 when a launch failed in a way not
+                      plainly the set's and was relaunched (the budget counts the trial once,
+                      as it counts an interrupted trial's retry only); 1 when stored before it
 ===================== ======================================================================
 """
 
@@ -237,6 +240,7 @@ class TrialRecord:
     log: str = ""
     runner: str = ""
     teardown_problem: str = ""
+    launches: int = 1
 
     @property
     def ok(self) -> bool:

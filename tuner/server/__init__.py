@@ -13,7 +13,8 @@ checks before a night. One relaunch::
 
 The leaves, one job each: :mod:`~tuner.server.process` (the launch and its lifetime),
 :mod:`~tuner.server.env` (its environment), :mod:`~tuner.server.ports` (its port),
-:mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed),
+:mod:`~tuner.server.readiness` (when it serves), :mod:`~tuner.server.failure` (why it failed), :mod:`~tuner.server.machine` (whether
+that may be the machine's, not the set's),
 :mod:`~tuner.server.teardown` (ending it), :mod:`~tuner.server.identity` (finding it again),
 :mod:`~tuner.server.ownership` (whether the listener on its port is the launched server),
 :mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.logtail` (what the

@@ -2,13 +2,16 @@
 
 Failures are :class:`tuner.errors.TrialFailed` with a :class:`tuner.record.trial.Status` value:
 ``crashed`` (the process exited, or its log shows the engine died), ``hung``, ``unhealthy``;
-:class:`tuner.errors.MachineFault` (``machine_fault``) when the server could not bind its
-address; :class:`tuner.errors.ServerListensElsewhere` (``crashed``) when the server announces
-another port than ``server.port``.
+:class:`tuner.errors.MachineFault` (``machine_fault``) when the crash is not plainly the set's
+(machine-suspect, :mod:`tuner.server.machine`: an address in use, a start-up memory guard, a
+busy device, a container name still in use, a crash before NCCL's first line);
+:class:`tuner.errors.ServerListensElsewhere` (``crashed``) when the server announces another
+port than ``server.port``.
 
-A MachineFault is the machine's fault: the caller waits for the port again (``exc.port`` too when
-it differs from ``server.port``) and relaunches the same set once, records ``machine_fault`` if
-it fails again, and never tells the sampler it was the set's fault.
+A MachineFault is not yet the set's: the caller waits (for the port, ``exc.port`` too when it
+differs from ``server.port``; for the GPUs' memory) and relaunches the same set once; a second
+one relaunches the baseline, and only a baseline that runs makes the failures the set's
+(:func:`tuner.sweep.trial.relaunch`). The sampler is never told a machine's failure.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from tuner.errors import (
     TrialFailed,
 )
 from tuner.inputs import ServerConfig
+from tuner.nccl import NCCL_MARK
 from tuner.record import Status
 from tuner.server.logpump import LogPump
-from tuner.server.logtail import Cause, CauseKind, announced_port, find_cause, line_kind
+from tuner.server.logtail import Cause, CauseKind, announced_port, find_cause, level_and_body, line_kind
+from tuner.server.machine import before_nccl, machine_line
 from tuner.server.ports import port_in_use
 from tuner.servers import GENERIC, ServerKind, kind_of
 
@@ -76,6 +81,24 @@ class Launch(Protocol):
 
     def lifetime_s(self) -> float:
         """Seconds from the spawn to the main process's exit (first seen), or to now."""
+        ...
+
+    def nccl_logging(self) -> bool:
+        """True when the launch asked NCCL for its INFO lines."""
+        ...
+
+    def nccl_seen(self) -> bool:
+        """True when NCCL printed a line (server log or NCCL_DEBUG_FILE files)."""
+        ...
+
+    @property
+    def set_env(self) -> dict[str, str]:
+        """The set's own variables (without nccl-tune's logging ones)."""
+        ...
+
+    @property
+    def flags(self) -> list[str]:
+        """The set's server flags, appended to the command."""
         ...
 
 
@@ -155,9 +178,11 @@ def crash_cause(launch: Launch) -> str:
 def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
     """The error for a server that died (exited, or its log shows the engine died).
 
-    :class:`tuner.errors.MachineFault` when the log shows an address already in use (a
-    machine problem: wait for the port and relaunch the same set), else
-    ``TrialFailed('crashed')``. ``context`` (e.g. "during warmup") is appended to the cause.
+    :class:`tuner.errors.MachineFault` when the crash is machine-suspect (:mod:`tuner.server.machine`):
+    an address already in use (``port`` set: the caller waits for it), a machine line of the
+    log (a memory guard, a busy device, a container name in use), or a crash before NCCL's
+    first line under a set of NCCL variables only; else ``TrialFailed('crashed')``. ``context``
+    (e.g. "during warmup") is appended to the cause.
     """
     text = crash_cause(launch)
     if launch.alive():
@@ -168,6 +193,13 @@ def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
     if cause is not None and cause.kind is CauseKind.ADDRESS_IN_USE:
         port = cause.port or launch.server.port
         return MachineFault(f"address already in use at start-up (port {port}): {text}", port=port)
+    seen = machine_line(_tail(launch))
+    if seen is not None:
+        what, line = seen
+        said = level_and_body(line)[1].strip()[:200]
+        return MachineFault(f"{what}: {text}" if said in text else f"{what} ({said}): {text}")
+    if before_nccl(launch.set_env, launch.flags, nccl_logging=launch.nccl_logging(), nccl_seen=launch.nccl_seen()):
+        return MachineFault(f"a crash before NCCL's first line (the set's NCCL variables cannot act yet): {text}")
     return TrialFailed(Status.CRASHED, text)
 
 
@@ -213,9 +245,13 @@ class LaunchWatch:
         self._elsewhere: tuple[int, str, float] | None = None  # (port, line, when announced)
         self._announced_own = False
         self._death_seen = False
+        #: True once NCCL printed a line in the server log
+        self.nccl_seen = False
 
     def watch(self, line: str) -> None:
-        """Take one log line: notes another port, notes death."""
+        """Take one log line: notes another port, NCCL's first line, death."""
+        if not self.nccl_seen and NCCL_MARK.search(line):
+            self.nccl_seen = True
         port = announced_port(line)
         if port == self.port:
             self._announced_own = True

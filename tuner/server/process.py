@@ -42,7 +42,8 @@ class ServerProcess:
     items appended to ``server.command`` (a set may vary server flags, e.g. vLLM's
     ``--disable-custom-all-reduce``); ``inherited`` is the runner's environment (default
     ``os.environ``; its NCCL tuning variables are removed, see :func:`tuner.server.env.build_env`;
-    ``varied``: the names the space varies, whose inherited hardware selectors are removed too).
+    ``varied``: the names the space varies, whose inherited hardware selectors are removed too;
+    ``set_env``: the set's own variables when ``env`` adds nccl-tune's logging ones, default ``env``).
     Output goes to ``log_path`` (capped at ``server.log_max_bytes``, secrets scrubbed).
 
     ``with ServerProcess(...) as server:`` starts it (GPU memory recorded first) and always tears
@@ -53,9 +54,11 @@ class ServerProcess:
 
     def __init__(self, server: ServerConfig, env: Mapping[str, str], log_path: Path, *,
                  flags: Sequence[str] = (), inherited: Mapping[str, str] | None = None,
-                 varied: Collection[str] = ()) -> None:
+                 varied: Collection[str] = (), set_env: Mapping[str, str] | None = None) -> None:
         self.server = server
         self.trial_env = dict(env)
+        #: the set's own variables (``env`` less what nccl-tune adds for its logging)
+        self.set_env = dict(env if set_env is None else set_env)
         self.flags = list(flags)
         self.log_path = log_path
         full, self.removed = build_env(os.environ if inherited is None else inherited, server.env, env, varied)
@@ -260,6 +263,30 @@ class ServerProcess:
         """The NCCL WARN messages this launch printed before it served (:meth:`wait_ready`
         succeeded; empty before): never the cause of a later death."""
         return self._served
+    def nccl_logging(self) -> bool:
+        """True when the launch asked NCCL for its INFO lines (``NCCL_DEBUG`` INFO or TRACE)."""
+        return self._env.get("NCCL_DEBUG", "").strip().upper() in ("INFO", "TRACE")
+
+    def nccl_seen(self) -> bool:
+        """True when NCCL printed a line, in the server log or this launch's NCCL_DEBUG_FILE files."""
+        if self._watch.nccl_seen:
+            return True
+        pattern = self._env.get(DEBUG_FILE_VAR)
+        if not pattern or self.proc is None:
+            return False
+        for debug_file in find_debug_files(pattern, since=self.create_time - 1.0):
+            try:
+                with open(debug_file.path, errors="replace") as fh:
+                    if any(" NCCL " in line for line in fh):
+                        return True
+            except OSError:
+                continue
+        return False
+
+    @property
+    def gpu_before(self) -> list[int] | None:
+        """Used memory per GPU (bytes) when the launch started; None without NVML."""
+        return self._gpu_before
 
     def log_cause(self) -> Cause | None:
         """The cause found in the log tail so far (:func:`tuner.server.failure.log_cause`)."""

@@ -548,8 +548,13 @@ class StudyStore:
 
     def finish(self, trial: optuna.Trial, record: TrialRecord, value: float) -> None:
         """Record the finished relaunch and tell the sampler: ``value`` for an ok one; a failed
-        one is told as infeasible (constraint 1) with a penalty value it never shows."""
+        one is told as infeasible (constraint 1) with a penalty value it never shows; a
+        ``machine_fault`` (the machine's failure, not the set's) as state FAIL, which the sampler
+        ignores (optuna's samplers learn from COMPLETE and PRUNED trials only), so a resume relaunches the set."""
         write_changed_attrs(trial, to_user_attrs(record))
+        if record.status is Status.MACHINE_FAULT:
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
         feasible = record.ok or not record.status.blames_set
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         self.study.tell(trial, value if record.ok else self.penalty())

@@ -36,7 +36,7 @@ from pathlib import Path
 import optuna
 
 from tuner import screen
-from tuner.errors import MachineNotClean
+from tuner.errors import MachineFailed, MachineNotClean
 from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.judging import SINGLE_STREAM, Judgement, stats
 from tuner.planning import (
@@ -57,7 +57,7 @@ from tuner.planning import (
     relaunch_time,
     target_met,
 )
-from tuner.record import Kind, TrialRecord
+from tuner.record import Kind, Status, TrialRecord
 from tuner.server import SignalGuard, split_inherited
 from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_settings, open_study, runner_id, this_host
 from tuner.sweep import evidence
@@ -374,7 +374,7 @@ class Sweep:
              flags: list[str] | None = None) -> tuple[optuna.Trial, Launch, TrialRecord]:
         return self.launcher.ask(rec, self.rules.key_of, env, flags)
 
-    def _baseline(self, *, recheck: bool, limit: int | None = None) -> TrialRecord | None:
+    def _baseline(self, *, recheck: bool, limit: int | None = None, checking: bool = False) -> TrialRecord | None:
         """Measure the untuned baseline (a trial like the others, so the sampler learns from it);
         with ``limit``, not when trials asked before it (any runner's) spend that many relaunches
         (then None)."""
@@ -382,7 +382,7 @@ class Sweep:
         if limit is not None and self.runners.over_budget(trial, limit):
             self.store.drop(trial, _SPENT_BEFORE)
             return None
-        return self._relaunch(trial, launch, rec)
+        return self._relaunch(trial, launch, rec, checking=checking)
 
     def relaunch_set(self, kind: Kind, env: dict[str, str], flags: list[str], *, preset: str = "",
                      recheck: bool = False) -> TrialRecord:
@@ -393,8 +393,11 @@ class Sweep:
         return self._relaunch(*self._ask(TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck), env, flags))
 
     # -- launch and measure ---------------------------------------------------------------------
-    def _relaunch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord) -> TrialRecord:
-        """One relaunch of ``trial`` under ``launch``; records it and tells Optuna."""
+    def _relaunch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, checking: bool = False) -> TrialRecord:
+        """One relaunch of ``trial`` under ``launch``; records it and tells Optuna. A tuned set
+        that ends ``machine_fault`` gets the baseline check (:meth:`_baseline_check`); a relaunch
+        left ``machine_fault`` (the baseline's own, or a set's whose baseline check failed) ends
+        the night with MachineFailed (exit 8), unless ``checking`` (the check itself: its set says it)."""
         self.outcome.relaunches += 1
         night = self._clock()  # before the store counts this one: it is the first relaunch of the rest
         index = night.done + 1  # the study's count, every relaunch included: a resumed night counts on
@@ -402,12 +405,51 @@ class Sweep:
         self.progress.plan(of, night.end_at)
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
         self.runners.reap()  # a retry of a dead runner's trial first ends the server it left
+        failed: list[str] = []
+        on_fault = None if rec.kind is Kind.BASELINE else (lambda r: self._baseline_check(r, failed))
         rec, found = self.launcher.launch(trial, launch, rec, version=self.facts().version,
                                           varied=frozenset([*self.space.choices(), *self.store.planned_only]),
                                           runs=runs_wanted(self.cfg.probe, self._baselines()),
-                                          night={"relaunch": index, "of": of, "end_at": night.end_at, "label": label})
+                                          night={"relaunch": index, "of": of, "end_at": night.end_at, "label": label},
+                                          on_fault=on_fault)
         self._record(trial, rec, label, found)
+        if failed and not checking:
+            raise MachineFailed(failed[0])
+        if rec.kind is Kind.BASELINE and rec.status is Status.MACHINE_FAULT and not checking:
+            raise MachineFailed(
+                f"the untuned baseline (trial {rec.trial}) failed twice in a way that is not a set's: {rec.cause}. "
+                "It is the machine's (its GPUs, its port, its container engine), not the server command's; "
+                f"server log {rec.log}. Free the machine and run the same command again: the study resumes")
         return rec
+
+    def _baseline_check(self, rec: TrialRecord, failed: list[str]) -> None:
+        """A tuned set failed twice in a way not plainly its own (``rec`` is ``machine_fault``):
+        wait, then relaunch the untuned baseline (a re-measure: a baseline record like any other,
+        judged with the rest, counted in the budget). It runs: the failures are the set's
+        (``crashed``, both causes and the baseline's trial in the cause). It fails too: they are
+        the machine's; ``rec`` stays ``machine_fault`` (never told to the sampler as the set's)
+        and ``failed`` gets the night's closing message. Made whatever the budget says (blame
+        needs it; it counts in the budget all the same), but only when it fits the night's
+        deadline: else ``rec`` stays ``machine_fault``, unblamed, and the night goes on."""
+        fits, why = self._fits(Step.RETRY, count_budget=False, what="the baseline check")
+        if not fits:
+            rec.cause += f"; the baseline could not be relaunched to check ({why}): not blamed on the set"
+            return
+        self.launcher.wait_for_machine(rec, "relaunching the untuned baseline to see whose fault it is")
+        base = self._baseline(recheck=True, checking=True)
+        assert base is not None  # no limit: always relaunched
+        if base.ok:
+            rec.status = Status.CRASHED
+            rec.cause += (f"; the untuned baseline relaunched after it (trial {base.trial}) ran at "
+                          f"{base.output_tok_s or 0:.1f} tok/s, so the failures are the set's")
+            return
+        rec.cause += f"; the untuned baseline relaunched after it (trial {base.trial}) failed too ({base.status}: {base.cause})"
+        failed.append(
+            f"trial {rec.trial} failed twice in a way that is not plainly its set's, and the untuned baseline relaunched "
+            f"after it (trial {base.trial}) failed too: it is the machine's, not the set's (trial {rec.trial} is "
+            f"recorded machine_fault and was not told to the sampler as failed). Seen: {rec.cause}. Server logs "
+            f"{rec.log}, {base.log}. Free the machine (the GPUs' memory, the port, the container engine) and run the "
+            "same command again: the study resumes and relaunches the set")
 
     # -- record ---------------------------------------------------------------------------------
     def _record(self, trial: optuna.Trial, rec: TrialRecord, label: str, found: evidence.Evidence | None) -> None:

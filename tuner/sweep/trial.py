@@ -47,6 +47,7 @@ from tuner.server import (
     ServerProcess,
     SignalGuard,
     TeardownReport,
+    gpu,
     port_holder,
     wait_port_bindable,
 )
@@ -54,7 +55,15 @@ from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 
-__all__ = ["Launcher", "relaunch", "runs_wanted"]
+__all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "relaunch", "runs_wanted"]
+
+#: Seconds waited after a machine-suspect failure where NVML cannot show the GPUs' memory: the
+#: driver gives a killed server's memory back a few seconds after it exits (vllm PR #57362, sglang
+#: PR #39545); 10 s covers that lag with room, and costs little beside a server's load time.
+MACHINE_BACKOFF_S = 10.0
+#: Longest wait (s) for NVML to show the GPUs' memory back at its lowest level of the night
+#: before a relaunch after a machine-suspect failure; the relaunch is made anyway after it.
+MACHINE_WAIT_S = 60.0
 
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
 PhaseCallback = Callable[[str, str], None]
@@ -68,7 +77,9 @@ class TrialContext:
     trial, hardware selectors included); ``strict_port``: the server needs its port free of
     TIME_WAIT too (it does not set SO_REUSEADDR: learned from an "address in use" start-up);
     ``on_server(identity)``: told the launch's identity before and after the spawn (the sweep
-    stores it with the trial, so another runner of this host can tear it down if this one dies)."""
+    stores it with the trial, so another runner of this host can tear it down if this one dies);
+    ``gpu_floor``: each GPU's lowest used memory (bytes) seen before a launch of the night (what a
+    wait after a memory guard waits for); ``last_fault``: the last machine-suspect failure."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -80,6 +91,34 @@ class TrialContext:
     strict_port: bool = False
     launched_pids: set[int] = field(default_factory=set)
     on_server: Callable[[ServerIdentity], None] | None = None
+    gpu_floor: list[int] | None = None
+    last_fault: MachineFault | None = None
+
+
+def wait_for_machine(ctx: TrialContext, record: TrialRecord, fault: MachineFault, then: str) -> None:
+    """After a machine-suspect failure (``fault``), wait until the machine may have recovered,
+    saying so with ``then`` (what is relaunched next): the port bindable again (TIME_WAIT too,
+    at most :data:`tuner.server.PORT_WAIT_S` s) for an address in use; else, with NVML, each
+    GPU's used memory back within 512 MiB of the lowest seen before this night's launches
+    (``ctx.gpu_floor``; at most :data:`MACHINE_WAIT_S` s); else :data:`MACHINE_BACKOFF_S` s."""
+    if fault.port is not None:
+        holder = port_holder(fault.port)
+        ctx.log(f"trial {record.trial}: {fault.cause}; the port is held by {holder}; waiting for it (TIME_WAIT too, "
+                f"at most {PORT_WAIT_S:.0f} s), then {then} (not yet the set's fault)")
+        ctx.strict_port = True
+        for port in {ctx.cfg.server.port, fault.port}:
+            wait_port_bindable(ctx.cfg.server.host, port)
+        return
+    if ctx.gpu_floor is not None and gpu.used_bytes() is not None:
+        ctx.log(f"trial {record.trial}: {fault.cause}; waiting for the GPUs' memory to be freed (NVML, at most "
+                f"{MACHINE_WAIT_S:.0f} s), then {then} (not yet the set's fault)")
+        held = gpu.wait_released(ctx.gpu_floor, MACHINE_WAIT_S)
+        if held:
+            ctx.log(f"trial {record.trial}: {held}; relaunching anyway")
+        return
+    ctx.log(f"trial {record.trial}: {fault.cause}; waiting {MACHINE_BACKOFF_S:.0f} s (no NVML to see the GPUs' "
+            f"memory freed), then {then} (not yet the set's fault)")
+    time.sleep(MACHINE_BACKOFF_S)
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -105,6 +144,9 @@ class Launcher:
     progress: Progress
     host: Host
     strict_port: bool = False
+    gpu_floor: list[int] | None = None
+    #: the last machine-suspect failure a relaunch gave up on (for the wait before the baseline check)
+    last_fault: MachineFault | None = None
 
     def ask(self, rec: TrialRecord | None, key_of: Callable[[dict[str, str], list[str]], str],
             env: dict[str, str] | None = None, flags: list[str] | None = None,
@@ -121,6 +163,16 @@ class Launcher:
         rec.env, rec.flags = dict(launch.shown_env), list(launch.flags)
         return trial, launch, rec
 
+    def wait_for_machine(self, rec: TrialRecord, then: str) -> None:
+        """Wait after the last machine-suspect failure a relaunch gave up on (:func:`wait_for_machine`),
+        before ``then``; nothing to wait for without one."""
+        if self.last_fault is None:
+            return
+        ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log,
+                           strict_port=self.strict_port, gpu_floor=self.gpu_floor)
+        wait_for_machine(ctx, rec, self.last_fault, then)
+        self.strict_port = ctx.strict_port
+
     def skip(self, trial: optuna.Trial, rec: TrialRecord, decision: Decision) -> None:
         """Record ``trial`` as not launched (planning's ``decision``) and tell Optuna: a duplicate
         gets the value of the set it equals, an invalid set a failed constraint. Every runner, a
@@ -136,10 +188,13 @@ class Launcher:
 
     def launch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, night: dict[str, Any],
                version: NcclVersion | None, varied: frozenset[str], runs: int,
+               on_fault: Callable[[TrialRecord], None] | None = None,
                ) -> tuple[TrialRecord, evidence.Evidence | None]:
         """Relaunch ``trial`` under ``launch`` as ``rec`` (``runs`` recorded runs, the rules of
         NCCL ``version``, ``varied``: the names the study varies); ``night``: the relaunch's place
-        in the night (``relaunch``, ``of``, ``end_at``, ``label``). Returns what :func:`relaunch`
+        in the night (``relaunch``, ``of``, ``end_at``, ``label``). ``on_fault(rec)``: called under
+        the trial's heartbeat when the relaunch ends ``machine_fault`` (the sweep's baseline
+        check, which may settle ``rec``'s status and cause). Returns what :func:`relaunch`
         returns; raises what it raises, the trial then recorded interrupted."""
         index, label = night["relaunch"], night["label"]
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
@@ -148,18 +203,21 @@ class Launcher:
         self.store.start(trial, rec)
         trial_id = trial._trial_id
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
-                           varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity))
+                           varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
+                           gpu_floor=self.gpu_floor)
         on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
                                         lambda state: self.store.set_phase(trial_id, state), night)
         try:
             with self.store.heartbeat(trial):
                 rec, found = relaunch(ctx, rec, trial_id=trial_id, on_phase=on_phase, env=dict(launch.env), runs=runs)
+                self.strict_port, self.gpu_floor, self.last_fault = ctx.strict_port, ctx.gpu_floor, ctx.last_fault
+                if rec.status is Status.MACHINE_FAULT and on_fault is not None:
+                    on_fault(rec)
         except BaseException as exc:
             said = str(exc) if isinstance(exc, NcclTuneError) and not isinstance(exc, Interrupted) else ""
             rec.status, rec.cause = Status.INTERRUPTED, said or "the runner was interrupted (signal)"
             self.store.abandon(trial, rec)
             raise
-        self.strict_port = ctx.strict_port  # learned: this server needs its port free of TIME_WAIT
         rec.host = self.host.record(rec.nccl_version, rec.log)
         return rec, found
 
@@ -184,28 +242,31 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     (None when it cannot be read); ``runs``: recorded runs to make. NCCL's init-time logging is
     added to the launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set.
 
-    A server that could not bind its address (MachineFault) is the machine's fault: the port is
-    waited for again and the set relaunched once; a second failure is recorded as
-    ``machine_fault``, never blamed on the set. Raises PortBusy (exit 3) when the port stays held
-    before a launch, ForeignListener (exit 3) when the listener on the port was not the launched
-    server's (nothing measured is then in the record), Interrupted on SIGHUP/SIGINT/SIGTERM after
-    the teardown finished.
+    A launch that fails in a way not plainly the set's (MachineFault, :mod:`tuner.server.machine`:
+    an address in use, a start-up memory guard, a busy device, a container name in use, a crash
+    before NCCL's first line) is waited after (:func:`wait_for_machine`) and the set relaunched
+    once; a second one leaves the record ``machine_fault`` with both causes, for the caller to
+    relaunch the baseline (:class:`Launcher`'s ``on_fault``): never blamed on the set here.
+    ``record.launches`` counts the launches made (each counts in the budget). Raises PortBusy (exit 3)
+    when the port stays held before a launch, ForeignListener (exit 3) when the listener on the
+    port was not the launched server's (nothing measured is then in the record), Interrupted on
+    SIGHUP/SIGINT/SIGTERM after the teardown finished.
     """
     t0 = time.monotonic()
+    causes: list[str] = []
     for attempt in (1, 2):
+        record.launches = attempt
         try:
             _launch_once(ctx, record, env, trial_id, on_phase, runs)
             break
         except MachineFault as fault:
+            causes.append(fault.cause)
+            ctx.last_fault = fault
             if attempt == 2:
-                record.status, record.cause = Status.MACHINE_FAULT, fault.cause
+                record.status = Status.MACHINE_FAULT
+                record.cause = f"{causes[0]}; relaunched once: {causes[1]}"
                 break
-            holder = port_holder(fault.port or ctx.cfg.server.port)
-            ctx.log(f"trial {record.trial}: {fault.cause}; the port is held by {holder}; waiting for it (TIME_WAIT too, "
-                    f"at most {PORT_WAIT_S:.0f} s) and relaunching the set once (the machine's fault, not the set's)")
-            ctx.strict_port = True
-            for port in {ctx.cfg.server.port, fault.port or ctx.cfg.server.port}:
-                wait_port_bindable(ctx.cfg.server.host, port)
+            wait_for_machine(ctx, record, fault, "relaunching the set once")
     record.wall_s = time.monotonic() - t0
     record.finished_at = time.time()
     server_cfg = ctx.cfg.server
@@ -218,13 +279,13 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
 
 def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], trial_id: int | None,
                  on_phase: PhaseCallback, runs: int) -> None:
-    """One launch to its teardown; fills the record. Raises MachineFault (address in use at
-    start-up) for the caller to retry, PortBusy, ForeignListener, Interrupted (after the teardown)."""
+    """One launch to its teardown; fills the record. Raises MachineFault (a machine-suspect
+    failure, :func:`tuner.server.failure.crash_failure`) for the caller to retry, PortBusy, ForeignListener, Interrupted (after the teardown)."""
     server_cfg = ctx.cfg.server
     on_phase("launching", "")
     wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
     server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg, Path(record.log))}, Path(record.log),
-                           flags=tuple(record.flags), varied=ctx.varied)
+                           flags=tuple(record.flags), varied=ctx.varied, set_env=env)
     record.removed_inherited = server.removed
     probe_started: float | None = None
     probe_ended: float | None = None
@@ -261,6 +322,10 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
         record.probe_s = (probe_ended or time.monotonic()) - probe_started if probe_started is not None else 0.0
         ctx.runner_file.clear_trial()
         ctx.launched_pids = server.pids()
+        before = server.gpu_before  # the lowest memory seen before a launch: what a lagging driver gives back
+        if before is not None:
+            floor = ctx.gpu_floor
+            ctx.gpu_floor = before if floor is None or len(floor) != len(before) else list(map(min, floor, before))
         report = server.teardown_report
         if report is not None:
             record.teardown_s = report.duration_s
