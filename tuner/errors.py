@@ -11,6 +11,7 @@ The tree, each class with its exit status (``tests/unit/test_errors.py`` holds i
         * StorageUnreadable (exit 2, BAD_INPUT): the --storage URL cannot be opened
         * NewerFormat (exit 2, BAD_INPUT): a newer nccl-tune stored the study
         * ResumeRefused (exit 2, BAD_INPUT): a resume changed the config, the space or the metric
+        * LauncherRefused (exit 2, BAD_INPUT): the command's launcher cannot pass the set to the server
       * MachineNotClean (exit 3, MACHINE_NOT_CLEAN): the machine is not safe to go on with
         * PortBusy (exit 3, MACHINE_NOT_CLEAN): server.port could not be bound
         * ForeignListener (exit 3, MACHINE_NOT_CLEAN): another process answers on server.port
@@ -46,6 +47,7 @@ __all__ = [
     "GpusInUse",
     "InputError",
     "Interrupted",
+    "LauncherRefused",
     "MachineFailed",
     "MachineFault",
     "MachineNotClean",
@@ -188,6 +190,13 @@ class ResumeRefused(InputError):
 
 
 # -- the machine and the sweep ---------------------------------------------------------------
+
+class LauncherRefused(InputError):
+    """The command's launcher cannot pass the set into the server (``docker run -d``, ``docker
+    compose``, ``env -i``): refused before the first launch, naming the flag to change
+    (:meth:`tuner.launchers.Launcher.refusal`; raised by :func:`tuner.server.preflight.check`;
+    exit 2)."""
+
 
 class MachineNotClean(NcclTuneError):
     """The sweep cannot go on safely: port held by a stranger, processes survived a teardown,

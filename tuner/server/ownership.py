@@ -9,8 +9,9 @@ while the listener is ours, recognised one of two ways:
   leader, its descendants, every process carrying the launch's marker) holds the listening
   socket, as ``psutil.net_connections`` (or, where the system's list is not readable, each of our
   processes' own ``Process.net_connections``) shows it;
-* **unseen**: a listener whose holder cannot be seen into (a ``docker run`` whose listener is
-  docker-proxy or a container process; a socket whose pid the system hides), accepted only when
+* **unseen**: a listener whose holder cannot be seen into (a launcher whose server listens
+  outside the launched tree, :attr:`tuner.launchers.Launcher.listener_outside`: a container's
+  docker-proxy, a Slurm step's task; a socket whose pid the system hides), accepted only when
   the port was free at the launch, the same listening socket stays (its inode in
   ``/proc/net/tcp``, Linux: net/ipv4/tcp_ipv4.c ``get_tcp4_sock``) and it goes at our teardown.
 
@@ -31,10 +32,6 @@ from tuner.errors import ForeignListener
 from tuner.server.ports import port_in_use
 
 __all__ = ["ListenerCheck", "Listening", "describe_pid", "socket_owners"]
-
-#: Programs whose servers run in a container: their listener is docker-proxy, rootlessport or a
-#: container process, never a process of the launched tree.
-CONTAINER_LAUNCHERS = frozenset({"docker", "podman", "nerdctl"})
 
 #: /proc/net/tcp's state column for LISTEN (include/net/tcp_states.h: TCP_LISTEN = 10).
 _TCP_LISTEN = "0A"
@@ -96,15 +93,17 @@ def describe_pid(pid: int) -> str:
 
 
 class ListenerCheck:
-    """The ownership of ``host:port`` over one launch of ``argv0`` (the command's program).
+    """The ownership of ``host:port`` over one launch; ``outside``: the launcher's words for a
+    listener held outside the launched tree (:attr:`tuner.launchers.Launcher.listener_outside`;
+    None: a visible holder outside the tree is a stranger).
 
     Call :meth:`before_launch` just before the spawn, :meth:`check` at each point where answers
     are about to count, :meth:`after_teardown` once the launch is torn down. ``proc_net``: where
     ``tcp``/``tcp6`` are read (tests point it elsewhere)."""
 
-    def __init__(self, host: str, port: int, argv0: str, proc_net: Path = Path("/proc/net")) -> None:
+    def __init__(self, host: str, port: int, outside: str | None = None, proc_net: Path = Path("/proc/net")) -> None:
         self.host, self.port = host, port
-        self.container = Path(argv0).name in CONTAINER_LAUNCHERS
+        self.outside = outside
         self.proc_net = proc_net
         self.busy_at_launch = False
         self.unseen: frozenset[int] | None = None  # the inodes of the unseen listener accepted
@@ -138,7 +137,7 @@ class ListenerCheck:
                              "tree holds it")
         if ours:  # a second listener beside ours (SO_REUSEPORT): the kernel would share the requests
             raise ForeignListener(self.port, self._who(others), launched, f"{when}, beside our own listener")
-        if visible and not self.container:
+        if visible and not self.outside:
             raise ForeignListener(self.port, self._who(visible), launched, when)
         if not others and not port_in_use(self.host, self.port):
             return ""  # nothing listens yet
@@ -155,7 +154,7 @@ class ListenerCheck:
         elif inodes != self.unseen:
             raise ForeignListener(self.port, self._who(others), launched,
                                   f"{when}; the listening socket changed since it was accepted")
-        what = ("a container's listener" if self.container else "a listener whose holder the system hides")
+        what = self.outside or "a listener whose holder the system hides"
         holder = self._who(others) if others else "no visible socket (an iptables forward?)"
         return self._say(f"listener on port {self.port}: {what} ({holder}), appeared after our launch; "
                          "accepted while it stays the same socket, and it must go at our teardown")

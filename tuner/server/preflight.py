@@ -21,8 +21,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.errors import InputError
+from tuner.errors import InputError, LauncherRefused
 from tuner.inputs import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
+from tuner.launchers import launcher_of
 from tuner.nccl import FILE_VARS, read_xml_file
 from tuner.server import gpu
 from tuner.server.logpump import file_bound
@@ -34,6 +35,7 @@ __all__ = [
     "check",
     "checks",
     "disk_problem",
+    "launcher_check",
     "model_path_check",
     "nccl_file_check",
     "port_check",
@@ -76,11 +78,12 @@ class Check:
     unchecked: str | None = None
     on_host: bool = True
     file: str | None = None
+    refused: type[InputError] = InputError
 
     def error(self, config_file: str) -> InputError:
-        """The refusal as an input error naming the file (``config_file`` unless ``file``)."""
+        """The refusal as an input error (``refused``) naming the file (``config_file`` unless ``file``)."""
         value = list(self.value) if isinstance(self.value, tuple) else self.value
-        return InputError(self.file or config_file, self.key, value, self.accepted, self.problem or "")
+        return self.refused(self.file or config_file, self.key, value, self.accepted, self.problem or "")
 
 
 def port_check(server: ServerConfig) -> Check:
@@ -90,9 +93,18 @@ def port_check(server: ServerConfig) -> Check:
         return Check(f"server.command's port: {what}", "server.command", server.command,
                      "a command that listens on server.port", problem, on_host=False)
 
+    launcher = launcher_of(server.argv())
+    published = launcher.host_ports()
+    if published is not None:  # a container's -p HOST:CTR: the host side is the port
+        if str(server.port) in published:
+            return made(f"publishes host port {server.port}, server.port")
+        return made(f"publishes {', '.join(published) or 'no host port'}",
+                    f"server.command publishes {'host port ' + ', '.join(p or '(random)' for p in published) if published else 'no port'}"
+                    f", but server.port is {server.port}: nccl-tune would wait for a server it cannot reach; write "
+                    "\"-p\", \"{port}:<the server's port in the container>\" (or --network host)")
     if any("{port}" in a for a in server.command):
         return made(f"{{port}} is filled with server.port {server.port}")
-    argv = server.argv()
+    argv = launcher.server_argv()
     for i, arg in enumerate(argv):
         if arg in ("--port", "-p") and i + 1 < len(argv):
             if argv[i + 1] != str(server.port):
@@ -144,9 +156,8 @@ def program_checks(cfg: ExperimentConfig) -> list[Check]:
     return out
 
 
-def _model_paths(server: ServerConfig) -> list[str]:
-    """The model arguments of the command given as local paths (``/``, ``./``, ``../``)."""
-    argv = server.argv()
+def _model_paths(argv: list[str]) -> list[str]:
+    """The model arguments of the server's command ``argv`` given as local paths (``/``, ``./``, ``../``)."""
     candidates = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in MODEL_FLAGS]
     if len(argv) > 2 and argv[1] == "serve":  # vllm serve MODEL
         candidates.append(argv[2])
@@ -154,18 +165,38 @@ def _model_paths(server: ServerConfig) -> list[str]:
 
 
 def model_path_check(server: ServerConfig) -> Check:
-    """Whether every model given as a local path exists (a hub model id is not looked up)."""
-    paths = _model_paths(server)
+    """Whether every model given as a local path exists (a hub model id is not looked up). The
+    path is the server's: its launcher says where it is on this host (a container's through its
+    -v mount; a Slurm step's on its node: :meth:`tuner.launchers.Launcher.host_path`), and one
+    not known to be here is not checked."""
+    launcher = launcher_of(server.argv())
+    paths = _model_paths(launcher.server_argv())
     accepted = "an existing local model path, or a hub model id"
     if not paths:
         return Check("the model: no local path in server.command (a hub id is the server's to fetch)",
                      "server.command", server.command, accepted)
-    missing = next((p for p in paths if not Path(p).exists()), None)
+    hosts = [launcher.host_path(p) for p in paths]
+    notes = [note for _host, note in hosts if note]
+    if notes:
+        return Check(f"the model path{'s' if len(paths) > 1 else ''} {', '.join(paths)}", "server.command",
+                     server.command, accepted, unchecked="; ".join(notes), on_host=True)
+    missing = next((p for p, (host, _) in zip(paths, hosts, strict=True) if host and not Path(host).exists()), None)
     if missing is not None:
         return Check(f"the model path {missing}: it does not exist here", "server.command", server.command, accepted,
                      f"the model path {missing} in server.command does not exist")
     return Check(f"the model path{'s' if len(paths) > 1 else ''} {', '.join(paths)}: found", "server.command",
                  server.command, accepted)
+
+
+def launcher_check(server: ServerConfig) -> Check:
+    """Whether the command's launcher can pass the set to the server, and how
+    (:meth:`tuner.launchers.Launcher.plan`, :meth:`tuner.launchers.Launcher.refusal`): refused
+    with :class:`tuner.errors.LauncherRefused` where it cannot (``docker run -d``, ``docker
+    compose``, ``env -i``)."""
+    launcher = launcher_of(server.argv())
+    said = launcher.plan(sorted(server.env)) or "server.command runs the server as a plain process"
+    return Check(said, "server.command", server.command, "a command whose launcher passes the set to the server",
+                 launcher.refusal(), on_host=False, refused=LauncherRefused)
 
 
 def gpu_check(server: ServerConfig, environ: dict[str, str] | None = None) -> Check:
@@ -262,7 +293,7 @@ def checks(cfg: ExperimentConfig, results: Path, environ: dict[str, str] | None 
     """Every check above, in the order they are reported (``environ``: the runner's, default
     ``os.environ``); writes nothing."""
     server = cfg.server
-    return [port_check(server), model_path_check(server), gpu_check(server, environ), *nccl_file_check(server),
+    return [launcher_check(server), port_check(server), model_path_check(server), gpu_check(server, environ), *nccl_file_check(server),
             results_check(results), disk_check(server, results)]
 
 

@@ -1,7 +1,9 @@
 """One server launch and its lifetime: spawned under one environment, watched, torn down.
 
 The server runs as an argv list (never a shell) in its own session, its output pumped into the
-trial's log (:class:`tuner.server.logpump.LogPump`). :class:`ServerProcess` is the launch; it
+trial's log (:class:`tuner.server.logpump.LogPump`). The command's launcher
+(:func:`tuner.launchers.launcher_of`: a plain process, a container, a Slurm step) gives the argv
+that carries the set into the server and ends what it starts outside the launched tree. :class:`ServerProcess` is the launch; it
 hands readiness to :mod:`tuner.server.readiness`, the judging of a failure to
 :mod:`tuner.server.failure` and the teardown to :mod:`tuner.server.teardown`.
 """
@@ -21,7 +23,8 @@ import psutil
 
 from tuner.errors import TrialFailed
 from tuner.inputs import ServerConfig
-from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, line_pid
+from tuner.launchers import launcher_of
+from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, is_tuning_variable, line_pid
 from tuner.record import Status
 from tuner.redaction import redact, scrub, secret_values
 from tuner.server import failure, gpu, readiness
@@ -77,7 +80,13 @@ class ServerProcess:
         self._processes = LaunchProcesses(self.marker)
         self._gpu_before: list[int] | None = None
         self._watch = failure.LaunchWatch(server.port)
-        self._owner = ListenerCheck(server.host, server.port, self.argv()[0])
+        self.launcher = launcher_of(self.argv(), full)
+        # what the server must get: the set, server.env, NCCL's logging, the inherited NCCL selectors kept
+        forward = [k for k in full if k in self.trial_env or k in server.env or is_tuning_variable(k)]
+        debug = full.get(DEBUG_FILE_VAR, "")
+        mounts = [os.path.dirname(debug)] if os.path.isabs(debug) else []
+        self._launch_argv = self.launcher.prepare(forward, mounts, self.marker[:12])
+        self._owner = ListenerCheck(server.host, server.port, self.launcher.listener_outside)
         self._served: frozenset[str] = frozenset()
 
     # -- context manager -----------------------------------------------------------------
@@ -98,8 +107,14 @@ class ServerProcess:
 
     # -- start ---------------------------------------------------------------------------
     def argv(self) -> list[str]:
-        """The command as launched: ``server.argv()`` followed by ``flags``."""
+        """The command as written: ``server.argv()`` followed by ``flags`` (:meth:`launch_argv`
+        is what runs)."""
         return self.server.argv() + self.flags
+
+    def launch_argv(self) -> list[str]:
+        """The command as launched: :meth:`argv` with what its launcher adds so the set reaches
+        the server (:meth:`tuner.launchers.Launcher.prepare`: ``-e NAME`` for a container)."""
+        return list(self._launch_argv)
 
     def start(self, gpu_before: list[int] | None = None) -> None:
         """Spawn the server in a new session; raises TrialFailed('crashed') if it cannot exec.
@@ -108,7 +123,7 @@ class ServerProcess:
         waits to get back to.
         """
         self._gpu_before = gpu_before
-        argv = self.argv()
+        argv = self.launch_argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
             f.write(f"[nccl-tune] argv: {scrub(shlex.join(argv), self._secrets)}\n"
@@ -321,10 +336,12 @@ class ServerProcess:
         code = self.proc.poll() if self.proc is not None else None
         left = len(self.detached()) if code is not None else 0
         report = tear_down(self._processes, host=self.server.host, port=self.server.port, grace_s=grace,
-                           kill_wait_s=kill_wait_s, gpu_before=self._gpu_before, gpu_timeout_s=gpu_timeout_s)
+                           kill_wait_s=kill_wait_s, gpu_before=self._gpu_before, gpu_timeout_s=gpu_timeout_s,
+                           launcher=self.launcher if self.proc is not None else None)
         if self.pump:
+            said = f", {report.launcher}" if report.launcher else ""
             self.pump.note(f"teardown: {_what_ended(code, left, report.killed)}, "
-                           f"{len(report.survivors)} survivors, port free {report.port_free}, "
+                           f"{len(report.survivors)} survivors{said}, port free {report.port_free}, "
                            f"{report.duration_s:.1f} s")
             self.pump.close()
         self.teardown_report = report

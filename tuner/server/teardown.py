@@ -5,7 +5,9 @@ descendant is left: vLLM's EngineCore and TP workers can outlive a killed API se
 themselves (``VLLM::Worker_TP1``, vllm/v1/executor/multiproc_executor.py), so descendants are
 tracked while the server runs (:class:`LaunchProcesses`) and every process carrying the launch's
 marker (:data:`tuner.server.identity.MARKER`) is found again at teardown, whatever its session or
-name. A server a dead runner left behind is found by its recorded identity (:func:`kill_leftover`).
+name. What the launcher started outside the launched tree (a container, a Slurm step) is its to
+end once the tree is gone (:meth:`tuner.launchers.Launcher.stop`), and what it could not end is
+said. A server a dead runner left behind is found by its recorded identity (:func:`kill_leftover`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from tuner.launchers import Launcher
 from tuner.server import gpu
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.ports import port_in_use
@@ -32,7 +35,9 @@ class TeardownReport:
     """How a teardown went: ``killed`` if SIGKILL was needed, ``survivors`` (pids, should be
     empty), ``duration_s`` (s), ``port_free`` (nothing listens on the port any more; TIME_WAIT
     sockets may remain, see :func:`tuner.server.ports.wait_port_bindable`), ``gpu`` message or
-    None, ``error`` if the teardown itself failed."""
+    None, ``error`` if the teardown itself failed, ``launcher``: what the launcher's own teardown
+    did, in words (``container nccl-tune-31 stopped and removed``; empty for a plain process),
+    ``left``: what it could not end (``container NAME still running``; should be empty)."""
 
     killed: bool = False
     survivors: list[int] = field(default_factory=list)
@@ -40,11 +45,13 @@ class TeardownReport:
     port_free: bool = True
     gpu: str | None = None
     error: str = ""
+    launcher: str = ""
+    left: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """True when nothing of the server remains: no process, port free, GPU memory back."""
-        return not self.survivors and self.port_free and self.gpu is None and not self.error
+        return not self.survivors and not self.left and self.port_free and self.gpu is None and not self.error
 
 
 def marked_processes(marker_value: str) -> list[psutil.Process]:
@@ -109,9 +116,12 @@ class LaunchProcesses:
 
 
 def tear_down(processes: LaunchProcesses, *, host: str, port: int, grace_s: float, kill_wait_s: float = 15.0,
-              gpu_before: list[int] | None = None, gpu_timeout_s: float = 60.0) -> TeardownReport:
+              gpu_before: list[int] | None = None, gpu_timeout_s: float = 60.0,
+              launcher: Launcher | None = None) -> TeardownReport:
     """SIGTERM the leader's group and every process of the launch, wait ``grace_s`` s, SIGKILL
-    what remains and wait up to ``kill_wait_s`` s for all to be gone; then wait (up to 10 s) until
+    what remains and wait up to ``kill_wait_s`` s for all to be gone; then the ``launcher`` ends
+    what it started outside them (:meth:`tuner.launchers.Launcher.stop`, a container by name
+    even when its client was SIGKILLed); then wait (up to 10 s) until
     nothing listens on ``host:port`` and (with NVML) up to ``gpu_timeout_s`` s until GPU memory is
     back to ``gpu_before`` (bytes per GPU, :func:`tuner.server.gpu.used_bytes`). A launch that
     never started gives an empty report."""
@@ -134,6 +144,9 @@ def tear_down(processes: LaunchProcesses, *, host: str, port: int, grace_s: floa
     with contextlib.suppress(subprocess.TimeoutExpired):
         leader.wait(timeout=5)
     report.survivors = [p.pid for p in remaining]
+    if launcher is not None:
+        stopped = launcher.stop(grace_s)
+        report.launcher, report.left = stopped.said, list(stopped.left)
     deadline = time.monotonic() + 10.0
     while port_in_use(host, port) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tuner.inputs import BACKEND_SPACE, ExperimentConfig, SearchSpace, backend_space_path, load_space
+from tuner.launchers import launcher_of
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     OLDEST_SUPPORTED,
@@ -122,6 +123,10 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
                + (f"; inherited {', '.join(removed)} removed" if removed else "")
                + (f"; inherited hardware selectors {', '.join(kept)} kept" if kept else "") + ".")
+    launcher = launcher_of(cfg.server.argv(), environ)  # how the set reaches the server: a container's -e
+    said = launcher.plan(sorted(every), sorted(n for n in space.choices() if not n.startswith("-")))
+    if said:
+        out.append(f"Launcher: {said}.")
     out += dry_run_lines(cfg, environ)  # the GPUs, and any live worker or process on them
     notes = [*cfg.notices, *space.notices]
     if notes:

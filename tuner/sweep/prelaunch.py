@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tuner.errors import InputError, MachineNotClean
 from tuner.inputs import ExperimentConfig, SearchSpace
+from tuner.launchers import launcher_of
 from tuner.server import preflight
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
@@ -39,6 +40,9 @@ def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[s
     refuse to start when the port already answers (MachineNotClean, naming who holds it) or NVML
     lists a compute process on its GPUs that is not this runner's (GpusInUse)."""
     preflight.check(cfg, study_dir)
+    said = launcher_of(cfg.server.argv()).plan(sorted(cfg.server.env))
+    if said:
+        log(f"launcher: {said}")
     for warning in preflight.warnings(cfg.server):
         log(f"warning: {warning}")
     check_processes(gpus_of(cfg))  # after the recovery: a server this study's dead runner left is gone

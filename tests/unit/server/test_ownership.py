@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from tuner.errors import ForeignListener, MachineNotClean
+from tuner.launchers import launcher_of
 from tuner.server import ServerProcess, ownership
 from tuner.server.ownership import ListenerCheck, Listening, socket_owners
 
@@ -58,7 +59,7 @@ def _proc_net(tmp_path: Path, port: int, inode: int, uid: int = 1001) -> Path:
 
 def test_our_tree_holding_the_listener_is_ours_and_said_once():
     port = free_port()
-    check = ListenerCheck("127.0.0.1", port, sys.executable)
+    check = ListenerCheck("127.0.0.1", port)
     check.before_launch()
     assert check.check([ME], os.getpid(), "at readiness") == ""  # nothing listens yet
     with _listen(port):
@@ -71,7 +72,7 @@ def test_our_tree_holding_the_listener_is_ours_and_said_once():
 
 def test_a_stranger_is_named_by_pid_and_command():
     port = free_port()
-    check = ListenerCheck("127.0.0.1", port, sys.executable)
+    check = ListenerCheck("127.0.0.1", port)
     check.before_launch()
     stranger = _stranger(port)
     try:
@@ -88,7 +89,7 @@ def test_a_stranger_is_named_by_pid_and_command():
 
 def test_a_second_listener_beside_ours_is_foreign():
     port = free_port()
-    check = ListenerCheck("127.0.0.1", port, sys.executable)
+    check = ListenerCheck("127.0.0.1", port)
     with _listen(port, reuse_port=True):
         stranger = _stranger(port, reuse_port=True)  # SO_REUSEPORT: the kernel would share the requests
         try:
@@ -103,7 +104,7 @@ def test_a_second_listener_beside_ours_is_foreign():
 def test_a_hidden_holder_is_accepted_while_it_stays_the_same_socket(tmp_path, monkeypatch):
     port = free_port()
     net = _proc_net(tmp_path, port, inode=777)
-    check = ListenerCheck("127.0.0.1", port, sys.executable, proc_net=net)
+    check = ListenerCheck("127.0.0.1", port, proc_net=net)
     check.before_launch()
     with _listen(port):  # it answers; the system hides who holds it
         monkeypatch.setattr(ownership, "listening", lambda p: [Listening(None, "127.0.0.1")])
@@ -124,7 +125,7 @@ def test_a_hidden_holder_is_accepted_while_it_stays_the_same_socket(tmp_path, mo
 def test_a_hidden_holder_that_answered_before_the_launch_is_foreign(tmp_path, monkeypatch):
     port = free_port()
     with _listen(port):
-        check = ListenerCheck("127.0.0.1", port, sys.executable, proc_net=_proc_net(tmp_path, port, inode=9))
+        check = ListenerCheck("127.0.0.1", port, proc_net=_proc_net(tmp_path, port, inode=9))
         check.before_launch()
         monkeypatch.setattr(ownership, "listening", lambda p: [Listening(None, "127.0.0.1")])
         with pytest.raises(ForeignListener, match="it answered before our launch"):
@@ -133,7 +134,8 @@ def test_a_hidden_holder_that_answered_before_the_launch_is_foreign(tmp_path, mo
 
 def test_a_containers_listener_is_accepted_for_a_docker_run(tmp_path):
     port = free_port()
-    check = ListenerCheck("127.0.0.1", port, "/usr/bin/docker", proc_net=tmp_path / "none")
+    check = ListenerCheck("127.0.0.1", port, launcher_of(["/usr/bin/docker", "run", "img"]).listener_outside,
+                          proc_net=tmp_path / "none")
     check.before_launch()
     proxy = _stranger(port)  # docker-proxy's place: a process outside the launched tree
     try:
@@ -148,7 +150,7 @@ def test_a_containers_listener_is_accepted_for_a_docker_run(tmp_path):
 def test_an_unreadable_system_list_falls_back_to_our_own_sockets(monkeypatch):
     port = free_port()
     monkeypatch.setattr(ownership, "listening", lambda p: None)  # psutil.AccessDenied (macOS without root)
-    check = ListenerCheck("127.0.0.1", port, sys.executable)
+    check = ListenerCheck("127.0.0.1", port)
     with _listen(port):
         said = check.check([ME], os.getpid(), "at readiness")
     assert said is not None and "seen in its own sockets" in said

@@ -96,7 +96,20 @@ def test_checks_are_every_one_in_order_and_problems_their_refusals(tmp_path):
     cfg = load_config(write_config(tmp_path / "exp.toml", command=[sys.executable, "--port", "{port}"],
                                    space=tmp_path / "space.toml"))
     found = preflight.checks(cfg, tmp_path / "r", environ={})
-    assert [c.key for c in found] == ["server.command", "server.command", "server.env.CUDA_VISIBLE_DEVICES",
+    assert [c.key for c in found] == ["server.command", "server.command", "server.command",
+                                      "server.env.CUDA_VISIBLE_DEVICES",
                                       "--results", "server.log_max_bytes"]
     assert preflight.problems(cfg, tmp_path / "r") == []
     assert Path(tmp_path / "r").exists() is False
+
+
+def test_a_detached_docker_run_is_refused_as_the_launchers_and_a_published_port_is_the_hosts(tmp_path):
+    from tuner.errors import LauncherRefused
+    from tuner.inputs.config import ServerConfig
+
+    server = ServerConfig(command=("docker", "run", "-d", "-p", "18431:8000", "img", "--port", "8000"), port=18431)
+    launcher = preflight.launcher_check(server)
+    assert launcher.problem is not None and isinstance(launcher.error("exp.toml"), LauncherRefused)
+    assert preflight.port_check(server).problem is None  # the container's own --port 8000 is not the host's
+    other = ServerConfig(command=("docker", "run", "-p", "9000:8000", "img"), port=18431)
+    assert "publishes host port 9000" in (preflight.port_check(other).problem or "")

@@ -1,0 +1,79 @@
+"""Case 31 (vLLM in `docker run` without -e) and the other launchers through whole nights and
+checks: the set reaches the container (nccl-tune adds -e), the plan says so, nothing is left
+running; a detached run is refused before any launch; a model path inside a container is checked
+through its mount; an srun step with --export=NONE gets the set."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.e2e.test_cases import case_config, sweep
+from tests.helpers import ROOT, cli, envrate_command, free_port, write_config
+
+CASE = "31-docker-env-not-forwarded"
+FAKES = ROOT / "tests" / "launchers"
+
+
+def _case31(tmp_path, **replace: str):
+    port = str(free_port())
+    return case_config(tmp_path, CASE, **{"18431": port, '"nccl-tune-31"': f'"nccl-tune-31-{port}"', **replace})
+
+
+def test_31_the_set_reaches_the_container_and_ll_wins(tmp_path):
+    config = _case31(tmp_path)
+    name = next(w.strip('",') for w in config.read_text().split() if w.startswith('"nccl-tune-31-'))
+    plan = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert "adds -e NAME after `run`" in plan.stdout and "-e NCCL_PROTO" in plan.stdout
+    res, df = sweep(tmp_path, config, "--no-final-baseline", "--force", "--trials", "3")
+    assert res.returncode == 0, res.stderr
+    assert "launcher: server.command runs `docker run`" in res.stdout + res.stderr  # the night's start says it
+    assert list(df["status"]) == ["ok", "ok", "ok"], df[["status", "cause"]]
+    ll = df[df["preset"] == "ll"]
+    assert not ll.empty and ll["output_tok_s"].iloc[0] > df.loc[0, "output_tok_s"]  # x1.09 in the image, when the set gets there
+    logs = sorted((tmp_path / "r" / "case" / "logs").glob("trial-*.log"))
+    assert any("NCCL_PROTO set by environment to LL" in p.read_text() or
+               any("NCCL_PROTO set by environment to LL" in f.read_text() for f in p.with_suffix(".nccl").glob("*"))
+               for p in logs)
+    for log in logs:
+        assert "stopped and removed" in log.read_text().splitlines()[-1]
+    assert not (Path(f"/tmp/fake-docker-{os.getuid()}") / f"{name}.json").exists()  # nothing left after the night
+
+
+def test_31_a_detached_run_is_refused_before_any_launch(tmp_path):
+    res, df = sweep(tmp_path, _case31(tmp_path, **{'"--rm",': '"--rm", "-d",'}))
+    assert res.returncode == 2, res.stderr
+    assert "docker run -d" in res.stderr and "remove -d" in res.stderr and "Traceback" not in res.stderr
+    assert df is None
+
+
+def test_31_a_model_path_inside_the_container_is_not_refused(tmp_path):
+    models = tmp_path / "data" / "models"
+    (models / "llama-3.3-70b").mkdir(parents=True)
+    config = _case31(tmp_path, **{'"--gpus",': f'"-v", "{models}:/models", "--gpus",',
+                                  '"meta-llama/Llama-3.3-70B-Instruct"': '"/models/llama-3.3-70b"'})
+    res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
+    assert res.returncode == 0 and "does not exist" not in res.stderr, res.stderr
+    missing = _case31(tmp_path, **{'"--gpus",': f'"-v", "{models}:/models", "--gpus",',
+                                   '"meta-llama/Llama-3.3-70B-Instruct"': '"/models/absent"'})
+    res = cli("sweep", str(missing), "--results", str(tmp_path / "r"), "--dry-run")
+    assert res.returncode == 2 and "the model path /models/absent" in res.stderr  # translated, and still checked
+    unmounted = _case31(tmp_path, **{'"meta-llama/Llama-3.3-70B-Instruct"': '"/models/llama-3.3-70b"'})
+    res = cli("sweep", str(unmounted), "--results", str(tmp_path / "r"), "--dry-run")
+    assert res.returncode == 0 and "does not exist" not in res.stderr  # the container's own path: not the host's to check
+
+
+def test_an_srun_step_with_export_none_gets_the_set(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
+    config = write_config(tmp_path / "sweep.toml", command=[str(FAKES / "srun"), "-n", "1", "--export=NONE",
+                                                            *envrate_command()],
+                          space=space, trials=2, extra_sweep='mode = "presets"')
+    res, _df = sweep(tmp_path, config, "--no-final-baseline", "--force", "--trials", "2")
+    assert res.returncode == 0, res.stderr
+    log = (tmp_path / "r" / "case" / "logs" / "trial-0001.log").read_text()
+    saw = json.loads(next(line for line in log.splitlines() if "SAW_ENV" in line).split("SAW_ENV", 1)[1])
+    assert saw.get("NCCL_PROTO") == "LL"
+    assert "--export=" in log.splitlines()[0] and "NCCL_PROTO" in log.splitlines()[0]

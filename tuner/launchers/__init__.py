@@ -1,0 +1,17 @@
+"""One home per launcher: how the server's command starts it, and everything that differs with
+it. A launcher owns how the set reaches the server (``prepare``: the argv to launch; ``plan``:
+that in words; ``refusal``: where it cannot, before the first launch), its teardown after the
+launched command is gone (``stop``, and what it leaves behind, in words), which paths and ports
+are the host's (``host_path``, ``host_ports``, ``server_argv``) and who holds the listener
+(``listener_outside``).
+
+The leaves: :mod:`~tuner.launchers.base` (the launcher every other one is, and the wrappers in
+front of it), :mod:`~tuner.launchers.process` (a plain process),
+:mod:`~tuner.launchers.container` (``docker run``, ``podman run``),
+:mod:`~tuner.launchers.slurm` (``srun``), :mod:`~tuner.launchers.find` (:func:`launcher_of`).
+"""
+
+from tuner.launchers.base import Launcher, Stopped
+from tuner.launchers.find import launcher_of
+
+__all__ = ["Launcher", "Stopped", "launcher_of"]

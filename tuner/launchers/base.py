@@ -1,0 +1,186 @@
+"""What every launcher is: how a set reaches the server, how the launch ends, what it can leave
+behind and which paths and ports are the host's. The plain process is this base class as it is;
+a container and a Slurm step override what differs (:mod:`tuner.launchers.container`,
+:mod:`tuner.launchers.slurm`).
+
+Wrappers in front of the launcher program (``env``, ``sudo``, ``nice``, ``taskset`` ...) are
+skipped by :func:`skip_wrappers`; ``sudo`` without ``-E`` resets the environment (sudoers
+``env_reset``, on by default: sudo's sudoers(5) manual), so the names are added with
+``--preserve-env=NAME,...`` (sudo 1.8.21 and later, sudo(8) manual); ``env -i`` empties it,
+and is refused.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Launcher", "Stopped", "Wrappers", "run_quiet", "skip_wrappers"]
+
+#: Wrapper programs and their options that take a value in the next argument (coreutils
+#: env(1), nice(1), stdbuf(1), timeout(1), nohup(1); util-linux taskset(1), ionice(1),
+#: chrt(1); numactl(8); sudo(8)).
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "sudo": frozenset({"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host",
+                       "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U",
+                       "--other-user"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u", "--uid"}),
+    "taskset": frozenset(),
+    "numactl": frozenset({"-C", "-N", "-m", "-p", "-i", "-l"}),
+    "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "nohup": frozenset(),
+    "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
+    "chrt": frozenset(),
+}
+#: Wrappers whose first operand is theirs, not the command (a mask, a duration, a priority).
+_OPERAND = frozenset({"taskset", "timeout", "chrt"})
+
+
+@dataclass
+class Wrappers:
+    """The wrappers in front of the launcher program: ``start`` (the program's index in the
+    argv), ``sudo`` (the index of a ``sudo`` that resets the environment, None when there is none
+    or it keeps it), ``cleared`` (an ``env -i`` or ``env --ignore-environment`` empties it)."""
+
+    start: int = 0
+    sudo: int | None = None
+    sudo_keeps: bool = True
+    cleared: str = ""
+    names: list[str] = field(default_factory=list)
+
+
+def skip_wrappers(argv: Sequence[str]) -> Wrappers:
+    """Where the launcher program starts in ``argv`` after any wrappers, and what they do to the
+    environment."""
+    found = Wrappers()
+    i = 0
+    while i < len(argv) and Path(argv[i]).name in _WRAPPERS:
+        prog = Path(argv[i]).name
+        found.names.append(prog)
+        takes = _WRAPPERS[prog]
+        if prog == "sudo":
+            found.sudo, found.sudo_keeps = i, False
+        i += 1
+        operand = prog in _OPERAND
+        while i < len(argv):
+            arg = argv[i]
+            if arg == "--":
+                i += 1
+                break
+            if prog == "env" and "=" in arg and not arg.startswith("-"):
+                i += 1
+                continue
+            if not arg.startswith("-") or arg == "-":
+                if prog == "env" and arg == "-":
+                    found.cleared = "env -"
+                    i += 1
+                    continue
+                if operand:
+                    operand, i = False, i + 1
+                    continue
+                break
+            if prog == "env" and arg in ("-i", "--ignore-environment"):
+                found.cleared = f"env {arg}"
+            if prog == "sudo" and (arg in ("-E", "--preserve-env") or (len(arg) > 1 and arg[1] != "-" and "E" in arg)):
+                found.sudo_keeps = True
+            i += 2 if arg in takes else 1
+    found.start = i
+    return found
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What the launcher's own teardown did: ``said`` in words for the teardown line (empty:
+    nothing to say) and ``left`` what it could not end (empty: nothing stays)."""
+
+    said: str = ""
+    left: tuple[str, ...] = ()
+
+
+class Launcher:
+    """A plain process: the command is the server, a child of nccl-tune in its own session; the
+    set reaches it through the environment nccl-tune gives it, its teardown is the process
+    group's (:mod:`tuner.server.teardown`), its paths and ports are the host's.
+
+    ``argv``: the command as launched (placeholders filled). A launcher is made per launch
+    (:func:`tuner.launchers.launcher_of`): :meth:`prepare` remembers what it added."""
+
+    #: The launcher's name in messages.
+    name = "a plain process"
+    #: Words for a listener held by a process outside the launched tree, when this launcher's
+    #: server listens from one (None: the launched tree holds it).
+    listener_outside: str | None = None
+
+    def __init__(self, argv: Sequence[str], wrappers: Wrappers | None = None) -> None:
+        self.argv = list(argv)
+        self.wrappers = wrappers or skip_wrappers(argv)
+        self.start = self.wrappers.start
+
+    # -- how the set reaches the server ---------------------------------------------------------
+    def refusal(self) -> str | None:
+        """Why the set cannot reach the server through this command (one paragraph naming what
+        to change), None when it can."""
+        if self.wrappers.cleared:
+            return (f"server.command starts with `{self.wrappers.cleared}`, which empties the environment: no "
+                    "variable of the set would reach the server; remove -i (nccl-tune gives the server its "
+                    "environment itself)")
+        return None
+
+    def prepare(self, forward: Collection[str], mounts: Collection[str] = (), token: str = "") -> list[str]:
+        """The argv to launch so that the variables named in ``forward`` (the launch's NCCL and
+        server variables) and the folders in ``mounts`` (NCCL_DEBUG_FILE's) reach the server;
+        ``token``: a short unique id of the launch (for names)."""
+        return self._sudo(list(self.argv), forward)
+
+    def _sudo(self, argv: list[str], forward: Collection[str]) -> list[str]:
+        """``--preserve-env=NAME,...`` after a ``sudo`` that would reset the environment."""
+        at = self.wrappers.sudo
+        if at is None or self.wrappers.sudo_keeps or not forward:
+            return argv
+        return [*argv[:at + 1], "--preserve-env=" + ",".join(sorted(forward)), *argv[at + 1:]]
+
+    def plan(self, fixed: Collection[str], varied: Collection[str] = ()) -> str | None:
+        """What the launcher adds so that ``fixed`` (every launch's variables) and ``varied``
+        (the set's) reach the server, in one sentence for the plan; None: nothing to say."""
+        if self.wrappers.sudo is not None and not self.wrappers.sudo_keeps:
+            return ("server.command runs through sudo, which resets the environment: nccl-tune adds "
+                    "--preserve-env=NAME,... for each variable of the launch")
+        return None
+
+    # -- the host's paths and ports ---------------------------------------------------------------
+    def server_argv(self) -> list[str]:
+        """The server's own command, the launcher's and wrappers' words left out."""
+        return self.argv[self.start:]
+
+    def host_path(self, path: str) -> tuple[str | None, str]:
+        """``(host path, note)``: where ``path`` (as the server sees it) is on this host, None
+        when it is not known to be here; ``note`` says why it is not checked (empty: checked)."""
+        return path, ""
+
+    def host_ports(self) -> list[str] | None:
+        """The host ports the launcher publishes for the server, None when the server's own
+        listening port is the host's."""
+        return None
+
+    # -- teardown -------------------------------------------------------------------------------
+    def stop(self, grace_s: float) -> Stopped:
+        """After the launched command was signalled and is gone: end what the launcher started
+        outside it (within about ``grace_s`` s plus a bounded wait), and say what stays."""
+        return Stopped()
+
+
+def run_quiet(argv: Sequence[str], timeout_s: float) -> tuple[int, str]:
+    """Run a launcher's helper command (``docker stop``, ``scancel``): ``(exit status, its
+    output)``; 127 with the reason when it cannot start, 124 when it outlives ``timeout_s`` s."""
+    try:
+        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except OSError as exc:
+        return 127, str(exc.strerror or exc)
+    except subprocess.TimeoutExpired:
+        return 124, f"no answer in {timeout_s:.0f} s"
+    return done.returncode, (done.stdout + done.stderr).strip()
