@@ -51,6 +51,13 @@ Versions:
    study reads ``trials`` as None (the budget not known); its ``stop_reason`` is that of the last
    sweep that ended.
 
+7. The study stores ``server_kind`` and ``launcher``
+   (:attr:`tuner.record.study.StudyInfo.server_kind`): the server kind the first ok baseline ran
+   (``vllm``, ``sglang``, ``tgi``, ``trtllm``, ``llamacpp``, ``openai``) and how it was launched;
+   a version-6 study reads both as ``""`` (not known). Each trial stores ``launches``
+   (:class:`tuner.record.trial.TrialRecord`): the server launches it made (2 when a
+   machine-suspect failure was relaunched); a version-6 trial reads it as 1.
+
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
 default that says "written before this version".
@@ -64,7 +71,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

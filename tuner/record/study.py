@@ -63,7 +63,9 @@ class StudyInfo:
     Learned from the first ok baseline's log (``nccl_learned``): ``nccl_version``, ``topology``
     (:class:`TopologyRecord`, None when not logged), ``allreduce_backend`` and the evidence for
     it, ``allreduce_nccl_on_decode_path`` (False: NCCL variables cannot change decode speed;
-    None: unknown), ``allreduce_server``: the server the command or log names (``vllm``,
+    None: unknown), ``server_kind``: the server kind the first ok baseline ran (``tuner.servers``'
+    ``KIND_NAMES``; ``""``: not known), ``launcher``: how it was launched (``a plain process``,
+    ``docker run``, ``a Slurm step (srun)``; ``""``: not known), ``allreduce_server``: the server the command or log names (``vllm``,
     ``sglang``; ``""``: not known, or a study stored before format version 6), which decides
     the backend space the night measures when NCCL does not carry the decode allreduce.
     ``screen``: what the screen stage found (:class:`tuner.record.screen.ScreenSummary`), None
@@ -104,6 +106,8 @@ class StudyInfo:
     allreduce_backend_reason: str = ""
     allreduce_nccl_on_decode_path: bool | None = None
     allreduce_server: str = ""
+    server_kind: str = ""
+    launcher: str = ""
     screen: ScreenSummary | None = None
     space_notes: dict[str, str] = field(default_factory=dict)
     triage: dict[str, Any] = field(default_factory=dict)

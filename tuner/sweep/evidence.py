@@ -99,11 +99,14 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
 @dataclass
 class Evidence:
     """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend and the
-    proof of the backend choice its set names (``proof.applied`` None when it names none)."""
+    proof of the backend choice its set names (``proof.applied`` None when it names none), the
+    server's kind (:data:`tuner.servers.KIND_NAMES`) and the version its log names (``""``: none)."""
 
     parsed: ParsedLog
     backend: Backend
     proof: BackendProof | None = None
+    server_kind: str = ""
+    server_version: str = ""
 
     @property
     def version(self) -> NcclVersion | None:
@@ -125,7 +128,8 @@ def set_choice(server: ServerName | None, launched: Mapping[str, str], flags: li
 
 
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
-         version: NcclVersion | None, *, pattern: str | None = None, pids: set[int] | None = None) -> Evidence | None:
+         version: NcclVersion | None, *, pattern: str | None = None, pids: set[int] | None = None,
+         kind: str | None = None) -> Evidence | None:
     """Parse the trial's NCCL files (``pattern``: the launch's NCCL_DEBUG_FILE; written since
     ``record.started_at``) and ``record.log`` into the record's NCCL fields (``nccl_version``,
     ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
@@ -134,7 +138,8 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     launched; those of its backend choice are left to that choice's proof), and the proof of the
     set's backend choice (``backend_choice``, ``backend_applied``, ``backend_reason``:
     :func:`tuner.servers.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
-    appended, as launched, and ``server_env`` with ``launched`` over it).
+    appended, as launched, and ``server_env`` with ``launched`` over it); ``kind``: ``server.kind``,
+    forcing the server kind the command and log would name.
     None when the server log cannot be read."""
     path = Path(record.log)
     try:
@@ -150,9 +155,9 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
     # a backend choice's variables are the server's, proven by its log line, not by NCCL's echo
     to_nccl = {k: v for k, v in launched.items() if proof.choice is None or k not in proof.choice.params}
-    kind = kind_of(argv, lines)
-    server_version = next((v for line in lines[:5000] if (v := kind.version(line))), None)
-    conf = confirmations(to_nccl, parsed, version, server_version=server_version, silent_why=kind.ray_silent_why)
+    server = kind_of(argv, lines, forced=kind)
+    server_version = next((v for line in lines[:5000] if (v := server.version(line))), None)
+    conf = confirmations(to_nccl, parsed, version, server_version=server_version, silent_why=server.ray_silent_why)
     record.nccl_version = str(parsed.nccl_version or parsed.server_nccl_version or "")
     record.nccl_confirmed = dict(conf.confirmed)
     record.nccl_not_applied = dict(conf.not_applied)
@@ -168,4 +173,4 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.backend_choice = proof.choice.name if proof.choice is not None else ""
     record.backend_applied = proof.applied
     record.backend_reason = proof.reason if proof.choice is not None else ""
-    return Evidence(parsed, backend, proof)
+    return Evidence(parsed, backend, proof, server.name, server_version or "")

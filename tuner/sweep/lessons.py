@@ -30,6 +30,7 @@ from tuner.judging import (
     judge_levels,
     stats,
 )
+from tuner.launchers import launcher_of
 from tuner.nccl import NcclVersion, Topology, machine_from_log
 from tuner.planning import Planner, night_sizes
 from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
@@ -83,9 +84,13 @@ def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, sp
                       topology=TopologyRecord(**dataclasses.asdict(topo)) if topo else None,
                       allreduce_backend=backend.name, allreduce_backend_reason=backend.reason,
                       allreduce_nccl_on_decode_path=backend.nccl_on_decode_path,
-                      allreduce_server=backend.server or "")
+                      allreduce_server=backend.server or "", server_kind=found.server_kind,
+                      launcher=launcher_of(cfg.server.argv()).name)
     where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
              if topo else "topology not logged")
+    server = kind_named(found.server_kind).title if found.server_kind else "the server"
+    log(f"baseline: {server} {found.server_version or '(version not logged)'}, launched as "
+        f"{launcher_of(cfg.server.argv()).name}")
     log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
         f"{backend.name} ({backend.reason})")
     judged = _triage(found, topo, cfg, space, study_dir)

@@ -272,7 +272,7 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     server_cfg = ctx.cfg.server
     # a user's NCCL_DEBUG_FILE place may be shared: only this launch's files (ours is emptied per launch)
     pids = ctx.launched_pids if DEBUG_FILE_VAR in server_cfg.env else None
-    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version,
+    found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version, kind=server_cfg.kind,
                           pattern=evidence.debug_file(ctx.cfg, Path(record.log)), pids=pids)
     return record, found
 

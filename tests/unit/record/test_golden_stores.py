@@ -29,7 +29,7 @@ GOLDEN = {
 
 #: The study attributes each version added (tuner/record/format.py's list).
 ADDED = {2: {"format_version", "metric"}, 3: {"triage"}, 4: {"judge_concurrency"},
-         5: {"confirm_skipped", "next_run"}, 6: {"allreduce_server", "trials"}}
+         5: {"confirm_skipped", "next_run"}, 6: {"allreduce_server", "trials"}, 7: {"server_kind", "launcher"}}
 #: The trial attributes each version added.
 TRIAL_ADDED = {6: {"backend_choice", "backend_applied", "backend_reason"}}
 
@@ -79,8 +79,11 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     # 6: the server named by the first baseline, and the night's relaunch budget
     assert (info.allreduce_server != "") == (version >= 6)
     assert (info.trials is not None) == (version >= 6)
+    # 7: the server kind and launcher of the first baseline; each trial's launches (1: one launch)
+    assert (info.server_kind, info.launcher) == (("vllm", "a plain process") if version >= 7 else ("", ""))
     records = _open(tmp_path / "again", version)[0].records()
     assert all(r.backend_choice == "" and r.backend_applied is None for r in records)
+    assert all(r.launches == 1 for r in records)
 
 
 @pytest.mark.parametrize("version", sorted(GOLDEN))
