@@ -42,7 +42,7 @@ BENIGN_WARNS: tuple[BenignWarn, ...] = (
     BenignWarn(r"^Failed to find CUDA library \S* ?\(NCCL_CUDA_PATH='[^']*'\)", _V("2.12.0"), _V("2.19.4"),
                "src/misc/cudawrap.cc, ncclCudaLibraryInit: the dlopen of libcuda.so by name fails in "
                "containers with only libcuda.so.1; NCCL goes on through the runtime's entry points "
-               "(printed at every init by 2.18.x: NVIDIA/nccl-tests #166, vllm-project/vllm #4411)"),
+               "(printed at every init by 2.18.x: NVIDIA/nccl-tests #166)"),
     BenignWarn(r"NET/Plugin ?: ?(?:Failed to find ncclNetPlugin\w* symbol|No plugin found \(libnccl-net\.so\)"
                r"|Plugin load \(libnccl-net\.so\) returned|Plugin load returned)", None, None,
                "src/net.cc (up to 2.18), src/plugin/net.cc (2.19 on), ncclNetPluginInit: no network "

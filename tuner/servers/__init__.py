@@ -26,7 +26,7 @@ from tuner.servers.catalogue import (
     switch_versions,
     version_key,
 )
-from tuner.servers.kind import ModelRoute, ServerKind, option_value
+from tuner.servers.kind import ServerKind
 from tuner.servers.kinds import GENERIC, KIND_NAMES, KINDS, kind_named, kind_of
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "Backend",
     "BackendChoice",
     "BackendProof",
-    "ModelRoute",
     "ServerKind",
     "ServerName",
     "allreduce_backend",
@@ -47,7 +46,6 @@ __all__ = [
     "kind_named",
     "kind_of",
     "nccl_cannot_act_at_decode",
-    "option_value",
     "prove",
     "switch_versions",
     "version_key",
