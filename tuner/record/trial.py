@@ -88,6 +88,9 @@ time in seconds):
 ``log``               path of the server's log (stdout and stderr)
 ``runner``            ``host:pid`` of the runner that launched it
 ``teardown_problem``  what survived the teardown (empty when clean)
+``probe_notes``       how the probe adapted, one line each: a model name not from the model list,
+                      answers that ended before max_tokens, multi-token chunks (empty: none, or
+                      stored before this field)
 ===================== ======================================================================
 """
 
@@ -237,6 +240,7 @@ class TrialRecord:
     log: str = ""
     runner: str = ""
     teardown_problem: str = ""
+    probe_notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -276,7 +280,7 @@ JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "d
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
                                          "nccl_sources", "nccl_unlaunched", "nccl_ranks",
-                                         "nccl_channels", "nccl_warnings", "host"})
+                                         "nccl_channels", "nccl_warnings", "host", "probe_notes"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",
                                       "verdict", "verdict_note")

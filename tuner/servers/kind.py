@@ -83,7 +83,9 @@ class ServerKind:
     ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
     from), ``nccl_overrides`` (NCCL variables it overwrites itself, with why). ``launch_line``
     (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
-    ``sources``: the files and versions read.
+    ``sources``: the files and versions read. ``model_list_note``: why its model list may be
+    missing (said when ``GET /v1/models`` answers 404); ``any_model_example``: a name it accepts
+    whatever it serves (with ``any_model_name``; said in the message that names ``server.model``).
     """
 
     name: str
@@ -113,6 +115,8 @@ class ServerKind:
     nccl_overrides: dict[str, str] = field(default_factory=dict)
     launch_line: str = ""
     sources: str = ""
+    model_list_note: str = ""
+    any_model_example: str = ""
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
