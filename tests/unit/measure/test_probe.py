@@ -18,8 +18,8 @@ import pytest
 from tests import refserver  # the independent reference server (stdlib only)
 from tests.unit.measure.oracle import check_medians, check_run, check_stall
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
-from tuner.measure import ProbeResult, RunMetrics, discover_model, make_client, run_probe, smoke_check
-from tuner.measure.client import api_url
+from tuner.measure import ProbeResult, RunMetrics, make_client, run_probe, smoke_check
+from tuner.measure.client import api_url, discover_model
 from tuner.measure.stream import stream_once
 
 TTFT = 0.05
