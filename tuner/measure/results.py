@@ -326,6 +326,10 @@ def format_result(result: ProbeResult) -> str:
                      "tok/s are lower bounds (TPOT an upper bound).")
     elif result.tokens_source == "max_tokens":
         lines.append("note: no usage chunk; with ignore_eos and finish_reason 'length' the count is max_tokens.")
+    if result.ended_early:
+        lines.append("note: answers ended before max_tokens although ignore_eos was set (the server ignores it): "
+                     "tok/s is over the tokens that came; lower max_tokens, or ask for a long answer, to measure "
+                     "full answers.")
     if result.chunked and result.decode_measurable:
         lines.append(f"note: {result.chunk_note()}.")
     if not result.decode_measurable:

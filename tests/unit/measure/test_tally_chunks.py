@@ -58,7 +58,7 @@ def test_an_answer_that_ends_early_is_measured_for_what_came():
 
 
 def test_too_few_tokens_or_an_abort_still_stop():
-    with pytest.raises(ProbeIncomplete, match="fewer than the 8 a rate needs.*probe.prompt"):
+    with pytest.raises(ProbeIncomplete, match=r"fewer than the 8 a rate needs.*probe\.prompt"):
         run_metrics(_stream([1] * 5, usage="none", finish="stop"), 0.5, 64, True, ended=True, min_tokens=8)
     with pytest.raises(ProbeIncomplete, match="abort"):
         run_metrics(_stream([1] * 20, usage="none", finish="abort"), 0.5, 64, True, ended=True, min_tokens=8)
