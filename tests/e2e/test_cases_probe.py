@@ -124,3 +124,37 @@ def test_sim_chunks_of_8_tokens_decode_rate_right_tpot_flagged(tmp_path):
     engine = json.loads(re.search(r"SIM MODEL (\{.*\})", log).group(1))["launch_tok_s"]
     assert 0.8 * engine < row["decode_tok_s"] < 1.1 * engine, (row["decode_tok_s"], engine)
     assert any("tokens per stream chunk" in n for n in json.loads(row["probe_notes"]))
+
+
+_PICKY = '''
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def reply(self, code, body=b""):
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.reply(200 if self.path == "/health" else 404)
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.reply(404, json.dumps({"error": {"message": f"The model `{body['model']}` does not exist."}}).encode())
+print("serving", flush=True)
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def test_a_refused_guess_stops_naming_the_url_its_status_and_the_key(tmp_path):
+    # no model list (404) and a server that serves one name it will not tell: the night stops at
+    # the baseline with the URL that answered, its status and server.model in trials.csv and report.md
+    server = tmp_path / "picky.py"
+    server.write_text(_PICKY)
+    cfg = write_config(tmp_path / "exp.toml", command=["{python}", str(server), "{port}"], trials=1, repeats=2,
+                       space=ROOT / "search_spaces" / "safe.toml", extra_sweep='mode = "presets"')
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline", "--trials", "1")
+    assert res.returncode == 4, _said(res)
+    cause = df.loc[0, "cause"]
+    assert df.loc[0, "status"] == "unhealthy", cause
+    assert "/v1/models answered 404" in cause and "set server.model" in cause and "'default' was a guess" in cause
+    report = (tmp_path / "r" / "case" / "report.md").read_text()
+    assert "/v1/models answered 404" in report and "set server.model" in report
