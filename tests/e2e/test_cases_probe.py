@@ -29,7 +29,9 @@ def test_35_tgi_without_a_model_list_is_measured_by_its_info_route(tmp_path):
 
 
 def test_35_the_workaround_server_model_still_measures(tmp_path):
-    res, df = sweep(tmp_path, case_config(tmp_path, "35-tgi-no-v1-models", "sweep-with-model.toml"),
+    # another port than the first test's: the two may run side by side (pytest -n)
+    config = case_config(tmp_path, "35-tgi-no-v1-models", "sweep-with-model.toml", **{"port = 18435": "port = 18436"})
+    res, df = sweep(tmp_path, config,
                     "--no-final-baseline", "--trials", "2")
     assert res.returncode == 0, res.stderr
     assert list(df["status"]) == ["ok", "ok"], df[["status", "cause"]]
