@@ -29,6 +29,7 @@ The tree, each class with its exit status (``tests/unit/test_errors.py`` holds i
         * ProbeHTTPError (exit 1, PROBE_FAILED): the server answered HTTP >= 400
         * ProbeStalled (exit 1, PROBE_FAILED): no token for the stall timeout
           * ProbeNoAnswer (exit 1, PROBE_FAILED): not even response headers
+          * ProbeFirstTokenLate (exit 1, PROBE_FAILED): headers, then no first token
         * ProbeDisconnected (exit 1, PROBE_FAILED): the stream closed early
         * ProbeConnectError (exit 1, PROBE_FAILED): no connection
         * ProbeIncomplete (exit 1, PROBE_FAILED): fewer tokens than asked
@@ -59,6 +60,7 @@ __all__ = [
     "ProbeConnectError",
     "ProbeDisconnected",
     "ProbeError",
+    "ProbeFirstTokenLate",
     "ProbeHTTPError",
     "ProbeIncomplete",
     "ProbeNoAnswer",
@@ -384,6 +386,13 @@ class ProbeNoAnswer(ProbeStalled):
     a server still warming up behind an open socket (SGLang's warm-up gate holds every POST,
     sgl-project/sglang #33719), or a hung one. Before readiness is proven the launch waits on
     it while the server logs (:func:`tuner.server.readiness.wait_ready`); after, it is a stall."""
+
+
+class ProbeFirstTokenLate(ProbeStalled):
+    """The response headers came but no token for ``timeout_s`` seconds: before a launch's first
+    token, while the server logs a warm-up its kind knows (a kernel compile, a CUDA-graph
+    capture: sgl-project/sglang #5031, NVIDIA/TensorRT-LLM #9276), it is waited on
+    (:func:`tuner.server.readiness.wait_ready`); otherwise a stall."""
 
 
 class ProbeDisconnected(ProbeError):

@@ -15,22 +15,24 @@ The leaves import each other by leaf path, never through this face.
 """
 
 from tuner.measure.bench import format_table, levels_to_json, run_bench
-from tuner.measure.client import discover_model, find_api_key, make_client
+from tuner.measure.client import ModelName, find_api_key, find_model, make_client, refused_guess
 from tuner.measure.readiness import ready_check
 from tuner.measure.results import ProbeResult, RunMetrics, format_result
 from tuner.measure.runs import run_probe
 from tuner.measure.smoke import smoke_check
 
 __all__ = [
+    "ModelName",
     "ProbeResult",
     "RunMetrics",
-    "discover_model",
     "find_api_key",
+    "find_model",
     "format_result",
     "format_table",
     "levels_to_json",
     "make_client",
     "ready_check",
+    "refused_guess",
     "run_bench",
     "run_probe",
     "smoke_check",

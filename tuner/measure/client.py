@@ -19,29 +19,34 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tuner.errors import ProbeConnectError, ProbeDisconnected, ProbeError, ProbeHTTPError, ProbeStalled
 from tuner.inputs import server_tls
-from tuner.servers import KINDS
+from tuner.servers import GENERIC, KINDS, ServerKind
 
 __all__ = [
     "DRAIN_S",
     "DROPPABLE_FIELDS",
     "ERROR_BODY_BYTES",
+    "FALLBACK_MODEL",
     "DrainBound",
+    "ModelName",
     "api_url",
     "body_excerpt",
     "bounded_body",
     "discover_model",
     "find_api_key",
+    "find_model",
     "make_client",
     "probe_error_from",
     "refused_field",
     "refused_fields",
+    "refused_guess",
     "request_timeouts",
     "status_error",
     "unframed_error",
@@ -275,32 +280,95 @@ def status_error(resp: httpx.Response, client: httpx.Client, endpoint: str | Non
     return ProbeHTTPError(resp.status_code, body, hint)
 
 
-def discover_model(base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 10.0,
-                   api_key: str | None = None) -> str:
-    """``data[0].id`` of ``GET /v1/models``.
+@dataclass(frozen=True)
+class ModelName:
+    """The model name the probe sends, and how it was found (units: none).
 
-    ``api_key`` is used only when no ``client`` is given (a caller's client carries its own).
-    Raises ProbeConnectError (unreachable), ProbeHTTPError (status >= 400), ProbeStalled,
-    ProbeDisconnected, ProbeError (no model listed or not JSON).
+    ``name``: the name; ``note``: ``""`` when the first model route named it, else one line
+    saying which routes failed and where the name came from (said once in the night's log);
+    ``guessed``: True when no route named it (the command's model or ``"default"``), so a
+    refusal of it is answered with ``stop`` (the URL that answered, its status, the key to set).
     """
-    url = api_url(base_url, "/v1/models")
+
+    name: str
+    note: str = ""
+    guessed: bool = False
+    stop: str = ""
+
+
+#: The name sent when no route names a model and the command names none (a single-model
+#: server that takes any name serves it).
+FALLBACK_MODEL = "default"
+
+
+def find_model(base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 10.0,
+               api_key: str | None = None, kind: ServerKind = GENERIC, argv: Sequence[str] = ()) -> ModelName:
+    """The model to send to the server at ``base_url``: the first of ``kind.model_routes`` that
+    names one (OpenAI's ``GET /v1/models`` ``data[0].id``; TGI's ``GET /info`` ``model_id``;
+    SGLang's ``GET /get_model_info`` ``model_path``). A route that answers 404 or 405, lists
+    nothing, or answers 200 with a body that is not JSON is passed over; when every route is,
+    the name is the model ``argv`` names (``kind.model``), else :data:`FALLBACK_MODEL`
+    (``ModelName.guessed``; a kind with ``any_model_name`` serves any name).
+
+    Raises ProbeConnectError (unreachable), ProbeStalled, ProbeDisconnected, and ProbeHTTPError
+    for another status >= 400 (its hint names the URL and ``server.model``).
+    """
     c = client or make_client(timeout_s, api_key=api_key)
+    failed: list[str] = []
     try:
-        try:
-            resp = c.get(url, timeout=request_timeouts(timeout_s))
-        except httpx.HTTPError as e:
-            raise probe_error_from(e, url, timeout_s) from e
-        if resp.status_code >= 400:
-            raise status_error(resp, c)
-        try:
-            model = (resp.json().get("data") or [])[0]["id"]
-        except (ValueError, AttributeError, LookupError, TypeError) as e:
-            raise ProbeError(
-                f"GET {url} listed no model (expected JSON with data[0].id); pass the model name explicitly"
-            ) from e
-        if not isinstance(model, str) or not model:
-            raise ProbeError(f"GET {url}: data[0].id is not a model name: {model!r}")
-        return model
+        for route in kind.model_routes:
+            url = api_url(base_url, route.path)
+            try:
+                resp = c.get(url, timeout=request_timeouts(timeout_s))
+            except httpx.HTTPError as e:
+                raise probe_error_from(e, url, timeout_s) from e
+            if resp.status_code in (404, 405):
+                why = f" ({kind.model_list_note})" if kind.model_list_note and route.path == "/v1/models" else ""
+                failed.append(f"GET {url} answered {resp.status_code}{why}")
+                continue
+            if resp.status_code >= 400:
+                err = status_error(resp, c)
+                raise ProbeHTTPError(err.status, err.body_excerpt, err.hint or (
+                    f"GET {url} answered {resp.status_code} when asked for the model's name: "
+                    f"{_set_model(kind)}"))
+            try:
+                name = route.read(resp.json())
+            except ValueError:
+                failed.append(f"GET {url} answered {resp.status_code} with a body that is not JSON")
+                continue
+            if name is None:
+                keys = ".".join(str(k) if isinstance(k, str) else f"[{k}]" for k in route.keys).replace(".[", "[")
+                failed.append(f"GET {url} named no model (no {keys})")
+                continue
+            note = f"{'; '.join(failed)}: the model name {name!r} came from GET {url}" if failed else ""
+            return ModelName(name, note)
     finally:
         if client is None:
             c.close()
+    name = kind.model(argv) or FALLBACK_MODEL
+    where = "the model the server command names" if kind.model(argv) else "a placeholder"
+    accepts = f"{kind.title} serves any model name" if kind.any_model_name else "a single-model server takes any name"
+    said = "; ".join(failed)
+    return ModelName(name, f"{said}: sending {where}, {name!r} ({accepts}; set server.model to choose)",
+                     guessed=True, stop=f"{said}: {_set_model(kind)}")
+
+
+def _set_model(kind: ServerKind) -> str:
+    """What to set, in words: ``set server.model (TGI accepts any name, e.g. "tgi")``."""
+    if kind.any_model_name and kind.any_model_example:
+        return f'set server.model ({kind.title} accepts any name, e.g. "{kind.any_model_example}")'
+    return "set server.model to the name the server serves"
+
+
+def refused_guess(exc: ProbeError, model: ModelName) -> ProbeError:
+    """The error to stop with when a request with a guessed ``model`` name failed: for an HTTP
+    400, 404 or 422 (a model name refused) the routes that failed and the key to set; else ``exc``."""
+    if model.guessed and isinstance(exc, ProbeHTTPError) and exc.status in (400, 404, 422):
+        return ProbeHTTPError(exc.status, exc.body_excerpt, f"the model name {model.name!r} was a guess: {model.stop}")
+    return exc
+
+
+def discover_model(base_url: str, *, client: httpx.Client | None = None, timeout_s: float = 10.0,
+                   api_key: str | None = None, kind: ServerKind = GENERIC, argv: Sequence[str] = ()) -> str:
+    """The name :func:`find_model` finds (its note not said). Raises what it raises."""
+    return find_model(base_url, client=client, timeout_s=timeout_s, api_key=api_key, kind=kind, argv=argv).name

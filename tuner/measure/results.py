@@ -9,9 +9,15 @@ Definitions (the field-standard ones of vLLM ``vllm/benchmarks/serve.py``, forme
   arrival of the last one.
 * Output tokens: ``RunMetrics.tokens_source`` (the rules: :mod:`tuner.measure.tally`).
 * output tok/s = output_tokens / E2E (the figure users quote: "512 tokens in 8.5 s").
-* TPOT (s) = (E2E - TTFT) / (output_tokens - 1); decode tok/s = 1 / TPOT. ITL: gaps between
-  token chunks (per chunk, not per token). All three need the tokens to arrive as they are
-  made: see :func:`is_burst` for when they do not (``RunMetrics.timing_measurable``).
+* decode tok/s = (output_tokens - tokens of the first chunk) / (E2E - TTFT): the tokens that
+  came after the first chunk over the time from the first chunk to the last; with one token per
+  chunk that is 1 / TPOT, TPOT (s) = (E2E - TTFT) / (output_tokens - 1). ITL: gaps between token
+  chunks (per chunk, not per token). All need the tokens to arrive as they are made: see
+  :func:`is_burst` for when they do not (``RunMetrics.timing_measurable``). With multi-token
+  chunks (``RunMetrics.chunked``: trtllm-serve's ``stream_interval``, speculative decoding;
+  NVIDIA/TensorRT-LLM PR #14312, PR #6512) TPOT and ITL are not measurable (a chunk times
+  several tokens at once) and 1 / TPOT would count the first chunk's tokens as decoded after it
+  (+32 % reported there); decode tok/s stays, from the definition above.
 """
 
 from __future__ import annotations
@@ -75,7 +81,11 @@ class RunMetrics:
     content / reasoning text; ``text``: generated content; ``reasoning``: reasoning text;
     ``finish_reason`` of the last choice that had one (None if none was sent); ``dropped``: the
     probe fields the server refused, so the request went without them (``("stream_options",)``:
-    no usage asked for; :data:`tuner.measure.client.DROPPABLE_FIELDS`).
+    no usage asked for; :data:`tuner.measure.client.DROPPABLE_FIELDS`); ``first_chunk_tokens``:
+    tokens of the first token chunk (usage per chunk, else 1, else with ``chunked`` the mean per
+    chunk); ``chunked``: most chunks carried several tokens (TPOT and ITL not measurable);
+    ``ended_early``: the answer ended before ``max_tokens`` although ``ignore_eos`` was set, and
+    was measured for the tokens that came (:func:`tuner.measure.tally.run_metrics`).
     """
 
     ttft_s: float
@@ -92,6 +102,9 @@ class RunMetrics:
     timing_measurable: bool = True
     reasoning: str = ""
     dropped: tuple[str, ...] = ()
+    first_chunk_tokens: float = 1.0
+    chunked: bool = False
+    ended_early: bool = False
 
     @property
     def tokens_counted(self) -> bool:
@@ -107,20 +120,25 @@ class RunMetrics:
     @property
     def tpot_s(self) -> float | None:
         """(e2e_s - ttft_s) / (completion_tokens - 1) in s; None with fewer than 2 tokens or
-        when the timing is not measurable (a burst)."""
-        if self.completion_tokens < 2 or not self.timing_measurable:
+        when the timing is not measurable (a burst, multi-token chunks)."""
+        if self.completion_tokens < 2 or not self.timing_measurable or self.chunked:
             return None
         return (self.e2e_s - self.ttft_s) / (self.completion_tokens - 1)
 
     @property
     def decode_tok_s(self) -> float | None:
-        """1 / TPOT (tok/s, prefill excluded); None when TPOT is None or 0."""
-        tpot = self.tpot_s
-        return 1.0 / tpot if tpot else None
+        """(completion_tokens - first_chunk_tokens) / (e2e_s - ttft_s) (tok/s, prefill and the
+        first chunk excluded; 1 / TPOT with one token per chunk); None in a burst, or with
+        nothing after the first chunk."""
+        span, after = self.e2e_s - self.ttft_s, self.completion_tokens - self.first_chunk_tokens
+        if not self.timing_measurable or span <= 0 or after <= 0:
+            return None
+        return after / span
 
     def to_json(self) -> dict[str, Any]:
         """``{"output_tok_s", "ttft_s", "tpot_s", "decode_tok_s", "e2e_s", "completion_tokens",
-        "tokens_source", "timing_measurable"}`` (floats in s and tok/s; None when not measurable)."""
+        "tokens_source", "timing_measurable", "chunked", "ended_early"}`` (floats in s and tok/s;
+        None when not measurable)."""
         return {
             "output_tok_s": self.output_tok_s,
             "ttft_s": self.ttft_s if self.timing_measurable else None,
@@ -130,6 +148,8 @@ class RunMetrics:
             "completion_tokens": self.completion_tokens,
             "tokens_source": self.tokens_source,
             "timing_measurable": self.timing_measurable,
+            "chunked": self.chunked,
+            "ended_early": self.ended_early,
         }
 
 
@@ -145,7 +165,7 @@ class ProbeResult:
     runs: list[RunMetrics] = field(default_factory=list)
 
     def _median(self, attr: str, timing: bool = False) -> float | None:
-        if timing and not self.timing_measurable:
+        if timing and not (self.decode_measurable if attr == "decode_tok_s" else self.timing_measurable):
             return None
         vals = [v for v in (getattr(r, attr) for r in self.runs) if v is not None]
         return statistics.median(vals) if vals else None
@@ -167,8 +187,9 @@ class ProbeResult:
 
     @property
     def decode_tok_s_runs(self) -> list[float]:
-        """Per recorded run: 1 / TPOT (tok/s); empty when any run's timing is not measurable."""
-        if not self.timing_measurable:
+        """Per recorded run: decode tok/s (:attr:`RunMetrics.decode_tok_s`); empty when any run
+        arrived in a burst."""
+        if not self.decode_measurable:
             return []
         return [d for d in (r.decode_tok_s for r in self.runs) if d is not None]
 
@@ -222,18 +243,61 @@ class ProbeResult:
 
     @property
     def timing_measurable(self) -> bool:
-        """False when any run's tokens arrived in a burst (TTFT/TPOT/ITL not measurable)."""
+        """False when any run's tokens arrived in a burst or in multi-token chunks (TTFT/TPOT/ITL
+        not measurable)."""
+        return all(r.timing_measurable and not r.chunked for r in self.runs)
+
+    @property
+    def decode_measurable(self) -> bool:
+        """True when no run's tokens arrived in a burst: decode tok/s (tokens after the first
+        chunk over the time after it) is measurable, multi-token chunks included."""
         return all(r.timing_measurable for r in self.runs)
+
+    @property
+    def chunked(self) -> bool:
+        """True when any run's chunks carried several tokens each (TPOT not measurable)."""
+        return any(r.chunked for r in self.runs)
+
+    @property
+    def ended_early(self) -> bool:
+        """True when any run's answer ended before max_tokens and was measured for what came."""
+        return any(r.ended_early for r in self.runs)
+
+    def early_note(self, max_tokens: int, kind_title: str = "", honours_ignore_eos: bool = True) -> str:
+        """One line when answers ended before ``max_tokens`` (measured for what came), or ``""``:
+        how many tokens came and the keys to change."""
+        early = [r for r in self.runs if r.ended_early]
+        if not early:
+            return ""
+        came = sorted(r.completion_tokens for r in early)
+        who = (f"{kind_title} does not honour ignore_eos" if kind_title and not honours_ignore_eos
+               else "the server ended its answers although ignore_eos was set")
+        return (f"answers ended before probe.max_tokens = {max_tokens} ({came[0]}-{came[-1]} tokens came; {who}): "
+                "tok/s is measured over the tokens that came; to measure full answers lower probe.max_tokens "
+                f"(to about {came[0]}) or set probe.prompt to one that asks for a long answer")
+
+    def chunk_note(self) -> str:
+        """One line when chunks carried several tokens each, or ``""``."""
+        chunked = [r for r in self.runs if r.chunked]
+        if not chunked:
+            return ""
+        per = statistics.median(r.completion_tokens / max(1, r.chunks) for r in chunked)
+        return (f"the server sent about {per:.1f} tokens per stream chunk (a stream interval, or speculative "
+                "decoding): TPOT and ITL are not measurable and not reported; decode tok/s counts the tokens "
+                "after the first chunk over the time from the first chunk to the last")
 
     def to_json(self) -> dict[str, Any]:
         """``{"output_tok_s", "decode_tok_s", "tokens_source", "tokens_counted",
-        "timing_measurable", "runs": [RunMetrics.to_json(), ...]}`` (medians in tok/s)."""
+        "timing_measurable", "chunked", "ended_early", "runs": [RunMetrics.to_json(), ...]}``
+        (medians in tok/s)."""
         return {
             "output_tok_s": self.output_tok_s,
             "decode_tok_s": self.decode_tok_s,
             "tokens_source": self.tokens_source,
             "tokens_counted": self.tokens_counted,
             "timing_measurable": self.timing_measurable,
+            "chunked": self.chunked,
+            "ended_early": self.ended_early,
             "runs": [r.to_json() for r in self.runs],
         }
 
@@ -254,14 +318,21 @@ def format_result(result: ProbeResult) -> str:
     bound = " (a lower bound)" if result.tokens_counted else ""
     lines.append(f"median output tok/s: {median:.2f}{bound}" if median is not None else "no runs")
     if result.decode_tok_s is not None:
-        lines.append(f"median decode tok/s (1 / TPOT): {result.decode_tok_s:.2f}{bound}")
+        how = "tokens after the first chunk / time after it" if result.chunked else "1 / TPOT"
+        lines.append(f"median decode tok/s ({how}): {result.decode_tok_s:.2f}{bound}")
     if result.tokens_counted:
         lines.append("note: the server sent no usage chunk and no finish_reason 'length', so tokens were "
                      "counted from chunks; a chunk may carry several tokens: counts, output tok/s and decode "
                      "tok/s are lower bounds (TPOT an upper bound).")
     elif result.tokens_source == "max_tokens":
         lines.append("note: no usage chunk; with ignore_eos and finish_reason 'length' the count is max_tokens.")
-    if not result.timing_measurable:
+    if result.ended_early:
+        lines.append("note: answers ended before max_tokens although ignore_eos was set (the server ignores it): "
+                     "tok/s is over the tokens that came; lower max_tokens, or ask for a long answer, to measure "
+                     "full answers.")
+    if result.chunked and result.decode_measurable:
+        lines.append(f"note: {result.chunk_note()}.")
+    if not result.decode_measurable:
         lines.append("note: tokens arrived in a burst (most of them within a few ms), not as they were made: "
                      "TTFT, TPOT and decode tok/s are not measurable; output tok/s (tokens / E2E) is.")
     return "\n".join(lines)

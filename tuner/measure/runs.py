@@ -13,7 +13,11 @@ from tuner.measure.client import discover_model, make_client
 from tuner.measure.results import ProbeResult, RunMetrics
 from tuner.measure.stream import Endpoint, stream_once
 
-__all__ = ["DEFAULT_PROMPT", "FixedRuns", "StopWhen", "run_probe"]
+__all__ = ["DEFAULT_PROMPT", "MIN_MEASURED_TOKENS", "FixedRuns", "StopWhen", "run_probe"]
+
+#: Fewest tokens an answer that ended early (before ``max_tokens``, ignore_eos ignored) must
+#: carry to be measured: fewer leave too few gaps for a rate. Chosen.
+MIN_MEASURED_TOKENS = 8
 
 #: The prompt of every probe unless the experiment file sets one.
 DEFAULT_PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -91,6 +95,7 @@ def run_probe(
     endpoint: Endpoint | str = "chat",
     client: httpx.Client | None = None,
     api_key: str | None = None,
+    min_tokens: int | None = MIN_MEASURED_TOKENS,
 ) -> ProbeResult:
     """The probe loop of ``nccl-tune probe`` and of the sweep: ``warmup`` unrecorded streams,
     then recorded streams until the stop rule says enough, all on one keep-alive client.
@@ -101,6 +106,9 @@ def run_probe(
     ``api_key`` and closed at the end. ``on_event(phase, detail)`` is called before each stream,
     phase "warmup" (detail "1/2") or "probing" (detail "run 1/3", or for a rule "run 4 (…, at
     most 15)"); ``on_run(i, metrics)`` after each recorded run, i = 0, 1, ...
+
+    ``min_tokens``: an answer that ends before ``max_tokens`` with at least this many tokens
+    is measured for what came (``RunMetrics.ended_early``; None: an error, ProbeIncomplete).
 
     The first failing stream raises (``stream_once``'s errors); the runs recorded before it
     were given to ``on_run``. Returns a ProbeResult of the recorded runs (medians).
@@ -115,7 +123,7 @@ def run_probe(
 
         def once() -> RunMetrics:
             return stream_once(c, base_url, model=model, prompt=prompt, max_tokens=max_tokens,
-                               stall_timeout_s=stall_timeout_s, endpoint=endpoint)
+                               stall_timeout_s=stall_timeout_s, endpoint=endpoint, min_tokens=min_tokens)
 
         n_warm = max(0, warmup)
         for w in range(n_warm):

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import httpx
 
-from tuner.errors import ProbeError, ProbeNoAnswer, ProbeStalled
+from tuner.errors import ProbeError, ProbeFirstTokenLate, ProbeNoAnswer, ProbeStalled
 from tuner.measure.client import (
     DRAIN_S,
     DrainBound,
@@ -80,6 +80,7 @@ def stream_once(
     stall_timeout_s: float = 60.0,
     endpoint: Endpoint | str = "chat",
     ignore_eos: bool = True,
+    min_tokens: int | None = None,
 ) -> RunMetrics:
     """Stream one completion and time it (the request and the stall rules: module docstring;
     the definitions: :mod:`tuner.measure.results`, :mod:`tuner.measure.tally`; SSE:
@@ -88,7 +89,11 @@ def stream_once(
     ``endpoint``: "chat" or "completions" (ValueError otherwise). ``stall_timeout_s`` (s):
     longest time without a token, keep-alive traffic or not; the client's own timeout is
     overridden. ``ignore_eos`` True (the probe) makes a stream that ends before ``max_tokens``
-    an error; False (the smoke check) takes the answer as it ends.
+    an error, unless ``min_tokens`` is given: an answer that ends early (finish ``stop``, a
+    server that ignores ``ignore_eos``) with at least ``min_tokens`` tokens is measured for the
+    tokens that came (``RunMetrics.ended_early``); False (the smoke check) takes the answer as it
+    ends. A stall before the first token, after the response headers came, is
+    ``ProbeFirstTokenLate``.
 
     Raises ProbeHTTPError, ProbeStalled (ProbeNoAnswer: no response headers), ProbeDisconnected, ProbeConnectError, ProbeIncomplete
     (ended before max_tokens with ignore_eos: finish_reason abort/stop, usage short), ProbeError
@@ -131,7 +136,7 @@ def stream_once(
                         if tally.finish_reason is not None:
                             break  # finished, then silence or pings without [DONE]: the run is complete
                         pings = f"; {keepalive} keep-alive lines arrived meanwhile" if keepalive else ""
-                        raise ProbeStalled(
+                        raise (ProbeStalled if tally.times else ProbeFirstTokenLate)(
                             f"no token for {now - last_token:.1f} s (stall timeout {stall_timeout_s:g} s) "
                             f"{tally.progress(max_tokens)}{pings}", stall_timeout_s)
                     item = framer.feed(line)
@@ -163,16 +168,21 @@ def stream_once(
             raise ProbeNoAnswer(f"no response headers from {url} for {stall_timeout_s:g} s (stall timeout): "
                                 "the request was accepted and not answered", stall_timeout_s) from e
         if not done and tally.finish_reason is None:
-            raise probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens)) from e
+            err = probe_error_from(e, url, stall_timeout_s, tally.progress(max_tokens))
+            if isinstance(err, ProbeStalled) and not tally.times:
+                err = ProbeFirstTokenLate(f"{err} (the response headers came at once)", stall_timeout_s)
+            raise err from e
     if retry:
         return stream_once(client, base_url, model=model, prompt=prompt, max_tokens=max_tokens,
-                           stall_timeout_s=stall_timeout_s, endpoint=endpoint, ignore_eos=ignore_eos)
+                           stall_timeout_s=stall_timeout_s, endpoint=endpoint, ignore_eos=ignore_eos,
+                           min_tokens=min_tokens)
     if not tally.times and unframed:
         auth = client.headers.get("Authorization", "")
         message = unframed_error(unframed, auth[7:] if auth.startswith("Bearer ") else None)
         if message:
             raise ProbeError(f"HTTP {resp.status_code} with an error body instead of an event stream: {message}")
-    metrics = run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None)
+    metrics = run_metrics(tally, t_send, max_tokens, ignore_eos, ended=done or tally.finish_reason is not None,
+                          min_tokens=min_tokens)
     return replace(metrics, dropped=dropped) if dropped else metrics
 
 

@@ -26,6 +26,9 @@ from tuner.measure.sse import server_error
 
 __all__ = ["Tally", "run_metrics"]
 
+#: Finish reasons of a request that was cut, not answered: never measured (vLLM "abort").
+_ABORTED = ("abort", "error", "cancelled")
+
 
 class Tally:
     """What a stream carried so far: token chunk times (perf_counter s), content and reasoning
@@ -39,6 +42,7 @@ class Tally:
         self.content_deltas = 0
         self.reasoning_deltas = 0
         self.usage_tokens: int | None = None
+        self.first_usage: int | None = None  # usage.completion_tokens carried by the first token chunk
         self.finish_reason: str | None = None
 
     def feed(self, obj: Any, event: str, now: float) -> bool:
@@ -49,10 +53,11 @@ class Tally:
         if not isinstance(obj, dict):
             return False
         usage = obj.get("usage")
+        counted: int | None = None
         if isinstance(usage, dict):
             ct = usage.get("completion_tokens")
             if isinstance(ct, int) and ct > 0:  # zeros are placeholders (usage in every chunk)
-                self.usage_tokens = ct
+                self.usage_tokens = counted = ct
         choices = obj.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             return False
@@ -81,6 +86,8 @@ class Tally:
                 token = True
         if token:
             self.times.append(now)
+            if len(self.times) == 1 and counted is not None:
+                self.first_usage = counted  # usage per chunk: the first chunk's tokens are known
         fr = ch.get("finish_reason")
         if fr:
             self.finish_reason = str(fr)
@@ -93,13 +100,26 @@ class Tally:
         return f"after {len(self.times)} token chunks{usage} of max_tokens={max_tokens}"
 
 
-def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, ended: bool) -> RunMetrics:
+def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, ended: bool,
+                min_tokens: int | None = None) -> RunMetrics:
     """The :class:`~tuner.measure.results.RunMetrics` of a finished stream (``t_send``: perf_counter
     s when the request was sent; ``ended``: [DONE] or a finish_reason arrived; the token count:
     the module docstring).
 
+    An answer that ends before ``max_tokens`` although ``ignore_eos`` was set (a server that
+    accepts the field and ignores it: sgl-project/sglang PR #5264, huggingface/text-generation-
+    inference #1544) is measured for the tokens that came when ``min_tokens`` is given and at
+    least that many came (``ended_early``); an aborted one (finish ``abort``/``error``) never is.
+
+    Multi-token chunks (trtllm-serve's ``stream_interval``, speculative decoding: NVIDIA/
+    TensorRT-LLM PR #14312, PR #6512): most chunks carry more than one token (tokens - chunks >
+    chunks / 2, the count from usage or ``max_tokens``) makes the run ``chunked``; the tokens of
+    the first chunk are usage's count in it when the server sends usage per chunk, else the mean
+    per chunk (``first_chunk_tokens``), never counted as decoded after it.
+
     Raises ProbeDisconnected (not ``ended``), ProbeError (no token chunk), ProbeIncomplete (with
-    ``ignore_eos``, fewer than ``max_tokens`` tokens by usage or an abort/stop finish).
+    ``ignore_eos``, fewer than ``max_tokens`` tokens by usage or an abort/stop finish, beyond the
+    rule above).
     """
     times, fr = tally.times, tally.finish_reason
     if not ended:
@@ -113,14 +133,26 @@ def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, 
         tokens, source = max_tokens, "max_tokens"
     else:
         tokens, source = len(times), "chunks"
+    early = False
     if ignore_eos and tokens < max_tokens and (source == "usage" or fr not in (None, "length")):
         ended_by = f"finish_reason {fr!r}" if fr else "the stream's end"
-        raise ProbeIncomplete(
-            f"the stream ended before max_tokens: {ended_by} {tally.progress(max_tokens)}, although "
-            "ignore_eos was set (an aborted request, a stop string, or a server that ignores ignore_eos)")
+        if min_tokens is None or fr in _ABORTED:
+            raise ProbeIncomplete(
+                f"the stream ended before max_tokens: {ended_by} {tally.progress(max_tokens)}, although "
+                "ignore_eos was set (an aborted request, a stop string, or a server that ignores ignore_eos)")
+        if tokens < min_tokens:
+            raise ProbeIncomplete(
+                f"every answer ends early and this one too soon to measure: {ended_by} after {tokens} tokens, "
+                f"fewer than the {min_tokens} a rate needs (probe.max_tokens = {max_tokens}; the server ignores "
+                "ignore_eos): set probe.prompt to one that asks for a long answer")
+        early = True
+    k = len(times)
+    chunked = k >= 2 and tokens - k > k / 2
+    first = float(tally.first_usage) if tally.first_usage is not None and tally.first_usage <= tokens else (
+        tokens / k if chunked else 1.0)
     burst = is_burst(times, tokens)
     itl_med = itl_p99 = None
-    if len(times) >= 2 and not burst:
+    if len(times) >= 2 and not burst and not chunked:
         gaps = [b - a for a, b in pairwise(times)]
         itl_med, itl_p99 = (float(q) for q in np.percentile(gaps, [50.0, 99.0]))  # linear, numpy's default
     return RunMetrics(
@@ -137,4 +169,7 @@ def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, 
         finish_reason=fr,
         timing_measurable=not burst,
         reasoning="".join(tally.reasoning),
+        first_chunk_tokens=first,
+        chunked=chunked,
+        ended_early=early,
     )

@@ -56,7 +56,9 @@ Versions:
    (``vllm``, ``sglang``, ``tgi``, ``trtllm``, ``llamacpp``, ``openai``) and how it was launched;
    a version-6 study reads both as ``""`` (not known). Each trial stores ``launches``
    (:class:`tuner.record.trial.TrialRecord`): the server launches it made (2 when a
-   machine-suspect failure was relaunched); a version-6 trial reads it as 1.
+   machine-suspect failure was relaunched), and ``probe_notes``: how the probe adapted (a model
+   name not from the model list, answers that ended before ``max_tokens``, multi-token chunks); a
+   version-6 trial reads them as 1 and ``[]``.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a

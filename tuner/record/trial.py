@@ -91,6 +91,9 @@ time in seconds):
 ``launches``          server launches this trial made: 2 when a launch failed in a way not
                       plainly the set's and was relaunched (the budget counts the trial once,
                       as it counts an interrupted trial's retry only); 1 when stored before it
+``probe_notes``       how the probe adapted, one line each: a model name not from the model list,
+                      answers that ended before max_tokens, multi-token chunks (empty: none, or
+                      stored before this field)
 ===================== ======================================================================
 """
 
@@ -241,6 +244,7 @@ class TrialRecord:
     runner: str = ""
     teardown_problem: str = ""
     launches: int = 1
+    probe_notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -280,7 +284,7 @@ JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "d
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
                                          "nccl_sources", "nccl_unlaunched", "nccl_ranks",
-                                         "nccl_channels", "nccl_warnings", "host"})
+                                         "nccl_channels", "nccl_warnings", "host", "probe_notes"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",
                                       "verdict", "verdict_note")

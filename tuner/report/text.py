@@ -12,6 +12,7 @@ log file) its rows are written whole, one line each, so ``grep`` sees every row.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -265,6 +266,9 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         trials = ", ".join(str(int(t)) for t in guessed["trial"])
         parts.append(f"The server sent no token count (usage) for trial{'s' if len(guessed) > 1 else ''} {trials}: "
                      "their tok/s counts chunks and is a lower bound.")
+    notes = _probe_notes(df)
+    if notes:
+        parts.append("How the probe measured: " + " ".join(f"{n[0].upper()}{n[1:]}." for n in notes))
     lost = _not_retried(df)
     if lost > 0:
         parts.append(f"{_n(lost, 'interrupted relaunch', 'interrupted relaunches')} not re-measured yet: "
@@ -276,6 +280,18 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         parts.append(f"Target {target:g} tok/s: " + (f"reached by trial {reached}." if reached is not None
                      else "not reached within the budget."))
     return " ".join(parts)
+
+
+def _probe_notes(df: pd.DataFrame) -> list[str]:
+    """Each probe note of the night once, in the order first met (``TrialRecord.probe_notes``);
+    a note that differs only in its numbers is said once."""
+    if "probe_notes" not in df.columns:
+        return []
+    seen: dict[str, str] = {}
+    for notes in df["probe_notes"]:
+        for note in notes if isinstance(notes, list) else []:
+            seen.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", str(note)), str(note))
+    return list(seen.values())
 
 
 def _unapplied(s: SetJudgement) -> str:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -34,8 +36,12 @@ from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, warn_keys
 from tuner.server.ownership import ListenerCheck
 from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
+from tuner.servers import GENERIC, KINDS, ServerKind, kind_of
 
 __all__ = ["ServerProcess"]
+
+_KEPT_LINES = 2000  # log lines kept with their time, for the warm-up rule
+_KIND_LINES = 2000  # the first lines read for a kind's mark (kind_of reads as many)
 
 
 class ServerProcess:
@@ -88,6 +94,9 @@ class ServerProcess:
         self._launch_argv = self.launcher.prepare(forward, mounts, self.marker[:12])
         self._owner = ListenerCheck(server.host, server.port, self.launcher.listener_outside)
         self._served: frozenset[str] = frozenset()
+        self._lines: deque[tuple[float, str]] = deque(maxlen=_KEPT_LINES)  # (s since launch, line)
+        self._kind: ServerKind | None = None  # the first kind the log marks
+        self._lines_lock = threading.Lock()
 
     # -- context manager -----------------------------------------------------------------
     def __enter__(self) -> ServerProcess:
@@ -147,7 +156,38 @@ class ServerProcess:
             self.create_time = time.time()
         assert self.proc.stdout is not None
         self.pump = LogPump(self.proc.stdout, self.log_path, max_bytes=self.server.log_max_bytes,
-                            secrets=self._secrets, watchers=[self._watch.watch])
+                            secrets=self._secrets, watchers=[self._watch.watch, self._see])
+
+    def _see(self, line: str) -> None:
+        """Keep the log line with when it came (s since the launch): the kind and its warm-up."""
+        with self._lines_lock:
+            self._lines.append((self.since_launch(), line))
+        if self._kind is None and len(self._lines) <= _KIND_LINES:
+            for kind in KINDS:
+                if kind.marks(line):
+                    self._kind = kind
+                    break
+
+    def kind(self) -> ServerKind:
+        """The server kind of this launch (:func:`tuner.servers.kind_of`): ``server.kind`` when
+        set, else the one the command names, else the first its log marks (so far), else the
+        generic one."""
+        named = kind_of(self.argv(), (), self.server.kind)
+        return self._kind if named is GENERIC and self._kind is not None and not self.server.kind else named
+
+    def warmup_line(self, since_s: float) -> str | None:
+        """The last line printed after ``since_s`` (s since the launch) that the kind knows as a
+        warm-up (:meth:`tuner.servers.ServerKind.is_warmup`: a kernel compile, a CUDA-graph
+        capture), or None."""
+        kind = self.kind()
+        with self._lines_lock:
+            lines = list(self._lines)
+        for when, line in reversed(lines):
+            if when < since_s:
+                break
+            if kind.is_warmup(kind.strip_prefix(line)):
+                return line
+        return None
 
     @property
     def pid(self) -> int:

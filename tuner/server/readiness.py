@@ -15,7 +15,7 @@ from typing import Protocol
 
 import httpx
 
-from tuner.errors import ProbeError, ProbeHTTPError, ProbeNoAnswer, TrialFailed
+from tuner.errors import ProbeError, ProbeFirstTokenLate, ProbeHTTPError, ProbeNoAnswer, TrialFailed
 from tuner.inputs import ServerConfig, server_tls
 from tuner.record import Status
 
@@ -78,6 +78,11 @@ class Starting(Protocol):
         """Raise unless the launched tree is alive and the listener on the port is ours."""
         ...
 
+    def warmup_line(self, since_s: float) -> str | None:
+        """The last line printed after ``since_s`` (s since the launch) that the server's kind
+        knows as a warm-up, or None."""
+        ...
+
 
 def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], None] | None = None,
                poll_s: float = 0.25) -> float:
@@ -116,6 +121,14 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
     since health's first 200; silent that long, or past that bound, it is ``hung``.
     ``launch.warmup_s`` is set to health's first 200 to ready (s).
 
+    A first request that gets its headers at once and no token within the stall timeout
+    (:class:`tuner.errors.ProbeFirstTokenLate`) while the server has logged, since health's
+    first 200, a line its kind knows as a warm-up (``launch.warmup_line``: a kernel compile, a
+    CUDA-graph capture; sgl-project/sglang #5031, NVIDIA/TensorRT-LLM #9276) is a warm-up too:
+    asked again until ``timeout_s`` (``server.ready_timeout_s``); without such a line it is
+    ``hung`` (the stall rule). This holds before a launch's first token only: later stalls are
+    judged by the caller.
+
     A :class:`tuner.errors.TrialFailed` raised by ``ready_check`` itself (a smoke check)
     passes through unchanged. ``TrialFailed('timeout')`` when not ready within ``timeout_s``
     s of the launch, naming the last answer and log line. After readiness a 503 is no longer
@@ -139,7 +152,8 @@ def wait_ready(launch: Starting, timeout_s: float, ready_check: Callable[[], Non
                     launch.check_listener("at readiness")  # a stranger's 200 is not our readiness
                     if ready_check is None:
                         return _ready(launch, healthy_at)
-                    waiting = _first_request(launch, ready_check, launch.since_launch() - healthy_at)
+                    waiting = _first_request(launch, ready_check, launch.since_launch() - healthy_at, healthy_at,
+                                             timeout_s)
                     if waiting is None:
                         launch.check_listener("at readiness")
                         return _ready(launch, healthy_at)
@@ -164,13 +178,20 @@ def _ready(launch: Starting, healthy_at: float) -> float:
     return ready
 
 
-def _first_request(launch: Starting, ready_check: Callable[[], None], warm_s: float) -> str | None:
+def _first_request(launch: Starting, ready_check: Callable[[], None], warm_s: float, healthy_at: float,
+                   timeout_s: float) -> str | None:
     """None when the caller's request succeeded, a description when the server says it is
-    still loading or warms up (``warm_s``: s since health's first 200); raises TrialFailed for
-    any other failure."""
+    still loading or warms up (``warm_s``: s since health's first 200, ``healthy_at``: s from
+    the launch to it); raises TrialFailed for any other failure."""
     try:
         ready_check()
         return None
+    except ProbeFirstTokenLate as exc:
+        line = launch.warmup_line(healthy_at)
+        if line is None:  # no warm-up in the log: the stall rule holds
+            raise launch.request_failure(exc, "on the first request") from None
+        return (f"the first request got its headers but no token for {exc.timeout_s:g} s while the server "
+                f"logs a warm-up ({line.strip()[:120]!r}): waiting, at most server.ready_timeout_s = {timeout_s:g}")
     except ProbeNoAnswer as exc:
         quiet, bound = launch.quiet_s(), launch.server.warmup_timeout_s
         silence = max(exc.timeout_s, WARMUP_SILENCE_S)

@@ -90,6 +90,9 @@ class ServerKind:
     ``wrapper_lines``: its errors that point elsewhere
     ("see root cause above"): a cause only when no root error is in the log. ``port_lines``: lines
     announcing the HTTP port it listens on (a group ``port``).
+    ``model_list_note``: why its model list may be
+    missing (said when ``GET /v1/models`` answers 404); ``any_model_example``: a name it accepts
+    whatever it serves (with ``any_model_name``; said in the message that names ``server.model``).
     """
 
     name: str
@@ -122,6 +125,8 @@ class ServerKind:
     ray_silent_why: SilentWhy | None = None
     wrapper_lines: tuple[str, ...] = ()
     port_lines: tuple[str, ...] = ()
+    model_list_note: str = ""
+    any_model_example: str = ""
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",

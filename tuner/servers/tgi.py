@@ -43,4 +43,6 @@ TGI = ServerKind(
     launch_line="{env}text-generation-launcher --model-id MODEL --num-shard {tp}{flags}",
     sources="text-generation-inference v2.2.0, v2.3.0, v3.0: launcher/src/main.rs, router/src/server.rs, "
             "router/src/lib.rs",
+    model_list_note="TGI before 2.3 has no model list",
+    any_model_example="tgi",
 )

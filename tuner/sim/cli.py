@@ -19,6 +19,7 @@ from .arbackends import MISSING_PACKAGES, plan_for, vtuple
 from .profiles import BUILTIN, DEFAULT_PROFILE, ProfileError, load_profile
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
+APIS = ("vllm", "tgi")
 STDOUT_BUFFERING = ("line", "block")
 DEFAULT_PROG = "nccl-tune sim"
 
@@ -115,6 +116,21 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--log-schedule", action="store_true",
                    help="after each stream print SIM SCHEDULE {\"due\": [...], \"batch\": [...]}: when each "
                         "token was due (time.perf_counter s; none leaves before it) and each step's batch")
+    s.add_argument("--api", choices=APIS, default="vllm",
+                   help="the server imitated: vLLM, or 'tgi' (text-generation-inference: its launcher's log, "
+                        "/info, no GET /v1/models before 2.3, any model name, no usage chunk, the role in every delta)")
+    s.add_argument("--tgi-version", default="2.2.0", metavar="X.Y.Z",
+                   help="with --api tgi: the version served (GET /v1/models from 2.3)")
+    s.add_argument("--stream-interval", type=int, default=1, metavar="N",
+                   help="tokens per stream chunk, as trtllm-serve's stream_interval (the first chunk too)")
+    s.add_argument("--ignores-ignore-eos", action="store_true",
+                   help="accept ignore_eos and end each answer at its natural end anyway (64 tokens of "
+                        "free text), as TGI and some SGLang versions do")
+    s.add_argument("--first-token-delay", type=float, default=0.0, metavar="S",
+                   help="the launch's first request gets its headers at once and its first token S s "
+                        "later (a JIT compile on the first request); requests meanwhile wait too")
+    s.add_argument("--first-token-log", choices=("compile", "none"), default="compile",
+                   help="with --first-token-delay: log a warm-up line (a graph compile), or nothing")
     s.add_argument("--teardown-s", type=float, default=None, metavar="S",
                    help="slow-teardown delay in seconds (default: SIM_TEARDOWN_S, else 3)")
 
@@ -247,7 +263,12 @@ def _serve(args, environ: dict, prog: str) -> int:
                         ignore_vars=ignored_vars(args.ignore_var, environ), stdout_buffering=buffering,
                         no_effect=no_effect_vars(args.no_effect, environ),
                         ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule,
-                        missing=missing)
+                        missing=missing, api=args.api, tgi_version=args.tgi_version,
+                        stream_interval=args.stream_interval, ignores_ignore_eos=args.ignores_ignore_eos,
+                        first_token_delay_s=args.first_token_delay, first_token_log=args.first_token_log)
+    if args.stream_interval < 1:
+        print(f"{prog} serve: --stream-interval must be >= 1, got {args.stream_interval}", file=sys.stderr)
+        return 2
     return serve(opts)
 
 

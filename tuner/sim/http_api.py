@@ -1,4 +1,8 @@
-"""The OpenAI-compatible HTTP surface of the simulated server (vLLM's endpoints and formats)."""
+"""The OpenAI-compatible HTTP surface of the simulated server: vLLM's endpoints and formats, or
+with ``api = "tgi"`` text-generation-inference's (``/info``; no ``GET /v1/models`` before 2.3;
+any model name; no usage chunk; the role in every delta). ``stream_interval`` sends that many
+tokens per chunk (trtllm-serve's ``stream_interval``); ``ignores_ignore_eos`` ends an answer at
+its natural end whatever ``ignore_eos`` says (sglang PR #5264, TGI #1544)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from . import textgen
+from . import textgen, tgilog
 
 if TYPE_CHECKING:
     from .server import Engine
@@ -97,6 +101,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif path == "/info" and eng.opts.api == "tgi":
+            self._send_json(200, tgilog.info(eng.opts.model_name, eng.opts.tgi_version,
+                                             eng.opts.profile.max_model_len))
+        elif path == "/v1/models" and eng.opts.api == "tgi" and not tgilog.lists_models(eng.opts.tgi_version):
+            self.send_response(404)  # before TGI 2.3: axum's default, an empty body
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif path == "/v1/models":
             self._send_json(200, {"object": "list", "data": [{
                 "id": eng.opts.model_name, "object": "model", "created": int(time.time()),
@@ -155,7 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         eng = self.server.engine
         opts = eng.opts
         model = body.get("model")
-        if model is not None and model != opts.model_name:
+        if model is not None and model != opts.model_name and opts.api != "tgi":  # TGI serves any name
             raise _BadRequest(404, f"The model `{model}` does not exist.", "NotFoundError")
         if chat:
             msgs = body.get("messages")
@@ -197,10 +208,11 @@ class Handler(BaseHTTPRequestHandler):
                 reasoning = 0
             if isinstance(body.get("sim_reasoning_tokens"), int):
                 reasoning = max(0, body["sim_reasoning_tokens"])
-        stream_opts = body.get("stream_options") or {}
+        stream_opts = (body.get("stream_options") or {}) if opts.api != "tgi" else {}  # TGI: no usage chunk
         wrong = opts.faults.has("wrong-output") or eng.corrupts(prompt_tokens)
         tokens, finish = textgen.plan_tokens(
-            question, max_tokens=max_tokens, ignore_eos=bool(body.get("ignore_eos", False)),
+            question, max_tokens=max_tokens,
+            ignore_eos=bool(body.get("ignore_eos", False)) and not opts.ignores_ignore_eos,
             reasoning_tokens=reasoning, wrong=wrong)
         return {"chat": chat, "stream": bool(body.get("stream", False)),
                 "usage": isinstance(stream_opts, dict) and bool(stream_opts.get("include_usage")),
@@ -216,6 +228,7 @@ class Handler(BaseHTTPRequestHandler):
         t_due = getattr(self, "_t_arrival", time.perf_counter()) + eng.prefill_s(req["prompt_tokens"], factor)
         due: list[float] = []
         batches: list[int] = []
+        t_due += eng.first_token_wait()
         with eng.decoding():
             for i, (kind, text) in enumerate(req["tokens"]):
                 batch = 0
@@ -253,15 +266,27 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        if chat:  # vLLM sends the role first, before any token exists
+        tgi = eng.opts.api == "tgi"
+        if tgi:
+            base["system_fingerprint"] = f"{eng.opts.tgi_version}-sha-db7e043"
+        if chat and not tgi:  # vLLM sends the role first, before any token exists
             self._sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
                                             "logprobs": None, "finish_reason": None}]})
         n = len(req["tokens"])
+        every = max(1, eng.opts.stream_interval)
+        held: list[str] = []  # tokens of the chunk being filled (never mixing kinds)
         for i, kind, text in self._paced(req, req_no, factor):
+            held.append(text)
+            nxt = req["tokens"][i + 1][0] if i + 1 < n else None
+            if i < n - 1 and len(held) < every and nxt == kind:
+                continue
             fin = req["finish"] if i == n - 1 else None
+            text, held = "".join(held), []
             if chat:
-                choice = {"index": 0, "delta": self._delta(kind, text), "logprobs": None,
-                          "finish_reason": fin}
+                delta = self._delta(kind, text)
+                if tgi:  # TGI puts the role in every delta
+                    delta = {"role": "assistant", **delta}
+                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
             else:
                 choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": fin}
             self._sse({**base, "choices": [choice]})

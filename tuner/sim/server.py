@@ -49,7 +49,7 @@ import threading
 import time
 import uuid
 
-from . import raycluster, vllmlog
+from . import raycluster, tgilog, vllmlog
 from .arbackends import BackendPlan, plan_for
 from .costmodel import CollectiveCrash, CostModel
 from .faults import FaultPlan
@@ -92,6 +92,13 @@ class ServeOptions:
     #: test support: variables NCCL reads (and echoes) whose effect on the speed is dropped
     no_effect: tuple = ()
     missing: tuple = ()  # packages the server lacks (--sim-missing): arbackends.MISSING_PACKAGES
+    #: the HTTP surface and log of: "vllm", or "tgi" (text-generation-inference, tgi_version)
+    api: str = "vllm"
+    tgi_version: str = "2.2.0"
+    stream_interval: int = 1  # tokens per stream chunk (trtllm-serve's stream_interval)
+    ignores_ignore_eos: bool = False  # accepts ignore_eos and ends at the natural end anyway
+    first_token_delay_s: float = 0.0  # the launch's first request: its first token this much later
+    first_token_log: str = "compile"  # meanwhile: "compile" logs a warm-up line, "none" nothing
 
 
 class Engine:
@@ -113,6 +120,25 @@ class Engine:
         self.dead = False
         self.hung = threading.Event()
         self.stopping = threading.Event()
+        self.compile_until: float | None = None  # perf_counter s: a first-request warm-up ends
+
+    def first_token_wait(self) -> float:
+        """Seconds a request's first token waits for the launch's first-request warm-up (a JIT
+        compile or CUDA-graph capture on the first request: sglang #5031, TensorRT-LLM #9276):
+        the first request starts it (logging it with ``first_token_log = "compile"``), every
+        request until it ends waits for it."""
+        delay = self.opts.first_token_delay_s
+        if delay <= 0:
+            return 0.0
+        with self.lock:
+            now = time.perf_counter()
+            if self.compile_until is None:
+                self.compile_until = now + delay
+                if self.opts.first_token_log == "compile":
+                    self.log.line(tgilog.warmup() if self.opts.api == "tgi" else vllmlog.text(
+                        "INFO", "backends.py:215", f"Compiling a graph for dynamic shape takes {delay:.2f} s",
+                        "EngineCore_DP0", os.getpid()))
+            return max(0.0, self.compile_until - now)
 
     def _factor(self, sigma: float) -> float:
         """Multiplicative time noise: 1 + N(0, sigma), floored at 0.5."""
@@ -344,7 +370,10 @@ def serve(opts: ServeOptions) -> int:
     log.sim("ENV", relevant_env(merged))
     if opts.ignore_vars:
         log.sim("IGNORED", sorted(set(opts.ignore_vars)))
-    if opts.ray:  # vLLM 0.8's format: no process prefix
+    if opts.api == "tgi":  # TGI's launcher and router lines, no vLLM line (tgilog.py)
+        for text in tgilog.start(opts.model_name, p.tp, opts.port, opts.tgi_version):
+            log.line(text)
+    elif opts.ray:  # vLLM 0.8's format: no process prefix
         log.line(vllmlog.plain("INFO", "api_server.py:1007", f"vLLM API server version {p.vllm_version}"))
         log.line(vllmlog.plain(*vllmlog.chunked_prefill(p)))
         log.line(vllmlog.plain(*vllmlog.engine_config(p, opts.model_name, "V0")))
@@ -425,7 +454,8 @@ def serve(opts: ServeOptions) -> int:
                          name="sim-http", daemon=True).start()
         port = httpd.server_address[1]
         host = f"[{opts.host}]" if ":" in opts.host else opts.host
-        log.line(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        log.line(tgilog.connected() if opts.api == "tgi" else
+                 f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
         log.sim("READY", f"tok_s={engine.expected_tok_s():.3f} model_tok_s={bd.tok_s:.3f} "
                          f"url=http://{host}:{port} port={port} profile={p.name} "
                          f"load_s={time.monotonic() - t_start:.2f}")

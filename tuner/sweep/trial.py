@@ -29,11 +29,13 @@ from tuner.errors import Interrupted, MachineFault, NcclTuneError, ProbeError, T
 from tuner.inputs import ExperimentConfig, ProbeConfig
 from tuner.judging import runs_of, stats
 from tuner.measure import (
+    ModelName,
     ProbeResult,
-    discover_model,
     find_api_key,
+    find_model,
     make_client,
     ready_check,
+    refused_guess,
     run_bench,
     run_probe,
     smoke_check,
@@ -93,6 +95,13 @@ class TrialContext:
     on_server: Callable[[ServerIdentity], None] | None = None
     gpu_floor: list[int] | None = None
     last_fault: MachineFault | None = None
+    said: set[str] = field(default_factory=set)
+
+    def say_once(self, key: str, text: str) -> None:
+        """``log(text)`` the first time the night meets ``key`` (a probe note is said once a night)."""
+        if key not in self.said:
+            self.said.add(key)
+            self.log(text)
 
 
 def wait_for_machine(ctx: TrialContext, record: TrialRecord, fault: MachineFault, then: str) -> None:
@@ -134,7 +143,7 @@ class Launcher:
     ``study_dir``, the ``host``), the server launched and measured under the trial's heartbeat
     (:func:`relaunch`), each phase shown by ``progress`` and stored for ``nccl-tune status``, and
     an interruption recorded as such before it propagates. ``strict_port`` is learned from one
-    relaunch for the next (:class:`TrialContext`)."""
+    relaunch for the next (:class:`TrialContext`); ``said``: the probe notes said this night."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -147,6 +156,7 @@ class Launcher:
     gpu_floor: list[int] | None = None
     #: the last machine-suspect failure a relaunch gave up on (for the wait before the baseline check)
     last_fault: MachineFault | None = None
+    said: set[str] = field(default_factory=set)
 
     def ask(self, rec: TrialRecord | None, key_of: Callable[[dict[str, str], list[str]], str],
             env: dict[str, str] | None = None, flags: list[str] | None = None,
@@ -204,7 +214,7 @@ class Launcher:
         trial_id = trial._trial_id
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
                            varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
-                           gpu_floor=self.gpu_floor)
+                           gpu_floor=self.gpu_floor, said=self.said)
         on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
                                         lambda state: self.store.set_phase(trial_id, state), night)
         try:
@@ -301,13 +311,14 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                 if ctx.on_server is not None:
                     ctx.on_server(server.identity())
                 on_phase("loading", "")
-                record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(ctx.cfg))
+                check = ready_check(ctx.cfg, server.kind, server.argv())
+                record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=check)
                 record.warmup_s = server.warmup_s
                 if record.warmup_s is not None and record.warmup_s >= 2.0:
                     ctx.log(f"trial {record.trial}: ready after {record.load_s:.1f} s, {record.warmup_s:.1f} s of "
                             "them a warm-up behind a green health check")
                 probe_started = time.monotonic()
-                measured = _measure(ctx, server, record, on_phase, runs)
+                measured = _measure(ctx, server, record, on_phase, runs, check.model)
                 on_phase("teardown", "")
             finally:
                 probe_ended = time.monotonic()  # before the teardown, which teardown_s times
@@ -347,12 +358,15 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
-             want: int) -> tuple[ProbeResult, list[LevelResult]]:
+             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult]]:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
     :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
-    launcher (crashed, hung, unhealthy, with the log's root cause). The listener is checked to be
-    ours right before the recorded runs and after them (ForeignListener otherwise). Returns the
-    probe's result and the concurrency levels, for the record once the teardown is done."""
+    launcher (crashed, hung, unhealthy, with the log's root cause; a refused guessed model name
+    names the key to set). The listener is checked to be ours right before the recorded runs and
+    after them (ForeignListener otherwise). ``found``: the model name readiness found. How the
+    model was named, answers that ended early and multi-token chunks are said once a night and
+    kept in ``record.probe_notes``. Returns the probe's result and the concurrency levels, for
+    the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
@@ -364,9 +378,13 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
         on_phase(name, detail)
 
     levels: list[LevelResult] = []
+    kind = server.kind()
     with make_client(pc.stall_timeout_s, api_key=key) as client:
+        named = ModelName(ctx.cfg.server.model) if ctx.cfg.server.model else found
         try:
-            model = ctx.cfg.server.model or discover_model(url, client=client)
+            if named is None:
+                named = find_model(url, client=client, kind=kind, argv=server.argv())
+            model = named.name
             if pc.check is not None:
                 on_phase("check", "")
                 _checks(ctx, client, model, record)
@@ -374,12 +392,19 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
                                endpoint=pc.endpoint, client=client, on_event=on_event)
         except ProbeError as exc:
-            raise server.request_failure(exc, f"during {phase[0]}") from None
-        note = result.counting_note()
-        if note:
-            ctx.log(f"trial {record.trial}: {note}")
-            if server.pump is not None:
-                server.pump.note(note)
+            raise server.request_failure(refused_guess(exc, named) if named else exc, f"during {phase[0]}") from None
+        notes = [("model", named.note), ("counting", result.counting_note()),
+                 ("early", result.early_note(pc.max_tokens, kind.title, kind.honours_ignore_eos)),
+                 ("chunks", result.chunk_note())]
+        for topic, note in notes:
+            if note:
+                record.probe_notes.append(note)
+                if topic == "counting":  # per trial, as before
+                    ctx.log(f"trial {record.trial}: {note}")
+                else:
+                    ctx.say_once(topic, f"note: {note}")
+                if server.pump is not None:
+                    server.pump.note(note)
         server.check_listener("after the recorded runs")
         if pc.concurrency:
             on_phase("concurrency", ",".join(map(str, pc.concurrency)))

@@ -251,7 +251,9 @@ def check_run(m: Any, ex: Exchange) -> RunSpans:
     assert m.ttft_s in s.ttft, ("ttft", m.ttft_s, s.ttft)  # when the first token chunk arrived, burst or not
     if s.burst is not None:
         assert m.timing_measurable is not s.burst, ("burst", m.timing_measurable, s.burst)
-    if m.timing_measurable:
+    if m.timing_measurable and m.chunked:  # several tokens a chunk: TPOT and ITL are not measurable
+        assert m.tpot_s is None and m.itl_median_s is None and m.itl_p99_s is None
+    elif m.timing_measurable:
         assert s.tpot is None or m.tpot_s in s.tpot, ("tpot", m.tpot_s, s.tpot)
         assert s.itl_median is None or m.itl_median_s in s.itl_median, ("itl median", m.itl_median_s, s.itl_median)
         assert s.itl_p99 is None or m.itl_p99_s in s.itl_p99, ("itl p99", m.itl_p99_s, s.itl_p99)

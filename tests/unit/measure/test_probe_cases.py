@@ -9,7 +9,8 @@ import pytest
 
 from tests.unit.measure.oracle import check_medians, check_stall
 from tuner.errors import ProbeError, ProbeHTTPError, ProbeStalled
-from tuner.measure import discover_model, format_result, make_client, run_probe, smoke_check
+from tuner.measure import format_result, make_client, run_probe, smoke_check
+from tuner.measure.client import discover_model
 
 KEY = "sk-test-0000"
 
