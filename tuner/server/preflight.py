@@ -122,9 +122,15 @@ def port_check(server: ServerConfig) -> Check:
 
 
 def port_warning(server: ServerConfig) -> str | None:
-    """A command with neither ``{port}`` nor the port number: it may listen on its default."""
+    """A command with neither ``{port}`` nor the port number: it may listen on its default (the
+    server kind's, :meth:`tuner.servers.ServerKind.port`, when it names one)."""
     if any("{port}" in a for a in server.command) or str(server.port) in " ".join(server.argv()):
         return None
+    kind = server.server_kind()
+    default = kind.port(launcher_of(server.argv()).server_argv())
+    if default is not None and default != server.port:
+        return (f"server.command passes no port, and {kind.title} listens on {default} by default, not on "
+                f"server.port {server.port}: write \"--port\", \"{{port}}\" in the command")
     return (f"server.command has neither \"{{port}}\" nor the port {server.port}: unless the server listens "
             "there by default, write \"--port\", \"{port}\" in the command")
 

@@ -79,9 +79,8 @@ class ServerKind:
     (a start-up failure that is the machine's: a memory guard measured before NCCL loads),
     ``warmup_lines`` (a kernel compile or CUDA-graph capture: a late first token is waited for),
     ``log_prefixes`` (regexes of its per-process tags, stripped before a line is read).
-    Its probe quirks: ``honours_ignore_eos`` (False: an answer may end before ``max_tokens``),
-    ``stream_options`` (accepts ``stream_options.include_usage``), ``chunked`` (may send several
-    tokens per stream chunk: TPOT from chunk times is then unmeasurable). Its environment:
+    Its probe quirks: ``honours_ignore_eos`` (False: an answer may end before ``max_tokens``);
+    several tokens per stream chunk are read from the stream itself, whatever the kind. Its environment:
     ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
     from), ``nccl_overrides`` (NCCL variables it overwrites itself, with why). ``launch_line``
     (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
@@ -115,8 +114,6 @@ class ServerKind:
     warmup_lines: tuple[str, ...] = ()
     log_prefixes: tuple[str, ...] = ()
     honours_ignore_eos: bool = True
-    stream_options: bool = True
-    chunked: bool = False
     env_prefixes: tuple[str, ...] = ()
     api_key_env: tuple[str, ...] = ()
     nccl_overrides: dict[str, str] = field(default_factory=dict)

@@ -39,7 +39,6 @@ TGI = ServerKind(
     warmup_lines=(r"Warming up model", r"Cuda Graphs are enabled for sizes", r"[Cc]apturing CUDA graph"),
     benign_lines=(r"Could not import Flash Attention enabled models", r"Could not import Mamba"),
     honours_ignore_eos=False,
-    stream_options=False,
     launch_line="{env}text-generation-launcher --model-id MODEL --num-shard {tp}{flags}",
     sources="text-generation-inference v2.2.0, v2.3.0, v3.0: launcher/src/main.rs, router/src/server.rs, "
             "router/src/lib.rs",

@@ -25,7 +25,6 @@ TRTLLM = ServerKind(
     default_port=8000,
     version_lines=(r"TensorRT-LLM version: (?P<v>\d+\.\d+\S*)",),
     warmup_lines=(r"[Aa]utotun", r"[Cc]apturing CUDA graph", r"CUDA graph", r"[Cc]ompil\w* .*kernel"),
-    chunked=True,
     env_prefixes=("TRTLLM_",),
     launch_line="{env}trtllm-serve MODEL --tp_size {tp}{flags}",
     sources="TensorRT-LLM v0.20, v1.0: tensorrt_llm/commands/serve.py, tensorrt_llm/serve/openai_server.py",

@@ -32,6 +32,17 @@ def test_the_port_check_says_what_it_read_and_refuses_another_port():
     assert preflight.port_warning(_server("vllm", "serve")) is not None
 
 
+def test_a_command_without_a_port_is_warned_with_its_kind_s_default():
+    sglang = ServerConfig(command=["python", "-m", "sglang.launch_server", "--model-path", "m"], port=8000)
+    said = preflight.port_warning(sglang)
+    assert said is not None and "SGLang listens on 30000 by default, not on server.port 8000" in said
+    tgi = ServerConfig(command=["text-generation-launcher", "--model-id", "m", "--port", "8000"], port=8000)
+    assert preflight.port_warning(tgi) is None  # it names the port
+    plain = ServerConfig(command=["./serve.sh"], port=8000)
+    said = preflight.port_warning(plain)
+    assert said is not None and "unless the server listens there by default" in said
+
+
 def test_the_results_folder_can_be_created_or_is_refused_without_creating_it(tmp_path):
     ok = preflight.results_check(tmp_path / "r" / "s")
     assert ok.problem is None and ok.what == f"--results {tmp_path / 'r' / 's'}: can be created in {tmp_path}"
