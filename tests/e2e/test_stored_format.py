@@ -99,3 +99,23 @@ def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "key 'probe.metric' has value 'output_tok_s'" in res.stderr
     assert "the metric study 'decode' is judged on" in res.stderr
+
+
+def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path):
+    """A study format 6 wrote (tests/fixtures/stores/2d99379, before the server kind, launcher and
+    launches of format 7) is resumed by today's sweep: its trials are kept as they were, the
+    night goes on from them, and the study is written at today's format."""
+    out = old_store("output", tmp_path, commit="2d99379")
+    before = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
+    kept = {t.number: t.values for t in before.trials}
+    config = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    config = config.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/default.toml"')
+    path = tmp_path / "sim.toml"
+    path.write_text(config)
+    res = cli("sweep", str(path), "--study", "output", "--results", str(tmp_path), "--trials", "7",
+              "--no-confirm", "--no-final-baseline")
+    assert res.returncode == 0, res.stderr
+    after = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
+    assert after.user_attrs["format_version"] == FORMAT_VERSION == 7
+    assert {t.number: t.values for t in after.trials if t.number in kept} == kept  # nothing recorded is lost
+    assert len(after.trials) > len(kept)  # and the night went on
