@@ -167,6 +167,13 @@ class Launcher:
         return None
 
     # -- teardown -------------------------------------------------------------------------------
+    def handle(self) -> list[str]:
+        """After :meth:`prepare`: a short argv from which :func:`tuner.launchers.launcher_of`
+        makes a launcher that can :meth:`stop` what this one started (a container's client and
+        name, a step's name), no secret in it; empty when there is nothing outside the process
+        tree to stop. A later runner stops a dead runner's server with it."""
+        return []
+
     def stop(self, grace_s: float) -> Stopped:
         """After the launched command was signalled and is gone: end what the launcher started
         outside it (within about ``grace_s`` s plus a bounded wait), and say what stays."""

@@ -219,6 +219,11 @@ class Container(Launcher):
         # the last word of a line is the name (the names only, or a table whose last column is NAMES)
         return any(line.split()[-1:] == [self.container] for line in out.splitlines()), ""
 
+    def handle(self) -> list[str]:
+        if self.container is None:
+            return []
+        return [*self._client(), "run", "--name", self.container, "nccl-tune-leftover"]
+
     def stop(self, grace_s: float) -> Stopped:
         if self.container is None:
             return Stopped()

@@ -99,6 +99,11 @@ class SlurmStep(Launcher):
         at = self.start + 1
         return self._sudo(argv[:at] + added + argv[at:], forward)
 
+    def handle(self) -> list[str]:
+        if self.step is None:
+            return []
+        return [self.argv[self.start], f"--job-name={self.step}", "nccl-tune-leftover"]
+
     def plan(self, fixed: Collection[str], varied: Collection[str] = ()) -> str | None:
         mode = self._mode()
         if mode == "ALL":

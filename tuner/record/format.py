@@ -58,7 +58,10 @@ Versions:
    (:class:`tuner.record.trial.TrialRecord`): the server launches it made (2 when a
    machine-suspect failure was relaunched), and ``probe_notes``: how the probe adapted (a model
    name not from the model list, answers that ended before ``max_tokens``, multi-token chunks); a
-   version-6 trial reads them as 1 and ``[]``.
+   version-6 trial reads them as 1 and ``[]``. A running trial's ``server`` identity may hold
+   ``launcher``: a short argv to stop what its launcher started outside the process tree (a
+   container's client and name, a Slurm step's name; :meth:`tuner.launchers.Launcher.handle`); a
+   version-6 identity reads it as empty (nothing but the process tree to stop).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a

@@ -33,22 +33,28 @@ class ServerIdentity:
     pgid: int | None = None
     create_time: float | None = None
     port: int | None = None
+    launcher: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The runner file's ``server`` object: ``{"pid", "pgid", "create_time", "marker",
         "port"}``, or ``{"marker"}`` alone before the start."""
         if self.pid is None and self.pgid is None:
             return {"marker": self.marker}
-        return {"pid": self.pid, "pgid": self.pgid, "create_time": self.create_time, "marker": self.marker,
-                "port": self.port}
+        found: dict[str, object] = {"pid": self.pid, "pgid": self.pgid, "create_time": self.create_time,
+                                    "marker": self.marker, "port": self.port}
+        if self.launcher:
+            found["launcher"] = list(self.launcher)
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> ServerIdentity:
         """The identity :meth:`to_json` wrote, or one an older runner wrote as a plain dict
         (numbers possibly as text, keys missing). Never raises: a value that does not read as
         its type is None (``marker``: ``""``)."""
+        handle = data.get("launcher")
+        launcher = tuple(str(a) for a in handle) if isinstance(handle, list) else ()
         return cls(marker=str(data.get("marker") or ""), pid=_int(data.get("pid")), pgid=_int(data.get("pgid")),
-                   create_time=_float(data.get("create_time")), port=_int(data.get("port")))
+                   create_time=_float(data.get("create_time")), port=_int(data.get("port")), launcher=launcher)
 
 
 def _float(value: object) -> float | None:

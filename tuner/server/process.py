@@ -201,7 +201,7 @@ class ServerProcess:
         if self.proc is None:
             return ServerIdentity(self.marker)
         return ServerIdentity(self.marker, pid=self.pid, pgid=self.pid, create_time=self.create_time,
-                              port=self.server.port)
+                              port=self.server.port, launcher=tuple(self.launcher.handle()))
 
     def alive(self) -> bool:
         """True while the server's main process has not exited."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from tuner.launchers import Launcher
+from tuner.launchers import Launcher, launcher_of
 from tuner.server import gpu
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.ports import port_in_use
@@ -160,8 +160,9 @@ def kill_leftover(identity: ServerIdentity, grace_s: float = 10.0) -> list[int]:
     """Tear down a server a dead runner left behind, found by its recorded identity.
 
     Kills the recorded process group (only if its leader's start time matches, so a reused
-    pid is never hit) and every process carrying the launch's marker. Returns the pids that
-    were signalled.
+    pid is never hit) and every process carrying the launch's marker, then stops what its
+    launcher started outside them (a container, a Slurm step: ``identity.launcher``). Returns
+    the pids that were signalled.
     """
     victims = {p.pid: p for p in marked_processes(identity.marker)} if identity.marker else {}
     pgid, started = identity.pgid, identity.create_time
@@ -181,6 +182,10 @@ def kill_leftover(identity: ServerIdentity, grace_s: float = 10.0) -> list[int]:
     for p in rest:
         _signal(p, signal.SIGKILL)
     _wait_gone(lambda: [p for p in procs if _running(p)], 10.0)
+    if identity.launcher:  # a container or a step outlives its client: stop it by name
+        leftover = launcher_of(identity.launcher)
+        leftover.prepare(())
+        leftover.stop(grace_s)
     return [p.pid for p in procs]
 
 

@@ -87,3 +87,30 @@ def test_a_container_that_stays_is_said_at_teardown(tmp_path, monkeypatch):
             if entry.get("pid"):
                 with contextlib.suppress(OSError):
                     os.kill(entry["pid"], signal.SIGKILL)
+
+
+def test_a_dead_runner_s_container_is_stopped_from_its_recorded_identity(tmp_path):
+    """The runner dies (its server's client SIGKILLed, no teardown): a later runner finds the
+    launch by the identity the runner file and the trial stored (a JSON round trip) and stops
+    the container by name, though no process of it is left to signal."""
+    from tuner.server import ServerIdentity, kill_leftover
+
+    cfg = config(_command("docker", "--sig-proxy=false"))
+    server = ServerProcess(cfg, {"NCCL_PROTO": "LL"}, tmp_path / "logs" / "trial-0000.log")
+    server.__enter__()  # the runner dies inside: __exit__ (the teardown) never runs
+    try:
+        server.wait_ready(30)
+        stored = server.identity().to_json()
+        assert stored["launcher"][-3:-1] == ["--name", server.launcher.handle()[-2]]  # a name, no secret
+        os.kill(server.pid, signal.SIGKILL)
+        server.exited_within(5)
+        assert _containers(tmp_path), "the container runs on without its client"
+        kill_leftover(ServerIdentity.from_json(json.loads(json.dumps(stored))), grace_s=2)
+        assert _containers(tmp_path) == []
+    finally:
+        for entry in _containers(tmp_path):
+            if entry.get("pid"):
+                with contextlib.suppress(OSError):
+                    os.kill(entry["pid"], signal.SIGKILL)
+        if server.pump is not None:
+            server.pump.close()
