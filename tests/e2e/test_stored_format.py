@@ -18,10 +18,11 @@ from tuner.record import FORMAT_VERSION
 OLD = STORES / "f0e244d"
 
 
-#: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6); an old
-#: store has them at their defaults.
+#: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6, the launches
+#: and probe notes of format 7); an old store has them at their defaults.
 ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}", "warmup_s": "",
-                 "backend_choice": "", "backend_applied": "", "backend_reason": ""}
+                 "backend_choice": "", "backend_applied": "", "backend_reason": "", "launches": "1",
+                 "probe_notes": "[]"}
 #: trials.csv columns computed by today's judgement, not stored (issue 21 changed how they are judged).
 JUDGED_COLUMNS = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "verdict", "verdict_note")
 
