@@ -326,11 +326,14 @@ class MachineFault(TrialFailed):
     ``machine_fault`` (``tuner.record.trial.Status.MACHINE_FAULT``). The sweep relaunches the same
     set once after the machine recovers, then the baseline; the set is blamed only when the
     baseline runs, and the sampler is never told a machine's failure. ``port`` is the port
-    involved, when known."""
+    involved, when known; ``timed``: a condition that passes with time (a memory guard while the
+    driver frees the last server's memory, a busy device, a container name still in use), whose
+    waits the sweep learns."""
 
-    def __init__(self, cause: str, port: int | None = None) -> None:
+    def __init__(self, cause: str, port: int | None = None, *, timed: bool = False) -> None:
         super().__init__("machine_fault", cause)
         self.port = port
+        self.timed = timed
 
 
 class MachineFailed(NcclTuneError):

@@ -197,7 +197,7 @@ def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
     if seen is not None:
         what, line = seen
         said = level_and_body(line)[1].strip()[:200]
-        return MachineFault(f"{what}: {text}" if said in text else f"{what} ({said}): {text}")
+        return MachineFault(f"{what}: {text}" if said in text else f"{what} ({said}): {text}", timed=True)
     if before_nccl(launch.set_env, launch.flags, nccl_logging=launch.nccl_logging(), nccl_seen=launch.nccl_seen()):
         return MachineFault(f"a crash before NCCL's first line (the set's NCCL variables cannot act yet): {text}")
     return TrialFailed(Status.CRASHED, text)

@@ -422,7 +422,7 @@ class Sweep:
                 f"server log {rec.log}. Free the machine and run the same command again: the study resumes")
         return rec
 
-    def _baseline_check(self, rec: TrialRecord, failed: list[str]) -> None:
+    def _baseline_check(self, rec: TrialRecord, failed: list[str]) -> bool:
         """A tuned set failed twice in a way not plainly its own (``rec`` is ``machine_fault``):
         wait, then relaunch the untuned baseline (a re-measure: a baseline record like any other,
         judged with the rest, counted in the budget). It runs: the failures are the set's
@@ -430,19 +430,31 @@ class Sweep:
         the machine's; ``rec`` stays ``machine_fault`` (never told to the sampler as the set's)
         and ``failed`` gets the night's closing message. Made whatever the budget says (blame
         needs it; it counts in the budget all the same), but only when it fits the night's
-        deadline: else ``rec`` stays ``machine_fault``, unblamed, and the night goes on."""
+        deadline: else ``rec`` stays ``machine_fault``, unblamed, and the night goes on. True when
+        the set's failure passes with time (``MachineFault.timed``: a memory guard) and the baseline
+        served but was launched later after the last server's exit than the set's launches were
+        (the machine's lag outlasted the set's waits): the set is then relaunched once
+        more as late (:class:`tuner.sweep.trial.MachineClock`) before it can be blamed."""
         fits, why = self._fits(Step.RETRY, count_budget=False, what="the baseline check")
         if not fits:
             rec.cause += f"; the baseline could not be relaunched to check ({why}): not blamed on the set"
-            return
+            return False
+        set_delay = self.launcher.machine.delay_s
+        timed = self.launcher.last_fault is not None and self.launcher.last_fault.timed  # before the baseline's launch
         self.launcher.wait_for_machine(rec, "relaunching the untuned baseline to see whose fault it is")
         base = self._baseline(recheck=True, checking=True)
         assert base is not None  # no limit: always relaunched
+        base_delay = self.launcher.machine.delay_s
+        if base.ok and timed and base_delay > set_delay + 0.5:
+            rec.cause += (f"; the untuned baseline relaunched after it (trial {base.trial}) ran at "
+                          f"{base.output_tok_s or 0:.1f} tok/s, launched {base_delay:.0f} s after the last server's exit "
+                          f"against the set's {set_delay:.0f} s")
+            return True
         if base.ok:
             rec.status = Status.CRASHED
             rec.cause += (f"; the untuned baseline relaunched after it (trial {base.trial}) ran at "
                           f"{base.output_tok_s or 0:.1f} tok/s, so the failures are the set's")
-            return
+            return False
         rec.cause += f"; the untuned baseline relaunched after it (trial {base.trial}) failed too ({base.status}: {base.cause})"
         failed.append(
             f"trial {rec.trial} failed twice in a way that is not plainly its set's, and the untuned baseline relaunched "
@@ -450,6 +462,7 @@ class Sweep:
             f"recorded machine_fault and was not told to the sampler as failed). Seen: {rec.cause}. Server logs "
             f"{rec.log}, {base.log}. Free the machine (the GPUs' memory, the port, the container engine) and run the "
             "same command again: the study resumes and relaunches the set")
+        return False
 
     # -- record ---------------------------------------------------------------------------------
     def _record(self, trial: optuna.Trial, rec: TrialRecord, label: str, found: evidence.Evidence | None) -> None:

@@ -67,6 +67,47 @@ MACHINE_BACKOFF_S = 10.0
 #: before a relaunch after a machine-suspect failure; the relaunch is made anyway after it.
 MACHINE_WAIT_S = 60.0
 
+
+
+@dataclass
+class MachineClock:
+    """What the night learned of the machine's lag: a server's exit leaves its GPUs' memory charged
+    for some seconds (vllm PR #57362, sglang PR #39545), so a launch made too soon after it fails
+    the start-up memory guard, whatever the set. ``last_exit`` (monotonic s): when the last launch
+    that served was torn down; ``delay_s``: how long after it the latest launch started;
+    ``settle_s``: the delay that a launch needed to serve after a machine-suspect failure (every
+    later launch waits as long after the last exit: a launch that fails costs a load);
+    ``backoff_s``: the next wait after a machine-suspect failure without NVML, doubled after each
+    (at most :data:`MACHINE_WAIT_S`); ``faulted``: a machine-suspect failure since the last exit."""
+
+    last_exit: float | None = None
+    delay_s: float = 0.0
+    settle_s: float = 0.0
+    backoff_s: float = field(default_factory=lambda: MACHINE_BACKOFF_S)  # read when made: tests shorten it
+    faulted: bool = False
+
+    def before_launch(self, log: Callable[[str], None], trial: int) -> None:
+        """Wait until ``settle_s`` s have passed since the last exit, then note the launch's delay."""
+        if self.last_exit is not None and self.settle_s > 0:
+            left = self.last_exit + self.settle_s - time.monotonic()
+            if left > 0.05:
+                log(f"trial {trial}: waiting {left:.1f} s before the launch: this machine needed {self.settle_s:.1f} s "
+                    "after a server's exit before the next one could start (its GPUs' memory freed late)")
+                time.sleep(left)
+        self.delay_s = time.monotonic() - self.last_exit if self.last_exit is not None else float("inf")
+
+    def served(self) -> None:
+        """The launch served: after a machine-suspect failure, its delay is what the machine needs."""
+        if self.faulted and self.delay_s != float("inf"):
+            self.settle_s = max(self.settle_s, self.delay_s)
+        self.faulted = False
+
+    def back_off(self) -> float:
+        """The wait to make now (s), the next one doubled."""
+        wait, self.backoff_s = self.backoff_s, min(2 * self.backoff_s, MACHINE_WAIT_S)
+        return wait
+
+
 #: ``on_phase(phase, detail)``: progress of the relaunch (launching, loading, warmup, ...).
 PhaseCallback = Callable[[str, str], None]
 
@@ -96,6 +137,7 @@ class TrialContext:
     gpu_floor: list[int] | None = None
     last_fault: MachineFault | None = None
     said: set[str] = field(default_factory=set)
+    machine: MachineClock = field(default_factory=MachineClock)
 
     def say_once(self, key: str, text: str) -> None:
         """``log(text)`` the first time the night meets ``key`` (a probe note is said once a night)."""
@@ -125,9 +167,10 @@ def wait_for_machine(ctx: TrialContext, record: TrialRecord, fault: MachineFault
         if held:
             ctx.log(f"trial {record.trial}: {held}; relaunching anyway")
         return
-    ctx.log(f"trial {record.trial}: {fault.cause}; waiting {MACHINE_BACKOFF_S:.0f} s (no NVML to see the GPUs' "
+    wait = ctx.machine.back_off()
+    ctx.log(f"trial {record.trial}: {fault.cause}; waiting {wait:.0f} s (no NVML to see the GPUs' "
             f"memory freed), then {then} (not yet the set's fault)")
-    time.sleep(MACHINE_BACKOFF_S)
+    time.sleep(wait)
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -157,6 +200,7 @@ class Launcher:
     #: the last machine-suspect failure a relaunch gave up on (for the wait before the baseline check)
     last_fault: MachineFault | None = None
     said: set[str] = field(default_factory=set)
+    machine: MachineClock = field(default_factory=MachineClock)
 
     def ask(self, rec: TrialRecord | None, key_of: Callable[[dict[str, str], list[str]], str],
             env: dict[str, str] | None = None, flags: list[str] | None = None,
@@ -179,7 +223,7 @@ class Launcher:
         if self.last_fault is None:
             return
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log,
-                           strict_port=self.strict_port, gpu_floor=self.gpu_floor)
+                           strict_port=self.strict_port, gpu_floor=self.gpu_floor, machine=self.machine)
         wait_for_machine(ctx, rec, self.last_fault, then)
         self.strict_port = ctx.strict_port
 
@@ -198,13 +242,14 @@ class Launcher:
 
     def launch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, night: dict[str, Any],
                version: NcclVersion | None, varied: frozenset[str], runs: int,
-               on_fault: Callable[[TrialRecord], None] | None = None,
+               on_fault: Callable[[TrialRecord], bool] | None = None,
                ) -> tuple[TrialRecord, evidence.Evidence | None]:
         """Relaunch ``trial`` under ``launch`` as ``rec`` (``runs`` recorded runs, the rules of
         NCCL ``version``, ``varied``: the names the study varies); ``night``: the relaunch's place
         in the night (``relaunch``, ``of``, ``end_at``, ``label``). ``on_fault(rec)``: called under
         the trial's heartbeat when the relaunch ends ``machine_fault`` (the sweep's baseline
-        check, which may settle ``rec``'s status and cause). Returns what :func:`relaunch`
+        check, which may settle ``rec``'s status and cause); True from it relaunches the set once
+        more (the baseline served only after a longer wait), a machine-suspect failure then the set's. Returns what :func:`relaunch`
         returns; raises what it raises, the trial then recorded interrupted."""
         index, label = night["relaunch"], night["label"]
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
@@ -214,15 +259,24 @@ class Launcher:
         trial_id = trial._trial_id
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
                            varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
-                           gpu_floor=self.gpu_floor, said=self.said)
+                           gpu_floor=self.gpu_floor, said=self.said, machine=self.machine)
         on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
                                         lambda state: self.store.set_phase(trial_id, state), night)
         try:
             with self.store.heartbeat(trial):
                 rec, found = relaunch(ctx, rec, trial_id=trial_id, on_phase=on_phase, env=dict(launch.env), runs=runs)
                 self.strict_port, self.gpu_floor, self.last_fault = ctx.strict_port, ctx.gpu_floor, ctx.last_fault
-                if rec.status is Status.MACHINE_FAULT and on_fault is not None:
-                    on_fault(rec)
+                if rec.status is Status.MACHINE_FAULT and on_fault is not None and on_fault(rec):
+                    # the baseline served only after a longer wait than the set's launches got: the set is
+                    # relaunched once more as late after the last exit before it can be blamed
+                    causes = rec.cause
+                    rec, found = relaunch(ctx, rec, trial_id=trial_id, on_phase=on_phase, env=dict(launch.env),
+                                          runs=runs, attempts=(rec.launches + 1,))
+                    self.strict_port, self.gpu_floor, self.last_fault = ctx.strict_port, ctx.gpu_floor, ctx.last_fault
+                    if rec.status is Status.MACHINE_FAULT:
+                        rec.status = Status.CRASHED
+                        rec.cause = (f"{causes}; relaunched as late after the last server's exit as the baseline: "
+                                     f"{rec.cause}: so the failures are the set's")
         except BaseException as exc:
             said = str(exc) if isinstance(exc, NcclTuneError) and not isinstance(exc, Interrupted) else ""
             rec.status, rec.cause = Status.INTERRUPTED, said or "the runner was interrupted (signal)"
@@ -245,7 +299,8 @@ def runs_wanted(pc: ProbeConfig, baselines: Sequence[TrialRecord]) -> int:
 
 
 def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], trial_id: int | None,
-             on_phase: PhaseCallback, runs: int) -> tuple[TrialRecord, evidence.Evidence | None]:
+             on_phase: PhaseCallback, runs: int, attempts: tuple[int, ...] = (1, 2),
+             ) -> tuple[TrialRecord, evidence.Evidence | None]:
     """Launch, measure and tear down the server for ``record`` under ``env`` (the set's real
     values; ``record.env`` has secrets as ``***``) and ``record.flags``; returns the record
     completed (status, cause, runs, medians, timings, what NCCL echoed) and the parsed log
@@ -257,14 +312,15 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     before NCCL's first line) is waited after (:func:`wait_for_machine`) and the set relaunched
     once; a second one leaves the record ``machine_fault`` with both causes, for the caller to
     relaunch the baseline (:class:`Launcher`'s ``on_fault``): never blamed on the set here.
-    ``record.launches`` counts the launches made (each counts in the budget). Raises PortBusy (exit 3)
+    ``record.launches`` counts the launches made (each counts in the budget); ``attempts``: the
+    launch numbers to make (one more after the baseline check: ``(3,)``). Raises PortBusy (exit 3)
     when the port stays held before a launch, ForeignListener (exit 3) when the listener on the
     port was not the launched server's (nothing measured is then in the record), Interrupted on
     SIGHUP/SIGINT/SIGTERM after the teardown finished.
     """
     t0 = time.monotonic()
     causes: list[str] = []
-    for attempt in (1, 2):
+    for attempt in attempts:
         record.launches = attempt
         try:
             _launch_once(ctx, record, env, trial_id, on_phase, runs)
@@ -272,11 +328,13 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
         except MachineFault as fault:
             causes.append(fault.cause)
             ctx.last_fault = fault
-            if attempt == 2:
+            ctx.machine.faulted = True
+            if attempt == attempts[-1]:
                 record.status = Status.MACHINE_FAULT
-                record.cause = f"{causes[0]}; relaunched once: {causes[1]}"
+                record.cause = "; relaunched once: ".join(causes)
                 break
-            wait_for_machine(ctx, record, fault, "relaunching the set once")
+            wait_for_machine(ctx, record, fault, "relaunching the untuned baseline once" if record.kind is Kind.BASELINE
+                             else "relaunching the set once")
     record.wall_s = time.monotonic() - t0
     record.finished_at = time.time()
     server_cfg = ctx.cfg.server
@@ -293,6 +351,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     failure, :func:`tuner.server.failure.crash_failure`) for the caller to retry, PortBusy, ForeignListener, Interrupted (after the teardown)."""
     server_cfg = ctx.cfg.server
     on_phase("launching", "")
+    ctx.machine.before_launch(ctx.log, record.trial)
     wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
     server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg, Path(record.log))}, Path(record.log),
                            flags=tuple(record.flags), varied=ctx.varied, set_env=env)
@@ -313,6 +372,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                 on_phase("loading", "")
                 check = ready_check(ctx.cfg, server.kind, server.argv())
                 record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=check)
+                ctx.machine.served()
                 record.warmup_s = server.warmup_s
                 if record.warmup_s is not None and record.warmup_s >= 2.0:
                     ctx.log(f"trial {record.trial}: ready after {record.load_s:.1f} s, {record.warmup_s:.1f} s of "
@@ -337,6 +397,8 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
         if before is not None:
             floor = ctx.gpu_floor
             ctx.gpu_floor = before if floor is None or len(floor) != len(before) else list(map(min, floor, before))
+        if record.load_s is not None:
+            ctx.machine.last_exit = time.monotonic()  # a server that served: its memory is freed from now
         report = server.teardown_report
         if report is not None:
             record.teardown_s = report.duration_s
