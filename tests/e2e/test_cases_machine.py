@@ -113,7 +113,7 @@ def test_a_lag_longer_than_the_first_waits_is_learned_not_blamed_on_the_set(tmp_
     back-off (2 s), the baseline check waits longer (4 s) and runs, so the set is relaunched as
     late after the last exit as the baseline needed, and measured: never blamed on the set."""
     monkeypatch.setattr("tuner.sweep.trial.MACHINE_BACKOFF_S", 2.0)
-    config, folder = _night(tmp_path, lag_s="5")
+    config, _folder = _night(tmp_path, lag_s="5")
     res, df = sweep(tmp_path, config, "--no-final-baseline", "--trials", "3")
     assert res.returncode == 0, res.stderr
     assert list(df["status"]) == ["ok", "ok", "ok"], list(df["cause"])
