@@ -223,14 +223,22 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
         return " ".join(parts)
     settled = df[~df["status"].isin([Status.INTERRUPTED, Status.RUNNING])]
     tuned = settled["kind"] != Kind.BASELINE
-    tried = int(tuned.sum())
-    failed = int((tuned & (settled["status"] != Status.OK)).sum())
+    machine = int((tuned & (settled["status"] == Status.MACHINE_FAULT)).sum())
+    tried = int(tuned.sum()) - machine  # a machine's failure is no set's: not a tuned relaunch tried
+    failed = int((tuned & ~settled["status"].isin([Status.OK, Status.MACHINE_FAULT])).sum())
     judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied and not s.cannot_act]
+    if machine:
+        parts.append(f"The machine failed {_n(machine, 'tuned relaunch', 'tuned relaunches')} (machine_fault: a "
+                     "failure that was not the set's, the untuned baseline failing too or not yet relaunched to "
+                     "check): no verdict on those sets; run the same command again to resume them.")
     if not judged:
         unapplied = sum(1 for s in j.sets.values() if s.not_applied)
-        parts.append("Only the baseline was measured: no tuned set to judge yet." if tried == 0 else
-                     f"No tuned set could be judged on speed ({failed} of {tried} failed"
-                     + (f", {unapplied} not applied by NCCL" if unapplied else "") + "): keep the defaults.")
+        if tried == 0:
+            parts.append("Only the baseline was measured: no tuned set to judge yet.")
+        else:
+            parts.append(f"No tuned set could be judged on speed ({failed} of {tried} failed"
+                         + (f", {unapplied} not applied by NCCL" if unapplied else "")
+                         + ("): keep the defaults." if not machine else "): nothing to adopt yet."))
     elif not j.inconclusive:
         parts += _headline(j, judged, min_effect, _pending(info))
     if levels is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tuner.nccl import NcclVersion, version_in_text
 from tuner.servers.catalogue import BACKEND_SERVERS
 from tuner.servers.choice import BackendChoice, BackendName, ServerName
-from tuner.servers.kinds import kind_of
+from tuner.servers.kinds import GENERIC, KINDS, kind_named, kind_of
 from tuner.servers.vllm import VLLM
 
 __all__ = ["SERVER_OVERRIDES", "Backend", "BackendProof", "allreduce_backend", "dispatch_order", "prove"]
@@ -98,14 +98,15 @@ def _option(argv: Sequence[str], *names: str) -> str | None:
     return None
 
 
-def _server_of(argv: Sequence[str], text: str) -> ServerName | None:
+def _server_of(argv: Sequence[str], text: str, forced: str | None = None) -> ServerName | None:
     """The server kind of ``argv`` and its log ``text`` (:func:`tuner.servers.kinds.kind_of`) when
     it has backend switches, else None."""
-    kind = kind_of(argv, text.splitlines())
+    kind = kind_of(argv, text.splitlines(), forced=forced)
     return next((name for name in BACKEND_SERVERS if name == kind.name), None)
 
 
-def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mapping[str, str] | None = None) -> Backend:
+def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mapping[str, str] | None = None,
+                      forced: str | None = None) -> Backend:
     """Which backend carries the decode allreduce, from the server's log, command and environment.
 
     vLLM tries, per allreduce, its custom allreduce (world size 2, or more GPUs all joined by
@@ -118,12 +119,12 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
     ``--disable-custom-all-reduce``, ``--enable-mscclpp``, ``--enable-torch-symm-mem`` and
     ``--enable-symm-mem`` (NCCL symmetric memory) (sglang/srt/server_args.py). With NCCL's
     TUNING lines in the log, an ``AllReduce [Symmetric]: ... -> Kernel ...`` line (2.27+) says
-    so whatever the flags.
+    so whatever the flags. ``forced``: ``server.kind``, forcing the kind the command and log would name.
     """
     env = env or {}
     lines = list(log_lines)
     text = "\n".join(lines)
-    server = _server_of(argv, text)
+    server = _server_of(argv, text, forced)
     version = version_in_text(text)
 
     def result(name: BackendName, on_path: bool | None, reason: str) -> Backend:
@@ -140,7 +141,12 @@ def allreduce_backend(log_lines: Iterable[str], argv: Sequence[str], env: Mappin
             return result("custom_allreduce", False,
                           "the server's engine config says disable_custom_all_reduce=False, so its custom allreduce "
                           "takes decode-sized allreduces, but neither the command nor the log names vLLM or SGLang")
-        return result("unknown", None, "neither the command nor the log names vLLM or SGLang")
+        kind = kind_of(argv, lines, forced=forced)
+        if kind is not GENERIC and kind in KINDS:
+            return result("unknown", None, f"the server is {kind.title}, whose allreduce backends nccl-tune has not "
+                                           "read: whether NCCL carries its decode allreduce is not known")
+        return result("unknown", None, "neither the command nor the log names a server whose allreduce backends "
+                                       "nccl-tune has read (" + ", ".join(kind_named(s).title for s in BACKEND_SERVERS) + ")")
     if server == "vllm" and (order := dispatch_order(lines)):
         names, said = order
         first = DISPATCH_BACKENDS.get(names[0], "unknown") if names else "unknown"

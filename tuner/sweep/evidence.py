@@ -151,7 +151,7 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent, pids=pids or ())
     full_argv = [*argv, *record.flags]
     env = {**server_env, **launched}
-    backend = allreduce_backend(lines, full_argv, env)
+    backend = allreduce_backend(lines, full_argv, env, forced=kind)
     proof = prove(set_choice(backend.server, launched, record.flags), lines, full_argv, env)
     # a backend choice's variables are the server's, proven by its log line, not by NCCL's echo
     to_nccl = {k: v for k, v in launched.items() if proof.choice is None or k not in proof.choice.params}
