@@ -79,3 +79,34 @@ def test_an_srun_step_with_export_none_gets_the_set(tmp_path):
     saw = json.loads(next(line for line in log.splitlines() if "SAW_ENV" in line).split("SAW_ENV", 1)[1])
     assert saw.get("NCCL_PROTO") == "LL"
     assert "--export=" in log.splitlines()[0] and "NCCL_PROTO" in log.splitlines()[0]
+
+
+def _fixing(tmp_path: Path, command: list[str]) -> Path:
+    space = tmp_path / "space.toml"
+    space.write_text('[variables.NCCL_PROTO]\nvalues = ["LL", "Simple"]\n')
+    return write_config(tmp_path / "sweep.toml", command=command, space=space, trials=4)
+
+
+def test_a_command_that_fixes_a_varied_variable_itself_is_refused_by_the_dry_run_and_the_sweep(tmp_path):
+    env_file = tmp_path / "node.env"
+    env_file.write_text("NCCL_PROTO=Simple\n")
+    image = ["-p", "{port}:8000", "fake/vllm-openai:v0.10.1.1", "--model", "m"]
+    for command, said in [
+        (["env", "NCCL_PROTO=Simple", *envrate_command()], "env NCCL_PROTO=Simple"),
+        ([str(FAKES / "docker"), "run", "--rm", "-e", "NCCL_PROTO=Simple", *image], "-e NCCL_PROTO=Simple"),
+        ([str(FAKES / "docker"), "run", "--rm", "--env-file", str(env_file), *image],
+         f"--env-file {env_file}: NCCL_PROTO=Simple"),
+    ]:
+        config = _fixing(tmp_path, command)
+        res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert f"{config}: key 'server.command' has value '{said}'" in res.stderr
+        assert "NCCL_PROTO" in res.stderr and "space.toml varies" in res.stderr and "Traceback" not in res.stderr
+    res, df = sweep(tmp_path, config)  # the night refuses it too, before any launch
+    assert res.returncode == 2 and "server.command" in res.stderr and df is None
+
+
+def test_a_command_that_hides_nccl_s_info_lines_is_refused_by_the_dry_run(tmp_path):
+    config = _fixing(tmp_path, ["env", "NCCL_DEBUG=WARN", *envrate_command()])
+    res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
+    assert res.returncode == 2 and "'env NCCL_DEBUG=WARN'" in res.stderr and "hides NCCL's INFO lines" in res.stderr

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     _check_budget(args, cfg)
     if args.dry_run:
         return _dry_run(args, cfg, space)
-    preflight.check(cfg, args.results)  # before anything is written
+    preflight.check(cfg, args.results, [n for n in space.choices() if not n.startswith("-")],
+                    f"the search space {space.path}")  # before anything is written
     _say_until(args)
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written

@@ -7,7 +7,9 @@ Wrappers in front of the launcher program (``env``, ``sudo``, ``nice``, ``taskse
 skipped by :func:`skip_wrappers`; ``sudo`` without ``-E`` resets the environment (sudoers
 ``env_reset``, on by default: sudo's sudoers(5) manual), so the names are added with
 ``--preserve-env=NAME,...`` (sudo 1.8.21 and later, sudo(8) manual); ``env -i`` empties it,
-and is refused.
+and is refused. ``env NAME=VALUE``, ``sudo NAME=VALUE`` (sudo(8): "Environment variables to be
+set for the command may also be passed on the command line") and ``env -u NAME`` are the
+command's own fixes (:meth:`Launcher.env_fixes`): they win over what nccl-tune gives the wrapper.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Launcher", "Stopped", "Wrappers", "run_quiet", "skip_wrappers"]
+__all__ = ["EnvFix", "Launcher", "Stopped", "Wrappers", "fixed_of", "run_quiet", "skip_wrappers"]
 
 #: Wrapper programs and their options that take a value in the next argument (coreutils
 #: env(1), nice(1), stdbuf(1), timeout(1), nohup(1); util-linux taskset(1), ionice(1),
@@ -40,17 +42,59 @@ _WRAPPERS: dict[str, frozenset[str]] = {
 _OPERAND = frozenset({"taskset", "timeout", "chrt"})
 
 
+@dataclass(frozen=True)
+class EnvFix:
+    """One variable the command itself sets for the server: ``name``, ``value`` (None: it
+    unsets it, ``env -u NAME``) and ``said``, the words of the command that do it
+    (``-e NCCL_PROTO=Simple``, ``--env-file vars.env: NCCL_PROTO=Simple``)."""
+
+    name: str
+    value: str | None
+    said: str
+
+
+def fixed_of(fixes: Sequence[EnvFix]) -> dict[str, str]:
+    """``{name: value}`` the fixes leave, in order (a later one wins; an unset removes)."""
+    out: dict[str, str] = {}
+    for fix in fixes:
+        if fix.value is None:
+            out.pop(fix.name, None)
+        else:
+            out[fix.name] = fix.value
+    return out
+
+
+def _assignment(word: str) -> tuple[str, str] | None:
+    """``(NAME, VALUE)`` for a ``NAME=VALUE`` word (a shell name before the ``=``), else None."""
+    name, eq, value = word.partition("=")
+    if eq and name and (name[0].isalpha() or name[0] == "_") and all(c.isalnum() or c == "_" for c in name):
+        return name, value
+    return None
+
+
+def _unset(argv: Sequence[str], i: int) -> str | None:
+    """The name ``env``'s option at ``argv[i]`` unsets (``-u NAME``, ``-uNAME``, ``--unset=NAME``)."""
+    arg = argv[i]
+    if arg in ("-u", "--unset"):
+        return argv[i + 1] if i + 1 < len(argv) else None
+    if arg.startswith("--unset="):
+        return arg.partition("=")[2]
+    return arg[2:] if arg.startswith("-u") and len(arg) > 2 else None
+
+
 @dataclass
 class Wrappers:
     """The wrappers in front of the launcher program: ``start`` (the program's index in the
     argv), ``sudo`` (the index of a ``sudo`` that resets the environment, None when there is none
-    or it keeps it), ``cleared`` (an ``env -i`` or ``env --ignore-environment`` empties it)."""
+    or it keeps it), ``cleared`` (an ``env -i`` or ``env --ignore-environment`` empties it),
+    ``fixes`` (``env NAME=VALUE``, ``sudo NAME=VALUE``, ``env -u NAME``: what they set or unset)."""
 
     start: int = 0
     sudo: int | None = None
     sudo_keeps: bool = True
     cleared: str = ""
     names: list[str] = field(default_factory=list)
+    fixes: list[EnvFix] = field(default_factory=list)
 
 
 def skip_wrappers(argv: Sequence[str]) -> Wrappers:
@@ -71,7 +115,9 @@ def skip_wrappers(argv: Sequence[str]) -> Wrappers:
             if arg == "--":
                 i += 1
                 break
-            if prog == "env" and "=" in arg and not arg.startswith("-"):
+            assigned = _assignment(arg) if prog in ("env", "sudo") else None
+            if assigned is not None:
+                found.fixes.append(EnvFix(*assigned, f"{prog} {arg}"))
                 i += 1
                 continue
             if not arg.startswith("-") or arg == "-":
@@ -85,6 +131,9 @@ def skip_wrappers(argv: Sequence[str]) -> Wrappers:
                 break
             if prog == "env" and arg in ("-i", "--ignore-environment"):
                 found.cleared = f"env {arg}"
+            unset = _unset(argv, i) if prog == "env" else None
+            if unset:
+                found.fixes.append(EnvFix(unset, None, f"env -u {unset}"))
             if prog == "sudo" and (arg in ("-E", "--preserve-env") or (len(arg) > 1 and arg[1] != "-" and "E" in arg)):
                 found.sudo_keeps = True
             i += 2 if arg in takes else 1
@@ -150,6 +199,21 @@ class Launcher:
             return ("server.command runs through sudo, which resets the environment: nccl-tune adds "
                     "--preserve-env=NAME,... for each variable of the launch")
         return None
+
+    def env_fixes(self) -> list[EnvFix]:
+        """The variables the command itself sets (or unsets) for the server, in the order they
+        apply: they win over the set nccl-tune gives the command. Here the wrappers' (``env
+        NAME=VALUE``, ``sudo NAME=VALUE``, ``env -u NAME``); a launcher adds its own."""
+        return list(self.wrappers.fixes)
+
+    def fixed_env(self) -> dict[str, str]:
+        """The assignments the command itself makes: ``{name: value}`` (:meth:`env_fixes`)."""
+        return fixed_of(self.env_fixes())
+
+    def env_unread(self) -> list[str]:
+        """Where the command reads variables nccl-tune could not read (an ``--env-file`` that
+        does not open), in words; empty when every one was read."""
+        return []
 
     # -- the host's paths and ports ---------------------------------------------------------------
     def server_argv(self) -> list[str]:

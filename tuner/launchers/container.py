@@ -6,8 +6,14 @@ container that the daemon starts, not the client nccl-tune launches.
   variables (-e, --env, --env-file)"; podman-run(1), ``--env``). So ``-e NAME`` is added right
   after ``run`` for each variable of the launch, and NCCL_DEBUG_FILE's folder is mounted at the
   same path (``-v DIR:DIR``) so NCCL's own log reaches the proof. ``-d`` (the client returns at
-  once) and a subcommand other than ``run`` (``compose``, ``start``, ``exec``: a container or a
-  file nccl-tune does not make) are refused before the first launch.
+  once; also ``-d=true``, ``--detach=1``: pflag's bool spellings) and a subcommand other than
+  ``run`` (``compose``, ``start``, ``exec``: a container or a file nccl-tune does not make) are
+  refused before the first launch.
+* The command's own fixes (:meth:`Container.env_fixes`): ``-e NAME=VALUE``, ``--env=NAME=VALUE``
+  and the ``NAME=VALUE`` lines of an ``--env-file`` (read when it opens: ``#`` comments and blank
+  lines skipped, the value taken as written; a ``NAME`` line copies the caller's). The client
+  reads the files first and the ``-e`` flags over them (docker/cli
+  cli/command/container/opts.go, ``ReadKVEnvStrings``; podman-run(1), ``--env-file``).
 * Teardown: the client forwards SIGTERM to the container (``--sig-proxy``, default true), but a
   SIGKILLed client, or one run with ``--sig-proxy=false``, leaves it running (moby/moby #3793,
   #35647; docker/cli #5489). So the container is named (``--name``, added when the command has
@@ -25,8 +31,9 @@ import os
 import re
 import time
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
-from tuner.launchers.base import Launcher, Stopped, Wrappers, run_quiet
+from tuner.launchers.base import EnvFix, Launcher, Stopped, Wrappers, run_quiet
 
 __all__ = ["GONE_WAIT_S", "PROGRAMS", "Container", "is_container"]
 
@@ -41,6 +48,8 @@ _RUN_FLAGS = frozenset({"--rm", "--detach", "--interactive", "--tty", "--init", 
                         "--env-host", "--http-proxy", "--no-hosts", "--read-only-tmpfs", "--tls-verify"})
 #: ``run``'s one-letter options that take no value (``-d -i -t -P -q``, also clustered: ``-it``).
 _SHORT_FLAGS = frozenset("ditPq")
+#: What pflag reads as true for a bool flag given a value (Go's strconv.ParseBool).
+_TRUE = frozenset({"1", "t", "true"})
 #: How long the container may take to be gone after ``stop`` and ``rm -f`` (s).
 GONE_WAIT_S = 15.0
 
@@ -61,6 +70,8 @@ class Container(Launcher):
         self.given_name: str | None = None
         self.copied: set[str] = set()
         self.fixed: set[str] = set()
+        self.flag_fixes: list[EnvFix] = []
+        self.env_files: list[str] = []
         self.mounts: list[tuple[str, str]] = []
         self.publish: list[str] = []
         self.host_network = False
@@ -92,27 +103,46 @@ class Container(Launcher):
                 if not eq and key not in _RUN_FLAGS:
                     value, i = (argv[i + 1] if i + 1 < len(argv) else ""), i + 1
                 self._option(key, value, bool(eq) or key not in _RUN_FLAGS)
-            elif set(arg[1:]) <= _SHORT_FLAGS:
-                if "d" in arg:
-                    self.detach = arg
             else:
-                key, value = arg[:2], arg[2:]
-                if not value:
-                    value, i = (argv[i + 1] if i + 1 < len(argv) else ""), i + 1
-                self._option(key, value, True)
+                i = self._short(i)
             i += 1
         if i < len(argv) and argv[i] == "--":
             i += 1
         self.image_at = i if i < len(argv) else None
 
+    def _short(self, i: int) -> int:
+        """Read the one-letter options at ``argv[i]`` as pflag does: flags cluster (``-dit``), a
+        flag may be given a value (``-d=true``), an option taking a value takes the rest of the
+        word (``-eA=B``, ``-e=A=B``) or the next word; returns the index of the last word read."""
+        arg = self.argv[i]
+        for j in range(1, len(arg)):
+            letter, rest = arg[j], arg[j + 1:]
+            if letter in _SHORT_FLAGS:
+                given = rest[1:] if rest.startswith("=") else None
+                if letter == "d" and (given is None or given.lower() in _TRUE):
+                    self.detach = arg
+                if given is not None:
+                    return i
+                continue
+            if rest:
+                self._option(f"-{letter}", rest[1:] if rest.startswith("=") else rest, True)
+                return i
+            self._option(f"-{letter}", self.argv[i + 1] if i + 1 < len(self.argv) else "", True)
+            return i + 1
+        return i
+
     def _option(self, key: str, value: str, has_value: bool) -> None:
-        if key == "--detach" and (not has_value or value.lower() in ("", "true", "1")):
+        if key == "--detach" and (not has_value or value.lower() in _TRUE):
             self.detach = "--detach"
         elif key in ("--name",):
             self.given_name = value
         elif key in ("-e", "--env"):
-            name, eq, _ = value.partition("=")
+            name, eq, fixed = value.partition("=")
             (self.fixed if eq else self.copied).add(name)
+            if eq:
+                self.flag_fixes.append(EnvFix(name, fixed, f"{key} {value}"))
+        elif key == "--env-file":
+            self.env_files.append(value)
         elif key in ("-v", "--volume"):
             parts = value.split(":")
             if len(parts) >= 2:
@@ -147,6 +177,26 @@ class Container(Launcher):
                     "the container at teardown itself)")
         return None
 
+    def env_fixes(self) -> list[EnvFix]:
+        out = super().env_fixes()
+        for path in self.env_files:
+            lines, _why = _env_file(path)
+            for line in lines:
+                name, eq, value = line.partition("=")
+                if eq:
+                    out.append(EnvFix(name, value, f"--env-file {path}: {line}"))
+        return out + self.flag_fixes
+
+    def env_unread(self) -> list[str]:
+        unread = []
+        for path in self.env_files:
+            _lines, why = _env_file(path)
+            if why:
+                as_root = " (the client runs through sudo: root may read it)" if self.wrappers.sudo is not None else ""
+                unread.append(f"--env-file {path} cannot be read here ({why}){as_root}: its variables are not "
+                              "checked against the set")
+        return unread
+
     def prepare(self, forward: Collection[str], mounts: Collection[str] = (), token: str = "") -> list[str]:
         argv = list(self.argv)
         added: list[str] = []
@@ -169,9 +219,10 @@ class Container(Launcher):
         named = (f"stops and removes the container {self.given_name} by name at teardown" if self.given_name else
                  "names the container nccl-tune-<launch id> (--name) to stop and remove it at teardown")
         overridden = sorted(self.fixed & set(varied))
+        listed = ", ".join([w for w in (names, "" if varied else "each variable of the set") if w])
         return (f"server.command runs `{prog} run`, whose container gets only -e/--env-file variables: nccl-tune "
-                f"adds -e NAME after `run` for each variable of the launch ({names}{', ' if names else ''}"
-                f"{'' if varied else 'each variable of the set'}), mounts NCCL_DEBUG_FILE's folder "
+                f"adds -e NAME after `run` for each variable of the launch{f' ({listed})' if listed else ''}, "
+                "mounts NCCL_DEBUG_FILE's folder "
                 f"at the same path (-v DIR:DIR) so NCCL's own log reaches the proof, and {named}"
                 + (f"; the command's own -e {', -e '.join(overridden)} fixes a value the set varies" if overridden
                    else ""))
@@ -242,6 +293,18 @@ class Container(Launcher):
                                                                   f"`{self.program} stop` and `rm -f`",))
             run_quiet([*client, "rm", "-f", name], 15.0)
             time.sleep(0.2)
+
+
+def _env_file(path: str) -> tuple[list[str], str]:
+    """``(lines, why)``: the variable lines of the env file ``path`` (as the client reads it, from
+    the runner's folder: comments and blank lines left out, a name's leading blanks trimmed),
+    or why it cannot be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return [], str(exc.strerror or exc)
+    lines = [line.lstrip() for line in text.splitlines()]
+    return [line for line in lines if line.strip() and not line.startswith("#")], ""
 
 
 def is_container(argv: Sequence[str], start: int) -> bool:

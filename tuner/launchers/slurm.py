@@ -6,7 +6,8 @@ task, not the srun client nccl-tune launches.
   ``SLURM_*``; a list ``NAME[,NAME=VALUE]`` those names and ``SLURM_*`` (srun(1), ``--export``,
   Slurm 23.02). With ``ALL`` nothing is added; with ``NONE`` or a list, the launch's names are
   written into it (``--export=NAME1,NAME2,...``: their values copied from srun's environment,
-  which nccl-tune sets).
+  which nccl-tune sets). A ``NAME=VALUE`` in the list (``--export=ALL,NCCL_PROTO=Simple``) is the
+  command's own fix (:meth:`SlurmStep.env_fixes`): the task gets that value, not srun's.
 * Teardown: SIGTERM to srun, which forwards it to the tasks (srun(1), "SIGNALS AND ESCAPE
   SEQUENCES"); then, inside an allocation (``SLURM_JOB_ID``), the step is looked up by its name
   (``--job-name``, added when the command has none) with ``squeue --steps`` and cancelled with
@@ -20,7 +21,7 @@ import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 
-from tuner.launchers.base import Launcher, Stopped, Wrappers, run_quiet
+from tuner.launchers.base import EnvFix, Launcher, Stopped, Wrappers, run_quiet
 
 __all__ = ["GONE_WAIT_S", "SlurmStep", "is_srun"]
 
@@ -99,6 +100,17 @@ class SlurmStep(Launcher):
         at = self.start + 1
         return self._sudo(argv[:at] + added + argv[at:], forward)
 
+    def env_fixes(self) -> list[EnvFix]:
+        written = self.export is not None
+        value = self.export if self.export is not None else self.environ.get("SLURM_EXPORT_ENV", "")
+        said = "--export=" if written else "SLURM_EXPORT_ENV="
+        out = super().env_fixes()
+        for word in value.split(","):
+            name, eq, fixed = word.partition("=")
+            if eq and name:
+                out.append(EnvFix(name.strip(), fixed, f"{said}{value}"))
+        return out
+
     def handle(self) -> list[str]:
         if self.step is None:
             return []
@@ -112,9 +124,10 @@ class SlurmStep(Launcher):
                     "listed is cancelled (scancel)")
         written = f"--export={self.export}" if self.export is not None else \
             f"SLURM_EXPORT_ENV={self.environ.get('SLURM_EXPORT_ENV')}"
+        names = ", ".join(sorted(set(fixed) | set(varied)))
+        listed = " and ".join(w for w in (names, "" if varied else "each variable of the set") if w)
         return (f"server.command runs a Slurm step (srun) with {written}: nccl-tune writes the launch's names "
-                f"into --export ({', '.join(sorted(set(fixed) | set(varied)))}"
-                f"{' and each variable of the set' if not varied else ''}) so the step gets them; at teardown "
+                f"into --export{f' ({listed})' if listed else ''} so the step gets them; at teardown "
                 "srun forwards SIGTERM and a step still listed is cancelled (scancel)")
 
     def server_argv(self) -> list[str]:

@@ -7,7 +7,10 @@ both read that list (:func:`problems` is its refusals). Refused: a command that 
 port than ``server.port``, a local model path that does not exist, GPUs named in
 ``CUDA_VISIBLE_DEVICES`` that NVML does not see, a ``NCCL_TOPO_FILE``/``NCCL_GRAPH_FILE`` in
 ``server.env`` that NCCL could not read, a results folder that cannot be created or written,
-too little free disk for the logs. Refused later, after a dead runner's server was torn down:
+too little free disk for the logs, a command that fixes a variable itself (``env NAME=VALUE``,
+``docker run -e NAME=VALUE`` or ``--env-file``, ``srun --export=...,NAME=VALUE``:
+:meth:`tuner.launchers.Launcher.env_fixes`) that the space varies or that hides NCCL's INFO
+lines from the proof (:func:`command_env_checks`). Refused later, after a dead runner's server was torn down:
 a port that already answers (:func:`port_held`). Only warned (:func:`warnings`): a command with
 neither ``{port}`` nor the port number (the server may default to it; the launcher stops at
 once when its log shows it listening elsewhere).
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,7 @@ __all__ = [
     "Check",
     "check",
     "checks",
+    "command_env_checks",
     "disk_problem",
     "launcher_check",
     "model_path_check",
@@ -205,6 +210,75 @@ def launcher_check(server: ServerConfig) -> Check:
                  launcher.refusal(), on_host=False, refused=LauncherRefused)
 
 
+#: The subsystems whose INFO lines the proof reads: ``NAME set by environment to VALUE`` is an
+#: ENV line, the communicator's lines INIT ones (NCCL src/debug.cc, ncclDebugInit; src/misc/param.cc).
+_PROOF_SUBSYS = ("INIT", "ENV")
+#: The logging variables nccl-tune sets for the proof (:func:`tuner.sweep.evidence.debug_env`).
+_LOGGING_ACCEPTED = ("a command that leaves NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE to nccl-tune "
+                     "(NCCL_DEBUG=INFO or TRACE, NCCL_DEBUG_SUBSYS with INIT and ENV, no NCCL_DEBUG_FILE of its own)")
+
+
+def _hides(name: str, value: str | None, server_env: Mapping[str, str]) -> str | None:
+    """Why the command's ``name=value`` (None: unset) keeps NCCL's INFO lines from the proof,
+    None when it does not (NCCL src/debug.cc, ncclDebugInit: NCCL_DEBUG read case-insensitively,
+    INFO and TRACE print INFO lines; NCCL_DEBUG_SUBSYS a comma list, ``^`` excludes)."""
+    if name == "NCCL_DEBUG":
+        if value is None:
+            return "without NCCL_DEBUG NCCL prints no INFO line"
+        return None if value.strip().upper() in ("INFO", "TRACE") else \
+            f"NCCL prints INFO lines only at NCCL_DEBUG=INFO or TRACE, not {value}"
+    if name == "NCCL_DEBUG_SUBSYS" and value is not None:
+        words = {w.strip().upper() for w in value.lstrip("^").split(",")}
+        shown = [w for w in _PROOF_SUBSYS if (w in words or "ALL" in words) != value.startswith("^")]
+        missing = [w for w in _PROOF_SUBSYS if w not in shown]
+        return f"it leaves out the {' and '.join(missing)} lines the proof reads" if missing else None
+    if name == "NCCL_DEBUG_FILE" and value is not None and value != server_env.get(name):
+        return f"NCCL would write its lines to {value}, not to the file nccl-tune reads"
+    return None
+
+
+def command_env_checks(server: ServerConfig, varied: Collection[str] = (), space: str = "the search space",
+                       environ: Mapping[str, str] | None = None) -> list[Check]:
+    """Whether the variables the command itself sets for the server
+    (:meth:`tuner.launchers.Launcher.env_fixes`: ``env NAME=VALUE``, ``docker run -e NAME=VALUE``
+    or ``--env-file``, ``srun --export=...,NAME=VALUE``) leave the set and the proof alone:
+    refused when one fixes a variable ``varied`` names (the space's, whose name ``space`` is;
+    every trial's value would be overridden, the baseline not untuned), hides NCCL's INFO lines
+    (:func:`_hides`) or contradicts ``server.env``. An env file that cannot be read is said as
+    not checked (``environ``: srun's environment, default ``os.environ``)."""
+    launcher = launcher_of(server.argv(), environ)
+    last = {fix.name: fix for fix in launcher.env_fixes()}
+    out = []
+    for name, fix in sorted(last.items()):
+        sets = f"sets {name}={fix.value}" if fix.value is not None else f"unsets {name}"
+        if name in varied:
+            out.append(Check(f"server.command {sets}", "server.command", fix.said,
+                             f"a command that fixes no variable {space} varies (nccl-tune gives the server each "
+                             "set's value itself; remove it)",
+                             f"the command's own `{fix.said}` {sets}, which {space} varies: the server would get "
+                             f"the command's {name} in every trial, so no set's {name} would be applied and the "
+                             "baseline would not be untuned", on_host=False, refused=LauncherRefused))
+        elif (why := _hides(name, fix.value, server.env)) is not None:
+            out.append(Check(f"server.command {sets}", "server.command", fix.said, _LOGGING_ACCEPTED,
+                             f"the command's own `{fix.said}` {sets}, which hides NCCL's INFO lines from nccl-tune: "
+                             f"{why}, so no set could be proven to have reached NCCL", on_host=False,
+                             refused=LauncherRefused))
+        elif name in server.env and fix.value != server.env[name]:
+            out.append(Check(f"server.command {sets}", "server.command", fix.said,
+                             "a command that leaves server.env's variables as server.env sets them",
+                             f"server.env sets {name}, but the command's own `{fix.said}` {sets}: the server "
+                             "would run with the command's, not what the study records", on_host=False,
+                             refused=LauncherRefused))
+    if not out:
+        fixed = ", ".join(sorted(last))
+        out.append(Check(f"server.command's own variables ({fixed or 'none'}): none that {space} varies, none "
+                         "that hides NCCL's INFO lines", "server.command", server.command,
+                         "a command that fixes no variable the set varies", on_host=False))
+    out += [Check("server.command's env files", "server.command", server.command, "an env file nccl-tune can read",
+                  unchecked=why) for why in launcher.env_unread()]
+    return out
+
+
 def gpu_check(server: ServerConfig, environ: dict[str, str] | None = None) -> Check:
     """Whether the GPUs named in CUDA_VISIBLE_DEVICES (server.env, else the runner's) are GPUs
     NVML sees; not checked (``unchecked`` says why) without NVML or with UUID/MIG names."""
@@ -295,24 +369,28 @@ def disk_problem(server: ServerConfig, results: Path) -> str | None:
     return disk_check(server, results).problem
 
 
-def checks(cfg: ExperimentConfig, results: Path, environ: dict[str, str] | None = None) -> list[Check]:
+def checks(cfg: ExperimentConfig, results: Path, environ: dict[str, str] | None = None,
+           varied: Collection[str] = (), space: str = "the search space") -> list[Check]:
     """Every check above, in the order they are reported (``environ``: the runner's, default
-    ``os.environ``); writes nothing."""
+    ``os.environ``; ``varied``: the names the space ``space`` varies); writes nothing."""
     server = cfg.server
-    return [launcher_check(server), port_check(server), model_path_check(server), gpu_check(server, environ), *nccl_file_check(server),
+    return [launcher_check(server), *command_env_checks(server, varied, space, environ), port_check(server),
+            model_path_check(server), gpu_check(server, environ), *nccl_file_check(server),
             results_check(results), disk_check(server, results)]
 
 
-def problems(cfg: ExperimentConfig, results: Path) -> list[InputError]:
+def problems(cfg: ExperimentConfig, results: Path, varied: Collection[str] = (),
+             space: str = "the search space") -> list[InputError]:
     """Every problem the checks above find, as input errors naming the file and key (empty: go
     ahead)."""
-    return [c.error(str(cfg.path)) for c in checks(cfg, results) if c.problem]
+    return [c.error(str(cfg.path)) for c in checks(cfg, results, varied=varied, space=space) if c.problem]
 
 
-def check(cfg: ExperimentConfig, results: Path) -> None:
+def check(cfg: ExperimentConfig, results: Path, varied: Collection[str] = (),
+          space: str = "the search space") -> None:
     """Raise InputError (exit 2) with every problem :func:`problems` finds; writes nothing, so
     the CLI runs it before a storage or results folder exists."""
-    found = problems(cfg, results)
+    found = problems(cfg, results, varied, space)
     if found:
         raise InputError.combine(found)
 

@@ -119,7 +119,8 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
             found.off_host = found.off_host or f"{prog.value} is {prog.problem}"
         else:
             found.passed.append(prog.what)
-    checks = preflight.checks(cfg, results, env)
+    checks = preflight.checks(cfg, results, env, [n for n in space.choices() if not n.startswith("-")],
+                              f"the search space {space.path}")
     refused = [c.error(str(cfg.path)) for c in checks if c.problem and (found.on_host or not c.on_host)]
     if refused:
         raise InputError.combine(refused)

@@ -107,7 +107,7 @@ def test_checks_are_every_one_in_order_and_problems_their_refusals(tmp_path):
     cfg = load_config(write_config(tmp_path / "exp.toml", command=[sys.executable, "--port", "{port}"],
                                    space=tmp_path / "space.toml"))
     found = preflight.checks(cfg, tmp_path / "r", environ={})
-    assert [c.key for c in found] == ["server.command", "server.command", "server.command",
+    assert [c.key for c in found] == ["server.command", "server.command", "server.command", "server.command",
                                       "server.env.CUDA_VISIBLE_DEVICES",
                                       "--results", "server.log_max_bytes"]
     assert preflight.problems(cfg, tmp_path / "r") == []
