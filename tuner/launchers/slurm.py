@@ -21,6 +21,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from tuner.launchers.base import Launcher, Stopped, Wrappers, run_quiet
+from tuner.redaction import redact_argv
 
 __all__ = ["GONE_WAIT_S", "SlurmStep", "is_srun"]
 
@@ -112,6 +113,7 @@ class SlurmStep(Launcher):
                     "listed is cancelled (scancel)")
         written = f"--export={self.export}" if self.export is not None else \
             f"SLURM_EXPORT_ENV={self.environ.get('SLURM_EXPORT_ENV')}"
+        written = redact_argv([written])[0]  # --export=ALL,HF_TOKEN=x: shown as HF_TOKEN=***
         return (f"server.command runs a Slurm step (srun) with {written}: nccl-tune writes the launch's names "
                 f"into --export ({', '.join(sorted(set(fixed) | set(varied)))}"
                 f"{' and each variable of the set' if not varied else ''}) so the step gets them; at teardown "
