@@ -218,7 +218,7 @@ class ServerProcess:
         return (self._ended or time.monotonic()) - self._launched
 
     def detached(self) -> list[tuple[int, str]]:
-        """``(pid, command line, secrets as ``***``)`` of each process of this launch that still runs after the main
+        """``(pid, command line)`` (its secrets as ``***``) of each process of this launch that still runs after the main
         process exited (found by the launch's marker, whatever its session); empty while the
         main process runs."""
         if self.proc is None or self.alive():
