@@ -217,19 +217,34 @@ def test_every_fault_is_isolated_recorded_failed_fast_cleaned_up_and_told_to_the
 
 TOKEN = "hf_supersecret_ABC123"
 API_KEY = "sk-verysecret-XYZ"
+#: Secrets written in server.command itself (a user test's repro): ``env HF_TOKEN=...``,
+#: ``--api-key ...``, a docker-style ``-e NAME=...`` and ``--env=NAME=...``.
+CMD_TOKEN = "hf_plain_secret_env"
+CMD_API_KEY = "sk-plain-secret-apikey"
+CMD_E = "hf_secret_in_cmd"
+CMD_ENV = "plain-secret-in-env-option"
 
 
 def test_secrets_never_written(tmp_path, space_file):
-    """HF_TOKEN from server.env, MY_API_KEY from the runner's environment, and each again as a
-    command-line argument: the server prints its whole environment, and neither value may
-    appear in any file of the results (study.db and report.md included), nor on the runner's
-    stdout/stderr."""
+    """HF_TOKEN from server.env, MY_API_KEY from the runner's environment, each again as a
+    command-line argument, and secrets written in the command itself (``env HF_TOKEN=...``
+    in front, ``--api-key``, ``-e DOCKER_TOKEN=...``, ``--env=MY_SECRET=...``): the server
+    prints its whole environment and argv, and no value may appear in any file of the results
+    (study.db, trials.csv's host type, the logs' argv lines, report.md included), nor on the
+    runner's stdout/stderr; the command's HF_TOKEN still reaches the server."""
+    import hashlib
+
     script = str(SERVERS / "envrate_server.py")
-    code = (f"import os,sys,runpy; print('ENVIRON', dict(os.environ), flush=True); "
-            f"print('ARGV', sys.argv, flush=True); runpy.run_path({script!r}, run_name='__main__')")
-    # envrate_server reads only --port from its argv, so both --api-key are passed along untouched;
-    # the second carries the runner's own secret (was test_runner_env_secret_on_the_command_line_not_written)
-    command = [sys.executable, "-c", code, "--port", "{port}", "--api-key", TOKEN, "--api-key", API_KEY]
+    digest = hashlib.sha256(CMD_TOKEN.encode()).hexdigest()  # the server checks it got the secret, unnamed
+    code = (f"import os,sys,runpy,hashlib; print('ENVIRON', dict(os.environ), flush=True); "
+            f"print('ARGV', sys.argv, flush=True); "
+            f"sys.exit(7) if hashlib.sha256(os.environ['HF_TOKEN'].encode()).hexdigest() != {digest!r} else None; "
+            f"runpy.run_path({script!r}, run_name='__main__')")
+    # envrate_server reads only --port from its argv, so every other word is passed along untouched;
+    # the second --api-key carries the runner's own secret (was test_runner_env_secret_on_the_command_line_not_written)
+    command = ["env", f"HF_TOKEN={CMD_TOKEN}", sys.executable, "-c", code, "--port", "{port}", "--api-key", TOKEN,
+               "--api-key", API_KEY, "--api-key", CMD_API_KEY, "-e", f"DOCKER_TOKEN={CMD_E}", f"--env=MY_SECRET={CMD_ENV}"]
+    secrets = (TOKEN, API_KEY, CMD_TOKEN, CMD_API_KEY, CMD_E, CMD_ENV)
     space = space_file('[[presets]]\nname = "ll"\nenv = { NCCL_PROTO = "LL" }\n')
     port = free_port()
     cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=3, max_tokens=20,
@@ -242,7 +257,8 @@ def test_secrets_never_written(tmp_path, space_file):
                   figures=True)  # a figure's text (its SVG) must hold no secret either
     assert res.returncode == 0, res.stderr[-4000:]
     for stream in (res.stdout, res.stderr):
-        assert TOKEN not in stream and API_KEY not in stream
+        for secret in secrets:
+            assert secret not in stream
     study_dir = tmp_path / "r" / "sec"
     files = [p for p in study_dir.rglob("*") if p.is_file()]
     names = {p.name for p in files}
@@ -250,17 +266,22 @@ def test_secrets_never_written(tmp_path, space_file):
     assert len(list((study_dir / "logs").glob("*.log"))) == 3
     for p in files:
         data = p.read_bytes()
-        for secret in (TOKEN, API_KEY):
+        for secret in secrets:
             assert secret.encode() not in data, f"{secret} written to {p}"
             assert secret.encode("utf-16-le") not in data, f"{secret} written (UTF-16) to {p}"
-    # The server did print both values: the log shows *** in their place.
+    # The server did print every value: the log shows *** in their place.
     log = (study_dir / "logs" / "trial-0000.log").read_text()
     environ_line = next(line for line in log.splitlines() if line.startswith("ENVIRON "))
     assert "'HF_TOKEN': '***'" in environ_line
     assert "'MY_API_KEY': '***'" in environ_line
     argv_line = next(line for line in log.splitlines() if line.startswith("ARGV "))
-    assert argv_line.count("'--api-key', '***'") == 2, argv_line
-    assert "--api-key ***" in log  # the runner's own argv line
+    assert argv_line.count("'--api-key', '***'") == 3, argv_line
+    assert "'DOCKER_TOKEN=***'" in argv_line and "'--env=MY_SECRET=***'" in argv_line, argv_line
+    runner_argv = next(line for line in log.splitlines() if line.startswith("[nccl-tune] argv: "))
+    assert runner_argv.startswith("[nccl-tune] argv: env 'HF_TOKEN=***' "), runner_argv  # the runner's own argv line
+    assert runner_argv.count("--api-key '***'") == 3 and "-e 'DOCKER_TOKEN=***'" in runner_argv, runner_argv
+    host_types = set(pd.read_csv(study_dir / "trials.csv")["host_type"])
+    assert len(host_types) == 1 and "env 'HF_TOKEN=***'" in host_types.pop()  # one type, named without its secrets
     assert not [p for p in processes_with("envrate_server.py") if f"--port {port}" in " ".join(p.info["cmdline"])]
 
 

@@ -28,7 +28,7 @@ from tuner.nccl import (
     is_tuning_variable,
     server_log_source,
 )
-from tuner.redaction import redact, scrub, secret_values
+from tuner.redaction import redact, redact_argv, scrub, secret_values
 from tuner.server import ServerProcess, SignalGuard, build_env, port_holder, port_in_use, preflight
 
 __all__ = ["check_inputs", "model_decode_size", "run"]
@@ -97,7 +97,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     own_pids: set[int] = set()
     try:
         with SignalGuard() as signals, _serving(cfg, launch_env, log_path, signals) as server:
-            log(f"diagnose: launched {' '.join(server_cfg.argv())[:160]} (log {log_path})")
+            log(f"diagnose: launched {' '.join(redact_argv(server_cfg.argv()))[:160]} (log {log_path})")
             load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=ready_check(cfg))
             log(f"diagnose: ready after {load_s:.1f} s; probing ({repeats} x {max_tokens} tokens)")
             time.sleep(0.2)  # let the log pump write the start-up lines before the mark
@@ -116,7 +116,7 @@ def run(cfg: ExperimentConfig, study_dir: Path, *, study: str, max_tokens: int =
     secrets = secret_values(full_env)
     diag.launch = {"config": str(cfg.path), "log": str(log_path), "nccl_files": [str(f.path) for f in files],
                    "load_s": round(load_s, 2),
-                   "server_command": [scrub(a, secrets) for a in server_cfg.argv()],
+                   "server_command": [scrub(a, secrets) for a in redact_argv(server_cfg.argv())],
                    "env": redact({**{k: v for k, v in server_cfg.env.items() if is_tuning_variable(k)},
                                            **launch_env}),
                    "removed_inherited": removed}

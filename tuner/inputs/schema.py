@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from tuner.nccl import (
     unsafe_reason,
     value_warnings,
 )
-from tuner.redaction import REDACTED, is_secret
+from tuner.redaction import REDACTED, argv_secrets, is_secret, redact_argv, scrub
 
 __all__ = [
     "SECRET_ACCEPTED",
@@ -337,6 +338,20 @@ def _field_at(root: type[BaseModel], loc: Sequence[str | int]) -> tuple[FieldInf
     return info, holder, names
 
 
+def _command_redacted(raw: Any) -> Any:
+    """``raw`` with the secrets a command passes as ``***`` (:func:`tuner.redaction.redact_argv`):
+    a list of words, or a string split as the command is (its plain words, quotes unbalanced)."""
+    if isinstance(raw, list | tuple) and all(isinstance(a, str) for a in raw):
+        return redact_argv(raw)
+    if isinstance(raw, str) and " " in raw.strip():
+        try:
+            words = shlex.split(raw)
+        except ValueError:
+            words = raw.split()
+        return scrub(raw, argv_secrets(words))
+    return raw
+
+
 def input_problems(file: str, exc: ValidationError, root: type[BaseModel],
                    prefix: tuple[str | int, ...] = ()) -> list[InputError]:
     """One :class:`InputError` per problem of ``exc`` (validation of ``root`` at ``prefix``)."""
@@ -345,7 +360,7 @@ def input_problems(file: str, exc: ValidationError, root: type[BaseModel],
         loc = tuple(err["loc"])
         info, holder, names = _field_at(root, loc)
         ctx = err.get("ctx") or {}
-        value = as_written(err["input"], secret=any(is_secret(n) for n in names))
+        value = as_written(_command_redacted(err["input"]), secret=any(is_secret(n) for n in names))
         why = ""
         if err["type"] == "input":
             accepted, why = ctx["accepted"], ctx["why"]

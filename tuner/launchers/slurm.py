@@ -22,6 +22,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from tuner.launchers.base import EnvFix, Launcher, Stopped, Wrappers, run_quiet
+from tuner.redaction import redact_argv
 
 __all__ = ["GONE_WAIT_S", "SlurmStep", "is_srun"]
 
@@ -126,6 +127,7 @@ class SlurmStep(Launcher):
             f"SLURM_EXPORT_ENV={self.environ.get('SLURM_EXPORT_ENV')}"
         names = ", ".join(sorted(set(fixed) | set(varied)))
         listed = " and ".join(w for w in (names, "" if varied else "each variable of the set") if w)
+        written = redact_argv([written])[0]  # --export=ALL,HF_TOKEN=x: shown as HF_TOKEN=***
         return (f"server.command runs a Slurm step (srun) with {written}: nccl-tune writes the launch's names "
                 f"into --export{f' ({listed})' if listed else ''} so the step gets them; at teardown "
                 "srun forwards SIGTERM and a step still listed is cancelled (scancel)")

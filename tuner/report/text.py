@@ -25,6 +25,7 @@ from rich.text import Text
 from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
+from tuner.redaction import redact_argv
 from tuner.report.frame import backend_text, judged_order, set_text, verdict_text
 from tuner.report.model import Block, NightReport, Section, table_block
 from tuner.report.story import Story
@@ -87,7 +88,8 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flag
     ``flags`` (``--disable-custom-all-reduce``) are appended to every launch line, and with
     flags only the snippet of the server ``command`` names is given (a flag is one server's), as
     with a server's own variable (``VLLM_*``: only that server's snippet); a variable the server
-    overwrites itself (its kind's ``nccl_overrides``) is noted on its line."""
+    overwrites itself (its kind's ``nccl_overrides``) is noted on its line. A secret the command
+    passes is ``***`` (:func:`tuner.redaction.redact_argv`, again: a study stored before may hold one)."""
     flags = list(flags)
     if not env and not flags:
         return ["# the untuned baseline: unset every NCCL_* variable"]
@@ -106,7 +108,7 @@ def export_lines(env: dict[str, str], command: Sequence[str] | None = None, flag
             note = f"   # note: {kind.title} overrides {', '.join(overridden)}" if overridden else ""
             lines.append(kind.launch_line.format(env=pre, tp=tp, flags=post) + note)
     if command:
-        lines.append(("env " + pre if env else "") + shlex.join(_here_relative(command)) + post)
+        lines.append(("env " + pre if env else "") + shlex.join(_here_relative(redact_argv(command))) + post)
     return lines
 
 

@@ -40,7 +40,7 @@ from typing import IO
 
 import psutil
 
-from tuner.redaction import scrub, secret_values
+from tuner.redaction import argv_secrets, redact_argv, scrub, secret_values
 from tuner.screen import nccltests
 from tuner.server import MARKER, ServerIdentity, build_env, kill_leftover
 
@@ -148,11 +148,11 @@ def run_command(argv: list[str], env: Mapping[str, str], log_path: Path, timeout
     """
     marker = uuid.uuid4().hex
     full = {**env, MARKER: marker}
-    secrets = secret_values(full)
+    secrets = secret_values(full) + argv_secrets(argv)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
-        shown = scrub(" ".join(argv), secrets)
+        shown = scrub(" ".join(redact_argv(argv)), secrets)
         log.write("".join(f"[nccl-tune] {h}\n" for h in (f"argv: {shown}", *header)).encode())
         log.flush()
         try:

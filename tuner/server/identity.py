@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tuner.redaction import redact_argv
+
 __all__ = ["MARKER", "ServerIdentity"]
 
 #: Set in every server's environment; its value identifies the launch across session changes.
@@ -37,13 +39,15 @@ class ServerIdentity:
 
     def to_json(self) -> dict[str, object]:
         """The runner file's ``server`` object: ``{"pid", "pgid", "create_time", "marker",
-        "port"}``, or ``{"marker"}`` alone before the start."""
+        "port", "launcher"}``, or ``{"marker"}`` alone before the start. The launcher's handle
+        is a client and a name (:meth:`tuner.launchers.Launcher.handle`), no secret; redacted
+        all the same (:func:`tuner.redaction.redact_argv`): a file must never hold one."""
         if self.pid is None and self.pgid is None:
             return {"marker": self.marker}
         found: dict[str, object] = {"pid": self.pid, "pgid": self.pgid, "create_time": self.create_time,
                                     "marker": self.marker, "port": self.port}
         if self.launcher:
-            found["launcher"] = list(self.launcher)
+            found["launcher"] = redact_argv(self.launcher)
         return found
 
     @classmethod

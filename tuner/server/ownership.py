@@ -29,6 +29,7 @@ from pathlib import Path
 import psutil
 
 from tuner.errors import ForeignListener
+from tuner.redaction import redact_argv
 from tuner.server.ports import port_in_use
 
 __all__ = ["ListenerCheck", "Listening", "describe_pid", "socket_owners"]
@@ -84,10 +85,10 @@ def socket_owners(port: int, proc_net: Path = Path("/proc/net")) -> dict[int, in
 
 def describe_pid(pid: int) -> str:
     """``pid 4242 (python3: python3 -m http.server 8000)``: the pid, name and command line
-    (160 characters at most) as far as psutil can read them."""
+    (160 characters at most, secrets as ``***``) as far as psutil can read them."""
     try:
         p = psutil.Process(pid)
-        return f"pid {pid} ({p.name()}: {' '.join(p.cmdline())[:160]})"
+        return f"pid {pid} ({p.name()}: {' '.join(redact_argv(p.cmdline()))[:160]})"
     except psutil.Error:
         return f"pid {pid}"
 

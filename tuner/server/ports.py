@@ -13,6 +13,7 @@ import time
 import psutil
 
 from tuner.errors import PortBusy
+from tuner.redaction import redact_argv
 
 __all__ = ["PORT_WAIT_S", "port_bindable", "port_holder", "port_in_use", "port_users", "wait_port_bindable"]
 
@@ -85,13 +86,14 @@ def wait_port_bindable(host: str, port: int, timeout_s: float = PORT_WAIT_S, pol
 
 
 def port_holder(port: int) -> str:
-    """Describe who listens on ``port`` (pid, name, command line), as far as psutil can see."""
+    """Describe who listens on ``port`` (pid, name, command line with secrets as ``***``), as
+    far as psutil can see."""
     try:
         for conn in psutil.net_connections(kind="tcp"):
             if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 try:
                     p = psutil.Process(conn.pid)
-                    return f"pid {p.pid} ({p.name()}: {' '.join(p.cmdline())[:160]})"
+                    return f"pid {p.pid} ({p.name()}: {' '.join(redact_argv(p.cmdline()))[:160]})"
                 except psutil.Error:
                     return f"pid {conn.pid}"
     except (psutil.AccessDenied, PermissionError):

@@ -29,6 +29,7 @@ from tuner.errors import InputError, LauncherRefused
 from tuner.inputs import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
 from tuner.launchers import launcher_of
 from tuner.nccl import FILE_VARS, read_xml_file
+from tuner.redaction import redact_argv
 from tuner.server import gpu
 from tuner.server.logpump import file_bound
 from tuner.server.ports import port_holder, port_in_use
@@ -95,7 +96,7 @@ def port_check(server: ServerConfig) -> Check:
     """Whether the server would listen on ``server.port``, by its argv: ``{port}``, or a
     ``--port``/``-p`` value equal to it (another value is refused)."""
     def made(what: str, problem: str | None = None) -> Check:
-        return Check(f"server.command's port: {what}", "server.command", server.command,
+        return Check(f"server.command's port: {what}", "server.command", redact_argv(server.command),
                      "a command that listens on server.port", problem, on_host=False)
 
     launcher = launcher_of(server.argv())
@@ -185,18 +186,18 @@ def model_path_check(server: ServerConfig) -> Check:
     accepted = "an existing local model path, or a hub model id"
     if not paths:
         return Check("the model: no local path in server.command (a hub id is the server's to fetch)",
-                     "server.command", server.command, accepted)
+                     "server.command", redact_argv(server.command), accepted)
     hosts = [launcher.host_path(p) for p in paths]
     notes = [note for _host, note in hosts if note]
     if notes:
         return Check(f"the model path{'s' if len(paths) > 1 else ''} {', '.join(paths)}", "server.command",
-                     server.command, accepted, unchecked="; ".join(notes), on_host=True)
+                     redact_argv(server.command), accepted, unchecked="; ".join(notes), on_host=True)
     missing = next((p for p, (host, _) in zip(paths, hosts, strict=True) if host and not Path(host).exists()), None)
     if missing is not None:
-        return Check(f"the model path {missing}: it does not exist here", "server.command", server.command, accepted,
+        return Check(f"the model path {missing}: it does not exist here", "server.command", redact_argv(server.command), accepted,
                      f"the model path {missing} in server.command does not exist")
     return Check(f"the model path{'s' if len(paths) > 1 else ''} {', '.join(paths)}: found", "server.command",
-                 server.command, accepted)
+                 redact_argv(server.command), accepted)
 
 
 def launcher_check(server: ServerConfig) -> Check:
@@ -206,7 +207,7 @@ def launcher_check(server: ServerConfig) -> Check:
     compose``, ``env -i``)."""
     launcher = launcher_of(server.argv())
     said = launcher.plan(sorted(server.env)) or "server.command runs the server as a plain process"
-    return Check(said, "server.command", server.command, "a command whose launcher passes the set to the server",
+    return Check(said, "server.command", redact_argv(server.command), "a command whose launcher passes the set to the server",
                  launcher.refusal(), on_host=False, refused=LauncherRefused)
 
 

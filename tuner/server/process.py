@@ -28,7 +28,7 @@ from tuner.inputs import ServerConfig
 from tuner.launchers import launcher_of
 from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, is_tuning_variable, line_pid
 from tuner.record import Status
-from tuner.redaction import redact, scrub, secret_values
+from tuner.redaction import argv_secrets, redact, redact_argv, scrub, secret_values
 from tuner.server import failure, gpu, readiness
 from tuner.server.env import build_env
 from tuner.server.identity import MARKER, ServerIdentity
@@ -74,7 +74,6 @@ class ServerProcess:
         self.marker = uuid.uuid4().hex
         full[MARKER] = self.marker
         self._env = full
-        self._secrets = secret_values(full)
         self.proc: subprocess.Popen[bytes] | None = None
         self.pump: LogPump | None = None
         self.create_time = 0.0
@@ -92,6 +91,8 @@ class ServerProcess:
         debug = full.get(DEBUG_FILE_VAR, "")
         mounts = [os.path.dirname(debug)] if os.path.isabs(debug) else []
         self._launch_argv = self.launcher.prepare(forward, mounts, self.marker[:12])
+        # what the command itself passes (env HF_TOKEN=x, --api-key X) the server may print back
+        self._secrets = secret_values(full) + argv_secrets(self._launch_argv)
         self._owner = ListenerCheck(server.host, server.port, self.launcher.listener_outside)
         self._served: frozenset[str] = frozenset()
         self._lines: deque[tuple[float, str]] = deque(maxlen=_KEPT_LINES)  # (s since launch, line)
@@ -135,7 +136,7 @@ class ServerProcess:
         argv = self.launch_argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:  # a retry of the trial appends: the first attempt stays readable
-            f.write(f"[nccl-tune] argv: {scrub(shlex.join(argv), self._secrets)}\n"
+            f.write(f"[nccl-tune] argv: {scrub(shlex.join(redact_argv(argv)), self._secrets)}\n"
                     f"[nccl-tune] trial env: {redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"
                     f"[nccl-tune] removed inherited: {self.removed}\n")
@@ -217,7 +218,7 @@ class ServerProcess:
         return (self._ended or time.monotonic()) - self._launched
 
     def detached(self) -> list[tuple[int, str]]:
-        """``(pid, command line)`` of each process of this launch that still runs after the main
+        """``(pid, command line)`` (its secrets as ``***``) of each process of this launch that still runs after the main
         process exited (found by the launch's marker, whatever its session); empty while the
         main process runs."""
         if self.proc is None or self.alive():
@@ -225,7 +226,7 @@ class ServerProcess:
         found = []
         for p in self._processes.running():
             try:
-                found.append((p.pid, shlex.join(p.cmdline()) or p.name()))
+                found.append((p.pid, shlex.join(redact_argv(p.cmdline())) or p.name()))
             except psutil.Error:
                 continue
         return found

@@ -21,7 +21,7 @@ from typing import Any
 
 from tuner.inputs import ExperimentConfig
 from tuner.record import HostRecord
-from tuner.redaction import scrub, secret_values
+from tuner.redaction import redact_argv, scrub, secret_values
 from tuner.server import gpu
 from tuner.servers import KINDS
 from tuner.study.inflight import host_name
@@ -35,8 +35,10 @@ _HEAD_BYTES = 256 * 1024
 def command_identity(argv: list[str]) -> str:
     """A server command as the host type names it: ``{port}`` and the option before it
     dropped (``--port {port}``, ``--port={port}``), ``{python}`` as ``python``, the program
-    by its file name (its folder differs between hosts), ``${NAME}`` kept as written."""
+    by its file name (its folder differs between hosts), ``${NAME}`` kept as written, each
+    secret it passes as ``***`` (:func:`tuner.redaction.redact_argv`)."""
     out: list[str] = []
+    argv = redact_argv(argv)
     for i, arg in enumerate(argv):
         if "{port}" in arg:
             if arg == "{port}" and out and out[-1].startswith("-") and i > 0 and argv[i - 1] == out[-1]:

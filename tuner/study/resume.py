@@ -26,7 +26,7 @@ from tuner.errors import InputError, ResumeRefused
 from tuner.inputs import ExperimentConfig, SearchSpace, as_written
 from tuner.nccl import is_tuning_variable
 from tuner.record import FORMAT_VERSION, Metric, StudyInfo, TrialRecord
-from tuner.redaction import redact, scrub
+from tuner.redaction import redact, redact_argv, scrub
 from tuner.study.storage import StudyStore, check_format, default_storage, hide_password, open_study
 
 __all__ = ["begin_run", "check_fingerprint", "check_metric", "record_end", "record_stop", "stored_study"]
@@ -73,7 +73,7 @@ def begin_run(store: StudyStore, cfg: ExperimentConfig, space: SearchSpace, *, c
     effect = min_effect if min_effect is not None else (stored if stored is not None else default_min_effect)
     # where NCCL writes its log (NCCL_DEBUG_FILE) changes no measurement: not called "fixed tuning"
     fixed = {k: v for k, v in cfg.server.env.items() if is_tuning_variable(k) and k != "NCCL_DEBUG_FILE"}
-    store.update_info(server_command=[scrub(a, secrets) for a in cfg.server.argv()], target=target,
+    store.update_info(server_command=[scrub(a, secrets) for a in redact_argv(cfg.server.argv())], target=target,
                       storage_hint=hide_password(storage_url), server_env=redact(cfg.server.env),
                       fixed_tuning_env=redact(fixed), min_effect=effect, space_notes=space.notes,
                       judge_concurrency=cfg.probe.judge_concurrency)
@@ -125,17 +125,20 @@ def check_fingerprint(store: StudyStore, cfg: ExperimentConfig, secrets: list[st
     While the study has no successful baseline nothing was judged yet, so a changed command
     or environment (the fix after a failed baseline) is allowed and the new one recorded.
     """
-    now = {"server.command": [scrub(a, secrets) for a in cfg.written_command()],
+    now = {"server.command": [scrub(a, secrets) for a in redact_argv(cfg.written_command())],
            "server.env": redact(cfg.written_env()),
            "probe.prompt": cfg.probe.prompt, "probe.max_tokens": cfg.probe.max_tokens}
-    before = store.info().fingerprint
+    stored = store.info().fingerprint
+    before = dict(stored or {})
+    if isinstance(before.get("server.command"), list):  # a study stored before commands were redacted
+        before["server.command"] = redact_argv(before["server.command"])
     changed = [k for k in now if before and json.dumps(now[k]) != json.dumps(before.get(k))]
     if changed and store.ok_baselines():
         was = "; ".join(f"{k} = {_as_written(before.get(k))}" for k in changed)
         raise ResumeRefused(config_path, ", ".join(changed), "; ".join(_as_written(now[k]) for k in changed),
                             f"the settings study '{study_name}' was measured with ({was}), or a new --study name",
                             "resuming would judge new trials against a baseline measured under other conditions")
-    if changed or not before:
+    if changed or not before or before != stored:  # a secret stored before is rewritten away
         store.update_info(fingerprint=now)
 
 

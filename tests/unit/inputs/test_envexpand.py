@@ -92,3 +92,27 @@ def test_host_type_never_holds_a_secret(tmp_path: Path, nvml):
     assert "hf_abcdef" not in host.host_type and "--token '***'" in host.host_type
     assert host.gpus == {"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "driver": "550.54.15"}
     assert host.host_type.startswith("2 x NVIDIA H100 80GB HBM3 | ")  # the GPUs the server gets
+
+
+def test_command_identity_hides_what_the_command_passes_as_a_secret():
+    argv = ["env", "HF_TOKEN=hf_plain_secret_env", "python", "server.py", "--api-key", "sk-plain-secret-apikey",
+            "--port", "{port}", "--hf-token", "${HF_TOKEN}"]
+    assert command_identity(argv) == "env 'HF_TOKEN=***' python server.py --api-key '***' --hf-token '${HF_TOKEN}'"
+
+
+def test_a_fingerprint_stored_with_a_secret_resumes_and_is_rewritten(tmp_path: Path):
+    """A study stored before commands were redacted holds the command's secret in its
+    fingerprint: the same file resumes it (no ResumeRefused after its baseline), and the stored
+    fingerprint loses the secret."""
+    path = _file(tmp_path, 'command = ["env", "HF_TOKEN=hf_plain_secret_env", "srv", "--api-key", "sk-plain-x"]')
+    cfg = load_config(path, environ={})
+    store = StudyStore(optuna.create_study(direction="maximize"), {"NCCL_PROTO": ("unset", "LL")})
+    old = {"server.command": cfg.written_command(), "server.env": {}, "probe.prompt": cfg.probe.prompt,
+           "probe.max_tokens": cfg.probe.max_tokens}
+    store.update_info(fingerprint=old)  # as an older nccl-tune wrote it: the secrets in plain text
+    trial, _, rec = store.ask_fixed(store.params_of({}), TrialRecord(trial=-1, kind=Kind.BASELINE))
+    rec.status, rec.output_tok_s, rec.output_tok_s_runs = Status.OK, 70.0, [70.0, 70.0]
+    store.start(trial, rec)
+    store.finish(trial, rec, 70.0)
+    check_fingerprint(store, cfg, [], str(path), "s")
+    assert store.info().fingerprint["server.command"] == ["env", "HF_TOKEN=***", "srv", "--api-key", "***"]

@@ -80,6 +80,9 @@ def test_export_lines_with_variables_and_flags():
                      "./serve.sh --tp 4 --disable-custom-all-reduce"]
     assert export_lines(env, INFO.server_command)[0] == "export NCCL_PROTO=LL"  # no flags: as before
     assert export_lines({}, INFO.server_command) == ["# the untuned baseline: unset every NCCL_* variable"]
+    # a command that passes a secret (a study stored before commands were redacted): *** on the line
+    secret = ["env", "HF_TOKEN=hf_plain_secret", "./serve.sh", "--api-key", "sk-plain-secret"]
+    assert export_lines(env, secret)[-1] == "env NCCL_PROTO=LL env 'HF_TOKEN=***' ./serve.sh --api-key '***'"
 
 
 def test_trials_csv_keeps_the_proof(tmp_path):

@@ -20,3 +20,12 @@ def test_from_json_reads_what_older_runners_wrote():
     assert ServerIdentity.from_json(old) == ServerIdentity("m", pid=12, pgid=12, create_time=1700000000.5)
     junk = {"pgid": "x", "create_time": None, "port": True}
     assert ServerIdentity.from_json(junk) == ServerIdentity("")
+
+
+def test_the_launcher_handle_is_written_without_a_secret():
+    """A container's handle is its client and name (no secret); a word that would be one is
+    ``***`` all the same: the runner file and the study never hold a secret."""
+    handle = ("sudo", "-n", "docker", "run", "--name", "nccl-tune-abc", "nccl-tune-leftover")
+    assert ServerIdentity("m", pid=1, pgid=1, launcher=handle).to_json()["launcher"] == list(handle)
+    odd = ServerIdentity("m", pid=1, pgid=1, launcher=("docker", "--config", "/c", "-e", "HF_TOKEN=hf_x123"))
+    assert odd.to_json()["launcher"] == ["docker", "--config", "/c", "-e", "HF_TOKEN=***"]
