@@ -18,6 +18,7 @@ once when its log shows it listening elsewhere).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ from tuner.errors import InputError, LauncherRefused
 from tuner.inputs import PROGRAM_ACCEPTED, ExperimentConfig, ServerConfig, program_problem
 from tuner.launchers import launcher_of
 from tuner.nccl import FILE_VARS, read_xml_file
-from tuner.redaction import redact_argv
+from tuner.redaction import REDACTED, is_secret, redact_argv
 from tuner.server import gpu
 from tuner.server.logpump import file_bound
 from tuner.server.ports import port_holder, port_in_use
@@ -251,7 +252,11 @@ def command_env_checks(server: ServerConfig, varied: Collection[str] = (), space
     last = {fix.name: fix for fix in launcher.env_fixes()}
     out = []
     for name, fix in sorted(last.items()):
-        sets = f"sets {name}={fix.value}" if fix.value is not None else f"unsets {name}"
+        secret = is_secret(name)  # its value is never shown, nor compared: the study records it as ***
+        shown = REDACTED if secret else fix.value
+        sets = f"sets {name}={shown}" if fix.value is not None else f"unsets {name}"
+        if secret:
+            fix = dataclasses.replace(fix, said=" ".join(redact_argv(fix.said.split(" "))))
         if name in varied:
             out.append(Check(f"server.command {sets}", "server.command", fix.said,
                              f"a command that fixes no variable {space} varies (nccl-tune gives the server each "
@@ -264,7 +269,7 @@ def command_env_checks(server: ServerConfig, varied: Collection[str] = (), space
                              f"the command's own `{fix.said}` {sets}, which hides NCCL's INFO lines from nccl-tune: "
                              f"{why}, so no set could be proven to have reached NCCL", on_host=False,
                              refused=LauncherRefused))
-        elif name in server.env and fix.value != server.env[name]:
+        elif name in server.env and fix.value != server.env[name] and not secret:
             out.append(Check(f"server.command {sets}", "server.command", fix.said,
                              "a command that leaves server.env's variables as server.env sets them",
                              f"server.env sets {name}, but the command's own `{fix.said}` {sets}: the server "

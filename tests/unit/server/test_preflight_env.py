@@ -94,3 +94,11 @@ def test_the_sweep_s_checks_hold_the_command_to_the_space(tmp_path):
     found = preflight.problems(cfg, tmp_path / "r", ["NCCL_PROTO"], SPACE)
     assert [p.key for p in found] == ["server.command"] and "env NCCL_PROTO=Simple" in str(found[0])
     assert preflight.problems(cfg, tmp_path / "r") == []  # the space not given: nothing it varies
+
+
+def test_a_secret_the_command_sets_is_never_shown_nor_held_to_server_env():
+    # the study records a secret as ***: a command's own token beside server.env's is no contradiction
+    assert _refusals("env", "HF_TOKEN=hf_cmd_secret", "python", "s.py", env={"HF_TOKEN": "hf_env_secret"}) == []
+    # and where a secret variable is the space's, the refusal names it without its value
+    said = _refusals("env", "MY_SECRET=hf_cmd_secret", "python", "s.py", varied=("MY_SECRET",))
+    assert len(said) == 1 and "MY_SECRET=***" in said[0] and "hf_cmd_secret" not in said[0]
