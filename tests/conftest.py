@@ -85,7 +85,7 @@ def space_file(tmp_path: Path):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Spread the tests evenly over the xdist workers, long ones (marked slow, then long) first in each.
+    """Spread the tests evenly over the xdist workers, long ones (marked slow) first in each.
 
     ``--dist worksteal`` first hands each worker one contiguous block of the collection, and a
     worker runs its own block's head itself. In collection order the end-to-end tests would all
@@ -93,6 +93,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Without xdist (one worker) this only puts the slow tests first.
     """
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    ordered = sorted(items, key=lambda item: (item.get_closest_marker("slow") is None,
-                                              item.get_closest_marker("long") is None))
+    ordered = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
     items[:] = [item for k in range(workers) for item in ordered[k::workers]]

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.helpers import cli, free_port
 
@@ -59,7 +58,6 @@ def _argv(log: str) -> str:
     return Path(log).read_text().splitlines()[0]  # the launched argv
 
 
-@pytest.mark.long
 def test_a_known_server_measures_its_backend_space_in_the_same_night_and_a_space_varying_it_is_swept(tmp_path):
     # a space of one preset and the backend flag: what the default space would plan is not the
     # subject, and planning it costs this night more than its launches

@@ -286,7 +286,6 @@ def test_24_a_warm_up_behind_a_green_health_is_waited_through(tmp_path):
     assert "a warm-up behind a green health check" in res.stderr
 
 
-@pytest.mark.long
 def test_24_a_warm_up_that_logs_is_waited_past_the_silence_bound(tmp_path):
     # held 25 s, longer than WARMUP_SILENCE_S (20 s) and 5 stall timeouts, progress lines every 2 s
     res, df = sweep(tmp_path, _held(tmp_path, 18244, "lively", "25"), "--no-final-baseline", "--trials", "1")
@@ -295,7 +294,6 @@ def test_24_a_warm_up_that_logs_is_waited_past_the_silence_bound(tmp_path):
     assert df.loc[0, "warmup_s"] > 20
 
 
-@pytest.mark.long
 def test_24_a_silent_held_request_is_hung_within_its_bound(tmp_path):
     res, df = sweep(tmp_path, _held(tmp_path, 18245, "silent", "inf"), "--no-final-baseline")
     assert res.returncode == 4, res.stderr

@@ -9,8 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.test_cases import case_config, sweep
 from tests.helpers import ROOT, cli, envrate_command, free_port, write_config
 
@@ -23,7 +21,6 @@ def _case31(tmp_path, **replace: str):
     return case_config(tmp_path, CASE, **{"18431": port, '"nccl-tune-31"': f'"nccl-tune-31-{port}"', **replace})
 
 
-@pytest.mark.long
 def test_31_the_set_reaches_the_container_and_ll_wins(tmp_path):
     config = _case31(tmp_path)
     name = next(w.strip('",') for w in config.read_text().split() if w.startswith('"nccl-tune-31-'))

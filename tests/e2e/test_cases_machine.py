@@ -22,7 +22,6 @@ from tuner.errors import ExitCode
 SERVER = ROOT / "tests" / "servers" / "machine_server.py"
 
 
-@pytest.mark.long
 def test_30_memory_freed_late_is_waited_for_not_blamed_on_the_set(tmp_path):
     # RUN.txt's command: the file's budget (3: the baseline and two sets), no checks
     res, df = sweep(tmp_path, case_config(tmp_path, "30-gpu-memory-release-lag"), "--no-final-baseline", "--force",

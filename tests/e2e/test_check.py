@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.helpers import ROOT, cli, free_port
 from tuner.errors import ExitCode
@@ -54,7 +53,6 @@ def test_check_of_a_faster_set_holds_and_is_a_study(tmp_path):
     assert again.returncode == 0, again.stderr
 
 
-@pytest.mark.long
 def test_check_against_a_simulator_without_the_effect_no_longer_holds(tmp_path):
     cfg = _config(tmp_path, "--no-effect", "NCCL_P2P_LEVEL", name="upgraded")
     res = cli("check", str(cfg), "--set", FASTER, "--results", str(tmp_path / "r"))
@@ -84,7 +82,6 @@ def test_check_refuses_a_name_it_cannot_find_and_a_budget_below_four(tmp_path):
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 
-@pytest.mark.long
 def test_check_names_a_preset_of_the_night_and_judges_with_its_noise(tmp_path):
     space = tmp_path / "space.toml"
     space.write_text('[[presets]]\nname = "p2p-sys"\nenv = { NCCL_P2P_LEVEL = "SYS" }\n')
@@ -110,7 +107,6 @@ def _box(tmp_path: Path, profile: str, *extra: str) -> Path:
     return path
 
 
-@pytest.mark.long
 def test_a_set_that_cannot_act_or_a_backend_not_applied_cannot_be_judged(tmp_path):
     # nvlink-8x: vLLM's custom allreduce carries decode, so an NCCL set cannot act there
     res = cli("check", str(_box(tmp_path, "nvlink-8x")), "--set", "NCCL_PROTO=LL", "--results", str(tmp_path / "a"))

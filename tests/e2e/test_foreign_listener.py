@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.helpers import SERVERS, envrate_command, server_processes, start_cli, wait_for_log, write_config
 from tuner.record.trial import Status
@@ -94,7 +93,6 @@ def test_a_stranger_on_the_port_is_never_the_baseline(tmp_path, space_file):
     _check(res, stranger, study, 0)
 
 
-@pytest.mark.long
 def test_a_stranger_on_the_port_is_never_a_tuned_trial(tmp_path, space_file):
     res, stranger, study = _run_with_stranger(tmp_path, space_file, 1)
     records = _check(res, stranger, study, 1)

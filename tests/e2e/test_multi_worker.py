@@ -83,7 +83,6 @@ def _finish(proc: subprocess.Popen, timeout: float = 120) -> str:
 
 
 @pytest.mark.postgres
-@pytest.mark.long
 def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
     """Three runners on one study of 9 budgeted relaunches (one host, each its own results
     folder); one SIGKILLed while its server measures a tuned set. The others fail its trial
@@ -182,7 +181,6 @@ def test_two_runners_on_one_host_never_disturb_each_other(tmp_path: Path, pg_url
 
 
 @pytest.mark.postgres
-@pytest.mark.long
 def test_a_worker_with_nothing_left_stays_to_retry_a_dead_runners_trial(tmp_path: Path, pg_url: str):
     """Two runners, a budget of 4 (every relaunch counts: both runners' first baselines too):
     runner A is SIGKILLed in its tuned relaunch, the study's last. Runner B, whose own work is done, does not end: it waits for the heartbeat's grace

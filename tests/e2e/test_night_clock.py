@@ -11,7 +11,6 @@ import re
 from datetime import datetime, timedelta
 
 import pandas as pd
-import pytest
 
 from tests.helpers import ROOT, cli, free_port
 from tuner.inputs.config import load_config
@@ -51,7 +50,6 @@ def test_a_dry_run_of_a_12_relaunch_night_names_its_end_and_what_fits(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.long
 def test_a_night_under_a_deadline_keeps_its_checks_and_its_clock_is_its_measured_phases(tmp_path):
     cfg, results = _config(tmp_path), tmp_path / "r"
     res = cli("sweep", str(cfg), "--trials", "12", "--timeout", "30s", "--results", str(results), "--study", "c")

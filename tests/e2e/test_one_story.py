@@ -17,7 +17,6 @@ import os
 import re
 
 import nbformat
-import pytest
 from matplotlib.figure import Figure
 from nbclient import NotebookClient
 
@@ -63,7 +62,6 @@ def _notebook_text(csv, tmp_path, monkeypatch) -> str:
     return "\n".join(texts)
 
 
-@pytest.mark.long
 def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     cfg = write_config(tmp_path / "night.toml", command=SIM, space=ROOT / "search_spaces" / "default.toml", trials=7,
                        max_tokens=32, repeats=3, baseline_every=3)

@@ -204,7 +204,6 @@ def _sweep_twice(cfg: Path, results: Path, study: str, *options: str):
     return dry, res
 
 
-@pytest.mark.long
 def test_presets_with_a_diagnosis_run_as_announced(tmp_path):
     """The simulator's PCIe box, diagnosed first: sets equal at every size the night measures
     (the decode allreduce and the prompt's prefill, 8 tokens on the simulator, which the

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pytest
 
 from tests.helpers import ROOT, cli, free_port
 
@@ -49,7 +48,6 @@ def _rows(proofs, trial: int) -> dict[str, dict]:
     return {row["name"]: row for row in proofs[trial]}
 
 
-@pytest.mark.long
 def test_block_buffered_workers_that_need_sigkill_are_confirmed_on_every_rank(tmp_path):
     _res, df, proofs = night(tmp_path, '"--stdout-buffering", "block", "--fault", "stuck-workers"', trials=5)
     assert (df["nccl_not_applied"] == "{}").all() and (df["nccl_version"].astype(str) == "2.27.3").all()
@@ -63,7 +61,6 @@ def test_block_buffered_workers_that_need_sigkill_are_confirmed_on_every_rank(tm
     assert "SIGKILL needed" in log  # the workers' stdout buffers were lost; their files were not
 
 
-@pytest.mark.long
 def test_without_files_cut_lines_are_rejoined_and_lost_ones_never_called_not_applied(tmp_path):
     # NCCL cannot open the file it is given (a path that exists only in a container): stdout it is
     env = 'env = { NCCL_DEBUG_FILE = "/nonexistent-dir/nccl.%h.%p.log" }'

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.helpers import SERVERS, cli, envrate_command, standin_command, write_config
 from tests.unit.report.page_reader import parse as parse_page
@@ -101,7 +100,6 @@ def _config(tmp_path: Path, space_file, *, trials: int, screen: str, landscape_e
                         extra_server=server, extra_sweep="seed = 5\n" + screen, max_tokens=40, repeats=3)
 
 
-@pytest.mark.long
 def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space_file):
     cfg = _config(tmp_path, space_file, trials=8, screen=_screen_toml(trials=60, top_k=4))
     env = dict(os.environ, HF_TOKEN=SECRET)

@@ -10,7 +10,6 @@ import signal
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from tests.helpers import alive_pids, cli, envrate_command, server_processes, start_cli, wait_for_log, write_config
 from tuner.diagnose import DEBUG_ENV
@@ -44,7 +43,6 @@ def _saw_env(log: str) -> dict:
     raise AssertionError(f"no SAW_ENV line in {log}")
 
 
-@pytest.mark.long
 def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     space = space_file(PRESETS)
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space, trials=6,
@@ -83,7 +81,6 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     assert "Slower: NCCL_PROTO=Simple (trial 2" in res.stdout
 
 
-@pytest.mark.long
 def test_half_percent_is_noise_fifteen_percent_is_faster_and_confirmed(tmp_path, space_file):
     space = space_file("""
 [[presets]]
@@ -241,7 +238,6 @@ def test_sigterm_tears_down_and_exits_143(tmp_path, space_file):
     assert "interrupted" in err
 
 
-@pytest.mark.long
 def test_runner_sigkill_mid_trial_then_resume(tmp_path, space_file):
     """The runner dies (SIGKILL) while trial 2's server loads; the same command resumes."""
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=5,

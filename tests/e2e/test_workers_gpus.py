@@ -9,8 +9,6 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import ROOT, free_port, run_cli, server_processes, start_cli, wait_for_log
 from tuner.study.inflight import host_name
 
@@ -25,7 +23,6 @@ def _sim(path: Path, port: int, load: str = "1", ready_timeout_s: int = 60) -> P
     return path
 
 
-@pytest.mark.long
 def test_a_copy_with_only_the_port_changed_is_refused_while_the_first_runs(tmp_path: Path, workers_dir: Path):
     first_port, copy_port = free_port(), free_port()
     # the first worker's baseline loads for 10 minutes: it is certainly alive until the test stops it
