@@ -328,7 +328,7 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
         except MachineFault as fault:
             causes.append(fault.cause)
             ctx.last_fault = fault
-            ctx.machine.faulted = True
+            ctx.machine.faulted |= fault.timed  # a lag that passes with time (not a port: its own wait)
             if attempt == attempts[-1]:
                 record.status = Status.MACHINE_FAULT
                 record.cause = "; relaunched once: ".join(causes)
