@@ -4,11 +4,20 @@ A signal raises :class:`tuner.errors.Interrupted` in the main thread, except ins
 :meth:`SignalGuard.held` (a teardown in progress), where it is remembered and raised when the
 block ends, so a teardown is never cut short. SIGHUP (terminal closed, SSH lost) is handled
 like SIGTERM unless the runner inherited it as ignored (``nohup``): then it stays ignored.
+
+A signal that arrives while Python runs a finalizer (a weakref callback, a ``__del__``: SQLAlchemy's
+``_collection_gced`` during a garbage collection) raises there, and Python drops an exception
+raised in a finalizer (it reports it to ``sys.unraisablehook`` and goes on): the runner would
+never stop. The guard's hook sees such an Interrupted and delivers the signal again a moment
+later, from outside the finalizer.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
@@ -19,6 +28,8 @@ from tuner.errors import Interrupted
 __all__ = ["HANDLED", "SignalGuard"]
 
 HANDLED = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+#: Seconds after a dropped Interrupted before its signal is delivered again.
+REDELIVER_S = 0.1
 
 
 class SignalGuard:
@@ -28,6 +39,7 @@ class SignalGuard:
         self._old: dict[int, Any] = {}
         self._holding = 0
         self._pending = 0
+        self._old_hook: Any = None
 
     def __enter__(self) -> SignalGuard:
         for sig in HANDLED:
@@ -36,6 +48,7 @@ class SignalGuard:
                 continue  # started under nohup: the user asked to survive a hang-up
             self._old[sig] = current
             signal.signal(sig, self._on_signal)
+        self._old_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -43,6 +56,17 @@ class SignalGuard:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
         self._old.clear()
+        if self._old_hook is not None:
+            sys.unraisablehook, self._old_hook = self._old_hook, None
+
+    def _unraisable(self, info: Any) -> None:
+        """``sys.unraisablehook``: an Interrupted that a finalizer dropped is delivered again."""
+        if isinstance(info.exc_value, Interrupted) and self._old:
+            timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), info.exc_value.signum))
+            timer.daemon = True
+            timer.start()
+            return
+        (self._old_hook or sys.__unraisablehook__)(info)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self._holding:
