@@ -21,7 +21,7 @@ def _case31(tmp_path, **replace: str):
     return case_config(tmp_path, CASE, **{"18431": port, '"nccl-tune-31"': f'"nccl-tune-31-{port}"', **replace})
 
 
-def test_31_the_set_reaches_the_container_and_ll_wins(tmp_path):
+def test_31_the_set_reaches_the_container_and_nothing_stays(tmp_path):
     config = _case31(tmp_path)
     name = next(w.strip('",') for w in config.read_text().split() if w.startswith('"nccl-tune-31-'))
     plan = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")

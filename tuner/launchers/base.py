@@ -160,6 +160,9 @@ class Launcher:
 
     #: The launcher's name in messages.
     name = "a plain process"
+    #: ``(regex, what)``: lines of the launcher's own that say the machine, not the set, failed the
+    #: launch (:func:`tuner.server.machine.machine_line`).
+    machine_lines: tuple[tuple[str, str], ...] = ()
     #: Words for a listener held by a process outside the launched tree, when this launcher's
     #: server listens from one (None: the launched tree holds it).
     listener_outside: str | None = None

@@ -58,6 +58,15 @@ class Container(Launcher):
     """``docker run``/``podman run``: see the module docstring. ``program`` is the client's
     name (``docker``, ``podman``)."""
 
+    machine_lines = (
+        # docker run exits 125 when "the error is with Docker daemon itself" (docker run reference,
+        # Exit status); a name still held by a container a slow --rm has not removed:
+        # 'Conflict. The container name "/x" is already in use by container "..."' (docker/moby),
+        # 'the container name "x" is already in use by ...' (podman, libpod/runtime_ctr.go)
+        (r"container name \S+ is already in use", "a container name still in use"),
+        # no daemon: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock"
+        (r"Cannot connect to the Docker daemon", "the container engine unreachable"),
+    )
     listener_outside = "a container's listener (docker-proxy, rootlessport or a container process)"
 
     def __init__(self, argv: Sequence[str], wrappers: Wrappers) -> None:

@@ -42,6 +42,10 @@ class SlurmStep(Launcher):
     ``SLURM_EXPORT_ENV`` and ``SLURM_JOB_ID``; default ``os.environ``)."""
 
     name = "a Slurm step (srun)"
+    #: srun(1): a step that cannot get its resources now ("Requested nodes are busy", "Job step
+    #: creation temporarily disabled") waits or fails whatever the environment.
+    machine_lines = ((r"Requested nodes are busy|Job step creation temporarily disabled|Unable to create step",
+                      "Slurm resources busy"),)
     listener_outside = "a Slurm step's listener (slurmstepd starts the task, not srun)"
 
     def __init__(self, argv: Sequence[str], wrappers: Wrappers, environ: Mapping[str, str] | None = None) -> None:

@@ -33,6 +33,7 @@ from tuner.errors import (
     TrialFailed,
 )
 from tuner.inputs import ServerConfig
+from tuner.launchers import Launcher
 from tuner.nccl import NCCL_MARK
 from tuner.record import Status
 from tuner.server.logpump import LogPump
@@ -94,6 +95,11 @@ class Launch(Protocol):
     @property
     def set_env(self) -> dict[str, str]:
         """The set's own variables (without nccl-tune's logging ones)."""
+        ...
+
+    @property
+    def launcher(self) -> Launcher:
+        """How the command starts the server (its own machine lines)."""
         ...
 
     @property
@@ -193,7 +199,7 @@ def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
     if cause is not None and cause.kind is CauseKind.ADDRESS_IN_USE:
         port = cause.port or launch.server.port
         return MachineFault(f"address already in use at start-up (port {port}): {text}", port=port)
-    seen = machine_line(_tail(launch))
+    seen = machine_line(_tail(launch), launch.launcher.machine_lines)
     if seen is not None:
         what, line = seen
         said = level_and_body(line)[1].strip()[:200]

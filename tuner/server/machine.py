@@ -19,7 +19,8 @@ A launch is machine-suspect when its log (NCCL's WARNs from its own files includ
   NCCL_DEBUG_FILE files. NCCL reads its variables once loaded (src/init.cc, ``ncclInit`` ->
   ``initEnv``), so none of them can have caused it. A usage error from a flag of the set stays the set's.
 
-Launchers (docker, podman, srun) extend :data:`MACHINE_LINES` with :func:`add_machine_line`.
+A launcher's own such lines (docker's name conflict, srun's busy nodes) are the launcher's:
+``Launcher.machine_lines``, passed in by :func:`tuner.server.failure.crash_failure`.
 """
 
 from __future__ import annotations
@@ -29,40 +30,32 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from tuner.servers import KINDS
 
-__all__ = ["MACHINE_LINES", "add_machine_line", "before_nccl", "machine_line"]
+__all__ = ["MACHINE_LINES", "before_nccl", "machine_line"]
 
 #: ``(pattern, what it is in words)``: lines that are the machine's whatever the server and the set.
-MACHINE_LINES: list[tuple[re.Pattern[str], str]] = [
+MACHINE_LINES: tuple[tuple[re.Pattern[str], str], ...] = (
     # CUDA runtime cudaErrorDevicesUnavailable (46): "all CUDA-capable devices are busy or unavailable"
     # (CUDA 10-11 wording), "CUDA-capable device(s) is/are busy or unavailable" (CUDA 11.x+, as torch
     # prints it); driver API CUDA_ERROR_DEVICE_UNAVAILABLE (cuda.h): an exclusive-process GPU held by another process
     (re.compile(r"all CUDA-capable devices are busy or unavailable|CUDA-capable device\(s\) is/are busy or unavailable"
                 r"|\bcudaErrorDevicesUnavailable\b|\bCUDA_ERROR_DEVICE_UNAVAILABLE\b", re.I), "a busy device"),
-    # docker run exits 125 when "the error is with Docker daemon itself" (docs.docker.com, docker run
-    # reference, Exit status); a name still held by a container a slow --rm has not removed:
-    # 'Conflict. The container name "/x" is already in use by container "..."' (docker/moby),
-    # 'the container name "x" is already in use by ...' (podman, libpod/runtime_ctr.go)
-    (re.compile(r"container name \S+ is already in use", re.I), "a container name still in use"),
-    # docker run exit 125 with no daemon: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock"
-    (re.compile(r"Cannot connect to the Docker daemon", re.I), "the container engine unreachable"),
-]
+    # the launcher's own (a container name still in use, no Slurm allocation) are its own:
+    # tuner.launchers' Launcher.machine_lines
+)
 
 
-def add_machine_line(pattern: str, what: str) -> None:
-    """Count a log line matching ``pattern`` (a regex, searched, case-insensitive) as the
-    machine's, ``what`` naming it ("a container name still in use"); for launchers."""
-    MACHINE_LINES.append((re.compile(pattern, re.I), what))
-
-
-def machine_line(lines: Iterable[str]) -> tuple[str, str] | None:
+def machine_line(lines: Iterable[str], launcher_lines: Sequence[tuple[str, str]] = ()) -> tuple[str, str] | None:
     """``(what, line)`` for the first of ``lines`` that is the machine's: a server kind's
     machine line (:meth:`tuner.servers.ServerKind.is_machine`, every kind: a wrapper may hide
-    which one runs) or one of :data:`MACHINE_LINES`; None when no line is."""
+    which one runs), one of :data:`MACHINE_LINES`, or one of the launcher's
+    ``launcher_lines`` (``(regex, what)``: :attr:`tuner.launchers.Launcher.machine_lines`);
+    None when no line is."""
+    patterns = [*MACHINE_LINES, *((re.compile(p, re.I), what) for p, what in launcher_lines)]
     for line in lines:
         text = line.strip()
         if any(kind.is_machine(text) for kind in KINDS):
             return "a start-up memory guard", text
-        for pattern, what in MACHINE_LINES:
+        for pattern, what in patterns:
             if pattern.search(text):
                 return what, text
     return None

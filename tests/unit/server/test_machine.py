@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.server.machine import MACHINE_LINES, add_machine_line, before_nccl, machine_line
+from tuner.launchers import launcher_of
+from tuner.server.machine import before_nccl, machine_line
 
 MACHINE = [
     # vLLM 0.10 V1 (vllm/v1/worker/gpu_worker.py, init_device), with its worker prefix; 0.11 names the device
@@ -31,9 +32,13 @@ MACHINE = [
 ]
 
 
+#: A container launch's own machine lines (a name conflict, no daemon) beside the generic ones.
+CONTAINER = launcher_of(["podman", "run", "--rm", "img"]).machine_lines
+
+
 @pytest.mark.parametrize(("line", "what"), MACHINE)
 def test_each_spelling_is_the_machines(line: str, what: str) -> None:
-    assert machine_line(["INFO: loading", line]) == (what, line.strip())
+    assert machine_line(["INFO: loading", line], CONTAINER) == (what, line.strip())
 
 
 @pytest.mark.parametrize("line", [
@@ -44,16 +49,18 @@ def test_each_spelling_is_the_machines(line: str, what: str) -> None:
     "ValueError: Free memory on the host is low",
 ])
 def test_other_failures_are_not(line: str) -> None:
-    assert machine_line([line]) is None
+    assert machine_line([line], CONTAINER) is None
 
 
-def test_a_launcher_adds_its_lines() -> None:
-    before = list(MACHINE_LINES)
-    try:
-        add_machine_line(r"srun: error: Unable to allocate resources: Requested nodes are busy", "nodes busy")
-        assert machine_line(["srun: error: Unable to allocate resources: Requested nodes are busy"])[0] == "nodes busy"
-    finally:
-        MACHINE_LINES[:] = before
+def test_a_launcher_s_own_lines_are_the_machine_s_only_under_that_launcher() -> None:
+    srun = launcher_of(["srun", "-n", "2", "python", "serve.py"]).machine_lines
+    busy = "srun: error: Unable to allocate resources: Requested nodes are busy"
+    assert machine_line([busy], srun) == ("Slurm resources busy", busy)
+    assert machine_line([busy]) is None  # a plain process's log saying so is no launcher's
+    docker = launcher_of(["docker", "run", "--rm", "img"]).machine_lines
+    conflict = ('docker: Error response from daemon: Conflict. The container name "/x" is already in use by '
+                'container "abc". You have to remove (or rename) that container to be able to reuse that name.')
+    assert machine_line([conflict], docker) == ("a container name still in use", conflict)
 
 
 def test_a_crash_before_nccls_first_line_is_not_a_sets_of_nccl_variables() -> None:
