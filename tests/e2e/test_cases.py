@@ -15,7 +15,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from tests.helpers import ROOT, cli, processes_with
+from tests.helpers import ROOT, assert_rate_from_e2e, cli, processes_with
 
 CASES = ROOT / "tests" / "cases"
 
@@ -119,7 +119,7 @@ def test_15_tokens_without_usage_are_counted_right(tmp_path):
     res, df = sweep(tmp_path, case_config(tmp_path, "15-no-usage-chunk"), "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     assert (df["completion_tokens"] == 100).all() and not df["tokens_counted"].any()
-    assert df["output_tok_s"].between(90, 110).all(), df["output_tok_s"]
+    assert_rate_from_e2e(df, 110)  # the server streams 100 tok/s
 
 
 def test_16_a_silently_dead_engine_is_hung_the_rest_fine(tmp_path):
@@ -144,7 +144,7 @@ def test_18_a_renamed_worker_in_its_own_session_is_killed(tmp_path):
 def test_19_bursty_delivery_keeps_output_tok_s_flags_timing(tmp_path):
     res, df = sweep(tmp_path, case_config(tmp_path, "19-bursty-delivery"), "--no-final-baseline")
     assert res.returncode == 0, res.stderr
-    assert df["output_tok_s"].between(400, 520).all(), df["output_tok_s"]
+    assert_rate_from_e2e(df, 520)  # the engine's 500 tok/s, never the burst's own rate
     assert not df["timing_measurable"].any()
     assert df["tpot_s"].isna().all() and df["ttft_s"].isna().all()
 
@@ -341,4 +341,4 @@ def test_28_llamacpp_loading_503s_are_waited_then_measured(tmp_path):
     assert df.loc[0, "status"] == "ok", df.loc[0, "cause"]
     assert df.loc[0, "completion_tokens"] == 50 and not df.loc[0, "tokens_counted"]
     assert df.loc[0, "load_s"] > 4  # the 5 s of 503 "Loading model" were waited through
-    assert 30 < df.loc[0, "output_tok_s"] < 105, df.loc[0, "output_tok_s"]
+    assert_rate_from_e2e(df.loc[[0]], 105)

@@ -35,15 +35,17 @@ from tests.helpers import (
 
 # The fault sweep is one test: a module fixture would run again on every xdist worker.
 
-READY_TIMEOUT_S = 4.0
-STALL_TIMEOUT_S = 2.0
+# Long enough that a healthy server at nice 19 on 2 busy cores never trips them (a 2 s stall
+# timeout did, once, on CI); the hang cases wait each out once.
+READY_TIMEOUT_S = 8.0
+STALL_TIMEOUT_S = 5.0
 
 # name, env, expected status, regex the cause must match (None: the trial must be ok)
 CASES = [
     ("crash-start", {"NCCL_NTHREADS": "64"}, "crashed", r"NCCL WARN"),
-    ("hang-start", {"NCCL_NTHREADS": "96"}, "timeout", r"not ready after 4 s"),
+    ("hang-start", {"NCCL_NTHREADS": "96"}, "timeout", rf"not ready after {READY_TIMEOUT_S:g} s"),
     ("crash-mid", {"NCCL_NTHREADS": "128"}, "crashed", r"RuntimeError|exit status 1|stream dropped"),
-    ("hang-mid", {"NCCL_NTHREADS": "160"}, "hung", r"no token for .*2 s"),
+    ("hang-mid", {"NCCL_NTHREADS": "160"}, "hung", rf"no token for .*{STALL_TIMEOUT_S:g} s"),
     ("http-500", {"NCCL_NTHREADS": "192"}, "unhealthy", r"500"),
     ("orphans", {"NCCL_NTHREADS": "224"}, "ok", None),
     ("slow-exit", {"NCCL_NTHREADS": "256"}, "ok", None),
@@ -299,7 +301,7 @@ def test_crash_during_ready_check_is_crashed(tmp_path, space_file):
         for k in (1, 2, 3)))
     port = free_port()
     cfg = write_config(tmp_path / "exp.toml", command=_sim_command(), space=space, trials=5, max_tokens=32,
-                       repeats=2, ready_timeout_s=5, stall_timeout_s=2, extra_sweep='mode = "presets"', port=port)
+                       repeats=2, ready_timeout_s=20, stall_timeout_s=10, extra_sweep='mode = "presets"', port=port)
     res = run_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "rc", "--no-final-baseline")
     assert res.returncode == 0, res.stderr[-3000:]
     df = pd.read_csv(tmp_path / "r" / "rc" / "trials.csv")

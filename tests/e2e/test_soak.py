@@ -126,7 +126,7 @@ def test_soak_random_faults_killed_and_resumed(tmp_path):
                "--load-time", "0.2", "--workers", "1"]
     # Mid-stream faults hit the first timed request (1: ready-check, 2: smoke check, 3: warmup).
     cfg = write_config(tmp_path / "exp.toml", command=command, space=space, trials=TRIALS, port=port,
-                       max_tokens=32, repeats=2, ready_timeout_s=3, stall_timeout_s=2,
+                       max_tokens=32, repeats=2, ready_timeout_s=6, stall_timeout_s=4,
                        extra_server='env = { SIM_FAULT_REQUEST = "3", SIM_TEARDOWN_S = "1" }',
                        extra_probe='check = { prompt = "What is the capital of France?", expect = "Paris" }')
     study_dir = tmp_path / "r" / "soak"

@@ -17,9 +17,9 @@ files. The other views of stored nights (``status``, ``studies``, ``compare``) r
 :mod:`tuner.report.nights`.
 """
 
+from typing import TYPE_CHECKING
+
 from tuner.report.compare import DISAGREE, agreement, compare_nights, print_comparison
-from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
-from tuner.report.forest import plot_trials_vs_baseline, trials_vs_baseline_figure
 from tuner.report.frame import (
     combine_frames,
     env_text,
@@ -32,10 +32,8 @@ from tuner.report.frame import (
     verdict_text,
     write_trials_csv,
 )
-from tuner.report.history import history_figure, plot_history
 from tuner.report.nights import find_nights, open_night, study_listing
 from tuner.report.outputs import write_outputs
-from tuner.report.plots import baselines_figure, concurrency_figure, plot_baselines
 from tuner.report.status import night_status, pick_running, print_status
 from tuner.report.story import STORY_FILE, read_story
 from tuner.report.studies import print_studies
@@ -81,3 +79,35 @@ __all__ = [
     "write_outputs",
     "write_trials_csv",
 ]
+
+if TYPE_CHECKING:
+    from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
+    from tuner.report.forest import plot_trials_vs_baseline, trials_vs_baseline_figure
+    from tuner.report.history import history_figure, plot_history
+    from tuner.report.plots import baselines_figure, concurrency_figure, plot_baselines
+
+# The figure functions load on first use (PEP 562): matplotlib costs about 0.5 s of a command's
+# start, which a --no-figures night, ``status`` and ``compare`` never need.
+_FIGURES = {
+    "plot_variable_effect": "effects", "variable_effects_figure": "effects", "variable_names": "effects",
+    "plot_trials_vs_baseline": "forest", "trials_vs_baseline_figure": "forest",
+    "history_figure": "history", "plot_history": "history",
+    "baselines_figure": "plots", "concurrency_figure": "plots", "plot_baselines": "plots",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The figure functions of :data:`__all__`, imported when first asked for; AttributeError else."""
+    module = _FIGURES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the figure functions not yet imported included."""
+    return sorted({*globals(), *_FIGURES})

@@ -31,7 +31,6 @@ from tuner.judging import (
 from tuner.record import StudyInfo, TrialRecord
 from tuner.report.frame import combine_frames, skipped_frame, trials_frame
 from tuner.report.model import Block, Figure, NightReport, Part, table_block
-from tuner.report.plots import save_figures
 from tuner.report.proof import proof_section
 from tuner.report.screen import save_screen_figure, screen_section
 from tuner.report.story import story_of
@@ -87,8 +86,8 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
         folder = f"host-type-{k}" if several else ""
         svgs: dict[str, str] = {}
         draw = figures and not df.empty
-        pngs = [p.name for p in save_figures(df, story, out_dir / folder, min_effect=min_effect, svgs=svgs)
-                ] if draw else []
+        pngs = [p.name for p in _plots().save_figures(df, story, out_dir / folder, min_effect=min_effect,
+                                                     svgs=svgs)] if draw else []
         screen = None
         if not several:
             screen_png = save_screen_figure(info, out_dir, single, svgs=svgs) if draw else None
@@ -114,6 +113,14 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
                "judged against its own baseline launches only; no verdict compares across types.") if several else "",
         triage=triage_section(info), proof=proof_section(relaunches), not_measured=not_measured_section(skipped),
         failed=failed_section(trials, host_type=several))
+
+
+def _plots():
+    """:mod:`tuner.report.plots`, imported when a figure is drawn: it brings matplotlib (about
+    0.5 s of a command's start), which a ``--no-figures`` night, ``status`` and ``compare`` skip."""
+    from tuner.report import plots
+
+    return plots
 
 
 def _not_drawn(study_name: str, figures: bool, relaunches: Sequence[TrialRecord]) -> tuple[Block, ...]:

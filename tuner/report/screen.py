@@ -17,17 +17,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.transforms import ScaledTranslation
 
 from tuner.judging import Judgement, gain_pct
 from tuner.record import ScreenSummary, StudyInfo
 from tuner.report.frame import env_text
 from tuner.report.model import Block, Section
 from tuner.report.style import set_label
+
+if TYPE_CHECKING:  # matplotlib is imported where the figure is drawn (the section's words need none)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 from tuner.report.svg import figure_svg
 from tuner.report.text import export_lines, note_lines
 from tuner.screen import SCREEN_CSV, Spearman, predicted_gain_pct, read_screen_csv, screen_key, spearman
@@ -144,6 +146,8 @@ def plot_predicted_vs_measured(ax: Axes, points: Sequence[GainPoint]) -> ScreenP
     states it). Each point is labelled in a column right of the axes (trial and set in short
     form), joined to it by a thin line, the labels kept in the points' order and apart
     (:func:`label_places`). Returns what was drawn."""
+    from matplotlib.transforms import ScaledTranslation
+
     xs = [p.predicted for p in points]
     ys = [p.measured for p in points]
     rho = spearman(xs, ys)
@@ -193,6 +197,8 @@ def plot_predicted_vs_measured(ax: Axes, points: Sequence[GainPoint]) -> ScreenP
 
 def screen_figure(points: Sequence[GainPoint]) -> Figure:
     """The predicted-vs-measured figure (not registered with pyplot), wide enough for the labels."""
+    from matplotlib.figure import Figure
+
     longest = max((len(_point_label(p)) for p in points), default=20)
     fig = Figure(figsize=(6.4 + 0.065 * longest, 4.8), layout="constrained")
     plot_predicted_vs_measured(fig.add_subplot(), points)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import io
 import re
 import warnings
+from typing import TYPE_CHECKING
 
-import matplotlib as mpl
-from matplotlib.figure import Figure
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: a --no-figures night never pays for it
+    from matplotlib.figure import Figure
 
 __all__ = ["figure_svg", "inline_svg"]
 
@@ -29,6 +30,8 @@ def figure_svg(fig: Figure, salt: str) -> str:
     """``fig`` as an SVG document (text, the bytes a ``.svg`` file holds): no date, ids hashed with
     ``salt`` (any text: the same figure and salt give the same document). Nothing is left open in
     pyplot."""
+    import matplotlib as mpl
+
     buf = io.StringIO()
     with warnings.catch_warnings(), mpl.rc_context({"svg.hashsalt": salt}):
         warnings.filterwarnings("ignore", message="constrained_layout not applied")  # a figure with almost no data

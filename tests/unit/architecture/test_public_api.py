@@ -22,12 +22,15 @@ CORE = sorted(name for name in MODULES if not name.startswith("tuner.sim"))
 
 def _public_namespace(module: types.ModuleType) -> set[str]:
     """The public names a module holds, less ``annotations`` (``from __future__ import
-    annotations``) and its own leaves, which are attributes once imported (a leaf the face
-    exports as a module, such as ``tuner.server.gpu``, counts)."""
+    annotations``) and ``TYPE_CHECKING``, and its own leaves, which are attributes once imported
+    (a leaf the face exports as a module, such as ``tuner.server.gpu``, counts). A name that
+    loads on first use (PEP 562 ``__getattr__``, listed by the module's ``__dir__``) counts."""
     exported = set(getattr(module, "__all__", ()))
     out = set()
-    for name, value in vars(module).items():
-        if name.startswith("_") or name == "annotations":
+    held = vars(module)
+    for name in {*held, *dir(module)}:
+        value = held.get(name)
+        if name.startswith("_") or name in ("annotations", "TYPE_CHECKING"):
             continue
         if (isinstance(value, types.ModuleType) and value.__name__.startswith(f"{module.__name__}.")
                 and name not in exported):
