@@ -33,7 +33,7 @@ from tuner.nccl.cnum import strtoll
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
-from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, version_in_text
+from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, strip_launcher, version_in_text
 from tuner.nccl.log import Operation, ParsedLog, parse_log, topology_from_log
 from tuner.nccl.machine import NcclMachine, machine_from_log
 from tuner.nccl.names import (
@@ -109,6 +109,7 @@ __all__ = [
     "read_xml_file",
     "risky_reason",
     "server_log_source",
+    "strip_launcher",
     "strtoll",
     "topology_from_log",
     "unlaunched_echoes",

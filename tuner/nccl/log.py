@@ -41,14 +41,25 @@ __all__ = [
 #: The label of the server's own output (stdout and stderr through nccl-tune's pipe).
 SERVER_LOG = "server log"
 
-_ECHO = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)$")
+#: An echo: ``NAME set by environment to VALUE`` (src/misc/param.cc, ncclLoadParam and the env
+#: getters), and the NET subsystem's ``NCCL_SOCKET_IFNAME set to X`` / ``NCCL_IB_HCA set to X``
+#: (src/misc/socket.cc and src/transport/net_ib.cc in 2.28, NCCL_ names only).
+_ECHO = re.compile(r"^(?P<name>[A-Z][A-Z0-9_]*) set (?P<env>by environment )?to (?P<value>.*?)$")
 _INVALID = re.compile(r"^Invalid value (?P<value>.*) for (?P<name>NCCL_[A-Z0-9_]+), using default (?P<default>-?\d+)\.$")
 _COMPLETE = re.compile(r"\bInit COMPLETE\b")
 _COMM = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)"
                    r"(?: nNodes (?P<nnodes>\d+) localRanks (?P<local>\d+))?")
 _RING = re.compile(r"^Channel (?P<c>\d+)/(?P<n>\d+) :\s+(?P<order>(?:\d+\s*)+)$")
-_LINK = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[\w+\] -> (?P<dst>\d+)\[\w+\]"
-                   r"(?: \[(?:send|receive)\])? via (?P<via>\S+)")
+#: A connection: ``Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/%s`` (src/transport/p2p.cc; the bus
+#: id in hex, ``"%d[%lx]"``, up to 2.18: ``0[101c0]``), ``Channel %02d : ...via SHM/%s/%s`` (shm.cc),
+#: ``... [send] via NET/%s/%d...`` and ``[receive]`` (net.cc). The transport runs to the end of the line
+#: and may hold spaces (``P2P/direct pointer/read``, ``NET/NCCL RDMA Plugin v6/0/GDRDMA/Shared``).
+#: P2P, SHM and ``[send]`` lines are logged by ``src``, ``[receive]`` lines by ``dst``.
+_LINK = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[-?[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[-?[0-9a-fA-Fx]+\]"
+                   r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)(?: comm 0x[0-9a-f]+ nRanks \d+)?\s*$")
+#: ``Init timings: rank %d nranks %d ...`` (2.22, src/init.cc) and ``Init timings - %s: rank %d nranks %d``
+#: (2.26+): a line stating its thread's rank.
+_TIMINGS = re.compile(r"^Init timings(?::| - \w+:) rank (?P<rank>\d+) nranks (?P<nranks>\d+)")
 _SUMMARY = re.compile(r"^(?P<coll>\d+) coll channels, (?:(?P<collnet>\d+) collnet channels, )?"
                       r"(?:(?P<nvls>\d+) nvls channels, )?(?P<p2p>\d+) p2p channels, (?P<peer>\d+) p2p channels per peer")
 _THRESHOLDS = re.compile(r"^threadThresholds (\d+)/(\d+)/(\d+) \| (\d+)/(\d+)/(\d+) \| (\d+) \| (\d+)")
@@ -180,6 +191,14 @@ class ParsedLog:
     search fallback whether WARN or INFO) and ``peer_lines[process]`` its channel transport lines
     (``Channel 00/0 : 0[0] -> 1[1] via P2P/IPC``), both in order and with that process's
     ``comm 0x... rank %d nRanks %d`` lines among them (they say which communicator the lines belong to).
+    Both are keyed by logging thread (``host:pid:tid``), not process: nccl-tests ``-t``/``-g`` runs
+    several ranks in one process, one thread each, and their lines interleave.
+
+    Threads: ``threads`` every logging thread (``host:pid:tid`` as NCCL printed it, ``host:pid``
+    without a tid); ``thread_ranks[thread]`` the ranks a thread's own lines state (an init or comm
+    line, ``Init timings``, or a connection it logged); ``ranks_of[process]`` is their union per
+    process. ``peers[(src, dst, via)]`` counts channels per connection; ``diag`` the ``NCCL DIAG``
+    messages (2.31+ init diagnostics, NCCL_RUN_DIAGNOSTICS).
     """
 
     nccl_version: NcclVersion | None = None
@@ -222,11 +241,19 @@ class ParsedLog:
     ray_workers: bool = False
     graph_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
     peer_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
+    threads: set[str] = field(default_factory=set)
+    thread_ranks: dict[str, set[int]] = field(default_factory=dict)
+    peers: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    diag: list[str] = field(default_factory=list)
 
     @property
     def ranks(self) -> list[int]:
         """Communicator ranks that logged NCCL lines (empty when no rank was reported)."""
         return sorted({r for rs in self.ranks_of.values() for r in rs})
+
+    def ranks_of_process(self, process: str) -> set[int]:
+        """The ranks ``process`` (``host:pid``) ran, from any of its threads (empty if none stated)."""
+        return set(self.ranks_of.get(process, set()))
 
     @property
     def transport_kinds(self) -> set[str]:
@@ -238,8 +265,16 @@ class ParsedLog:
         return self.echoes.get(name, {})
 
 
-def _add_rank(parsed: ParsedLog, process: str, rank: int) -> None:
+def _add_rank(parsed: ParsedLog, process: str, rank: int, thread: str | None = None) -> None:
     parsed.ranks_of.setdefault(process, set()).add(rank)
+    if thread is not None and process != "?":
+        parsed.thread_ranks.setdefault(thread, set()).add(rank)
+
+
+def _echo(msg: str) -> re.Match[str] | None:
+    """An echo (:data:`_ECHO`); the form without "by environment" only for an ``NCCL_`` name."""
+    m = _ECHO.match(msg)
+    return m if m and (m.group("env") or m.group("name").startswith("NCCL_")) else None
 
 
 def parse_log(lines: Iterable[str]) -> ParsedLog:
@@ -288,15 +323,20 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
                 _note_version(parsed, vm)
             continue
         parsed.processes.add(line.process)
+        if line.process != "?":
+            parsed.threads.add(line.thread)
         parsed.source_of.setdefault(line.process, label)
         if line.host:
             parsed.hosts.add(line.host)
         if prefix_rank is not None:
             _add_rank(parsed, line.process, prefix_rank)
+        if line.level == "DIAG":
+            parsed.diag.append(line.message.strip())
+            continue
         if line.level == "WARN":
             parsed.warnings.append(line.message.strip())
             if GRAPH_LINE.match(line.message):  # the search fallback is a WARN up to 2.26
-                parsed.graph_lines.setdefault(line.process, []).append(line)
+                parsed.graph_lines.setdefault(line.thread, []).append(line)
             continue
         if line.level == "INFO":
             parsed.info_lines += 1
@@ -305,13 +345,13 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
         if _COMPLETE.search(line.message):
             parsed.complete.add(line.process)
         last_coll = _read_message(parsed, line, table, last_coll, label)
-        if index in joined and (m := _ECHO.match(line.message.strip())):
+        if index in joined and (m := _echo(line.message.strip())):
             parsed.joined_echoes.setdefault(m.group("name"), set()).add(line.process)
 
 
 def _note_fold(parsed: ParsedLog, line: NcclLine, count: int) -> None:
     msg = line.message.strip()
-    if m := _ECHO.match(msg):
+    if m := _echo(msg):
         parsed.folds.append(Fold(count, "echo", line.process, m.group("name"), m.group("value")))
     elif _COMPLETE.search(msg):
         parsed.folds.append(Fold(count, "complete", line.process))
@@ -333,7 +373,7 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
                   last_coll: tuple[str, int] | None, label: str = SERVER_LOG) -> tuple[str, int] | None:
     msg = line.message.strip()
     if GRAPH_LINE.match(line.message):
-        parsed.graph_lines.setdefault(line.process, []).append(line)
+        parsed.graph_lines.setdefault(line.thread, []).append(line)
     vm = NCCL_VERSION.match(msg)
     if vm:
         _note_version(parsed, vm)
@@ -341,7 +381,7 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
     if (done := table.feed(line.message)) is not None:
         parsed.tuning = done
         return last_coll
-    if m := _ECHO.match(msg):
+    if m := _echo(msg):
         value = m.group("value")
         if re.fullmatch(r"-?\d+\.", value):
             value = value[:-1]
@@ -352,20 +392,26 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
     elif m := _INVALID.match(msg):
         parsed.invalid[m.group("name")] = m.group("value")
     elif m := _COMM.search(msg):
-        _add_rank(parsed, line.process, int(m.group("rank")))
+        _add_rank(parsed, line.process, int(m.group("rank")), line.thread)
         parsed.comm_ranks.setdefault(line.process, set()).add((int(m.group("rank")), int(m.group("nranks"))))
         parsed.nranks = max(parsed.nranks or 0, int(m.group("nranks")))
         if m.group("nnodes"):
             parsed.nnodes = int(m.group("nnodes"))
-        parsed.graph_lines.setdefault(line.process, []).append(line)
-        parsed.peer_lines.setdefault(line.process, []).append(line)
+        parsed.graph_lines.setdefault(line.thread, []).append(line)
+        parsed.peer_lines.setdefault(line.thread, []).append(line)
+    elif m := _TIMINGS.match(msg):
+        _add_rank(parsed, line.process, int(m.group("rank")), line.thread)
     elif m := _RING.match(msg):
         parsed.ring_lines.append(msg)
     elif msg.startswith("Trees"):
         parsed.tree_lines.append(msg)
     elif m := _LINK.match(msg):
-        parsed.transports.add(m.group("via"))
-        parsed.peer_lines.setdefault(line.process, []).append(line)
+        via, src, dst = m.group("via"), int(m.group("src")), int(m.group("dst"))
+        parsed.transports.add(via)
+        key = (src, dst, via)
+        parsed.peers[key] = parsed.peers.get(key, 0) + 1
+        _add_rank(parsed, line.process, dst if m.group("dir") == "receive" else src, line.thread)
+        parsed.peer_lines.setdefault(line.thread, []).append(line)
     elif m := _SUMMARY.match(msg):
         parsed.coll_channels = int(m.group("coll"))
         parsed.nvls_channels = int(m.group("nvls")) if m.group("nvls") else parsed.nvls_channels

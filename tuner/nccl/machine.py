@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tuner.nccl.lines import NcclLine
 from tuner.nccl.log import ParsedLog
-from tuner.nccl.p2p import CPU_ARCHS, CPU_VENDORS, default_p2p_level, default_p2p_reason, read_p2p_level
+from tuner.nccl.p2p import CPU_ARCHS, CPU_VENDORS, default_p2p_level, default_p2p_reason, read_level
 from tuner.nccl.types import NcclVersion
 
 __all__ = [
@@ -46,8 +46,9 @@ _FALLBACK = re.compile(r"^Could not find a path for pattern (?P<p>\d+), falling 
 _COMM = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)(?: nNodes \d+ localRanks (?P<local>\d+))?")
 #: src/transport/p2p.cc, shm.cc, net.cc: "Channel %02d/%01d : %d[%d] -> %d[%d] via P2P/...",
 #: "Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s", "... [send] via NET/%s/%d..." and "[receive]".
-_PEER = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[-?\d+\] -> (?P<dst>\d+)\[-?\d+\]"
-                   r"(?: \[(?:send|receive)\])? via (?P<via>\S.*?)\s*$")
+#: The ids in brackets are decimal device indices from 2.19, the bus id in hex ("%d[%lx]") up to 2.18.
+_PEER = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[-?[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[-?[0-9a-fA-Fx]+\]"
+                   r"(?: \[(?:send|receive)\])? via (?P<via>\S.*?)(?: comm 0x[0-9a-f]+ nRanks \d+)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ class NcclMachine:
     (the CPU node each sits under); ``paths`` the GPU-to-node paths; ``system_line`` the ``===
     System : maxBw %2.1f totalBw %2.1f ===`` line; ``local_gpus`` GPUs in that process's topology
     (the count ncclTopoCheckP2p reads; the comm line's localRanks without a topology), else None.
-    ``process`` the process (``host:pid``) whose topology and graphs these are, ``rank`` its rank.
+    ``process`` the process (``host:pid``) whose topology and graphs these are, ``thread`` its
+    logging thread (``host:pid:tid``: one process runs several ranks under nccl-tests ``-t``),
+    ``rank`` its rank.
     """
 
     cpus: tuple[CpuNode, ...]
@@ -187,6 +190,7 @@ class NcclMachine:
     paths: tuple[TopoPath, ...] = ()
     process: str | None = None
     rank: int | None = None
+    thread: str | None = None
 
     @property
     def has_topology(self) -> bool:
@@ -301,13 +305,13 @@ def _blocks(lines: list[NcclLine]) -> list[_Block]:
 def _choose(parsed: ParsedLog) -> tuple[str, _Block] | None:
     """The block of the lowest rank of the largest communicator (``parsed.nranks``), else any."""
     best: tuple[tuple[int, int], str, _Block] | None = None
-    for process, lines in parsed.graph_lines.items():
+    for thread, lines in parsed.graph_lines.items():  # one thread per rank, several per nccl-tests -t process
         for block in _blocks(lines):
             size_ok = block.comm is None or parsed.nranks is None or block.comm[1] == parsed.nranks
-            rank = block.comm[0] if block.comm else min(parsed.ranks_of.get(process, {1 << 30}))
+            rank = block.comm[0] if block.comm else min(parsed.thread_ranks.get(thread) or {1 << 30})
             key = (0 if size_ok else 1, rank)
             if best is None or key < best[0]:
-                best = (key, process, block)
+                best = (key, thread, block)
     return None if best is None else (best[1], best[2])
 
 
@@ -407,7 +411,7 @@ def _p2p_in_force(parsed: ParsedLog, process: str | None, version: NcclVersion |
                                "(src/graph/paths.cc, ncclGetLevel sets PATH_LOC)")
     level = echo("NCCL_P2P_LEVEL")
     if level is not None:
-        name, _problem, _warn = read_p2p_level(level, version or NcclVersion(2, 30, 7))
+        name, _problem, _warn = read_level("NCCL_P2P_LEVEL", level, version or NcclVersion(2, 30, 7))
         if name is not None:
             return P2pLevelInForce(name, "echo", f"NCCL_P2P_LEVEL set by environment to {level} "
                                    "(src/graph/paths.cc, ncclGetLevel)")
@@ -431,7 +435,8 @@ def machine_from_log(parsed: ParsedLog, version: NcclVersion | None = None) -> N
     if not peers and not (topo.cpus or topo.gpus or topo.links or topo.graphs or topo.fallbacks or topo.paths
                           or topo.system_line):
         return None
-    process = chosen[0] if chosen else None
+    thread = chosen[0] if chosen else None
+    process = chosen[1].lines[0].process if chosen and chosen[1].lines else None
     comm = chosen[1].comm if chosen else None
     local_gpus = len(topo.gpus) if topo.gpus else (comm[2] if comm else None)
     kinds = {c.vendor if c.arch == "x86" else c.arch for c in topo.cpus}
@@ -443,4 +448,4 @@ def machine_from_log(parsed: ParsedLog, version: NcclVersion | None = None) -> N
         fallbacks=tuple(topo.fallbacks), peers=peers, p2p_level=p2p, system_line=topo.system_line,
         local_gpus=local_gpus, gpu_ranks=tuple(topo.gpus[g][0] for g in gpus),
         gpu_cpus=tuple(topo.gpus[g][1] for g in gpus), paths=tuple(topo.paths), process=process,
-        rank=comm[0] if comm else None)
+        rank=comm[0] if comm else None, thread=thread)

@@ -1,6 +1,8 @@
-"""How NCCL reads ``NCCL_P2P_LEVEL``: path names by version, legacy digits.
+"""How NCCL reads its level variables (``NCCL_P2P_LEVEL``, ``NCCL_NET_GDR_LEVEL``): path names
+by version, legacy digits.
 
-NCCL compares the value with ``strcmp`` against the path names of its release (case-sensitive,
+NCCL reads every level variable through one function, ncclGetLevel (src/graph/paths.cc), and
+echoes the level's name, not what was written (``NCCL_NET_GDR_LEVEL=1`` is echoed ``PIX``). It compares the value with ``strcmp`` against the path names of its release (case-sensitive,
 untrimmed); failing that, a leading digit is a legacy level 0-5 read by ``strtol``
 (src/graph/paths.cc, ncclGetLevel; src/graph/topo.cc, topoPathTypeStr). Anything else is
 silently ignored.
@@ -20,10 +22,18 @@ __all__ = [
     "CPU_VENDORS",
     "cpu_kind",
     "default_p2p_level",
+    "LEVEL_VARIABLES",
     "default_p2p_reason",
     "p2p_levels",
+    "read_level",
     "read_p2p_level",
 ]
+
+#: The variables NCCL reads through ncclGetLevel (src/graph/paths.cc, v2.18.1-1 to v2.30.7-1):
+#: ``ncclGetLevel(&ncclTopoUserP2pLevel, "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")`` in
+#: ncclTopoCheckP2p/ncclGetUserP2pLevel and ``ncclGetLevel(&ncclTopoUserGdrLevel, NULL,
+#: "NCCL_NET_GDR_LEVEL")`` in ncclTopoCheckGdr. Kept here until the one record per variable says so.
+LEVEL_VARIABLES = frozenset({"NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"})
 
 #: Path names by release, best to worst, up to SYS (src/graph/topo.cc, topoPathTypeStr).
 _LEVELS_BEFORE_226 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")
@@ -47,11 +57,20 @@ def p2p_levels(version: NcclVersion | None = None) -> tuple[str, ...]:
 
 
 def read_p2p_level(value: str, version: NcclVersion) -> tuple[str | None, str | None, str | None]:
-    """``(level name, problem, warning)`` for an NCCL_P2P_LEVEL value (paths.cc, ncclGetLevel).
+    """:func:`read_level` for NCCL_P2P_LEVEL."""
+    return read_level("NCCL_P2P_LEVEL", value, version)
 
-    ``level name`` is the path NCCL ``version`` uses (``"2"`` -> ``PXB``), None when NCCL ignores
-    the value; ``problem`` says why it is ignored; ``warning`` notes a legacy level NCCL clamps.
+
+def read_level(name: str, value: str, version: NcclVersion) -> tuple[str | None, str | None, str | None]:
+    """``(level name, problem, warning)`` for a value of the level variable ``name`` (one of
+    :data:`LEVEL_VARIABLES`; src/graph/paths.cc, ncclGetLevel reads them all alike).
+
+    ``level name`` is the path NCCL ``version`` uses (``"2"`` -> ``PXB``, ``"1"`` -> ``PIX``), None
+    when NCCL ignores the value; ``problem`` says why it is ignored; ``warning`` notes a legacy
+    level NCCL clamps. The level name is also what NCCL echoes, so an echo and the value set compare
+    equal through it.
     """
+    del name  # every level variable is read alike; the name is kept for the record per variable
     names = p2p_levels(version)
     if value in names:
         return value, None, None

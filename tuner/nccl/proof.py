@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from tuner.nccl.log import SERVER_LOG, ParsedLog
-from tuner.nccl.types import NcclVersion
+from tuner.nccl.p2p import LEVEL_VARIABLES, read_level
+from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.values import canonical_value
 
 __all__ = ["SilentWhy", "confirmations", "rank_list", "unlaunched_echoes"]
@@ -145,16 +146,20 @@ def confirmations(launched_env: Mapping[str, str], parsed: ParsedLog, version: N
 
 
 class _Ranks:
-    """Which process is which rank of the largest communicator, and whose lines are whole."""
+    """Which process runs which ranks of the largest communicator, and whose lines are whole.
+
+    A process (``host:pid``) may run several ranks, one thread each (nccl-tests ``-t``/``-g``):
+    ``rank_of[process]`` holds them all. NCCL reads a parameter once per process (src/misc/param.cc,
+    ncclLoadParam caches it), so one echo by any of its threads holds for every rank of it."""
 
     def __init__(self, parsed: ParsedLog) -> None:
         self.parsed = parsed
         self.n = parsed.nranks
-        self.rank_of: dict[str, int] = {}
+        self.rank_of: dict[str, tuple[int, ...]] = {}
         for process, pairs in parsed.comm_ranks.items():
-            mine = sorted(r for r, n in pairs if n == self.n)
+            mine = sorted({r for r, n in pairs if n == self.n})
             if mine and process != "?":
-                self.rank_of[process] = mine[0]
+                self.rank_of[process] = tuple(mine)
         self.init_logged = bool(parsed.comm_ranks)
         self.hidden_by_folds = max(sum(f.count - 1 for f in parsed.folds if f.kind == kind)
                                    for kind in ("comm", "complete"))
@@ -168,22 +173,35 @@ class _Ranks:
     def processes(self) -> list[str]:
         """The processes that count: the ranks' (when NCCL logged ranks), else every one named."""
         if self.rank_of:
-            return sorted(self.rank_of, key=lambda p: self.rank_of[p])
+            return sorted(self.rank_of, key=lambda p: self.rank_of[p][0])
         return sorted(p for p in self.parsed.processes if p != "?")
 
     def who(self, processes: Iterable[str]) -> str:
         """``"ranks 1, 7"`` or ``"processes host:1, host:2"``."""
         ps = list(processes)
-        ranked = [self.rank_of[p] for p in ps if p in self.rank_of]
-        if len(ranked) == len(ps) and ranked:
+        ranked = self.ranks(ps)
+        if all(p in self.rank_of for p in ps) and ranked:
             return f"rank{'s' if len(ranked) > 1 else ''} {rank_list(ranked)}"
         return f"process{'es' if len(ps) > 1 else ''} {', '.join(ps)}"
+
+
+    def ranks(self, processes: Iterable[str]) -> list[int]:
+        """The ranks ``processes`` ran, sorted, each once."""
+        return sorted({r for p in processes for r in self.rank_of.get(p, ())})
+
+    def weight(self, processes: Iterable[str]) -> int:
+        """How many ranks ``processes`` stand for (a process of unknown rank counts one)."""
+        return sum(len(self.rank_of.get(p, ())) or 1 for p in processes)
+
+    def seen(self) -> set[int]:
+        """Every rank of the largest communicator some process stated."""
+        return {r for rs in self.rank_of.values() for r in rs}
 
 
 def _row(name: str, value: str, status: str, why: str = "", echo: str = "", ok: Iterable[str] = (),
          ranks: _Ranks | None = None) -> ProofRow:
     ok = list(ok)
-    echoed = tuple(sorted(ranks.rank_of[p] for p in ok if p in ranks.rank_of)) if ranks else ()
+    echoed = tuple(ranks.ranks(ok)) if ranks else ()
     counts: dict[str, int] = {}
     if ranks:
         for p in ok:
@@ -206,9 +224,9 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
     if name in parsed.invalid:
         return _row(name, value, NOT_APPLIED,
                     f"NCCL refused {parsed.invalid[name]!r} (\"Invalid value\") and used its default")
-    want = canonical_value(name, value, v)
+    want = _canonical(name, value, v)
     echoes = _echoes_for(name, want, parsed, v)
-    ok = {p: e for p, e in echoes.items() if canonical_value(name, e, v) == want}
+    ok = {p: e for p, e in echoes.items() if _canonical(name, e, v) == want}
     rejoined = parsed.joined_echoes.get(name, set())
     garbled = {p: e for p, e in echoes.items()
                if p not in ok and (p in rejoined or _garbled(e, value, want, parsed.cut.get(p, 0)))}
@@ -232,26 +250,36 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
     silent = [p for p in counted if p not in echoes and ranks.complete(p)]
     hidden_echoes = sum(f.count - 1 for f in parsed.folds if f.kind == "echo" and f.name == name)
     # several communicators of the largest size (TP groups under PP or DP) repeat rank numbers
-    n = max(ranks.n or 0, len(counted)) if ranks.rank_of else len(counted)
-    if ranks.rank_of and ranks.n and all(p in ok for p in counted) and \
-            len({ranks.rank_of[p] for p in ok if p in ranks.rank_of}) == ranks.n:
+    n = max(ranks.n or 0, ranks.weight(counted)) if ranks.rank_of else len(counted)
+    if ranks.rank_of and ranks.n and all(p in ok for p in counted) and len(ranks.ranks(ok)) == ranks.n:
         return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
     if not ranks.rank_of and counted and all(p in ok for p in counted):
         return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
     if not counted and not ok and not parsed.cut and not parsed.cut_unknown:
         return _row(name, value, NOT_APPLIED, "no rank echoed it, though NCCL reads it at every communicator init",
                     ranks=ranks)
-    if silent and len(ok) + len(garbled) + hidden_echoes < n:
+    if silent and ranks.weight(ok) + ranks.weight(garbled) + hidden_echoes < n:
         why = (f"{ranks.who(silent)} logged {'communicator init through Init COMPLETE' if ranks.init_logged else 'NCCL lines'}"
                f" but never echoed {name}")
-        unseen = sorted(set(range(ranks.n or 0)) - set(ranks.rank_of.values()))
+        unseen = sorted(set(range(ranks.n or 0)) - ranks.seen())
         if ranks.hidden_by_folds and unseen:
             why += (f"; ranks {rank_list(unseen)} are hidden in Ray-folded lines ('[repeated Nx across cluster]'), "
                     + (f"with {hidden_echoes} folded echoes of {name}" if hidden_echoes else f"and no echo of {name} "
                        "was folded"))
-        why += f": {len(ok) + hidden_echoes} echo{'es' if len(ok) + hidden_echoes != 1 else ''} for {n} ranks. "
+        held = ranks.weight(ok) + hidden_echoes
+        why += f": {held} echo{'es' if held != 1 else ''} for {n} ranks. "
         return _row(name, value, NOT_APPLIED, why + why_silent(name), echo, ok, ranks)
     return _row(name, value, UNVERIFIABLE, _unaccounted(name, ranks, ok, garbled, silent, hidden_echoes), echo, ok, ranks)
+
+
+def _canonical(name: str, value: str, version: NcclVersion | None) -> str:
+    """``value`` as NCCL reads it: a level variable's path name (src/graph/paths.cc, ncclGetLevel:
+    ``NCCL_NET_GDR_LEVEL=1`` is echoed ``PIX``), else :func:`tuner.nccl.values.canonical_value`."""
+    if name in LEVEL_VARIABLES:
+        level, _problem, _warning = read_level(name, value.strip(), judged_version(version))
+        if level is not None:
+            return level
+    return canonical_value(name, value, version)
 
 
 def _garbled(echo: str, launched: str, want: str, cuts: int) -> bool:
@@ -278,7 +306,7 @@ def _unaccounted(name: str, ranks: _Ranks, ok: Mapping[str, str], garbled: Mappi
     if silent:
         parts.append(f"{ranks.who(silent)} did not echo it, but Ray-folded echoes may be theirs")
     if ranks.n and ranks.rank_of:
-        unseen = sorted(set(range(ranks.n)) - set(ranks.rank_of.values()))
+        unseen = sorted(set(range(ranks.n)) - ranks.seen())
         if unseen and ranks.hidden_by_folds:
             parts.append(f"ranks {rank_list(unseen)} are hidden in Ray-folded lines ('[repeated Nx across cluster]'"
                          f"{f', {hidden_echoes} folded echoes' if hidden_echoes else ''}); a fold does not say which "

@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tuner.nccl import NCCL_LINE
+from tuner.nccl import NCCL_LINE, strip_launcher
 from tuner.record import Status
 
 __all__ = [
@@ -313,10 +313,6 @@ def command_supports_json(text: str) -> bool | None:
 
 # -- text parsing -----------------------------------------------------------------------------
 
-#: What a launcher puts before each line of a rank's output: Open MPI ``mpirun --tag-output``
-#: ``[1,0]<stdout>:`` (orte/mca/iof), SLURM ``srun --label`` ``0: `` (the task id, right-aligned
-#: to the widest: src/srun io ``io_hdr``/``_label``), MPICH/Hydra ``-prepend-rank`` ``[0] ``.
-_MPI_TAG = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+: |\[\d+\] )")
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
 _NTHREAD = re.compile(
@@ -455,7 +451,7 @@ def _unwrap(lines: Iterable[str], result: PerfResult) -> list[str]:
     pending = ""
     hosts: set[str] = set()
     for raw in lines:
-        line = _MPI_TAG.sub("", raw.rstrip("\r\n"))
+        line = strip_launcher(raw.rstrip("\r\n"))  # mpirun's, srun's, MPICH's, torchrun's, docker's prefixes
         if line.startswith("#"):
             m = _DEVICE.match(line.strip())
             if m and m.group(4):
