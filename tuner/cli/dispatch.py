@@ -13,7 +13,7 @@ import os
 import sys
 from types import ModuleType
 
-from tuner.cli import bench, check, compare, diagnose, probe, report, sim, status, studies, sweep
+from tuner.cli import bench, check, compare, diagnose, probe, readlog, report, sim, status, studies, sweep
 from tuner.cli.common import Help
 from tuner.errors import ExitCode, InputError, NcclTuneError, ProbeError, TrialFailed
 
@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "main"]
 #: Each subcommand's module, in ``--help``'s order (``sim`` last: its argv is the simulator's).
 COMMANDS: dict[str, ModuleType] = {
     "sweep": sweep, "probe": probe, "bench": bench, "report": report, "diagnose": diagnose, "check": check,
-    "studies": studies, "status": status, "compare": compare, "sim": sim,
+    "studies": studies, "status": status, "compare": compare, "read-log": readlog, "sim": sim,
 }
 
 

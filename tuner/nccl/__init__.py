@@ -34,7 +34,7 @@ from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, n
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
 from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, strip_launcher, version_in_text
-from tuner.nccl.log import Operation, ParsedLog, parse_log, topology_from_log
+from tuner.nccl.log import LogSource, Operation, ParsedLog, parse_log, parse_sources, topology_from_log
 from tuner.nccl.machine import NcclMachine, machine_from_log
 from tuner.nccl.names import (
     HARDWARE_SELECTORS,
@@ -69,6 +69,7 @@ __all__ = [
     "CostTable",
     "DebugFile",
     "DecodeChoice",
+    "LogSource",
     "ModelGraph",
     "NcclMachine",
     "NcclVersion",
@@ -105,6 +106,7 @@ __all__ = [
     "nccl_pick",
     "p2p_levels",
     "parse_log",
+    "parse_sources",
     "read_sources",
     "read_xml_file",
     "risky_reason",

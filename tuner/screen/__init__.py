@@ -11,6 +11,7 @@ environment, session, timeout, tree teardown, the ``-J`` probe), :mod:`~tuner.sc
 """
 
 from tuner.screen.bound import Bound
+from tuner.screen.nccltests import parse_output
 from tuner.screen.rank import Spearman, predicted_gain_pct, screen_key, spearman
 from tuner.screen.stage import RANKING_KEPT, Stage, run_stage
 from tuner.screen.store import SUFFIX, ScreenRecord
@@ -24,6 +25,7 @@ __all__ = [
     "ScreenRecord",
     "Spearman",
     "Stage",
+    "parse_output",
     "predicted_gain_pct",
     "read_screen_csv",
     "run_stage",

@@ -18,7 +18,8 @@ NOT_COMMANDS = {"__init__", "__main__", "dispatch", "common"}
 
 def test_every_subcommand_module_is_in_the_table_and_offers_the_protocol():
     modules = {p.stem for p in CLI_DIR.glob("*.py")} - NOT_COMMANDS
-    assert set(COMMANDS) == modules
+    assert {m.__name__.rsplit(".", 1)[1] for m in COMMANDS.values()} == modules
+    assert all(name.replace("-", "") == m.__name__.rsplit(".", 1)[1] for name, m in COMMANDS.items())  # read-log
     assert list(COMMANDS)[-1] == "sim"  # its argv is the simulator's: parsed apart, listed last
     for name, module in COMMANDS.items():
         assert callable(module.add_parser), name

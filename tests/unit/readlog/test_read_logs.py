@@ -1,0 +1,34 @@
+"""read_logs on logs written here in spellings the real eight do not show."""
+
+from __future__ import annotations
+
+from tuner.readlog import read_logs
+
+
+def test_torchrun_log_with_diag_lines_and_a_server_version(tmp_path):
+    log = tmp_path / "torchrun.log"
+    log.write_text("\n".join([
+        "[rank0]:INFO 06-07 10:19:28 pynccl.py:63] vLLM is using nccl==2.31.2",
+        "[rank0]:gpu-a:100:110 [0] NCCL INFO ncclCommInitRankConfig comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+        "busId 1000 commId 0x9 - Init START",
+        "[rank1]:gpu-a:101:111 [1] NCCL INFO Init timings - ncclCommInitRankConfig: rank 1 nranks 2 total 0.5",
+        "[rank0]:gpu-a:100:110 [0] NCCL DIAG P2P 0 -> 1 read 250.1 GB/s",
+        "[rank1]:gpu-a:101:111 [1] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to PIX",
+    ]) + "\n")
+    d = read_logs([log]).to_dict()
+    assert d["nccl_version"] == "2.31.2"
+    assert d["ranks"] == [0, 1] and d["processes"] == ["gpu-a:100:110", "gpu-a:101:111"]
+    assert d["echoes"] == {"NCCL_NET_GDR_LEVEL": {"value": "PIX", "ranks": [1]}}
+    assert d["diag"] == ["P2P 0 -> 1 read 250.1 GB/s"]
+
+
+def test_ranks_named_only_as_peers_or_in_a_topology_are_not_ranks(tmp_path):
+    log = tmp_path / "peers.log"
+    log.write_text("\n".join([
+        "h:1:2 [0] NCCL INFO + PCI[48.0] - GPU/0-68000 (8)",
+        "h:1:3 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[1] [send] via NET/IB/0",
+        "h:1:4 [0] NCCL INFO Channel 00/0 : 5[0] -> 6[1] [receive] via NET/IB/0",
+    ]) + "\n")
+    d = read_logs([log]).to_dict()
+    assert d["ranks"] == [3, 6]
+    assert d["peers"] == [{"from": 3, "to": 4, "via": "NET/IB/0"}, {"from": 5, "to": 6, "via": "NET/IB/0"}]
