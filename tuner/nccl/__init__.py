@@ -16,7 +16,8 @@ The leaves, lowest first:
 * :mod:`~tuner.nccl.decode`: which variables can act at the decode size;
   :mod:`~tuner.nccl.costmodel`: NCCL's own AllReduce cost model (:func:`allreduce_table`,
   :func:`nccl_pick`);
-* :mod:`~tuner.nccl.lines`: NCCL's line prefix and the wrappers before it (:data:`NCCL_LINE`);
+* :mod:`~tuner.nccl.lines`: NCCL's line prefix and the launchers' and wrappers' prefixes before it
+  (:data:`NCCL_LINE`, :func:`strip_launcher`);
   :mod:`~tuner.nccl.benign`: the WARNs NCCL prints and goes on, by version (:func:`benign_warn`);
   :mod:`~tuner.nccl.tuning`: the TUNING table; :mod:`~tuner.nccl.log`: :func:`parse_log`;
   :mod:`~tuner.nccl.rejoin`: lines a pipe cut, rejoined; :mod:`~tuner.nccl.files`: NCCL_DEBUG_FILE

@@ -150,3 +150,20 @@ def test_nccl_tests_rows_behind_every_launcher_prefix(prefix):
     ])
     rows = parse_output(text).rows
     assert len(rows) == 1 and rows[0].size_bytes == 1048576 and rows[0].out_of_place.busbw_GBps == 5.76
+
+
+def test_a_silent_process_of_two_ranks_is_named_by_both():
+    """Two processes of two ranks each (threads 20+r): the first echoes NCCL_ALGO, the second
+    reaches Init COMPLETE without it, so its two ranks never saw it."""
+    lines = []
+    for r in range(4):
+        pid, tid = 10 + r // 2, 20 + r
+        if r == 0:
+            lines.append(f"h:{pid}:{tid} [{r}] NCCL INFO NCCL_ALGO set by environment to Ring")
+        lines += [f"h:{pid}:{tid} [{r}] NCCL INFO comm 0x{r} rank {r} nRanks 4 nNodes 1 localRanks 4 localRank {r} MNNVL 0",
+                  f"h:{pid}:{tid} [{r}] NCCL INFO ncclCommInitRank comm 0x{r} rank {r} nranks 4 cudaDev {r} nvmlDev {r} "
+                  "busId 0 commId 0x9 - Init COMPLETE"]
+    proof = confirmations({"NCCL_ALGO": "Ring"}, parse_log(lines), NcclVersion(2, 26, 5))
+    why = proof.not_applied["NCCL_ALGO"]
+    assert why.startswith("ranks 2-3 logged communicator init through Init COMPLETE but never echoed NCCL_ALGO")
+    assert "2 echoes for 4 ranks" in why and proof.rows[0].echoed == (0, 1)
