@@ -37,7 +37,7 @@ def test_all_eight_real_logs_at_once_give_one_object_holding_each():
 def test_the_table_names_what_it_read():
     proc = _read_log(str(REALLOGS / "01-ncclt331-a100-sendrecv-2.22.3.log"))
     assert proc.returncode == 0, proc.stderr
-    for said in ("2.22.3", "lrdn2296:4063850:4063871", "NCCL_P2P_LEVEL", "NVL (ranks 0-1)",
+    for said in ("2.22.3", "lrdn2296:4063850 (5 threads)", "NCCL_P2P_LEVEL", "NVL (ranks 0-1)",
                  "via P2P/direct pointer/read", "29: 8 B"):
         assert said in proc.stdout
 

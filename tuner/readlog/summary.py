@@ -138,7 +138,7 @@ def render(summary: LogSummary, console: Console | None = None, *, as_json: bool
     table.add_column("read")
     table.add_row("NCCL version", summary.nccl_version or "not logged")
     table.add_row("ranks", _ranks(summary.ranks) or "none stated")
-    table.add_row("logging threads", ", ".join(summary.processes) or "none")
+    table.add_row("processes", _processes(summary.processes) or "none")
     for name, echo in summary.echoes.items():
         table.add_row(name, f"{echo['value']} (ranks {_ranks(echo['ranks']) or '?'})")
     pairs: dict[str, list[str]] = {}
@@ -160,6 +160,16 @@ def render(summary: LogSummary, console: Console | None = None, *, as_json: bool
     console.out(f"triage: {summary.triage_summary}", highlight=False)
     for finding in summary.triage:
         console.out(f"- {finding.get('sentence', '')}", highlight=False)
+
+
+def _processes(threads: list[str]) -> str:
+    """``host:pid:tid`` threads as their processes, each with its thread count (a row a person
+    reads; the JSON keeps every thread)."""
+    by_process: dict[str, int] = {}
+    for thread in threads:
+        host_pid = thread.rsplit(":", 1)[0] if thread.count(":") >= 2 else thread
+        by_process[host_pid] = by_process.get(host_pid, 0) + 1
+    return ", ".join(f"{p} ({n} thread{'s' if n != 1 else ''})" for p, n in by_process.items())
 
 
 def _ranks(ranks: list[int]) -> str:
