@@ -33,7 +33,7 @@ The leaves, lowest first:
 from tuner.nccl.benign import benign_warn
 from tuner.nccl.choice import infeasible_reason
 from tuner.nccl.cnum import strtoll
-from tuner.nccl.conf import SettingsSource, conf_files, origin_of, parse_conf, plugin_sources, read_conf
+from tuner.nccl.conf import SettingsSource, conf_files, origin_of, plugin_sources, read_conf
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
@@ -117,7 +117,6 @@ __all__ = [
     "nccl_pick",
     "origin_of",
     "p2p_levels",
-    "parse_conf",
     "parse_log",
     "plugin_sources",
     "read_conf",

@@ -99,7 +99,8 @@ def conf_files(env: Mapping[str, str], homes: Sequence[str]) -> list[tuple[str, 
         for i, home in enumerate(homes):
             if home and home not in seen:
                 seen.add(home)
-                how = "~/.nccl.conf" if i == 0 else "$HOME/.nccl.conf (NCCL reads the password database's home)"
+                how = ("~/.nccl.conf" if i == 0 else "$HOME/.nccl.conf: NCCL reads it where this is the server user's "
+                       "home in the password database, src/misc/param.cc userHomeDir")
                 out.append((how, Path(home) / ".nccl.conf"))
     out.append(("/etc/nccl.conf", Path(SYSTEM_CONF)))
     return out

@@ -15,7 +15,7 @@ import os
 import pwd
 from collections.abc import Collection, Mapping, Sequence
 
-from tuner.inputs import ExperimentConfig
+from tuner.inputs import ServerConfig
 from tuner.launchers import launcher_of
 from tuner.nccl import SettingsSource, conf_files, plugin_sources, read_conf
 from tuner.server.env import build_env
@@ -33,30 +33,31 @@ def _homes(env: Mapping[str, str]) -> list[str]:
     return [*homes, env["HOME"]] if env.get("HOME") else homes
 
 
-def settings_behind(cfg: ExperimentConfig, environ: Mapping[str, str] | None = None,
+def settings_behind(server: ServerConfig, environ: Mapping[str, str] | None = None,
                     varied: Collection[str] = ()) -> list[SettingsSource]:
     """Every source of NCCL settings the server will see that nccl-tune did not set, in NCCL's
-    order (the module docstring); ``environ``: the runner's (default ``os.environ``), from which
+    order (the module docstring) for the server ``server``; ``environ``: the runner's (default ``os.environ``), from which
     the launch environment is made as every launch makes it (:func:`tuner.server.build_env`,
     ``varied`` the space's names). A conf file that does not exist, or sets nothing, is not listed;
     one that cannot be read is, with why. Runs the container client once for a container."""
-    env, _removed = build_env(dict(os.environ if environ is None else environ), cfg.server.env, {}, varied)
-    launcher = launcher_of(cfg.server.argv())
+    env, _removed = build_env(dict(os.environ if environ is None else environ), server.env, {}, varied)
+    launcher = launcher_of(server.argv())
     image, what = launcher.image_env()
     out: list[SettingsSource] = []
     if image is None and not what:
         for how, path in conf_files(env, _homes(env)):
             values, why = read_conf(path)
             if values or why:
-                shown = how if how.startswith("NCCL_CONF_FILE") or how == str(path) else f"{path} ({how})"
-                out.append(SettingsSource(shown, values or {}, why))
+                shown = how if how.startswith("NCCL_CONF_FILE") else str(path)
+                note = "; ".join(w for w in (why, how if how.startswith("$HOME") else "") if w)
+                out.append(SettingsSource(shown, values or {}, note))
         return out + plugin_sources(env)
     if image is None:
         return [SettingsSource(what)]
     nccl = {k: v for k, v in image.items() if k.startswith("NCCL_")}
     if nccl:
         out.append(SettingsSource(what, nccl))
-    inside = {**image, **{k: v for k, v in cfg.server.env.items()}}
+    inside = {**image, **{k: v for k, v in server.env.items()}}
     return out + plugin_sources(inside)
 
 

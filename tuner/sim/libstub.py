@@ -4,14 +4,13 @@
 A real server's processes map ``libnccl.so.2`` (or ``libnccl.so.2.21.5``, a wheel's
 ``nvidia/nccl/lib/libnccl.so.2``). Here a small real shared object of this system that carries
 a build ID (zlib's, found as the dynamic loader finds it: ``ctypes.util.find_library``; this
-Python's executable where there is none) is copied to a private folder as
+Python's executable where there is none) is copied to a folder of its own as
 ``libnccl.so.<the profile's NCCL version>`` and mapped read-only with :mod:`mmap`: the kernel
 lists the mapping with that path (proc(5), ``/proc/PID/maps``). Nothing of it is executed.
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import ctypes.util
 import mmap
@@ -43,13 +42,17 @@ def _real_library() -> str:
 
 def map_stand_in(version: str) -> str | None:
     """Map a copy of a real shared object named ``libnccl.so.<version>``; returns its path, or
-    None when no copy could be made (the simulated server runs on without it). The folder is
-    removed at exit; a mapped file outlives its name in the kernel, so nothing breaks if it goes first."""
+    None when no copy could be made (the simulated server runs on without it). The copy lives in
+    one folder per user and version under the temporary folder (made once, replaced atomically),
+    so every simulated night of one NCCL version maps the same file, as a real box does."""
     try:
-        folder = tempfile.mkdtemp(prefix="sim-nccl-lib-")
-        atexit.register(shutil.rmtree, folder, True)
+        folder = os.path.join(tempfile.gettempdir(), f"nccl-sim-lib-{os.getuid()}", version)
+        os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"libnccl.so.{version}")
-        shutil.copyfile(_real_library(), path)
+        if not os.path.exists(path):
+            part = f"{path}.{os.getpid()}.part"
+            shutil.copyfile(_real_library(), part)
+            os.replace(part, path)
         with open(path, "rb") as fh:
             _KEPT.append(mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ))
         return path

@@ -46,7 +46,7 @@ def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[s
     said = launcher_of(cfg.server.argv()).plan(sorted(cfg.server.env))
     if said:
         log(f"launcher: {said}")
-    for line in behind_lines(settings_behind(cfg, varied=varied), varied, cfg.server.env):
+    for line in behind_lines(settings_behind(cfg.server, varied=varied), varied, cfg.server.env):
         log(line)
     for warning in preflight.warnings(cfg.server):
         log(f"warning: {warning}")
@@ -149,7 +149,7 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
     _port(found, cfg)
     found.warnings += preflight.warnings(cfg.server)
     varied = [n for n in space.choices() if not n.startswith("-")]
-    found.behind = behind_lines(settings_behind(cfg, env, varied), varied, cfg.server.env)
+    found.behind = behind_lines(settings_behind(cfg.server, env, varied), varied, cfg.server.env)
     if study is not None:
         _stored(found, results / study, study, storage)
     return found

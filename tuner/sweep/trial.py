@@ -262,7 +262,7 @@ class Launcher:
         self.store.start(trial, rec)
         trial_id = trial._trial_id
         if self.behind is None:  # once a night: what the server sees that no launch sets (a container: its image)
-            self.behind = tuple(settings_behind(self.cfg, varied=varied))
+            self.behind = tuple(settings_behind(self.cfg.server, varied=varied))
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
                            varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
                            gpu_floor=self.gpu_floor, said=self.said, machine=self.machine, behind=self.behind)
