@@ -84,3 +84,21 @@ def test_a_conf_file_variable_echoed_is_set_behind_the_back_and_compare_names_an
     assert out.returncode == 0, out.stderr
     assert "the NCCL library changed: build ID" in out.stdout and "ab" * 20 in out.stdout
     assert "the version (2.27.3) did not: same version, another build" in out.stdout
+
+
+def test_a_server_that_never_loads_nccl_is_told_apart_from_a_silent_nccl(tmp_path):
+    # tests/refserver.py is a plain OpenAI server: no libnccl mapped, no NCCL line (vLLM's CPU build alike)
+    command = ["{python}", str(ROOT / "tests" / "refserver.py"), "--port", "{port}", "--rate", "400"]
+    cfg = write_config(tmp_path / "exp.toml", command=command, space=ROOT / "search_spaces" / "safe.toml", trials=2,
+                       max_tokens=16, repeats=2, ready_timeout_s=30, extra_sweep='mode = "presets"')
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline", "--trials", "2")
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert [bool(x) for x in df["nccl_loaded"]] == [False, False]
+    assert df["nccl_library"].isna().all() or set(df["nccl_library"]) == {""}
+    proof = json.loads(df.loc[1, "nccl_proof"])
+    assert proof and all(row["why"].startswith("NCCL was never loaded by this server (no libnccl mapped, no NCCL "
+                                               "line)") for row in proof), proof
+    assert "NCCL_DEBUG=INFO was not in effect" not in said and "give NCCL a NCCL_DEBUG_FILE" not in said
+    assert "triage: NCCL was never loaded by this server" in said
+    assert "NCCL_DEBUG_SUBSYS must include GRAPH" not in said
