@@ -31,7 +31,6 @@ from tuner.server import gpu, preflight
 from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
-from tuner.server.library import mapped_nccl
 from tuner.server.logpump import LogPump
 from tuner.server.ownership import describe_pid
 from tuner.server.ports import PORT_WAIT_S, port_holder, port_in_use, wait_port_bindable
@@ -55,7 +54,6 @@ __all__ = [
     "describe_pid",
     "gpu",
     "kill_leftover",
-    "mapped_nccl",
     "port_holder",
     "port_in_use",
     "preflight",

@@ -13,7 +13,8 @@ import pytest
 from tests.helpers import ROOT
 from tuner.inputs.config import ServerConfig
 from tuner.nccl import build_id
-from tuner.server import behind_lines, mapped_nccl, settings_behind
+from tuner.server import behind_lines, settings_behind
+from tuner.server.library import mapped_nccl
 
 DOCKER = ROOT / "tests" / "launchers" / "docker"
 
