@@ -110,3 +110,16 @@ def test_a_command_that_hides_nccl_s_info_lines_is_refused_by_the_dry_run(tmp_pa
     config = _fixing(tmp_path, ["env", "NCCL_DEBUG=WARN", *envrate_command()])
     res = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
     assert res.returncode == 2 and "'env NCCL_DEBUG=WARN'" in res.stderr and "hides NCCL's INFO lines" in res.stderr
+
+
+def test_31_the_image_that_turns_p2p_off_is_named_before_the_baseline(tmp_path):
+    # the launchers' stand-in docker answers `image inspect` from the case's image.py (IMAGE_ENV)
+    config = _case31(tmp_path, **{f'"{ROOT}/tests/cases/{CASE}/docker"': f'"{FAKES / "docker"}"'})
+    assert str(FAKES / "docker") in config.read_text()
+    plan = cli("sweep", str(config), "--results", str(tmp_path / "r"), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    image = "image fake/vllm-openai:v0.10.1.1's environment (Config.Env)"
+    assert (f"  NCCL settings nccl-tune does not set: {image} sets NCCL_P2P_DISABLE=1, NCCL_IB_DISABLE=1, NCCL_DEBUG=WARN"
+            in plan.stdout.splitlines()), plan.stdout
+    # the safe space's p2p-disable preset varies it: the baseline is not untuned for it, said loudly
+    assert f"  WARNING: {image} sets NCCL_P2P_DISABLE=1, which the search space varies" in plan.stdout

@@ -19,10 +19,12 @@ OLD = STORES / "f0e244d"
 
 
 #: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6, the launches
-#: and probe notes of format 7); an old store has them at their defaults.
+#: and probe notes of format 7, the unlaunched variables' sources and the loaded library of issue 33); an old
+#: store has them at their defaults.
 ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}", "warmup_s": "",
                  "backend_choice": "", "backend_applied": "", "backend_reason": "", "launches": "1",
-                 "probe_notes": "[]"}
+                 "probe_notes": "[]", "nccl_unlaunched_from": "{}", "nccl_loaded": "", "nccl_library": "",
+                 "nccl_library_version": "", "nccl_build_id": ""}
 #: trials.csv columns computed by today's judgement, not stored (issue 21 changed how they are judged).
 JUDGED_COLUMNS = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "verdict", "verdict_note")
 

@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     store.update_info(stop_reason=f"nccl-tune check: {verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
     report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT,
                          figures=not args.no_figures)
+    changed = report.library_change(against.records, records, (against.name, study)) if against else None
+    if changed:
+        print(f"check: {changed}")
     if verdict.holds:
         print(f"check: the set {verdict.reason}")
     print(f"results: {opts.study_dir}/trials.csv, report.md, report.html (nccl-tune report --study {study})")

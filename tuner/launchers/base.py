@@ -233,6 +233,19 @@ class Launcher:
         listening port is the host's."""
         return None
 
+    # -- what the server sees besides the launch's environment ----------------------------------
+    def image_env(self) -> tuple[dict[str, str] | None, str]:
+        """``(env, what)``: the environment the launcher's image gives the server before any
+        variable of the launch (a container image's ``ENV``), named ``what``; ``(None, "")`` when
+        the launcher has no image, ``(None, why)`` when it could not be read."""
+        return None, ""
+
+    def root_pids(self) -> list[int]:
+        """After :meth:`prepare`, while the server runs: the pids of the server's processes that
+        are not in the launched command's tree (a container's main process, on this host's
+        pid namespace); empty when the launched tree is the server."""
+        return []
+
     # -- teardown -------------------------------------------------------------------------------
     def handle(self) -> list[str]:
         """After :meth:`prepare`: a short argv from which :func:`tuner.launchers.launcher_of`

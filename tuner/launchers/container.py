@@ -27,6 +27,7 @@ container that the daemon starts, not the client nccl-tune launches.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -263,6 +264,32 @@ class Container(Launcher):
             ports.append(parts[-2] if len(parts) >= 2 else "")  # IP:HOST:CTR, HOST:CTR; CTR alone: a random one
         return ports
 
+    # -- what the server sees besides the launch's environment ----------------------------------
+    def image_env(self) -> tuple[dict[str, str] | None, str]:
+        """The image's ``Config.Env`` (``docker image inspect --format '{{json .Config.Env}}'``;
+        podman answers the same), a ``NAME=VALUE`` list; the container gets it under ``-e``."""
+        if self.image_at is None:
+            return None, ""
+        image = self.argv[self.image_at]
+        what = f"image {image}'s environment (Config.Env)"
+        code, out = run_quiet([*self._client(), "image", "inspect", "--format", "{{json .Config.Env}}", image], 30.0)
+        if code != 0:
+            return None, f"{what} not read: `{self.program} image inspect` failed ({_last(out) or f'exit {code}'})"
+        try:
+            pairs = json.loads(out.strip().splitlines()[-1]) if out.strip() else []
+        except ValueError:
+            return None, f"{what} not read: `{self.program} image inspect` printed {_last(out)!r}"
+        env = dict(p.split("=", 1) for p in pairs or [] if isinstance(p, str) and "=" in p)
+        return env, what
+
+    def root_pids(self) -> list[int]:
+        """The container's main process on this host (``inspect --format '{{.State.Pid}}'``)."""
+        if self.container is None:
+            return []
+        code, out = run_quiet([*self._client(), "inspect", "--format", "{{.State.Pid}}", self.container], 15.0)
+        word = _last(out)
+        return [int(word)] if code == 0 and word.isdigit() and int(word) > 0 else []
+
     # -- teardown -------------------------------------------------------------------------------
     def _client(self) -> list[str]:
         """The client as the command runs it: a ``sudo`` in front kept, global options kept."""
@@ -302,6 +329,12 @@ class Container(Launcher):
                                                                   f"`{self.program} stop` and `rm -f`",))
             run_quiet([*client, "rm", "-f", name], 15.0)
             time.sleep(0.2)
+
+
+def _last(out: str) -> str:
+    """The last line of a client's output, stripped."""
+    lines = out.strip().splitlines()
+    return lines[-1].strip() if lines else ""
 
 
 def _env_file(path: str) -> tuple[list[str], str]:

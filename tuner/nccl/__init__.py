@@ -25,15 +25,20 @@ The leaves, lowest first:
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
   launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
   (:func:`machine_from_log`); :mod:`~tuner.nccl.xmlfiles`: the topology and graph XML files
-  NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`).
+  NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`);
+* :mod:`~tuner.nccl.conf`: the settings NCCL takes besides its environment (conf files, plugins:
+  :func:`conf_files`, :func:`parse_conf`, :func:`plugin_sources`); :mod:`~tuner.nccl.library`: the
+  library file, its version and GNU build ID (:func:`build_id`).
 """
 
 from tuner.nccl.benign import benign_warn
 from tuner.nccl.choice import infeasible_reason
 from tuner.nccl.cnum import strtoll
+from tuner.nccl.conf import SettingsSource, conf_files, origin_of, plugin_sources, read_conf
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
+from tuner.nccl.library import NEVER_LOADED, LoadedLibrary, build_id, is_nccl_library, library_version
 from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, strip_launcher, version_in_text
 from tuner.nccl.log import LogSource, Operation, ParsedLog, parse_log, parse_sources, topology_from_log
 from tuner.nccl.machine import NcclMachine, machine_from_log
@@ -63,6 +68,7 @@ __all__ = [
     "HARDWARE_SELECTORS",
     "NCCL_LINE",
     "NCCL_MARK",
+    "NEVER_LOADED",
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "TOPO_FILE_VAR",
@@ -70,6 +76,7 @@ __all__ = [
     "CostTable",
     "DebugFile",
     "DecodeChoice",
+    "LoadedLibrary",
     "LogSource",
     "ModelGraph",
     "NcclMachine",
@@ -77,16 +84,19 @@ __all__ = [
     "Operation",
     "ParsedLog",
     "Pick",
+    "SettingsSource",
     "SilentWhy",
     "Topology",
     "TuningTable",
     "accepted",
     "allreduce_table",
     "benign_warn",
+    "build_id",
     "canonical_set",
     "canonical_value",
     "check_value",
     "comm_channels",
+    "conf_files",
     "confirmations",
     "cross_problems",
     "cross_warnings",
@@ -97,17 +107,22 @@ __all__ = [
     "has_pid",
     "infeasible_reason",
     "is_hardware_selector",
+    "is_nccl_library",
     "is_tuning_variable",
     "launch",
+    "library_version",
     "line_pid",
     "local_gpus",
     "machine_from_log",
     "name_problem",
     "name_warning",
     "nccl_pick",
+    "origin_of",
     "p2p_levels",
     "parse_log",
     "parse_sources",
+    "plugin_sources",
+    "read_conf",
     "read_sources",
     "read_xml_file",
     "risky_reason",

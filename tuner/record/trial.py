@@ -69,6 +69,15 @@ time in seconds):
 ``nccl_sources``      where NCCL's lines were read: NCCL_DEBUG_FILE paths, ``server log``
 ``nccl_unlaunched``   NCCL variables NCCL echoed that the launch did not set -> ``VALUE on
                       ranks 1-7`` (set where the processes start: ``ray start``, an image, the server)
+``nccl_unlaunched_from`` variable of ``nccl_unlaunched`` -> where it came from (a conf file,
+                      a plugin, the image's environment: :mod:`tuner.nccl.conf`); a variable
+                      absent: not known (or stored before this field)
+``nccl_loaded``       True when a process of the server mapped an NCCL library, False when
+                      none did (every map read), None when not known (or stored before it)
+``nccl_library``      the NCCL library file mapped (``/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5``;
+                      inside a container the container's path), ``""``: not known
+``nccl_library_version`` its version (file name, else its ``NCCL version`` string), ``""``: not known
+``nccl_build_id``     its GNU build ID (hex), ``""``: not known
 ``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
 ``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
 ``nccl_warnings``     every ``NCCL WARN`` line
@@ -231,6 +240,11 @@ class TrialRecord:
     nccl_proof: list[dict[str, str]] = field(default_factory=list)
     nccl_sources: list[str] = field(default_factory=list)
     nccl_unlaunched: dict[str, str] = field(default_factory=dict)
+    nccl_unlaunched_from: dict[str, str] = field(default_factory=dict)
+    nccl_loaded: bool | None = None
+    nccl_library: str = ""
+    nccl_library_version: str = ""
+    nccl_build_id: str = ""
     nccl_ranks: list[int] = field(default_factory=list)
     nccl_channels: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
@@ -283,7 +297,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
-                                         "nccl_sources", "nccl_unlaunched", "nccl_ranks",
+                                         "nccl_sources", "nccl_unlaunched", "nccl_unlaunched_from", "nccl_ranks",
                                          "nccl_channels", "nccl_warnings", "host", "probe_notes"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",

@@ -19,7 +19,7 @@ files. The other views of stored nights (``status``, ``studies``, ``compare``) r
 
 from typing import TYPE_CHECKING
 
-from tuner.report.compare import DISAGREE, agreement, compare_nights, print_comparison
+from tuner.report.compare import DISAGREE, agreement, compare_nights, library_change, print_comparison
 from tuner.report.frame import (
     combine_frames,
     env_text,
@@ -54,6 +54,7 @@ __all__ = [
     "history_figure",
     "judged_order",
     "judged_trials",
+    "library_change",
     "night_status",
     "open_night",
     "pick_running",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,12 +35,12 @@ from rich.text import Text
 
 from tuner.judging import gain_pct, stats
 from tuner.plaintext import plain_table
-from tuner.record import Verdict
+from tuner.record import Kind, TrialRecord, Verdict
 from tuner.report.frame import env_text, set_text
 from tuner.report.nights import HostJudgement, Night, night_baselines
 from tuner.report.story import SetFigures
 
-__all__ = ["DISAGREE", "agreement", "compare_nights", "print_comparison"]
+__all__ = ["DISAGREE", "agreement", "compare_nights", "library_change", "print_comparison"]
 
 AGREE, VERDICTS_DIFFER, DISAGREE = "agree", "verdicts differ", "disagree"
 #: The rule, as the output says it.
@@ -160,6 +161,8 @@ def night_facts(night: Night, judged: HostJudgement) -> dict[str, str]:
     topo = info.topology
     facts = {
         "NCCL version": info.nccl_version or (host.nccl if host else ""),
+        "NCCL library": bases[0].nccl_library if bases else "",
+        "NCCL build ID": bases[0].nccl_build_id if bases else "",
         "server version": host.server if host else "",
         "GPUs": (f"{host.gpu_count} x {host.gpu}" if host.gpu_count else host.gpu) if host else "",
         "driver": host.driver if host else "",
@@ -180,6 +183,31 @@ def night_facts(night: Night, judged: HostJudgement) -> dict[str, str]:
     return facts
 
 
+def _library(records: Sequence[TrialRecord]) -> TrialRecord | None:
+    """The first relaunch of ``records`` that names the NCCL library it mapped (baselines first)."""
+    named = [r for r in records if r.kind.relaunched and (r.nccl_library or r.nccl_build_id)]
+    return next((r for r in named if r.kind is Kind.BASELINE), named[0] if named else None)
+
+
+def library_change(a: Sequence[TrialRecord], b: Sequence[TrialRecord], names: tuple[str, str] = ("A", "B")) -> str | None:
+    """A sentence when the NCCL library the nights ``a`` and ``b`` mapped differs (its path or GNU
+    build ID; :attr:`TrialRecord.nccl_library`), said even where the version is the same (two
+    builds of 2.28.9 behaved differently: vllm #42354); None when both name the same library or
+    either names none (recorded before libraries were, or not readable)."""
+    ra, rb = _library(a), _library(b)
+    if ra is None or rb is None:
+        return None
+    diffs = [f"{what} {x or '?'} ({names[0]}) -> {y or '?'} ({names[1]})"
+             for what, x, y in (("file", ra.nccl_library, rb.nccl_library), ("build ID", ra.nccl_build_id, rb.nccl_build_id))
+             if x != y and (x or y)]
+    if not diffs:
+        return None
+    va, vb = ra.nccl_library_version or ra.nccl_version, rb.nccl_library_version or rb.nccl_version
+    same = (f"the version ({va}) did not: same version, another build, which can behave differently"
+            if va and va == vb else f"version {va or '?'} -> {vb or '?'}")
+    return f"the NCCL library changed: {'; '.join(diffs)}; {same}"
+
+
 def _pick(night: Night) -> tuple[HostJudgement, list[str]]:
     """The host type compared (the night's first) and a note when it has others."""
     first = night.judged[0]
@@ -198,6 +226,10 @@ def compare_nights(a: Night, b: Night) -> NightComparison:
     out = NightComparison(a.name, b.name, a.storage, b.storage, ja.host_type, jb.host_type, ja.story.baseline_level,
                           jb.story.baseline_level, [Change(k, fa[k], fb[k]) for k in fa], notes=notes_a + notes_b,
                           min_effect_a=a.min_effect, min_effect_b=b.min_effect)
+    lib_a, lib_b = night_baselines(a), night_baselines(b)
+    changed = library_change(lib_a or a.records, lib_b or b.records, (a.name, b.name))
+    if changed:
+        out.notes.append(changed)
     if a.info.metric is not b.info.metric:
         out.notes.append(f"the nights are judged on different metrics ({a.info.metric.words}, {b.info.metric.words}): "
                          "their ratios measure different things")

@@ -37,6 +37,7 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from tuner.judging import gain_pct
 from tuner.record import Kind, Status, Verdict, set_key
+from tuner.report.frame import baseline_name as _base
 from tuner.report.frame import judged_order, ok_baselines
 from tuner.report.story import Story
 from tuner.report.style import (
@@ -125,7 +126,7 @@ def _row_label(r: pd.Series, base_order: dict[int, int]) -> str:
     trial = int(r["trial"])
     if r["kind"] == Kind.BASELINE:
         first = base_order.get(trial, 1) == 0
-        return f"baseline (untuned){'' if first else ' re-measure'}, trial {trial}"
+        return f"{_base(r)}{'' if first else ' re-measure'}, trial {trial}"
     extra = [f"trial {trial}"]
     if r["kind"] == Kind.CONFIRM:
         extra.append("confirm")

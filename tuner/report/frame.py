@@ -54,6 +54,7 @@ from tuner.report.story import STORY_FILE, Story, story_of, write_story
 __all__ = [
     "SAME_SET",
     "backend_text",
+    "baseline_name",
     "baseline_runs",
     "best_row",
     "combine_frames",
@@ -428,6 +429,21 @@ def backend_text(row: pd.Series) -> str:
     applied = _applied(row.get("backend_applied"))
     inner = choice + (" not applied" if applied is False else "")
     return f"{ran} ({inner})" if ran else f"({inner})"
+
+
+def baseline_name(row: Any) -> str:
+    """``"baseline (untuned)"``, or ``"baseline (not untuned: NCCL_P2P_DISABLE set behind nccl-tune's
+    back)"`` when the row's trial (a record or a trials frame row) echoed NCCL variables its launch
+    did not set (``nccl_unlaunched``, a mapping or its JSON text)."""
+    stray = row.get("nccl_unlaunched") if isinstance(row, (pd.Series, dict)) else row.nccl_unlaunched
+    if isinstance(stray, str):
+        try:
+            stray = json.loads(stray) if stray else {}
+        except ValueError:
+            stray = {}
+    if not isinstance(stray, dict) or not stray:
+        return "baseline (untuned)"
+    return f"baseline (not untuned: {', '.join(sorted(stray))} set behind nccl-tune's back)"
 
 
 def set_text(env: dict[str, str], flags: Sequence[str] | None = ()) -> str:

@@ -34,6 +34,7 @@ from matplotlib.ticker import MaxNLocator
 from tuner.record import Kind
 from tuner.report.effects import plot_variable_effect, variable_effects_figure, variable_names
 from tuner.report.forest import trials_vs_baseline_figure
+from tuner.report.frame import baseline_name as _base
 from tuner.report.frame import concurrency_columns, ok_baselines
 from tuner.report.history import history_figure, plot_history
 from tuner.report.marks import FAILED_COLOR, ok_rows
@@ -137,7 +138,7 @@ def _concurrency_labels(ok: pd.DataFrame) -> list[str]:
     for _, row in ok.iterrows():
         trial = int(row["trial"])
         if row["kind"] == Kind.BASELINE:
-            labels.append(f"baseline (untuned){'' if n_base == 0 else ' re-measure'}, trial {trial}")
+            labels.append(f"{_base(row)}{'' if n_base == 0 else ' re-measure'}, trial {trial}")
             n_base += 1
         else:
             labels.append(f"{set_label(row['env'], row['flags'] or ())} (trial {trial})")

@@ -29,6 +29,21 @@ def proof_frame(records: Sequence[TrialRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PROOF_COLUMNS))
 
 
+def behind_words(r: TrialRecord) -> str:
+    """What trial ``r`` says of the NCCL variables its processes read that its launch did not set
+    (``nccl_unlaunched``), each with where it came from where known (``nccl_unlaunched_from``):
+    a baseline with any is called "not untuned", never "untuned"."""
+    said = "; ".join(f"{k}={v}" + (f" (from {r.nccl_unlaunched_from[k]})" if r.nccl_unlaunched_from.get(k) else "")
+                     for k, v in r.nccl_unlaunched.items())
+    unknown = [k for k in r.nccl_unlaunched if not r.nccl_unlaunched_from.get(k)]
+    where = (" (set where those processes start: `ray start`, the image, a conf file, or the server itself)"
+             if unknown else "")
+    if r.kind is Kind.BASELINE:
+        return (f"Trial {r.trial} (baseline): set behind nccl-tune's back: {said}{where}. This baseline is not "
+                f"untuned: it ran with {', '.join(r.nccl_unlaunched)} as set there.")
+    return f"Trial {r.trial} ({r.kind}): NCCL read {said}, which the launch did not set{where}."
+
+
 def proof_section(records: Sequence[TrialRecord]) -> Section | None:
     """The proof section: the proof table, and the trials whose ranks read NCCL variables the
     launch did not set (a baseline that is not untuned there); None when no trial carries either
@@ -44,8 +59,5 @@ def proof_section(records: Sequence[TrialRecord]) -> Section | None:
                          "NCCL's own per-process file (whole lines, kept at SIGKILL); `server log` is the server's "
                          "piped output, lines cut by the pipe rejoined."), table_block(df)]
     for r in stray:
-        said = "; ".join(f"{k}={v}" for k, v in r.nccl_unlaunched.items())
-        blocks.append(Block("paragraph", f"Trial {r.trial} ({r.kind}): NCCL read {said}, which the launch did not set "
-                            "(set where those processes start: `ray start`, the image, or the server itself)"
-                            + (": this baseline is not untuned on those ranks." if r.kind is Kind.BASELINE else ".")))
+        blocks.append(Block("paragraph", behind_words(r)))
     return Section("proof", "Proof that each set reached NCCL", tuple(blocks))

@@ -19,6 +19,8 @@ that may be the machine's, not the set's),
 :mod:`~tuner.server.ownership` (whether the listener on its port is the launched server),
 :mod:`~tuner.server.logpump` (its output to a capped file), :mod:`~tuner.server.logtail` (what the
 log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
+:mod:`~tuner.server.behind` (NCCL settings the server sees that nccl-tune did not set),
+:mod:`~tuner.server.library` (the NCCL library the server mapped),
 :mod:`~tuner.server.preflight` (checks before the wait; its functions are called through the
 module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s).
 
@@ -26,6 +28,7 @@ The leaves import each other by leaf path, never through this face.
 """
 
 from tuner.server import gpu, preflight
+from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LogPump
@@ -46,6 +49,7 @@ __all__ = [
     "ServerProcess",
     "SignalGuard",
     "TeardownReport",
+    "behind_lines",
     "build_env",
     "describe_pid",
     "gpu",
@@ -53,6 +57,7 @@ __all__ = [
     "port_holder",
     "port_in_use",
     "preflight",
+    "settings_behind",
     "split_inherited",
     "wait_port_bindable",
     "wait_ready",

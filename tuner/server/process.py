@@ -26,12 +26,13 @@ import psutil
 from tuner.errors import TrialFailed
 from tuner.inputs import ServerConfig
 from tuner.launchers import launcher_of
-from tuner.nccl import DEBUG_FILE_VAR, find_debug_files, is_tuning_variable, line_pid
+from tuner.nccl import DEBUG_FILE_VAR, LoadedLibrary, find_debug_files, is_tuning_variable, line_pid
 from tuner.record import Status
 from tuner.redaction import argv_secrets, redact, redact_argv, scrub, secret_values
 from tuner.server import failure, gpu, readiness
 from tuner.server.env import build_env
 from tuner.server.identity import MARKER, ServerIdentity
+from tuner.server.library import mapped_nccl
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, warn_keys
 from tuner.server.ownership import ListenerCheck
@@ -276,6 +277,11 @@ class ServerProcess:
         """The pids of this launch seen so far (the leader, its tree, marked processes)."""
         self._processes.track()
         return self._processes.pids()
+
+    def loaded_nccl(self) -> tuple[bool | None, LoadedLibrary | None]:
+        """While it runs: the NCCL library its processes mapped (:func:`tuner.server.library.mapped_nccl`
+        of this launch's pids and the launcher's own, a container's main process)."""
+        return mapped_nccl(self.pids() | set(self.launcher.root_pids()))
 
     def check_listener(self, when: str) -> None:
         """Answers count only now if the launched tree is alive and the listener on the port is

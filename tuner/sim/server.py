@@ -54,6 +54,7 @@ from .arbackends import BackendPlan, plan_for
 from .costmodel import CollectiveCrash, CostModel
 from .faults import FaultPlan
 from .http_api import Handler, SimHTTPServer, SimHTTPServer6
+from .libstub import map_stand_in
 from .ncclenv import EnvReport, NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
 from .nccllog import DebugConfig, NcclLog, host_name, node_layout, op_message, output_plan
 from .ncclstdio import open_sink
@@ -363,6 +364,7 @@ def serve(opts: ServeOptions) -> int:
     if opts.ray:
         p = dataclasses.replace(p, vllm_version=raycluster.RAY_VLLM_VERSION)
     environ = drop_vars(opts.environ, opts.ignore_vars)
+    map_stand_in(p.nccl_version)  # the NCCL a real server's processes map (libstub.py)
     merged = load_conf_file(environ)
     debug = DebugConfig(merged)
     sink = open_sink(output_plan(merged, debug, p.nccl_version, opts.stdout_buffering), os.getpid())

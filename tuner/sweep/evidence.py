@@ -19,7 +19,7 @@ a set, a fingerprint or the "removed inherited" list.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +27,14 @@ from tuner.diagnose import DEBUG_ENV, LOGGING_ENV
 from tuner.inputs import ExperimentConfig
 from tuner.nccl import (
     DEBUG_FILE_VAR,
+    NEVER_LOADED,
     TRIAL_PATTERN,
     NcclVersion,
     ParsedLog,
+    SettingsSource,
     Topology,
     confirmations,
+    origin_of,
     read_sources,
     topology_from_log,
     unlaunched_echoes,
@@ -100,13 +103,20 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
 class Evidence:
     """One relaunch's log, parsed (:class:`tuner.nccl.log.ParsedLog`), with the backend and the
     proof of the backend choice its set names (``proof.applied`` None when it names none), the
-    server's kind (:data:`tuner.servers.KIND_NAMES`) and the version its log names (``""``: none)."""
+    server's kind (:data:`tuner.servers.KIND_NAMES`), the version its log names (``""``: none)
+    and whether its processes mapped NCCL (``loaded``: :attr:`TrialRecord.nccl_loaded`)."""
 
     parsed: ParsedLog
     backend: Backend
     proof: BackendProof | None = None
     server_kind: str = ""
     server_version: str = ""
+    loaded: bool | None = None
+
+    @property
+    def never_loaded(self) -> bool:
+        """True when no process of the server mapped NCCL (``loaded`` False) and NCCL logged no line."""
+        return self.loaded is False and self.parsed.info_lines == 0
 
     @property
     def version(self) -> NcclVersion | None:
@@ -129,7 +139,7 @@ def set_choice(server: ServerName | None, launched: Mapping[str, str], flags: li
 
 def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], server_env: Mapping[str, str],
          version: NcclVersion | None, *, pattern: str | None = None, pids: set[int] | None = None,
-         kind: str | None = None) -> Evidence | None:
+         kind: str | None = None, behind: Sequence[SettingsSource] = ()) -> Evidence | None:
     """Parse the trial's NCCL files (``pattern``: the launch's NCCL_DEBUG_FILE; written since
     ``record.started_at``) and ``record.log`` into the record's NCCL fields (``nccl_version``,
     ``nccl_confirmed``, ``nccl_not_applied``, ``nccl_unverifiable``, ``nccl_proof``,
@@ -139,7 +149,11 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     set's backend choice (``backend_choice``, ``backend_applied``, ``backend_reason``:
     :func:`tuner.servers.backend.prove` of :func:`set_choice`, on ``argv`` with the record's flags
     appended, as launched, and ``server_env`` with ``launched`` over it); ``kind``: ``server.kind``,
-    forcing the server kind the command and log would name.
+    forcing the server kind the command and log would name; ``behind``: the sources of NCCL
+    settings no launch sets (:func:`tuner.server.settings_behind`), which ``nccl_unlaunched_from``
+    names for each echo of a variable the launch did not set. Where the record says no process
+    mapped NCCL (``nccl_loaded`` False) and no NCCL line was read, every proof row says NCCL was
+    never loaded (:data:`tuner.nccl.NEVER_LOADED`), not that its logging was lost.
     None when the server log cannot be read."""
     path = Path(record.log)
     try:
@@ -166,6 +180,10 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
                           "echo": r.echo, "source": r.source_text(), "why": r.why} for r in conf.rows]
     record.nccl_sources = list(parsed.sources)
     record.nccl_unlaunched = unlaunched_echoes({**server_env, **launched}, parsed)
+    record.nccl_unlaunched_from = {k: w for k in record.nccl_unlaunched if (w := origin_of(k, behind))}
+    if record.nccl_loaded is False and parsed.info_lines == 0:
+        record.nccl_proof = [{**row, "why": NEVER_LOADED} if row["status"] != "confirmed" else row
+                             for row in record.nccl_proof]
     record.nccl_ranks = parsed.ranks
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)
@@ -173,4 +191,4 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
     record.backend_choice = proof.choice.name if proof.choice is not None else ""
     record.backend_applied = proof.applied
     record.backend_reason = proof.reason if proof.choice is not None else ""
-    return Evidence(parsed, backend, proof, server.name, server_version or "")
+    return Evidence(parsed, backend, proof, server.name, server_version or "", record.nccl_loaded)

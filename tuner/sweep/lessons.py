@@ -31,7 +31,7 @@ from tuner.judging import (
     stats,
 )
 from tuner.launchers import launcher_of
-from tuner.nccl import NcclVersion, Topology, machine_from_log
+from tuner.nccl import NEVER_LOADED, NcclVersion, Topology, machine_from_log
 from tuner.planning import Planner, night_sizes
 from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
 from tuner.servers import BACKEND_SERVERS, kind_named
@@ -103,6 +103,8 @@ def _triage(found: evidence.Evidence, topo: Topology | None, cfg: ExperimentConf
             study_dir: Path) -> Triage:
     """NCCL's model of the machine from the baseline's log, judged at the allreduce sizes the
     night measures (:func:`tuner.planning.night_sizes`)."""
+    if found.never_loaded:  # nothing of NCCL's to judge, and no logging setting would change that
+        return Triage((), False, NEVER_LOADED)
     machine = machine_from_log(found.parsed, found.version)
     nranks = topo.nranks if topo is not None else (machine.local_gpus or 0) if machine is not None else 0
     sizes = night_sizes(cfg, load_diagnosis(study_dir))

@@ -21,28 +21,33 @@ the lines say what was not checked and that the sweep checks it there.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import InputError, MachineNotClean
 from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.launchers import launcher_of
-from tuner.server import preflight
+from tuner.server import behind_lines, preflight, settings_behind
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
 __all__ = ["before_first_launch", "start_checks"]
 
 
-def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None]) -> None:
+def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None],
+                        varied: Collection[str] = ()) -> None:
     """The sweep's checks before its first launch (after its recovery): refuse what would only
-    show after ``ready_timeout_s`` (InputError with every problem), say what only might, and
-    refuse to start when the port already answers (MachineNotClean, naming who holds it) or NVML
-    lists a compute process on its GPUs that is not this runner's (GpusInUse)."""
+    show after ``ready_timeout_s`` (InputError with every problem), say what only might (the
+    NCCL settings the server sees that no launch sets: :func:`tuner.server.settings_behind`,
+    loudly where the space ``varied`` varies one), and refuse to start when the port already
+    answers (MachineNotClean, naming who holds it) or NVML lists a compute process on its GPUs
+    that is not this runner's (GpusInUse)."""
     preflight.check(cfg, study_dir)
     said = launcher_of(cfg.server.argv()).plan(sorted(cfg.server.env))
     if said:
         log(f"launcher: {said}")
+    for line in behind_lines(settings_behind(cfg.server, varied=varied), varied, cfg.server.env):
+        log(line)
     for warning in preflight.warnings(cfg.server):
         log(f"warning: {warning}")
     check_processes(gpus_of(cfg))  # after the recovery: a server this study's dead runner left is gone
@@ -57,7 +62,8 @@ class StartChecks:
     and ``unchecked`` (each what was looked at, in words), ``elsewhere`` (checks of the machine
     not judged here, with what this machine showed), ``warnings`` (the sweep's own words),
     ``missing`` (a program not found, with what that leaves unchecked) and ``off_host`` (why
-    this is not taken for the night's host, e.g. ``vllm is not on PATH``; empty: it is)."""
+    this is not taken for the night's host, e.g. ``vllm is not on PATH``; empty: it is) and
+    ``behind`` (the NCCL settings the server will see that no launch sets, the sweep's words)."""
 
     passed: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
@@ -65,6 +71,7 @@ class StartChecks:
     warnings: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     off_host: str = ""
+    behind: list[str] = field(default_factory=list)
 
     @property
     def on_host(self) -> bool:
@@ -76,6 +83,7 @@ class StartChecks:
         out = ["Checks the sweep makes before its first launch, made here:"]
         out += [f"  passed: {text}" for text in self.passed]
         out += [f"  warning: {text}" for text in self.warnings]
+        out += [f"  {text}" for text in self.behind]
         out += [f"  not checked: {text}" for text in [*self.missing, *self.unchecked]]
         if self.elsewhere:
             out.append(f"  not judged here ({self.off_host}, so this is not taken for the night's host; the sweep "
@@ -140,6 +148,8 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
         _runner(found, RunnerFile(results / study, cfg.server.port), study)
     _port(found, cfg)
     found.warnings += preflight.warnings(cfg.server)
+    varied = [n for n in space.choices() if not n.startswith("-")]
+    found.behind = behind_lines(settings_behind(cfg.server, env, varied), varied, cfg.server.env)
     if study is not None:
         _stored(found, results / study, study, storage)
     return found

@@ -137,10 +137,15 @@ def trial_lines(rec: TrialRecord, label: str) -> list[str]:
         out.append(f"trial {rec.trial} backend: {rec.backend_choice} {said}, {rec.allreduce_backend} carried "
                    f"the decode allreduce: {rec.backend_reason}")
     if rec.nccl_unlaunched:
-        said = "; ".join(f"{k}={v}" for k, v in rec.nccl_unlaunched.items())
-        out.append(f"trial {rec.trial}: NCCL read variables this launch did not set: {said} (set where "
-                   "those processes start: `ray start`, the image, or the server itself)"
+        said = "; ".join(f"{k}={v}" + (f" (from {rec.nccl_unlaunched_from[k]})" if k in rec.nccl_unlaunched_from else "")
+                         for k, v in rec.nccl_unlaunched.items())
+        out.append(f"trial {rec.trial}: set behind nccl-tune's back (NCCL read variables this launch did not set): "
+                   f"{said}" + ("" if set(rec.nccl_unlaunched) <= set(rec.nccl_unlaunched_from) else
+                                " (set where those processes start: `ray start`, the image, a conf file, or the server itself)")
                    + ("; this baseline is not untuned on those ranks" if rec.kind is Kind.BASELINE else ""))
+    if rec.nccl_library:
+        out.append(f"trial {rec.trial}: NCCL library {rec.nccl_library} (version {rec.nccl_library_version or '?'}, "
+                   f"build ID {rec.nccl_build_id or 'not read'})")
     return out
 
 

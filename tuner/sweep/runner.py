@@ -237,7 +237,7 @@ class Sweep:
                 self.store.update_info(stop_reason="", trials=self.budget)
                 with self.signals:
                     self.runners.recover()
-                    before_first_launch(self.cfg, self.dir, self.progress.log)
+                    before_first_launch(self.cfg, self.dir, self.progress.log, frozenset(self.space.choices()))
                     for line in self._clock().lines(self.limits.deadline_words):
                         self.progress.log(f"clock: {line}")
                     (steps or self._night)()

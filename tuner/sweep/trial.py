@@ -40,7 +40,7 @@ from tuner.measure import (
     run_probe,
     smoke_check,
 )
-from tuner.nccl import DEBUG_FILE_VAR, NcclVersion
+from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource
 from tuner.planning import Decision, Launch, flag_params
 from tuner.record import Kind, LevelResult, Status, TrialRecord
 from tuner.server import (
@@ -51,6 +51,7 @@ from tuner.server import (
     TeardownReport,
     gpu,
     port_holder,
+    settings_behind,
     wait_port_bindable,
 )
 from tuner.study import Host, RunnerFile, StudyStore, runner_id
@@ -138,6 +139,7 @@ class TrialContext:
     last_fault: MachineFault | None = None
     said: set[str] = field(default_factory=set)
     machine: MachineClock = field(default_factory=MachineClock)
+    behind: tuple[SettingsSource, ...] = ()
 
     def say_once(self, key: str, text: str) -> None:
         """``log(text)`` the first time the night meets ``key`` (a probe note is said once a night)."""
@@ -201,6 +203,8 @@ class Launcher:
     last_fault: MachineFault | None = None
     said: set[str] = field(default_factory=set)
     machine: MachineClock = field(default_factory=MachineClock)
+    #: the sources of NCCL settings no launch sets (:func:`tuner.server.settings_behind`), read at the first launch
+    behind: tuple[SettingsSource, ...] | None = None
 
     def ask(self, rec: TrialRecord | None, key_of: Callable[[dict[str, str], list[str]], str],
             env: dict[str, str] | None = None, flags: list[str] | None = None,
@@ -257,9 +261,11 @@ class Launcher:
         rec.host, rec.host_type = self.host.record(), self.host.host_type
         self.store.start(trial, rec)
         trial_id = trial._trial_id
+        if self.behind is None:  # once a night: what the server sees that no launch sets (a container: its image)
+            self.behind = tuple(settings_behind(self.cfg.server, varied=varied))
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
                            varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
-                           gpu_floor=self.gpu_floor, said=self.said, machine=self.machine)
+                           gpu_floor=self.gpu_floor, said=self.said, machine=self.machine, behind=self.behind)
         on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
                                         lambda state: self.store.set_phase(trial_id, state), night)
         try:
@@ -341,7 +347,7 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     # a user's NCCL_DEBUG_FILE place may be shared: only this launch's files (ours is emptied per launch)
     pids = ctx.launched_pids if DEBUG_FILE_VAR in server_cfg.env else None
     found = evidence.read(record, env, server_cfg.argv(), server_cfg.env, ctx.nccl_version, kind=server_cfg.kind,
-                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)), pids=pids)
+                          pattern=evidence.debug_file(ctx.cfg, Path(record.log)), pids=pids, behind=ctx.behind)
     return record, found
 
 
@@ -372,6 +378,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
                 on_phase("loading", "")
                 check = ready_check(ctx.cfg, server.kind, server.argv())
                 record.load_s = server.wait_ready(server_cfg.ready_timeout_s, ready_check=check)
+                _library(record, server)  # while it runs: a torn-down server maps nothing
                 ctx.machine.served()
                 record.warmup_s = server.warmup_s
                 if record.warmup_s is not None and record.warmup_s >= 2.0:
@@ -404,6 +411,14 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             record.teardown_s = report.duration_s
             # this launch's teardown only: a retried launch's clean teardown clears the first one's
             record.teardown_problem = "" if report.clean else _teardown_problem(report, server_cfg.port)
+
+
+def _library(record: TrialRecord, server: ServerProcess) -> None:
+    """The NCCL library the ready server's processes mapped, into the record (``nccl_loaded``,
+    ``nccl_library``, ``nccl_library_version``, ``nccl_build_id``)."""
+    record.nccl_loaded, lib = server.loaded_nccl()
+    if lib is not None:
+        record.nccl_library, record.nccl_library_version, record.nccl_build_id = lib.path, lib.version, lib.build_id
 
 
 def _teardown_problem(report: TeardownReport, port: int) -> str:

@@ -21,8 +21,13 @@ def test_a_failed_baseline_says_its_cause_and_what_nccl_read_unset():
                       nccl_unlaunched={"NCCL_IB_HCA": "mlx5"})
     assert trial_lines(rec, "baseline") == [
         "trial 0 [baseline] {} -> crashed: boom",
-        "trial 0: NCCL read variables this launch did not set: NCCL_IB_HCA=mlx5 (set where those processes start: "
-        "`ray start`, the image, or the server itself); this baseline is not untuned on those ranks"]
+        "trial 0: set behind nccl-tune's back (NCCL read variables this launch did not set): NCCL_IB_HCA=mlx5 (set "
+        "where those processes start: `ray start`, the image, a conf file, or the server itself); this baseline is "
+        "not untuned on those ranks"]
+    rec.nccl_unlaunched_from = {"NCCL_IB_HCA": "/etc/nccl.conf"}
+    assert trial_lines(rec, "baseline")[1] == (
+        "trial 0: set behind nccl-tune's back (NCCL read variables this launch did not set): NCCL_IB_HCA=mlx5 (from "
+        "/etc/nccl.conf); this baseline is not untuned on those ranks")
 
 
 def test_the_start_says_notices_then_the_inherited_environment():
