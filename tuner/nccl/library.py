@@ -5,13 +5,13 @@ distribution's ``libnccl2`` 2.28.9: vllm #42354, #41725), so a night names the f
 build ID beside the version. The version comes from the file name (``libnccl.so.2.21.5``), else
 from the ``NCCL version X.Y.Z`` string NCCL keeps for its banner (src/init.cc, ``showVersion``);
 the build ID from the ELF note the linker writes (``ld --build-id``): an ``SHT_NOTE`` section or
-``PT_NOTE`` segment holding a note of owner ``GNU`` and type ``NT_GNU_BUILD_ID`` (3), read by
-:func:`build_id` as the ELF specification lays it out (System V gABI, "ELF Header", "Section
-Header" and "Note Section"; the type number from glibc's ``elf.h``).
+``PT_NOTE`` segment holding a note of owner ``GNU`` and type ``NT_GNU_BUILD_ID``, read by
+:func:`build_id` with pyelftools.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from dataclasses import dataclass
@@ -26,9 +26,6 @@ NEVER_LOADED = ("NCCL was never loaded by this server (no libnccl mapped, no NCC
 #: ``libnccl-net.so``, a plugin, nor ``libnccl-env.so``).
 _NCCL_NAME = re.compile(r"^libnccl\.so(?:\.(\d+(?:\.\d+)*))?$")
 _BANNER = re.compile(rb"NCCL version (\d+\.\d+\.\d+)")
-_NT_GNU_BUILD_ID = 3
-_SHT_NOTE = 7
-_PT_NOTE = 4
 _SCAN_LIMIT = 512 << 20  # bytes of a library searched for the banner (libnccl.so is ~200-400 MB)
 
 
@@ -57,7 +54,18 @@ def library_version(path: Path, shown: str | None = None) -> str:
     if m and m.group(1) and m.group(1).count(".") == 2:
         return m.group(1)
     try:
-        with path.open("rb") as fh:
+        stat = path.stat()
+    except OSError:
+        return ""
+    return _banner_version(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _banner_version(path: str, size: int, mtime_ns: int) -> str:
+    """The banner's version in the file at ``path``, searched once per file version (``size`` and
+    ``mtime_ns`` key the cache: a night's every trial maps the same few hundred MB)."""
+    try:
+        with open(path, "rb") as fh:
             tail = b""
             read = 0
             while read < _SCAN_LIMIT and (chunk := fh.read(1 << 20)):
@@ -71,75 +79,27 @@ def library_version(path: Path, shown: str | None = None) -> str:
     return ""
 
 
-def _notes(data: bytes, end: str, start: int, size: int, align: int) -> str | None:
-    """The build ID among the notes in ``data[start:start+size]``: each note a header of three
-    words (namesz, descsz, type), the name and then the descriptor, each padded to ``align``."""
-    pos, stop = start, min(start + size, len(data))
-    while pos + 12 <= stop:
-        namesz, descsz, kind = struct.unpack_from(end + "III", data, pos)
-        name_at = pos + 12
-        desc_at = name_at + (-(-namesz // align) * align)
-        if desc_at + descsz > stop:
-            return None
-        if kind == _NT_GNU_BUILD_ID and data[name_at:name_at + namesz].rstrip(b"\0") == b"GNU":
-            return data[desc_at:desc_at + descsz].hex()
-        pos = desc_at + (-(-descsz // align) * align)
-    return None
-
-
 def build_id(path: Path) -> str:
     """The GNU build ID of the ELF file at ``path`` as lower-case hex (20 bytes for ld's default
     SHA-1), ``""`` when the file is not ELF, has no build-ID note, or cannot be read.
 
-    The ELF header gives the class (byte 4: 1 = 32-bit, 2 = 64-bit) and byte order (byte 5: 1
-    little, 2 big); the section headers (``e_shoff``, ``e_shentsize``, ``e_shnum``) are searched
-    for ``SHT_NOTE`` sections, and where none holds the note (a stripped file without section
-    headers) the program headers for ``PT_NOTE`` segments. Notes are 4-byte aligned
-    (``.note.gnu.build-id``'s ``sh_addralign``); only the headers and the note are read."""
+    Read with pyelftools: the ``NT_GNU_BUILD_ID`` note of owner ``GNU`` in an ``SHT_NOTE``
+    section (``.note.gnu.build-id``), or, in a file stripped of its section headers, in a
+    ``PT_NOTE`` segment (System V gABI, "Note Section"). Only the headers and the notes are read,
+    never the whole library."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.notes import iter_notes
+
     try:
         with path.open("rb") as fh:
-            head = fh.read(64)
-            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-                return ""
-            end = "<" if head[5] == 1 else ">"
-            wide = head[4] == 2
-            if wide:
-                phoff, shoff = struct.unpack_from(end + "QQ", head, 32)
-                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 54)
-            else:
-                phoff, shoff = struct.unpack_from(end + "II", head, 28)
-                phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", head, 42)
-            spans: list[tuple[int, int]] = []
-            if shoff and shnum:
-                fh.seek(shoff)
-                table = fh.read(shentsize * shnum)
-                for i in range(len(table) // shentsize if shentsize else 0):
-                    at = i * shentsize
-                    if struct.unpack_from(end + "I", table, at + 4)[0] != _SHT_NOTE:
-                        continue
-                    off, size = (struct.unpack_from(end + "QQ", table, at + 24) if wide
-                                 else struct.unpack_from(end + "II", table, at + 16))
-                    spans.append((off, size))
-            if phoff and phnum:
-                fh.seek(phoff)
-                table = fh.read(phentsize * phnum)
-                for i in range(len(table) // phentsize if phentsize else 0):
-                    at = i * phentsize
-                    if struct.unpack_from(end + "I", table, at)[0] != _PT_NOTE:
-                        continue
-                    # Elf64_Phdr: p_offset at 8, p_filesz at 32; Elf32_Phdr: p_offset at 4, p_filesz at 16
-                    off, size = ((struct.unpack_from(end + "Q", table, at + 8)[0],
-                                  struct.unpack_from(end + "Q", table, at + 32)[0]) if wide
-                                 else (struct.unpack_from(end + "I", table, at + 4)[0],
-                                       struct.unpack_from(end + "I", table, at + 16)[0]))
-                    spans.append((off, size))
-            for off, size in spans:
-                if size > 1 << 20:
-                    continue
-                fh.seek(off)
-                found = _notes(fh.read(size), end, 0, size, 4)
-                if found:
-                    return found
-    except (OSError, struct.error):
+            elf = ELFFile(fh)
+            spans = [(s["sh_offset"], s["sh_size"]) for s in elf.iter_sections() if s["sh_type"] == "SHT_NOTE"]
+            spans += [(g["p_offset"], g["p_filesz"]) for g in elf.iter_segments() if g["p_type"] == "PT_NOTE"]
+            for offset, size in spans:
+                for note in iter_notes(elf, offset, size):
+                    if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                        return str(note["n_desc"]).lower()
+    except (OSError, ELFError, ValueError, KeyError, struct.error):
         return ""
     return ""
