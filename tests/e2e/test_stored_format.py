@@ -13,7 +13,8 @@ import optuna
 import pytest
 
 from tests.helpers import ROOT, STORES, cli, envrate_command, free_port, old_store, write_config
-from tuner.record import FORMAT_VERSION
+from tuner.record import FORMAT_VERSION, Status
+from tuner.study import StudyStore, open_study
 
 OLD = STORES / "f0e244d"
 
@@ -105,10 +106,10 @@ def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
 
 
 def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path):
-    """A study format 6 wrote (tests/fixtures/stores/2d99379, before the server kind, launcher and
-    launches of format 7) is resumed by today's sweep: its trials are kept as they were, the
+    """A study format 7 wrote (tests/fixtures/stores/c355452, before the loaded library and the
+    settings set behind nccl-tune's back of format 8) is resumed by today's sweep: its trials are kept as they were, the
     night goes on from them, and the study is written at today's format."""
-    out = old_store("output", tmp_path, commit="2d99379")
+    out = old_store("output", tmp_path, commit="c355452")
     before = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
     kept = {t.number: t.values for t in before.trials}
     config = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
@@ -119,6 +120,11 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
               "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     after = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
-    assert after.user_attrs["format_version"] == FORMAT_VERSION == 7
+    assert after.user_attrs["format_version"] == FORMAT_VERSION == 8
     assert {t.number: t.values for t in after.trials if t.number in kept} == kept  # nothing recorded is lost
     assert len(after.trials) > len(kept)  # and the night went on
+    records = {r.trial: r for r in StudyStore(open_study("output", f"sqlite:///{out / 'study.db'}", create=False),
+                                              {}).records()}
+    assert all(records[n].nccl_loaded is None and records[n].nccl_build_id == "" for n in kept)  # not known
+    new = [r for n, r in records.items() if n not in kept and r.status is Status.OK]
+    assert new and all(r.nccl_loaded and r.nccl_build_id and r.nccl_library_version for r in new)

@@ -62,6 +62,13 @@ Versions:
    ``launcher``: a short argv to stop what its launcher started outside the process tree (a
    container's client and name, a Slurm step's name; :meth:`tuner.launchers.Launcher.handle`); a
    version-6 identity reads it as empty (nothing but the process tree to stop).
+8. Each trial stores the NCCL its server loaded (:class:`tuner.record.trial.TrialRecord`):
+   ``nccl_loaded`` (whether any process of the server mapped a libnccl), ``nccl_library``,
+   ``nccl_library_version`` and ``nccl_build_id`` (the file, its version and GNU build ID), and
+   ``nccl_unlaunched_from``: where each variable echoed without nccl-tune setting it came from
+   (a conf file, an env plugin, the container image). A version-7 trial reads them as None,
+   ``""`` and ``{}`` (not known): its baseline is called untuned as it was, and ``compare`` says
+   nothing about a library change.
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -76,7 +83,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 #: The version of a study stored without one.
 UNVERSIONED = 1
 
