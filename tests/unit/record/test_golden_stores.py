@@ -25,6 +25,7 @@ GOLDEN = {
     5: ("3b2c5f6", "output"),
     6: ("2d99379", "output"),
     7: ("c355452", "output"),
+    8: ("4e7ab52", "output"),
 }
 
 
@@ -88,6 +89,11 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     records = _open(tmp_path / "again", version)[0].records()
     assert all(r.backend_choice == "" and r.backend_applied is None for r in records)
     assert all(r.launches == 1 for r in records)
+    # 8: the NCCL each launch loaded (the simulator maps a stand-in libnccl), none set behind the tool's back
+    ok = [r for r in records if r.status is Status.OK]
+    assert all((r.nccl_loaded is True) == (version >= 8) for r in ok)
+    assert all(bool(r.nccl_build_id and r.nccl_library_version) == (version >= 8) for r in ok)
+    assert all(r.nccl_unlaunched_from == {} for r in records)
 
 
 @pytest.mark.parametrize("version", sorted(GOLDEN))
