@@ -223,7 +223,7 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_CONNECT_ROUND_MAX_PEERS", "int", "src/transport.cc, NCCL_PARAM(ConnectRoundMaxPeers)", first="2.19.4"),
     _v("NCCL_CREATE_THREAD_CONTEXT", "int", "src/proxy.cc, NCCL_PARAM(CreateThreadContext)", last="2.30.4"),
     _v("NCCL_CROSS_NIC", "int", "src/graph/search.cc, NCCL_PARAM(CrossNic)"),
-    _v("NCCL_CTA_POLICY", "int", "src/init.cc, NCCL_PARAM(CtaPolicy)", first="2.27.3"),
+    _v("NCCL_CTA_POLICY", "string", "src/init.cc, ncclGetEnv (policy names; NCCL_PARAM up to 2.28)", first="2.27.3"),
     _v("NCCL_CUDA_PATH", "string", "src/misc/cudawrap.cc, ncclGetEnv", last="2.20.5", hardware="which libcuda to load, up to 2.20"),
     _v("NCCL_CUMEM_HOST_ENABLE", "int", "src/misc/cudawrap.cc, NCCL_PARAM(CuMemHostEnable)", first="2.23.4"),
     _v("NCCL_DEBUG_FILE", "string", "src/debug.cc, DEFINE_NCCL_PARAM(ncclParamDebugFile, const char*)"),
