@@ -40,6 +40,9 @@ def add_parser(sub: Any) -> None:
                         "then set, set, baseline again; at least 4")
     c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
+    c.add_argument("--allow-unknown", action="store_true",
+                   help="let through an NCCL_* variable nccl-tune's record does not hold (one of an NCCL newer than "
+                        "2.30.7), with a note; without it such a name is refused as a likely typo")
     figures_argument(c)
 
 
@@ -67,19 +70,21 @@ def run(args: argparse.Namespace) -> int:
     if args.trials < CHECK_TRIALS:
         raise InputError(CLI, "--trials", args.trials, f"an integer >= {CHECK_TRIALS}",
                          "baseline, set, set, baseline is the smallest check that can say the set holds")
-    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False)
+    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False,
+                      allow_unknown=args.allow_unknown)
     metric = cfg.probe.metric
     against = (open_against(args.against, args.storage, args.results, metric, this_host(cfg).host_type)
                if args.against else None)
 
     def space() -> Any:
         try:
-            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version)
+            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version,
+                              allow_unknown=args.allow_unknown)
         except InputError:
             return None
 
     checked = resolve_set(args.set_items, [*args.flags, *getattr(args, "trailing", [])], cfg=cfg, space=space,
-                          against=against, allow_unsafe=args.allow_unsafe)
+                          against=against, allow_unsafe=args.allow_unsafe, allow_unknown=args.allow_unknown)
     study = args.study or f"check-{study_name_from(args.config)}-{datetime.now():%Y%m%d-%H%M%S}"
     if (args.results / study / "study.db").exists() and not args.storage:
         raise InputError(CLI, "--study", study, "a study name not used yet", "a check is one fresh study")

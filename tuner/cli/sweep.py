@@ -47,6 +47,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--seed", type=nonneg_int, help="sampler seed (>= 0)")
     s.add_argument("--allow-unsafe", action="store_true",
                    help="allow forcing LL128 and other settings that can corrupt data or hang")
+    s.add_argument("--allow-unknown", action="store_true",
+                   help="let through an NCCL_* variable nccl-tune's record does not hold (one of an NCCL newer than "
+                        "2.30.7), with a note; without it such a name is refused as a likely typo")
     s.add_argument("--baseline-every", type=nonneg_int, metavar="K",
                    help="re-measure the baseline every K relaunches (each re-measure counts: one set fewer)")
     s.add_argument("--no-final-baseline", action="store_true",
@@ -211,14 +214,15 @@ def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tup
     cfg = space = None
     try:
         cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, check_program=check_program,
-                          resolve_space=args.space is None)
+                          resolve_space=args.space is None, allow_unknown=args.allow_unknown)
     except InputError as exc:
         problems += exc.problems
     space_path = args.space or (cfg.sweep.space if cfg is not None else None)
     if space_path is not None:
         try:
             space = load_space(space_path, allow_unsafe=args.allow_unsafe,
-                               version=cfg.nccl.nccl_version if cfg is not None else None)
+                               version=cfg.nccl.nccl_version if cfg is not None else None,
+                               allow_unknown=args.allow_unknown)
         except InputError as exc:
             problems += exc.problems
     if problems:

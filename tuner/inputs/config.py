@@ -538,7 +538,7 @@ class ExperimentConfig:
 
 def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
                 check_program: bool = True, resolve_space: bool = True,
-                environ: Mapping[str, str] | None = None) -> ExperimentConfig:
+                environ: Mapping[str, str] | None = None, allow_unknown: bool = False) -> ExperimentConfig:
     """Read and validate an experiment file.
 
     ``check_program``: the command's program must exist (a path) or be on PATH;
@@ -547,13 +547,15 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
     ``os.environ``). Raises :class:`InputError` listing every problem: a missing or unparsable
     file, a variable that is not set, unknown keys, wrong types or ranges, a program that
     does not exist, NCCL values NCCL would misread, unsafe NCCL settings in ``server.env``
-    without ``allow_unsafe``, a space file not found.
+    without ``allow_unsafe``, a space file not found, an ``NCCL_*`` name NCCL does not read
+    (unless ``allow_unknown``; hardware selectors such as NCCL_SOCKET_IFNAME are checked for their
+    name only).
     """
     file = Path(path)
     written = read_toml(file, "experiment")
     data = envexpand.expand(written, os.environ if environ is None else environ, str(file), _numeric_key)
     context = LoadContext(file=file, allow_unsafe=allow_unsafe, check_program=check_program,
-                          resolve_space=resolve_space, version=_declared_version(data))
+                          resolve_space=resolve_space, version=_declared_version(data), allow_unknown=allow_unknown)
     try:
         parsed = _ExperimentFile.model_validate(data, context=context)
     except ValidationError as exc:

@@ -37,7 +37,6 @@ from tuner.nccl import (
     cross_problems,
     cross_warnings,
     debug_file_warnings,
-    name_problem,
     name_warning,
     read_xml_file,
     unsafe_reason,
@@ -81,12 +80,15 @@ class LoadContext:
     resolved against ``file``'s folder and read as NCCL's XML (:func:`check_nccl_file`; the
     search space sets it). ``notices`` collects what was skipped (shared by copies);
     ``variable`` is the search-space variable being validated; ``version``: the NCCL release
-    whose rules apply (``[nccl] version``; None: the oldest supported, the strictest).
+    whose rules apply (``[nccl] version``; None: the oldest supported, the strictest);
+    ``allow_unknown``: an ``NCCL_*`` name the record does not hold passes with a notice
+    (``--allow-unknown``: a variable of an NCCL newer than the record).
     """
 
     file: Path = Path("(code)")
     allow_unsafe: bool = False
     version: NcclVersion | None = None
+    allow_unknown: bool = False
     check_program: bool = False
     resolve_space: bool = False
     check_files: bool = False
@@ -158,14 +160,15 @@ class NcclCheck:
 
 def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclCheck:
     """Check one value as NCCL ``ctx.version`` parses it (NCCL src/misc/param.cc,
-    src/graph/tuning.cc; rules in tuner.nccl): a misspelled NCCL name or a value NCCL
+    src/graph/tuning.cc; rules in tuner.nccl): a misspelled or unknown NCCL name (unless
+    ``ctx.allow_unknown``), a variable the known version no longer reads, or a value NCCL
     rejects or silently ignores is ``wrong``; clamps and names NCCL does not read are noted in
     ``ctx.notices``. Server flags (names starting with ``-``) are passed as written."""
     if name.startswith("-"):
         return NcclCheck(None, "a value for the server flag, or \"on\" for the flag alone", None)
     ctx = ctx or LoadContext()
     version = ctx.version
-    wrong = name_problem(name) or check_value(name, text, version)
+    wrong = check_value(name, text, version, allow_unknown=ctx.allow_unknown)
     if not wrong:
         warnings = [name_warning(name, version), *value_warnings(name, text, version)]
         if name == DEBUG_FILE_VAR and text:

@@ -205,22 +205,25 @@ class _SpaceFile(FileModel):
 
 
 def load_space(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
-               version: NcclVersion | None = None) -> SearchSpace:
+               version: NcclVersion | None = None, allow_unknown: bool = False) -> SearchSpace:
     """Read and validate a search-space file (and the file its ``include_presets`` names).
 
     Raises :class:`InputError` listing every problem: a missing file, bad TOML, unknown keys,
     values NCCL would misread, secret-named variables, a preset forcing an unsafe setting
-    without ``allow_unsafe``, an include cycle, nothing left to try. Values are checked by the
+    without ``allow_unsafe``, an ``NCCL_*`` name NCCL does not read (a preset's or a variable's;
+    unless ``allow_unknown``), an include cycle, nothing left to try. Values are checked by the
     rules of NCCL ``version`` (None: the oldest supported, :data:`tuner.nccl.OLDEST_SUPPORTED`).
     A variable whose name starts with ``-`` is a server flag (``on``: the flag alone).
     """
-    return _load(Path(path), allow_unsafe, (), version)
+    return _load(Path(path), allow_unsafe, (), version, allow_unknown)
 
 
-def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclVersion | None = None) -> SearchSpace:
+def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclVersion | None = None,
+          allow_unknown: bool = False) -> SearchSpace:
     name = str(file)
     data = read_toml(file, "search-space")
-    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version, check_files=True)
+    context = LoadContext(file=file, allow_unsafe=allow_unsafe, version=version, check_files=True,
+                          allow_unknown=allow_unknown)
     problems: list[InputError] = []
     try:
         parsed: _SpaceFile | None = _SpaceFile.model_validate(data, context=context)
@@ -252,7 +255,7 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
     include = data.get("include_presets")
     if isinstance(include, str):
         try:
-            included = _include(file, include, allow_unsafe, seen, version)
+            included = _include(file, include, allow_unsafe, seen, version, allow_unknown)
             presets.extend(included.presets)
             context.notices.extend(included.notices)
         except InputError as exc:
@@ -320,7 +323,7 @@ def _switch_problems(file: str, server: ServerName, version: str,
 
 
 def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...],
-             version: NcclVersion | None = None) -> SearchSpace:
+             version: NcclVersion | None = None, allow_unknown: bool = False) -> SearchSpace:
     """The space ``include_presets`` names, relative to ``file``; refuses a cycle. Its path
     stays as relative as ``file``'s (messages name it as the user would type it)."""
     path = Path(os.path.normpath(file.parent / include))
@@ -331,4 +334,4 @@ def _include(file: Path, include: str, allow_unsafe: bool, seen: tuple[Path, ...
     if not path.is_file():
         raise InputError(str(file), "include_presets", as_written(include),
                          "a path to another space file, relative to this one", "file not found")
-    return _load(path, allow_unsafe, (*seen, here), version)
+    return _load(path, allow_unsafe, (*seen, here), version, allow_unknown)

@@ -4,7 +4,10 @@ The leaves, lowest first:
 
 * :mod:`~tuner.nccl.types`: :class:`NcclVersion`, :class:`Topology`, the supported releases;
 * :mod:`~tuner.nccl.cnum`: C ``strtoll`` and ``int`` as NCCL parses its integer parameters;
+* :mod:`~tuner.nccl.variables`: one record per variable (:data:`VARIABLES`), the one table the
+  names, values, proof, decode rule and the report's labels read;
 * :mod:`~tuner.nccl.names`: the names NCCL reads by version, hardware selectors, misspellings;
+* :mod:`~tuner.nccl.releases`: release facts a backend choice depends on (symmetric kernels);
 * :mod:`~tuner.nccl.lists`, :mod:`~tuner.nccl.p2p`, :mod:`~tuner.nccl.thresholds`: the grammar
   of NCCL_ALGO/NCCL_PROTO, NCCL_P2P_LEVEL and NCCL_THREAD_THRESHOLDS;
 * :mod:`~tuner.nccl.values`: each variable's rules (:func:`check_value`, :func:`canonical_value`,
@@ -47,17 +50,18 @@ from tuner.nccl.names import (
     OWN_PREFIX,
     is_hardware_selector,
     is_tuning_variable,
-    name_problem,
     name_warning,
 )
 from tuner.nccl.p2p import CPU_KINDS, default_p2p_level, p2p_levels
 from tuner.nccl.proof import SilentWhy, confirmations, unlaunched_echoes
+from tuner.nccl.releases import symmetric_kernels_reason
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.tuning import TuningTable
 from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
 from tuner.nccl.values import accepted, canonical_value, check_value, value_warnings
+from tuner.nccl.variables import VARIABLES
 from tuner.nccl.xmlfiles import FILE_VARS, GRAPH_FILE_VAR, TOPO_FILE_VAR, read_xml_file
 
 __all__ = [
@@ -73,6 +77,7 @@ __all__ = [
     "OWN_PREFIX",
     "TOPO_FILE_VAR",
     "TRIAL_PATTERN",
+    "VARIABLES",
     "CostTable",
     "DebugFile",
     "DecodeChoice",
@@ -114,7 +119,6 @@ __all__ = [
     "line_pid",
     "local_gpus",
     "machine_from_log",
-    "name_problem",
     "name_warning",
     "nccl_pick",
     "origin_of",
@@ -129,6 +133,7 @@ __all__ = [
     "server_log_source",
     "strip_launcher",
     "strtoll",
+    "symmetric_kernels_reason",
     "topology_from_log",
     "unlaunched_echoes",
     "unsafe_reason",

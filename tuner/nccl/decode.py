@@ -30,6 +30,7 @@ from tuner.nccl.sets import canonical_set
 from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
 from tuner.nccl.values import DEFAULT_BUFFSIZE, NCCL_STEPS, canonical_value, max_channels
+from tuner.nccl.variables import VARIABLES
 
 __all__ = [
     "COPY_ENGINE",
@@ -55,8 +56,7 @@ WARP_SIZE = 32  # src/include/device.h
 TREE_ALL_THREADS_FROM = NcclVersion(2, 22, 0)  # src/enqueue.cc: "Tree now uses all threads always"
 _NAMES = {"RING": "Ring", "TREE": "Tree", "COLLNET_DIRECT": "CollNetDirect", "COLLNET_CHAIN": "CollNetChain",
           "NVLS": "NVLS", "NVLS_TREE": "NVLSTree", "PAT": "PAT", "LL": "LL", "LL128": "LL128", "SIMPLE": "Simple"}
-_CHANNEL_VARS = ("NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",
-                 "NCCL_MAX_CTAS", "NCCL_MIN_CTAS")
+_CHANNEL_VARS = tuple(v.name for v in VARIABLES.values() if v.rule == "channels")
 #: Variables that change which paths and transports NCCL builds, hence its cost model's input.
 _CHOICE_MOVERS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE", "NCCL_CUMEM_ENABLE")
 
@@ -207,12 +207,12 @@ def decode_effect(env: Mapping[str, str], nbytes: int, nranks: int, choice: Deco
     inert (those paths are not modelled).
     """
     v = version or OLDEST_SUPPORTED
-    inert: dict[str, str] = {}
+    inert = _record_inert(env, topology)
     if choice.algorithm in (SYMMETRIC, COPY_ENGINE):
         # Not modelled, so nothing is called inert: from 2.28 a symmetric LL kernel on unregistered
         # buffers falls back to the legacy cost model, which NCCL_ALGO/NCCL_PROTO steer
         # (src/scheduler/symmetric_sched.cc, ncclMakeSymmetricTaskList, v2.29.7-1).
-        return DecodeEffect({}, canonical_set(env, v, topology))
+        return DecodeEffect(inert, canonical_set({k: x for k, x in env.items() if k not in inert}, v, topology))
     candidates, list_reason = _candidates(env, choice, topology, v)
     if list_reason:
         for name in ("NCCL_ALGO", "NCCL_PROTO"):
@@ -242,6 +242,21 @@ def decode_effect(env: Mapping[str, str], nbytes: int, nranks: int, choice: Deco
                                      "src/transport.cc selectTransport)")
     remaining = {k: val for k, val in env.items() if k not in inert}
     return DecodeEffect(inert, canonical_set(remaining, v, topology))
+
+
+def _record_inert(env: Mapping[str, str], topology: Topology | None) -> dict[str, str]:
+    """Variables whose record (:attr:`tuner.nccl.variables.Variable.acts_on`) says they cannot act
+    on the decode allreduce: nothing at all, or only the network while the communicator is one node."""
+    inert = {}
+    for name in env:
+        var = VARIABLES.get(name)
+        if var is None or var.acts_on is None or "decode" in var.acts_on:
+            continue
+        if not var.acts_on:
+            inert[name] = f"{name} changes nothing NCCL runs (its record: {var.source})"
+        elif var.acts_on == {"network"} and topology is not None and topology.nnodes == 1:
+            inert[name] = f"{name} acts only on the network and this communicator is one node (its record: {var.source})"
+    return inert
 
 
 def _fits_one_step(value: str, nbytes: int, version: NcclVersion) -> bool:

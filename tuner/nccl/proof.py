@@ -15,6 +15,7 @@ from tuner.nccl.log import SERVER_LOG, ParsedLog
 from tuner.nccl.p2p import LEVEL_VARIABLES, read_level
 from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.values import canonical_value
+from tuner.nccl.variables import VARIABLES
 
 __all__ = ["SilentWhy", "confirmations", "rank_list", "unlaunched_echoes"]
 
@@ -24,13 +25,8 @@ P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel
 #: generic reason (:attr:`tuner.servers.ServerKind.ray_silent_why`).
 SilentWhy = Callable[[str, str | None, list[str] | None], str | None]
 
-#: Variables NCCL reads, and so echoes, during every communicator init when they are set.
-_ECHOED_AT_INIT = frozenset({
-    "NCCL_ALGO", "NCCL_PROTO", "NCCL_THREAD_THRESHOLDS", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE",
-    "NCCL_LL128_BUFFSIZE", "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",
-    "NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_NTHREADS", "NCCL_LL128_NTHREADS", "NCCL_P2P_LEVEL",
-    "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE",
-})
+#: Variables NCCL reads, and so echoes, during every communicator init when they are set (the record).
+_ECHOED_AT_INIT = frozenset(v.name for v in VARIABLES.values() if v.echoed_at_init)
 
 
 class ProofRow(NamedTuple):

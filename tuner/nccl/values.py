@@ -61,13 +61,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.nccl.cnum import INT32_MAX, as_c_int, read_int_param
+from tuner.nccl.cnum import C_SPACE, INT32_MAX, as_c_int, read_int_param, strtoll
 from tuner.nccl.lists import algos, canonical_text, read_list
 from tuner.nccl.names import name_problem, name_warning
 from tuner.nccl.p2p import p2p_levels, read_p2p_level
 from tuner.nccl.thresholds import read_thread_thresholds
 from tuner.nccl.types import NcclVersion, judged_version
-from tuner.nccl.xmlfiles import FILE_VARS, XML_VERSION
+from tuner.nccl.variables import VARIABLES, variable
+from tuner.nccl.xmlfiles import XML_VERSION
 
 __all__ = [
     "DEFAULT_BUFFSIZE",
@@ -78,6 +79,7 @@ __all__ = [
     "check_value",
     "max_channels",
     "nthreads_level",
+    "removed_problem",
     "value_warnings",
 ]
 
@@ -87,7 +89,7 @@ CUDA_DEFAULT_CONNECTIONS = 8  # CUDA C++ Programming Guide, CUDA_DEVICE_MAX_CONN
 MAX_CHANNELS_FROM = NcclVersion(2, 25, 0)  # src/include/device.h: MAXCHANNELS 32 -> 64
 CTAS_LOW_IGNORED_FROM = NcclVersion(2, 25, 0)  # src/init.cc envConfigOverride: "is too low"
 CUMEM_AUTO_FROM = NcclVersion(2, 19, 0)  # src/misc/cudawrap.cc: default -2 (automatic)
-DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")  # src/debug.cc, ncclDebugInit
+DEBUG_LEVELS = VARIABLES["NCCL_DEBUG"].values  # src/debug.cc, ncclDebugInit
 #: From 2.27 getNthreads logs ``INFO(NCCL_GRAPH|NCCL_ENV, "Invalid %s %d (...)")`` where up to
 #: 2.26 it WARNed (src/graph/tuning.cc, getNthreads, v2.26.6-1 vs v2.27.3-1).
 NTHREADS_INFO_FROM = NcclVersion(2, 27, 0)
@@ -192,7 +194,7 @@ def _read_nthreads(name: str, value: str, version: NcclVersion) -> _Reading:
 def _read_only_one(name: str, value: str, version: NcclVersion) -> _Reading:
     parsed, problem = read_int_param(value)
     if parsed is None:
-        return _Reading(value, problem)
+        return _Reading(value, _misread(name, value, problem))
     if name == "NCCL_P2P_DISABLE":
         parsed = as_c_int(parsed)
     if parsed == 1:
@@ -270,100 +272,123 @@ def _read_debug(name: str, value: str, version: NcclVersion) -> _Reading:
                            f"{value!r} turns logging off silently")
 
 
-_OPEN_FAILS = {  # src/graph/xml.cc: ncclTopoGetXmlGraphFromFile WARNs; ncclTopoGetXmlFromFile only INFOs
-    "NCCL_GRAPH_FILE": "init fails (\"Could not open XML graph file\", src/graph/xml.cc)",
-    "NCCL_TOPO_FILE": "NCCL logs \"Could not open XML topology file\" and detects the machine itself (src/graph/xml.cc)",
-}
-
-
 def _read_path(name: str, value: str, version: NcclVersion) -> _Reading:
     if not value.strip():
-        return _Reading(value, "an empty path, which NCCL cannot open: " + _OPEN_FAILS[name])
+        return _Reading(value, "an empty path, which NCCL cannot open: " + VARIABLES[name].unreadable)
     if not value.startswith("/"):
         return _Reading(value, None, (f"{name}={value} is a relative path: NCCL opens it from the server's working "
                                       "folder (fopen at init); give an absolute path",))
     return _Reading(value)
 
 
+def _read_int(name: str, value: str, version: NcclVersion) -> _Reading:
+    """Any other integer parameter: what C strtoll makes of it (src/misc/param.cc, ncclLoadParam)."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    return _Reading(str(parsed))
+
+
+def _misread(name: str, value: str, problem: str | None) -> str | None:
+    """``problem`` of a refused integer, saying what NCCL would do with a word or suffix."""
+    read, rest = strtoll(value)
+    if not value.strip(C_SPACE) or not rest.strip(C_SPACE) or not problem or "int64" in problem:
+        return problem
+    return (f"NCCL reads {value!r} with C strtoll as {read} (it stops at {rest.strip()[:8]!r}){_meaning(name, read)}; "
+            "write a plain integer (no words, no unit suffix)")
+
+
+def _meaning(name: str, read: int) -> str:
+    """What a misread 0 or 1 does to an on/off variable (``NCCL_IB_DISABLE`` 0: IB stays enabled)."""
+    subject = name.removeprefix("NCCL_").rsplit("_", 1)[0].replace("_", " ")
+    if name.endswith("_DISABLE"):
+        return f", so {subject} stays ENABLED" if read == 0 else f", so {subject} is disabled"
+    if name.endswith("_ENABLE"):
+        return f", so {subject} is OFF" if read == 0 else ""
+    return ""
+
+
+#: Value rules by :attr:`~tuner.nccl.variables.Variable.rule` (``int``: any other integer).
 _RULES = {
-    "NCCL_ALGO": _read_list,
-    "NCCL_PROTO": _read_list,
-    "NCCL_THREAD_THRESHOLDS": _read_thresholds,
-    "NCCL_BUFFSIZE": _read_buffsize,
-    "NCCL_LL_BUFFSIZE": _read_buffsize,
-    "NCCL_LL128_BUFFSIZE": _read_buffsize,
-    "NCCL_MAX_NCHANNELS": _read_int_channels,
-    "NCCL_MIN_NCHANNELS": _read_int_channels,
-    "NCCL_MAX_NRINGS": _read_int_channels,
-    "NCCL_MIN_NRINGS": _read_int_channels,
-    "NCCL_MAX_CTAS": _read_int_channels,
-    "NCCL_MIN_CTAS": _read_int_channels,
-    "NCCL_NTHREADS": _read_nthreads,
-    "NCCL_LL128_NTHREADS": _read_nthreads,
-    "NCCL_P2P_LEVEL": _read_level_var,
-    "NCCL_P2P_DISABLE": _read_only_one,
-    "NCCL_SHM_DISABLE": _read_only_one,
-    "NCCL_CUMEM_ENABLE": _read_cumem,
-    "NCCL_NVLS_ENABLE": _read_nvls,
-    "NCCL_DEBUG": _read_debug,
-    "CUDA_DEVICE_MAX_CONNECTIONS": _read_cuda_connections,
-    **{name: _read_path for name in FILE_VARS},
+    "list": _read_list,
+    "thresholds": _read_thresholds,
+    "buffsize": _read_buffsize,
+    "channels": _read_int_channels,
+    "nthreads": _read_nthreads,
+    "level": _read_level_var,
+    "only_one": _read_only_one,
+    "cumem": _read_cumem,
+    "nvls": _read_nvls,
+    "debug": _read_debug,
+    "cuda_connections": _read_cuda_connections,
+    "path": _read_path,
+    "int": _read_int,
 }
 
-#: The variables whose values this module judges (others: names only).
-RULED_NAMES = frozenset(_RULES)
-
-_ACCEPTED = {
-    "NCCL_ALGO": "a comma list of {algos} (case-insensitive, no spaces); '^' first excludes; "
-                 "from 2.24 also 'AllReduce:Tree;Broadcast:Ring' (every entry after the first needs a prefix)",
-    "NCCL_PROTO": "a comma list of LL, LL128, Simple (case-insensitive, no spaces); '^' first excludes; "
-                  "from 2.24 also 'AllReduce:LL;...'",
-    "NCCL_THREAD_THRESHOLDS": "six decimal numbers separated by spaces (Tree LL LL128 Simple, Ring LL LL128 Simple); "
-                              "-1 keeps a default",
-    "NCCL_BUFFSIZE": f"a plain integer number of bytes, {NCCL_STEPS} to {INT32_MAX} (decimal, 0x hex, 0 octal; no suffix)",
-    "NCCL_NTHREADS": "a multiple of 32 from 64 to 512",
-    "NCCL_P2P_LEVEL": "one of {levels} (exact case), or a legacy level 0-5",
-    "NCCL_P2P_DISABLE": "1 (disable P2P) or 0 (no effect)",
-    "NCCL_SHM_DISABLE": "1 (disable SHM) or 0 (no effect)",
-    "NCCL_CUMEM_ENABLE": "0 (off), 1 (on) or -2 (automatic, 2.19+)",
-    "NCCL_NVLS_ENABLE": "0 (off), 1 (forced on) or 2 (automatic)",
-    "NCCL_DEBUG": "one of " + ", ".join(DEBUG_LEVELS),
-    "CUDA_DEVICE_MAX_CONNECTIONS": "a whole number from 1 to 32",
-    "NCCL_TOPO_FILE": (f"the path of an NCCL topology XML file (root <system version=\"{XML_VERSION}\">, as "
-                       "NCCL_TOPO_DUMP_FILE writes it; in a space file, relative to that file)"),
-    "NCCL_GRAPH_FILE": (f"the path of an NCCL graph XML file (root <graphs version=\"{XML_VERSION}\"> with <graph> "
-                        "children, as NCCL_GRAPH_DUMP_FILE writes it; in a space file, relative to that file)"),
-}
+#: The variables whose values this module judges by a rule of their own (others: names and,
+#: for integers, C strtoll).
+RULED_NAMES = frozenset(v.name for v in VARIABLES.values() if v.rule)
 
 
 def accepted(name: str, version: NcclVersion | None = None) -> str:
     """One line saying what ``name`` accepts under NCCL ``version``, for error messages."""
     v = judged_version(version)
-    if name in ("NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",
-                "NCCL_MAX_CTAS", "NCCL_MIN_CTAS"):
-        return f"a plain integer number of channels, 1 to {max_channels(v)} for NCCL {v}"
-    if name in ("NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"):
-        return _ACCEPTED["NCCL_BUFFSIZE"]
-    text = _ACCEPTED.get(name)
-    if text is None:
+    var = variable(name)
+    if var is None:
+        if name.startswith("NCCL_"):
+            return "a variable NCCL reads (tuner/nccl/variables.py), or a newer one with --allow-unknown"
         return "any string"
-    return text.format(algos=", ".join(algos(v)), levels=", ".join(p2p_levels(v)))
+    if var.rule == "channels":
+        return f"a plain integer number of channels, 1 to {max_channels(v)} for NCCL {v}"
+    if var.rule == "buffsize":
+        return f"a plain integer number of bytes, {NCCL_STEPS} to {INT32_MAX} (decimal, 0x hex, 0 octal; no suffix)"
+    if var.values:
+        return "one of " + ", ".join(var.values)
+    if var.accepted:
+        return var.accepted.format(algos=", ".join(algos(v)), levels=", ".join(p2p_levels(v)), xml=XML_VERSION)
+    if _rule(name) == "int":
+        return "a plain integer (decimal, 0x hex, 0 octal; NCCL reads it with C strtoll: no words, no suffix)"
+    return "any string"
+
+
+def _rule(name: str) -> str:
+    """The value rule of ``name``: its own, else ``int`` for an integer NCCL reads, else "".
+    A hardware selector without a rule of its own is checked for its name only."""
+    var = variable(name)
+    if var is None or var.rule:
+        return "" if var is None else var.rule
+    return "int" if var.parse == "int" and var.reader == "nccl" and not var.hardware else ""
+
+
+def removed_problem(name: str, version: NcclVersion | None) -> str | None:
+    """Why ``name`` does nothing under a known NCCL ``version`` that no longer reads it, or None
+    (None too when ``version`` is unknown: only a known target is refused)."""
+    var = variable(name)
+    if var is None or version is None or not var.last or version <= NcclVersion.parse(var.last):
+        return None
+    fact = next((f for f in var.facts if version >= NcclVersion.parse(f.version)), None)
+    since = f"{fact.version} ({fact.source})" if fact else f"after {var.last}"
+    return (f"ignored since NCCL {since}: NCCL {version} does not read {name} (the last release reading it is "
+            f"{var.last}), so it would run as if it were unset; remove it")
 
 
 def _reading(name: str, value: str, version: NcclVersion | None) -> _Reading | None:
-    rule = _RULES.get(name)
+    rule = _RULES.get(_rule(name))
     return None if rule is None else rule(name, value, judged_version(version))
 
 
-def check_value(name: str, value: str, version: NcclVersion | None = None) -> str | None:
+def check_value(name: str, value: str, version: NcclVersion | None = None, *,
+                allow_unknown: bool = False) -> str | None:
     """None when NCCL ``version`` (default :data:`OLDEST_SUPPORTED`) reads ``name=value`` as meant.
 
     Otherwise one sentence saying why NCCL rejects it (communicator init fails) or silently
-    ignores or misreads it: a misspelled name (:func:`name_problem`), an integer NCCL reads
-    differently (``4M`` is 4), a list item or level it skips, a value it cannot store. Values
-    NCCL only clamps are accepted here and reported by :func:`value_warnings`.
+    ignores or misreads it: a misspelled or unknown name (:func:`name_problem`; ``allow_unknown``
+    lets an unknown ``NCCL_*`` name through), a variable the known ``version`` no longer reads
+    (:func:`removed_problem`), an integer NCCL reads differently (``4M`` is 4, ``yes`` is 0), a
+    list item or level it skips, a value it cannot store. Values NCCL only clamps are accepted
+    here and reported by :func:`value_warnings`.
     """
-    problem = name_problem(name)
+    problem = name_problem(name, allow_unknown=allow_unknown) or removed_problem(name, version)
     if problem:
         return problem
     reading = _reading(name, value, version)

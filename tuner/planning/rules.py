@@ -108,7 +108,8 @@ class Rules:
         topo = facts.topology
         return infeasible(choice, version=facts.server_version, tp=topo.nranks if topo is not None else None,
                           link=topo.link if topo is not None else None,
-                          decode_bytes=self.decode.nbytes if self.decode is not None else None)
+                          decode_bytes=self.decode.nbytes if self.decode is not None else None,
+                          nccl_version=facts.version)
 
     def problems(self, env: dict[str, str]) -> list[str]:
         """Why the set must not be launched (:func:`tuner.planning.feasibility.problems`)."""

@@ -21,7 +21,7 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 
 from tuner.judging import stats
-from tuner.nccl import strtoll
+from tuner.nccl import VARIABLES, strtoll
 from tuner.record import Verdict
 
 __all__ = [
@@ -38,24 +38,9 @@ __all__ = [
     "verdict_words",
 ]
 
-#: Short names of common variables, in the order a label lists them; other variables keep their
-#: name minus ``NCCL_`` and follow, sorted.
-SHORT_NAMES: dict[str, str] = {
-    "NCCL_PROTO": "PROTO",
-    "NCCL_ALGO": "ALGO",
-    "NCCL_MAX_NCHANNELS": "CH",
-    "NCCL_MIN_NCHANNELS": "MINCH",
-    "NCCL_BUFFSIZE": "BUF",
-    "NCCL_LL_BUFFSIZE": "LLBUF",
-    "NCCL_LL128_BUFFSIZE": "LL128BUF",
-    "NCCL_NTHREADS": "NTHR",
-    "NCCL_MAX_CTAS": "MAXCTA",
-    "NCCL_MIN_CTAS": "MINCTA",
-    "NCCL_P2P_LEVEL": "P2P",
-    "NCCL_NVLS_ENABLE": "NVLS",
-    "NCCL_CUMEM_ENABLE": "CUMEM",
-    "CUDA_DEVICE_MAX_CONNECTIONS": "CDMC",
-}
+#: Short names of common variables (the record's :attr:`tuner.nccl.Variable.short`), in the order a
+#: label lists them; other variables keep their name minus ``NCCL_`` and follow, sorted.
+SHORT_NAMES: dict[str, str] = {v.name: v.short for v in VARIABLES.values() if v.short}
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 

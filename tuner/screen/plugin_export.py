@@ -88,6 +88,7 @@ _PROTO_TO_PLUGIN = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
 # NCCL source tree version -> tuner API versions NCCL core loads (src/plugin/tuner.cc; before
 # 2.26 src/misc/tuner.cc), read from the NCCL tags. The newest is tried first.
 _CORE_TUNER_API = (
+    ((2, 32, 0), (7, 6, 5, 4, 3, 2)),  # NCCL 2.32 release notes: tuner API v7; its source not read here
     ((2, 30, 0), (6, 5, 4, 3, 2)),
     ((2, 28, 0), (5, 4, 3, 2)),
     ((2, 24, 0), (4, 3, 2)),
@@ -350,7 +351,9 @@ def tuner_api_versions(nccl_version: str | Sequence[int]) -> tuple[int, ...]:
 
     From NCCL's tuner loader (``src/plugin/tuner.cc`` ``ncclTunerPluginLoad``, ``src/misc/tuner.cc``
     before 2.26) at each release tag: 2.19-2.20 v1; 2.21 v2; 2.22-2.23 v2-v3; 2.24-2.27 v2-v4;
-    2.28-2.29 v2-v5; 2.30 v2-v6 (newest checked: 2.30.7).
+    2.28-2.29 v2-v5; 2.30-2.31 v2-v6 (v6 adds ``getChunkSize``; newest tag read: 2.30.7); 2.32 v7
+    (a fifth compute-capability row of the cost constants; from NCCL 2.32's release notes, its
+    loader assumed to keep the older versions as every earlier release did).
     """
     v = _version(nccl_version)
     for first, apis in _CORE_TUNER_API:

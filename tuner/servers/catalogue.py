@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tuner.nccl import NcclVersion, symmetric_kernels_reason
 from tuner.servers.choice import BackendChoice, BackendName, ServerName, version_key
 from tuner.servers.entries import CATALOGUE
 from tuner.servers.kinds import kind_named
@@ -68,13 +69,14 @@ def switch_versions(server: ServerName, key: str) -> tuple[str, str | None] | No
 
 
 def infeasible(choice: BackendChoice, *, version: str | None, tp: int | None, link: str | None,
-               decode_bytes: int | None = None) -> str | None:
+               decode_bytes: int | None = None, nccl_version: NcclVersion | None = None) -> str | None:
     """Why ``choice`` cannot act on this box, else None.
 
     A version without it, a TP size it refuses (1, or one not in ``tp_sizes``), a PCIe box where
     it needs NVLink or NVSwitch (``link``: ``"nvlink"``, ``"pcie"`` or None, unknown), a decode
     allreduce above its ``max_bytes`` (``decode_bytes``: bytes of one decode allreduce, None:
-    unknown). Unknown facts never make it infeasible. Raises ``ValueError`` for a ``version``
+    unknown), NCCL's symmetric kernels where ``nccl_version`` never runs them (2.29+ on PCIe,
+    :func:`tuner.nccl.symmetric_kernels_reason`). Unknown facts never make it infeasible. Raises ``ValueError`` for a ``version``
     that is not a number.
     """
     server = kind_named(choice.server).title
@@ -91,6 +93,9 @@ def infeasible(choice: BackendChoice, *, version: str | None, tp: int | None, li
     wants = [n for n in choice.needs if n.startswith(("nvlink", "nvswitch"))]
     if link == "pcie" and wants and not (tp == 2 and wants == ["nvlink above 2 GPUs"]):
         return f"{choice.name} needs {' and '.join(wants)}; this box's GPUs talk over PCIe ({choice.source})"
+    symk = symmetric_kernels_reason(nccl_version, link) if choice.backend == "nccl_symmetric" else None
+    if symk:
+        return f"{choice.name} needs NCCL's symmetric kernels: {symk} ({choice.source})"
     if decode_bytes is not None and choice.max_bytes is not None and decode_bytes > choice.max_bytes:
         return (f"a decode allreduce of {decode_bytes} bytes is above the {choice.max_bytes} bytes {choice.name} "
                 f"takes ({choice.source})")

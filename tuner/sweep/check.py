@@ -159,7 +159,7 @@ def open_against(name: str, storage: str | None, results: Path, metric: Metric, 
 
 def resolve_set(items: Sequence[str], flags: Sequence[str], *, cfg: ExperimentConfig,
                 space: Callable[[], SearchSpace | None], against: Against | None,
-                allow_unsafe: bool = False) -> CheckedSet:
+                allow_unsafe: bool = False, allow_unknown: bool = False) -> CheckedSet:
     """The set ``--set`` names: ``VAR=VALUE`` items (checked as NCCL ``cfg.nccl.nccl_version``
     reads them) plus ``flags`` (server argv items), or one NAME: a preset of the ``--against``
     study, ``winner`` (the set its verdict names), a trial of it (``12``, ``trial-12``), or a preset
@@ -172,7 +172,8 @@ def resolve_set(items: Sequence[str], flags: Sequence[str], *, cfg: ExperimentCo
     if named:
         return _named(named[0], cfg=cfg, space=space, against=against)
     env: dict[str, str] = {}
-    ctx = LoadContext(file=Path("(command line)"), allow_unsafe=allow_unsafe, version=cfg.nccl.nccl_version)
+    ctx = LoadContext(file=Path("(command line)"), allow_unsafe=allow_unsafe, version=cfg.nccl.nccl_version,
+                      allow_unknown=allow_unknown)
     for item in items:
         name, _, value = item.partition("=")
         name, value = name.strip(), value.strip()

@@ -10,13 +10,13 @@ from tuner.nccl import (
     check_value,
     is_hardware_selector,
     is_tuning_variable,
-    name_problem,
     name_warning,
     p2p_levels,
     risky_reason,
     strtoll,
     value_warnings,
 )
+from tuner.nccl.names import name_problem
 from tuner.nccl.thresholds import default_thread_thresholds
 from tuner.nccl.values import max_channels, nthreads_level
 
@@ -197,10 +197,17 @@ def test_typos_are_refused_with_the_intended_name(name, intended):
     assert name_problem(name) == problem
 
 
-def test_unknown_names_only_warn():
-    for name in ("NCCL_TUNER_CONFIG_FILE", "NCCL_NCHANNELS_PER_PEER", "NCCL_MY_PLUGIN_KNOB"):
-        assert check_value(name, "16") is None
-        assert "not read by NCCL" in name_warning(name)
+def test_unknown_nccl_names_are_refused_unless_allowed():
+    """An NCCL_* name the record does not hold is refused (NCCL would ignore it without a word);
+    --allow-unknown lets one of a newer NCCL through with a note. Plugin and PyTorch names NCCL
+    ships or users set are in the record, so they pass."""
+    for name in ("NCCL_NCHANNELS_PER_PEER", "NCCL_MY_PLUGIN_KNOB", "NCCL_PROTOCOL"):
+        assert "--allow-unknown" in check_value(name, "16")
+        assert check_value(name, "16", allow_unknown=True) is None
+        assert "--allow-unknown" in name_warning(name)
+    assert "did you mean NCCL_PROTO?" in check_value("NCCL_PROTOCOL", "LL")
+    for name in ("NCCL_TUNER_CONFIG_FILE", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_TUNE_HEARTBEAT_S"):
+        assert check_value(name, "1") is None and name_warning(name) is None
     assert check_value("HF_TOKEN", "secret") is None and name_warning("HF_TOKEN") is None
     assert name_warning("NCCL_ALGO") is None
 
@@ -223,4 +230,4 @@ def test_accepted_names_the_version_rules():
     assert "64" in accepted("NCCL_MAX_NCHANNELS", V225) and "32" in accepted("NCCL_MAX_NCHANNELS")
     assert "P2C" in accepted("NCCL_P2P_LEVEL", V227) and "P2C" not in accepted("NCCL_P2P_LEVEL")
     assert "PAT" in accepted("NCCL_ALGO", V227) and "PAT" not in accepted("NCCL_ALGO")
-    assert accepted("NCCL_SOMETHING") == "any string"
+    assert "variables.py" in accepted("NCCL_SOMETHING") and accepted("HF_HOME") == "any string"

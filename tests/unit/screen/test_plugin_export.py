@@ -263,7 +263,8 @@ def test_tuner_api_versions_by_nccl_release() -> None:
     assert tuner_api_versions("2.23.4") == (3, 2)
     assert tuner_api_versions("2.27.7+cuda12.9") == (4, 3, 2)
     assert tuner_api_versions((2, 29, 7)) == (5, 4, 3, 2)
-    assert tuner_api_versions("v2.30.7") == (6, 5, 4, 3, 2)
+    assert tuner_api_versions("v2.30.7") == (6, 5, 4, 3, 2) and tuner_api_versions("2.31.2") == (6, 5, 4, 3, 2)
+    assert tuner_api_versions("2.32.6") == (7, 6, 5, 4, 3, 2)  # v7 from 2.32 (release notes)
     assert example_plugin_exports("2.27.3") == () and example_plugin_exports("2.27.5") == (4,)
     assert example_plugin_exports("2.29.3") == (5,) and example_plugin_exports("2.30.4") == (6, 5)
     assert plugin_compatibility("2.27.7") == ("NCCL 2.27.7 loads tuner API v4, v3, v2. Build the example plugin "

@@ -10,6 +10,7 @@ import pytest
 from tests.helpers import ROOT
 from tuner.errors import InputError
 from tuner.inputs import load_space
+from tuner.nccl import NcclVersion
 from tuner.servers import CATALOGUE, choice_of, infeasible, switch_versions, version_key
 from tuner.servers.catalogue import choices, switch_keys
 from tuner.servers.entries import MiB
@@ -93,6 +94,21 @@ def test_infeasible_says_why():
     assert infeasible(ca, version=None, tp=2, link="pcie") is None  # two PCIe GPUs are taken
     assert "PCIe" in infeasible(ca, version=None, tp=4, link="pcie")
     assert infeasible(ca, version=None, tp=None, link=None) is None  # unknowns never refuse
+
+
+@pytest.mark.parametrize("name", ["vllm-nccl-symm-mem", "sglang-symm-mem"])
+def test_nccl_symmetric_kernels_cannot_act_on_pcie_from_nccl_2_29(name):
+    """NCCL 2.29+ runs its symmetric kernels only when every GPU pair is a direct NVLink
+    (src/sym_kernels.cc, ncclSymkAvailable, v2.29.2-1): a switch that routes allreduces to them
+    cannot act on a PCIe box there, and can under 2.28."""
+    choice = BY_NAME[name]
+    why = infeasible(choice, version=None, tp=4, link="pcie", nccl_version=NcclVersion(2, 29, 2))
+    assert why is not None and "ncclSymkAvailable" in why and "PCIe" in why
+    assert infeasible(choice, version=None, tp=4, link="pcie", nccl_version=NcclVersion(2, 28, 9)) is None
+    assert infeasible(choice, version=None, tp=4, link="nvlink", nccl_version=NcclVersion(2, 30, 7)) is None
+    assert infeasible(choice, version=None, tp=4, link="pcie") is None  # NCCL version unknown
+    assert infeasible(BY_NAME["vllm-custom-allreduce"], version=None, tp=2, link="pcie",
+                      nccl_version=NcclVersion(2, 30, 7)) is None  # not NCCL's kernels
 
 
 @pytest.mark.parametrize("server", ["vllm", "sglang"])
