@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tuner.nccl.cnum import C_SPACE, as_c_int, strtoll_erange
 from tuner.nccl.types import NEWEST_VERIFIED, NcclVersion, judged_version
+from tuner.nccl.variables import VARIABLES
 
 __all__ = [
     "CPU_ARCHS",
@@ -32,8 +33,9 @@ __all__ = [
 #: The variables NCCL reads through ncclGetLevel (src/graph/paths.cc, v2.18.1-1 to v2.30.7-1):
 #: ``ncclGetLevel(&ncclTopoUserP2pLevel, "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")`` in
 #: ncclTopoCheckP2p/ncclGetUserP2pLevel and ``ncclGetLevel(&ncclTopoUserGdrLevel, NULL,
-#: "NCCL_NET_GDR_LEVEL")`` in ncclTopoCheckGdr. Kept here until the one record per variable says so.
-LEVEL_VARIABLES = frozenset({"NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"})
+#: "NCCL_NET_GDR_LEVEL")`` in ncclTopoCheckGdr. Read from the one record per variable
+#: (:data:`tuner.nccl.variables.VARIABLES`, ``parse == "level"``).
+LEVEL_VARIABLES = frozenset(name for name, v in VARIABLES.items() if v.parse == "level")
 
 #: Path names by release, best to worst, up to SYS (src/graph/topo.cc, topoPathTypeStr).
 _LEVELS_BEFORE_226 = ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS")
