@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuner.nccl.variables import VARIABLES
+
 __all__ = ["CONF_FILE_VAR", "ENV_PLUGIN_DEFAULT", "SYSTEM_CONF", "SettingsSource", "conf_files", "origin_of",
            "parse_conf", "plugin_sources", "read_conf"]
 
@@ -30,13 +32,9 @@ SYSTEM_CONF = "/etc/nccl.conf"
 ENV_PLUGIN_VAR = "NCCL_ENV_PLUGIN"
 #: The env plugin NCCL 2.28.7+ opens by name when NCCL_ENV_PLUGIN is not set (src/plugin/plugin_open.cc).
 ENV_PLUGIN_DEFAULT = "libnccl-env.so"
-#: Plugin variables and what the library they name can do (src/plugin/tuner.cc, profiler.cc, net.cc).
-PLUGIN_VARS = {
-    "NCCL_TUNER_PLUGIN": "a tuner plugin: it picks the algorithm, protocol and channels in NCCL's place",
-    "NCCL_PROFILER_PLUGIN": "a profiler plugin: it is called on every operation",
-    "NCCL_NET_PLUGIN": "a net plugin: it carries inter-node traffic in NCCL's place",
-    ENV_PLUGIN_VAR: "an env plugin (2.28.7+): it answers every NCCL variable NCCL reads, and can set any",
-}
+#: Plugin variables and what the library they name can do (src/plugin/tuner.cc, profiler.cc, net.cc,
+#: env.cc), from the one record per variable.
+PLUGIN_VARS = {name: v.plugin for name, v in VARIABLES.items() if v.plugin}
 _LINE_MAX = 1023  # setEnvFile's envVar and envValue buffers: char[1024]
 
 

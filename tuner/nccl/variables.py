@@ -71,7 +71,8 @@ class Variable:
     ``safety`` its safety note; ``unreadable`` what NCCL does when a path cannot be opened;
     ``hardware`` what hardware it selects (non-empty: a hardware
     selector, kept from the inherited environment and checked only for its name); ``facts``
-    what releases changed.
+    what releases changed; ``plugin`` (a variable naming a plugin library) what that library can
+    do in NCCL's place: the tool names it as a source of settings it did not set.
     """
 
     name: str
@@ -91,6 +92,7 @@ class Variable:
     unreadable: str = ""
     hardware: str = ""
     facts: tuple[VersionFact, ...] = ()
+    plugin: str = ""
 
     @property
     def label(self) -> str:
@@ -104,10 +106,11 @@ class Variable:
         return not (self.last and version > NcclVersion.parse(self.last))
 
 
-def _v(name: str, parse: Parse, source: str, *, first: str = "", last: str = "", hardware: str = "") -> Variable:
+def _v(name: str, parse: Parse, source: str, *, first: str = "", last: str = "", hardware: str = "",
+       plugin: str = "") -> Variable:
     """A plain entry: a variable the tool does not tune (read, named, never judged beyond its parse)."""
     acts = _NET if name.startswith(("NCCL_IB_", "NCCL_SOCKET_", "NCCL_NET_")) else None
-    return Variable(name, parse, source, first=first, last=last, hardware=hardware, acts_on=acts)
+    return Variable(name, parse, source, first=first, last=last, hardware=hardware, acts_on=acts, plugin=plugin)
 
 
 def _plugin(name: str, source: str) -> Variable:
@@ -235,7 +238,8 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_DMABUF_ENABLE", "int", "src/init.cc, NCCL_PARAM(DmaBufEnable)"),
     _v("NCCL_ELASTIC_BUFFER_REGISTER", "int", "src/dev_runtime.cc, NCCL_PARAM(ElasticBufferRegister)", first="2.30.3"),
     _v("NCCL_ENABLE_VERSION_CHECK", "int", "src/dev_runtime.cc, NCCL_PARAM(EnableVersionCheck)", first="2.29.2"),
-    _v("NCCL_ENV_PLUGIN", "string", "src/plugin/env.cc, getenv", first="2.28.7", hardware="environment plugin library"),
+    _v("NCCL_ENV_PLUGIN", "string", "src/plugin/env.cc, getenv", first="2.28.7", hardware="environment plugin library",
+       plugin="an env plugin (2.28.7+): it answers every NCCL variable NCCL reads, and can set any"),
     _v("NCCL_GDAKI_USE_RELIABLE_DB", "int", "src/transport/net_ib/gdaki/gin_host_gdaki.cc, NCCL_PARAM(GinGdakiUseReliableDB)", first="2.29.7"),
     _v("NCCL_GDRCOPY_ENABLE", "int", "src/init.cc, NCCL_PARAM(GdrCopyEnable)"),
     _v("NCCL_GDRCOPY_FIFO_ENABLE", "int", "src/init.cc, NCCL_PARAM(GdrCopyFifoEnable)"),
@@ -352,7 +356,8 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_NET_MERGE_POLICY", "string", "src/graph/topo.cc, ncclGetEnv", first="2.30.7"),
     _v("NCCL_NET_OPTIONAL_RECV_COMPLETION", "int", "src/transport/net.cc, NCCL_PARAM(NetOptionalRecvCompletion)", first="2.24.3"),
     _v("NCCL_NET_OVERHEAD", "int", "src/graph/tuning.cc, NCCL_PARAM(NetOverhead)"),
-    _v("NCCL_NET_PLUGIN", "string", "src/plugin/net.cc, ncclGetEnv", hardware="network plugin library"),
+    _v("NCCL_NET_PLUGIN", "string", "src/plugin/net.cc, ncclGetEnv", hardware="network plugin library",
+       plugin="a net plugin: it carries inter-node traffic in NCCL's place"),
     _v("NCCL_NET_PLUGIN_REF_COUNT", "int", "src/plugin/net.cc, NCCL_PARAM(NetPluginRefCount)", first="2.26.2"),
     _v("NCCL_NET_SHARED_BUFFERS", "int", "src/transport/net.cc, NCCL_PARAM(NetSharedBuffers)"),
     _v("NCCL_NET_SHARED_COMMS", "int", "src/transport/net.cc, NCCL_PARAM(NetSharedComms)"),
@@ -382,7 +387,8 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_P2P_USE_CUDA_MEMCPY", "int", "src/transport/p2p.cc, NCCL_PARAM(P2pUseCudaMemcpy)"),
     _v("NCCL_PARAM_DUMP_ALL", "bool", "src/param/param.cc, DEFINE_NCCL_PARAM(ncclParamDumpAllFlag, bool)", first="2.30.3"),
     _v("NCCL_PAT_ENABLE", "int", "src/graph/tuning.cc, NCCL_PARAM(PatEnable)", first="2.23.4"),
-    _v("NCCL_PROFILER_PLUGIN", "string", "src/plugin/profiler.cc, ncclGetEnv", first="2.23.4", hardware="profiler plugin library"),
+    _v("NCCL_PROFILER_PLUGIN", "string", "src/plugin/profiler.cc, ncclGetEnv", first="2.23.4", hardware="profiler plugin library",
+       plugin="a profiler plugin: it is called on every operation"),
     _v("NCCL_PROGRESS_APPENDOP_FREQ", "int", "src/proxy.cc, NCCL_PARAM(ProgressAppendOpFreq)"),
     _v("NCCL_PROXY_APPEND_BATCH_SIZE", "int", "src/proxy.cc, NCCL_PARAM(ProxyAppendBatchSize)"),
     _v("NCCL_PROXY_CPUSET", "string", "src/proxy.cc, ncclGetEnv", first="2.28.3"),
@@ -428,7 +434,8 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_TOPO_DUMP_FILE", "string", "src/init.cc, ncclGetEnv"),
     _v("NCCL_TOPO_DUMP_FILE_RANK", "int", "src/graph/topo.cc, NCCL_PARAM(TopoDumpFileRank)"),
     _v("NCCL_TOPO_SPLIT_MLOPART", "int", "src/graph/topo.cc, NCCL_PARAM(TopoSplitMlopart)", first="2.30.7"),
-    _v("NCCL_TUNER_PLUGIN", "string", "src/plugin/tuner.cc, ncclGetEnv", first="2.19.1"),
+    _v("NCCL_TUNER_PLUGIN", "string", "src/plugin/tuner.cc, ncclGetEnv", first="2.19.1",
+       plugin="a tuner plugin: it picks the algorithm, protocol and channels in NCCL's place"),
     _v("NCCL_UID_STAGGER_RATE", "int", "src/bootstrap.cc, NCCL_PARAM(StaggerRate)", first="2.23.4"),
     _v("NCCL_UID_STAGGER_THRESHOLD", "int", "src/bootstrap.cc, NCCL_PARAM(StaggerThreshold)", first="2.23.4"),
     _v("NCCL_UNPACK_DOUBLE_NCHANNELS", "int", "src/graph/connect.cc, NCCL_PARAM(UnpackDoubleNChannels)", first="2.22.3"),
