@@ -8,6 +8,7 @@ import sys
 
 from tests.unit.readlog.facts import CHECKS, REALLOGS
 from tuner.errors import ExitCode
+from tuner.readlog import read_logs
 
 
 def _read_log(*args: str) -> subprocess.CompletedProcess[str]:
@@ -15,12 +16,18 @@ def _read_log(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
+def test_one_real_log_as_the_command_prints_it_is_the_function_s_object_and_its_facts():
+    name = "05-ncclt321-h20vm-alltoall-2.26.5.log"
+    proc = _read_log("--json", str(REALLOGS / name))
+    assert proc.returncode == 0, proc.stderr
+    printed = json.loads(proc.stdout)
+    assert printed == json.loads(json.dumps(read_logs([REALLOGS / name]).to_dict()))
+    CHECKS[name](printed)
+
+
 def test_all_eight_real_logs_at_once_give_one_object_holding_each():
-    each = {}
-    for name in sorted(CHECKS):
-        proc = _read_log("--json", str(REALLOGS / name))
-        assert proc.returncode == 0, proc.stderr
-        each[name] = json.loads(proc.stdout)
+    # each file alone through the function (the command prints its object: the test above)
+    each = {name: json.loads(json.dumps(read_logs([REALLOGS / name]).to_dict())) for name in sorted(CHECKS)}
     proc = _read_log("--json", *(str(REALLOGS / name) for name in sorted(CHECKS)))
     assert proc.returncode == 0, proc.stderr
     whole = json.loads(proc.stdout)
