@@ -12,11 +12,9 @@ import pytest
 from tests.helpers import cli, envrate_command, write_config
 
 # The subject here is noise: 2 % between launches, set by the test. A busy machine adds its own
-# (a run read 100 ms late is 17 % slower at the 0.6 s a run of 60 tokens at 100 tok/s takes,
-# 7 % at the 1.5 s of 150 tokens here: a 15 % set once measured +8.5 % on CI-like load at 60), so
-# these run alone, first in line for the CPU (the Makefile), and long enough that a late read
-# cannot eat a real gain: the only tests whose outcome depends on how busy the machine is, by
-# their nature, not by an assumption. They run beside the rest, which take longer.
+# (a run delayed by 15 ms is 10 % slower at 0.15 s a run, 2.5 % at the 0.6 s a run of 60 tokens
+# at 100 tok/s here), so these run alone, first in line for the CPU (the Makefile): the only
+# tests whose outcome depends on how busy the machine is, by their nature, not by an assumption.
 pytestmark = pytest.mark.alone
 
 SETS = {"ll": 'NCCL_PROTO = "LL"', "simple": 'NCCL_PROTO = "Simple"', "ring": 'NCCL_ALGO = "Ring"',
@@ -30,7 +28,7 @@ def night(tmp_path, space_file, seed: int, effects: str):
                   f"ENVRATE_BASE = \"100\", ENVRATE_SEED = \"{seed}\", ENVRATE_COUNT_FILE = \"{tmp_path / study}.count\", "
                   "ENVRATE_LOAD_S = \"0.1\" }")
     cfg = write_config(tmp_path / f"{study}.toml", command=envrate_command(), space=space_file(PRESETS), trials=8,
-                       extra_server=server_env, extra_sweep='mode = "presets"', max_tokens=150, repeats=3)
+                       extra_server=server_env, extra_sweep='mode = "presets"', max_tokens=60, repeats=3)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", study)
     assert res.returncode == 0, res.stderr
     return res, pd.read_csv(tmp_path / "r" / study / "trials.csv")
