@@ -1,8 +1,8 @@
 """``nccl-tune check`` on the simulator: a set the simulator makes faster holds (exit 0), the
 same set on a simulator told to drop its effect no longer holds (exit 6, with the reason), a set
 whose launch crashes cannot be judged (exit 7). Every launch is a real server process; the
-simulator is seeded, so every launch of one set runs at the same speed and the outcome does not
-depend on the machine."""
+simulator is seeded, so every launch of one set runs at the same speed; only a busy machine can
+shrink what the launches measure, so the test of a set that holds runs with the noise tests."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.helpers import ROOT, cli, free_port
 from tuner.errors import ExitCode
@@ -37,6 +38,7 @@ def _study(results: Path) -> Path:
     return found
 
 
+@pytest.mark.alone  # a verdict on timed launches: a busy machine shrinks the gain it measures (see test_verdicts.py); it shrank +7 % to +4.8 % once
 def test_check_of_a_faster_set_holds_and_is_a_study(tmp_path):
     results = tmp_path / "r"
     res = cli("check", str(_config(tmp_path)), "--set", FASTER, "--results", str(results))
