@@ -390,7 +390,7 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             finally:
                 probe_ended = time.monotonic()  # before the teardown, which teardown_s times
         server.check_listener_gone()  # an unseen listener must go with our server: else it was not ours
-        _summarise(record, *measured)  # only answers proven ours reach the record
+        _summarise(record, *measured, auto=not isinstance(ctx.cfg.probe.repeats, int))  # only answers proven ours reach it
         record.status, record.cause = Status.OK, ""
     except MachineFault:
         raise
@@ -528,7 +528,7 @@ def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRe
                               f"{res.answer[:120]!r}, not 1..{n} in order (corrupted output?)")
 
 
-def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResult]) -> None:
+def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResult], *, auto: bool) -> None:
     """The recorded runs and their medians, and the concurrency levels, into the record
     (ProbeResult's definitions)."""
     runs = result.runs
@@ -543,4 +543,5 @@ def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResul
     record.tokens_counted = result.tokens_counted
     record.timing_measurable = result.timing_measurable
     record.reasoning_deltas = runs[-1].reasoning_deltas if runs else 0
-    record.ci_halfwidth = stats.median_ci_halfwidth(record.output_tok_s_runs)
+    if auto:  # the field is repeats = "auto"'s (its bootstrap costs a night's first second of CPU)
+        record.ci_halfwidth = stats.median_ci_halfwidth(record.output_tok_s_runs)
