@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from tuner.inputs import ServerConfig
 from tuner.launchers import launcher_of
 from tuner.nccl import SettingsSource, conf_files, plugin_sources, read_conf
+from tuner.redaction import redact
 from tuner.server.env import build_env
 
 __all__ = ["behind_lines", "settings_behind"]
@@ -50,13 +51,13 @@ def settings_behind(server: ServerConfig, environ: Mapping[str, str] | None = No
             if values or why:
                 shown = how if how.startswith("NCCL_CONF_FILE") else str(path)
                 note = "; ".join(w for w in (why, how if how.startswith("$HOME") else "") if w)
-                out.append(SettingsSource(shown, values or {}, note))
+                out.append(SettingsSource(shown, redact(values or {}), note))  # a file may set any name
         return out + plugin_sources(env)
     if image is None:
         return [SettingsSource(what)]
     nccl = {k: v for k, v in image.items() if k.startswith("NCCL_")}
     if nccl:
-        out.append(SettingsSource(what, nccl))
+        out.append(SettingsSource(what, redact(nccl)))
     inside = {**image, **{k: v for k, v in server.env.items()}}
     return out + plugin_sources(inside)
 

@@ -36,6 +36,13 @@ def test_a_nccl_conf_in_the_launch_home_is_named_and_a_varied_name_said_loudly(t
     assert not [line for line in behind_lines(found, ["NCCL_PROTO"], {"NCCL_PROTO": "LL"}) if "WARNING" in line]
 
 
+def test_a_secret_a_conf_file_sets_is_never_shown(tmp_path):
+    (tmp_path / ".nccl.conf").write_text("NCCL_ALGO=Ring\nHF_TOKEN=hf_do_not_show_me\n")
+    found = settings_behind(_server(), {"HOME": str(tmp_path), "PATH": "/usr/bin"})
+    said = " ".join(behind_lines(found, ["NCCL_ALGO"]))
+    assert "NCCL_ALGO=Ring" in said and "HF_TOKEN" in said and "hf_do_not_show_me" not in said
+
+
 def test_nccl_conf_file_in_server_env_replaces_the_home_file(tmp_path):
     (tmp_path / ".nccl.conf").write_text("NCCL_ALGO=Tree\n")
     named = tmp_path / "site.conf"
