@@ -69,6 +69,10 @@ def test_a_conf_file_variable_echoed_is_set_behind_the_back_and_compare_names_an
     assert "NCCL_MIN_NCHANNELS=4 on rank" in said and f"(from NCCL_CONF_FILE={conf})" in said
     report = (first / "r" / "case" / "report.md").read_text()
     assert "This baseline is not untuned" in report and f"from NCCL_CONF_FILE={conf}" in report
+    # the decision's paragraph and the table say it first, not only the proof section
+    assert report.index("Not untuned: the baseline ran with NCCL_MIN_NCHANNELS=4") < report.index("| trial |")
+    assert "(not untuned: NCCL_MIN_NCHANNELS=4 set behind nccl-tune's back)" in report
+    assert "(not untuned: NCCL_MIN_NCHANNELS=4 set behind nccl-tune's back)" in res.stdout
 
     # the same night's store twice, as two studies; the second's library rebuilt: another build ID, the same version
     results = tmp_path / "both"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -62,12 +63,14 @@ __all__ = [
     "env_text",
     "judged_order",
     "judged_trials",
+    "launched_text",
     "ok_baselines",
     "read_trials_csv",
     "set_text",
     "skipped_frame",
     "split_skipped",
     "trials_frame",
+    "unlaunched_words",
     "verdict_text",
     "write_trials_csv",
 ]
@@ -435,15 +438,46 @@ def baseline_name(row: Any) -> str:
     """``"baseline (untuned)"``, or ``"baseline (not untuned: NCCL_P2P_DISABLE set behind nccl-tune's
     back)"`` when the row's trial (a record or a trials frame row) echoed NCCL variables its launch
     did not set (``nccl_unlaunched``, a mapping or its JSON text)."""
-    stray = row.get("nccl_unlaunched") if isinstance(row, (pd.Series, dict)) else row.nccl_unlaunched
+    names = [k for k, _ in _unlaunched(row)]
+    if not names:
+        return "baseline (untuned)"
+    return f"baseline (not untuned: {', '.join(names)} set behind nccl-tune's back)"
+
+
+def _unlaunched(row: Any) -> list[tuple[str, str]]:
+    """(name, value) of each variable the row's trial echoed that its launch did not set
+    (``nccl_unlaunched``: name -> ``VALUE on ranks 1-7`` / ``on rank 0``, a mapping or its JSON
+    text), sorted by name; empty when none or not stored."""
+    stray = row.get("nccl_unlaunched") if isinstance(row, (pd.Series, dict)) else getattr(row, "nccl_unlaunched", {})
     if isinstance(stray, str):
         try:
             stray = json.loads(stray) if stray else {}
         except ValueError:
             stray = {}
-    if not isinstance(stray, dict) or not stray:
-        return "baseline (untuned)"
-    return f"baseline (not untuned: {', '.join(sorted(stray))} set behind nccl-tune's back)"
+    if not isinstance(stray, dict):
+        return []
+    return [(k, re.split(r" on ranks? ", str(v), maxsplit=1)[0]) for k, v in sorted(stray.items())]
+
+
+def unlaunched_words(row: Any) -> str:
+    """``"NCCL_ALGO=Ring NCCL_PROTO=Simple"``: the variables the row's trial (a record, a trials
+    frame row or a dict) echoed that its launch did not set, ``""`` when none."""
+    return " ".join(f"{k}={v}" for k, v in _unlaunched(row))
+
+
+def launched_text(row: Any) -> str:
+    """The row's set as launched and as NCCL ran it: :func:`set_text`, and the variables set
+    behind nccl-tune's back after it (``(not untuned: NCCL_PROTO=Simple set behind nccl-tune's
+    back)`` for a baseline)."""
+    env = row["env"] if isinstance(row["env"], dict) else json.loads(row["env"] or "{}")
+    flags = row.get("flags") if isinstance(row, (pd.Series, dict)) else ()
+    flags = json.loads(flags) if isinstance(flags, str) and flags else (flags if isinstance(flags, (list, tuple)) else ())
+    said, extra = set_text(env, flags), unlaunched_words(row)
+    if not extra:
+        return said
+    if not env and not flags:
+        return f"(not untuned: {extra} set behind nccl-tune's back)"
+    return f"{said} (+ {extra} set behind nccl-tune's back)"
 
 
 def set_text(env: dict[str, str], flags: Sequence[str] | None = ()) -> str:

@@ -26,7 +26,7 @@ from tuner.judging import CONFIRM_ALPHA, FINALISTS, Judgement, LevelJudgement, S
 from tuner.plaintext import plain_table
 from tuner.record import Kind, Metric, Status, StudyInfo, Verdict, set_key
 from tuner.redaction import redact_argv
-from tuner.report.frame import backend_text, judged_order, set_text, verdict_text
+from tuner.report.frame import backend_text, judged_order, launched_text, set_text, unlaunched_words, verdict_text
 from tuner.report.model import Block, NightReport, Section, table_block
 from tuner.report.story import Story
 from tuner.servers import BACKEND_SERVERS, KINDS, kind_named, kind_of
@@ -210,6 +210,11 @@ def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | 
              "interpolated at its own launch" if k_base > 1 else "")
     parts = [f"Baseline: {base_level:.1f} {what} (robust level of {over}"
              + (f", drift {j.drift * 100:.1f} %" if k_base > 1 else "") + trend + f"; a row's tok/s is {row})."]
+    behind = sorted({unlaunched_words(r) for _, r in df[df["kind"] == "baseline"].iterrows()} - {""})
+    if behind:  # every gain below is against this baseline, not NCCL's defaults
+        parts.insert(0, f"Not untuned: the baseline ran with {'; '.join(behind)}, set behind nccl-tune's back "
+                        "(see \"Proof that each set reached NCCL\"); every gain below is measured against that, not "
+                        "against NCCL's defaults.")
     if j.noise is not None:
         parts.append(f"Every interval includes the {j.noise.describe()}.")
     if j.noise_warning:
@@ -454,7 +459,7 @@ def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
             f"{r['vs_baseline']:.3f}" if has_ratio else "-",
             f"{r['vs_baseline_ci_low']:.3f}..{r['vs_baseline_ci_high']:.3f}" if has_ratio else "",
             verdict_text(r, min_effect) if ok else r["cause"][:_CAUSE_CHARS],
-            set_text(r["env"], r["flags"])]
+            launched_text(r)]
 
 
 def console_table(df: pd.DataFrame, story: Story, *, metric: Metric,
@@ -525,7 +530,7 @@ def summary_table(df: pd.DataFrame, story: Story, columns: Sequence[str] | None 
     if "verdict" in cols:
         out["verdict"] = [verdict_text(r) for _, r in ordered.iterrows()]
     if "env" in cols:
-        out["env"] = [set_text(e, f) for e, f in zip(ordered["env"], ordered["flags"], strict=True)]
+        out["env"] = [launched_text(r) for _, r in ordered.iterrows()]  # with what NCCL read behind our back
     if "backend" in cols:
         out["backend"] = backend
     return out[cols]

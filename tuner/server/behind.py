@@ -72,7 +72,13 @@ def behind_lines(sources: Sequence[SettingsSource], varied: Collection[str], fix
         for name, value in s.values.items():
             if name in fixed:
                 continue
-            if name in varied:
+            if name in varied and (s.note.startswith("$HOME") or "; $HOME" in s.note):
+                # NCCL takes the home from the password database: $HOME's file may never be read
+                out.append(f"WARNING: {s.where} sets {name}={value}, which the search space varies: if NCCL reads "
+                           f"it (only where $HOME is the server user's home in the password database), the baseline "
+                           f"runs with {name}={value} and is not untuned for {name}; the baseline's own echoes will "
+                           "say (trials.csv nccl_unlaunched); remove it there to be sure")
+            elif name in varied:
                 out.append(f"WARNING: {s.where} sets {name}={value}, which the search space varies: the baseline runs "
                            f"with {name}={value}, so it is not untuned for {name}; remove it there for a night that "
                            "starts from NCCL's defaults")

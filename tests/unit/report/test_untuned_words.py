@@ -6,7 +6,7 @@ import pandas as pd
 
 from tuner.record import Kind, Status, TrialRecord
 from tuner.report import library_change
-from tuner.report.frame import baseline_name
+from tuner.report.frame import baseline_name, launched_text
 from tuner.report.proof import proof_section
 
 
@@ -44,3 +44,13 @@ def test_a_library_change_is_said_even_where_the_version_is_the_same():
     assert "build ID a7f420a1 (A) -> c0db9360 (B)" in said and "the version (2.28.9) did not" in said
     assert library_change(a, a) is None
     assert library_change(a, [_base(nccl_version="2.28.9")]) is None  # a night that named none: not known
+
+
+def test_the_table_names_what_each_row_ran_with_behind_the_tool_s_back():
+    base = pd.Series({"env": {}, "flags": [], "nccl_unlaunched": '{"NCCL_PROTO": "Simple on ranks 0-7"}'})
+    assert launched_text(base) == "(not untuned: NCCL_PROTO=Simple set behind nccl-tune's back)"
+    tuned = pd.Series({"env": {"NCCL_P2P_LEVEL": "SYS"}, "flags": [],
+                       "nccl_unlaunched": {"NCCL_ALGO": "Ring on rank 0", "NCCL_PROTO": "Simple on ranks 0-7"}})
+    assert launched_text(tuned) == "NCCL_P2P_LEVEL=SYS (+ NCCL_ALGO=Ring NCCL_PROTO=Simple set behind nccl-tune's back)"
+    assert launched_text(pd.Series({"env": {}, "flags": []})) == "(untuned)"  # a frame written before the column
+
