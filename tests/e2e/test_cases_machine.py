@@ -117,7 +117,12 @@ def test_a_lag_longer_than_the_first_waits_is_learned_not_blamed_on_the_set(tmp_
     config, _folder = _night(tmp_path, lag_s="5")
     res, df = sweep(tmp_path, config, "--no-final-baseline", "--trials", "3")
     assert res.returncode == 0, res.stderr
-    assert list(df["status"]) == ["ok", "ok", "ok"], list(df["cause"])
+    assert set(df["status"]) == {"ok"}, list(df["cause"])  # never blamed on the set, whatever the timing
+    assert df.loc[1, "output_tok_s"] > 0
+    if df.loc[1, "launches"] == 1:
+        # a machine so busy that the set's launch came after the 5 s had passed: nothing to learn
+        assert list(df["kind"]) == ["baseline", "preset"]
+        return
     assert list(df["kind"]) == ["baseline", "preset", "baseline"]  # the check's baseline is a re-measure
-    assert df.loc[1, "launches"] == 3 and df.loc[1, "output_tok_s"] > 0
+    assert df.loc[1, "launches"] == 3
     assert "waiting" in res.stdout + res.stderr and "after a server's exit" in res.stdout + res.stderr
