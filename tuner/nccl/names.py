@@ -137,7 +137,7 @@ def name_problem(name: str, *, allow_unknown: bool = False) -> str | None:
         return None
     guess = f"; did you mean {intended}?" if intended else ""
     return (f"{name} is not a variable NCCL {OLDEST_SUPPORTED}-{NEWEST_VERIFIED} reads (nor CUDA, PyTorch or a plugin "
-            f"NCCL ships), so NCCL would ignore it without a word{guess} If your NCCL is newer than the record "
+            f"NCCL ships), so NCCL would ignore it without a word{guess or '.'} If your NCCL is newer than the record "
             "(tuner/nccl/variables.py), pass --allow-unknown")
 
 

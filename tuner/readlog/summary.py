@@ -21,9 +21,10 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.errors import InputError
-from tuner.nccl import LogSource, NcclVersion, machine_from_log, parse_sources
+from tuner.nccl import LogSource, NcclVersion, machine_from_log, parse_sources, version_in_text
 from tuner.plaintext import plain_table
 from tuner.screen import parse_output
+from tuner.server import LINE_CAP_BYTES
 from tuner.servers import KINDS, allreduce_backend
 from tuner.triage import triage
 
@@ -41,7 +42,9 @@ class LogSummary:
     ``peers``: ``{"from", "to", "via"}`` once per pair and transport, channels folded;
     ``nccl_tests``: ``{"size": bytes, "busbw": out-of-place GB/s}`` per row; ``backend``: the
     server's decode-allreduce backend (``nccl``, ``custom_allreduce``...), None without a server;
-    ``triage``: the findings on NCCL's model of the machine; ``diag``: NCCL DIAG messages (2.31+).
+    ``triage``: the findings on NCCL's model of the machine; ``diag``: NCCL DIAG messages (2.31+);
+    ``nccl_versions``: every NCCL version the files name (more than one: ranks or files that ran
+    different NCCLs); ``empty``: the files held no NCCL, nccl-tests or server line at all.
     """
 
     files: list[str]
@@ -55,13 +58,29 @@ class LogSummary:
     triage: list[dict[str, Any]] = field(default_factory=list)
     triage_summary: str = ""
     diag: list[str] = field(default_factory=list)
+    nccl_versions: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was read: no NCCL line, version, nccl-tests row nor server backend."""
+        return not (self.processes or self.nccl_version or self.echoes or self.peers or self.nccl_tests
+                    or self.backend or self.diag)
 
     def to_dict(self) -> dict[str, Any]:
         """The one JSON object ``read-log --json`` prints."""
         return {"files": self.files, "nccl_version": self.nccl_version, "ranks": self.ranks,
                 "processes": self.processes, "echoes": self.echoes, "peers": self.peers,
                 "nccl_tests": self.nccl_tests, "backend": self.backend, "triage": self.triage,
-                "triage_summary": self.triage_summary, "diag": self.diag}
+                "triage_summary": self.triage_summary, "diag": self.diag, "nccl_versions": self.nccl_versions,
+                "empty": self.empty}
+
+
+def _cut(line: str) -> str:
+    """A line cut to the sweep's own cap (:data:`tuner.server.LINE_CAP_BYTES`, in characters), as
+    the server log a night keeps is: a 50 MB line neither fills the JSON nor takes seconds."""
+    if len(line) <= LINE_CAP_BYTES:
+        return line
+    return f"{line[:LINE_CAP_BYTES]} [... {len(line) - LINE_CAP_BYTES} characters of this line dropped ...]"
 
 
 def _read(path: Path) -> str:
@@ -91,12 +110,14 @@ def read_logs(paths: list[Path]) -> LogSummary:
     """
     texts = {str(p): _read(p) for p in paths}
     summary = LogSummary(files=list(texts))
-    lines_of = {name: text.splitlines() for name, text in texts.items()}
+    lines_of = {name: [_cut(line) for line in text.splitlines()] for name, text in texts.items()}
     parsed = parse_sources([LogSource(name, lines) for name, lines in lines_of.items()])
     all_lines = [line for lines in lines_of.values() for line in lines]
     version: NcclVersion | None = parsed.nccl_version
     server_v = _server_nccl_version(all_lines)
     summary.nccl_version = str(version) if version else server_v
+    seen = {str(v) for line in all_lines if "nccl" in line.lower() and (v := version_in_text(line)) is not None}
+    summary.nccl_versions = sorted(seen, key=NcclVersion.parse)
     summary.ranks = sorted({r for rs in parsed.thread_ranks.values() for r in rs})
     summary.processes = sorted(parsed.threads)
     for name, by_process in sorted(parsed.echoes.items()):
@@ -109,8 +130,8 @@ def read_logs(paths: list[Path]) -> LogSummary:
                                           for r in parsed.ranks_of_process(p)}) for v in values if v != value}
         summary.echoes[name] = entry
     summary.peers = [{"from": s, "to": d, "via": via} for s, d, via in sorted(parsed.peers)]
-    for text in texts.values():
-        result = parse_output(text)
+    for lines in lines_of.values():
+        result = parse_output("\n".join(lines))
         summary.nccl_tests += [{"size": row.size_bytes, "busbw": row.out_of_place.busbw_GBps}
                                for row in result.rows if row.out_of_place is not None]
     backend = allreduce_backend(all_lines, ())
@@ -136,11 +157,15 @@ def render(summary: LogSummary, console: Console | None = None, *, as_json: bool
     table = Table(box=box.SIMPLE_HEAD)
     table.add_column("what")
     table.add_column("read")
-    table.add_row("NCCL version", summary.nccl_version or "not logged")
+    versions = summary.nccl_versions
+    table.add_row("NCCL version", (f"{', '.join(versions)} (different NCCLs in these logs)" if len(versions) > 1
+                                   else summary.nccl_version or "not logged"))
     table.add_row("ranks", _ranks(summary.ranks) or "none stated")
     table.add_row("processes", _processes(summary.processes) or "none")
     for name, echo in summary.echoes.items():
-        table.add_row(name, f"{echo['value']} (ranks {_ranks(echo['ranks']) or '?'})")
+        others = "".join(f"; {v} (ranks {_ranks(r) or '?'})" for v, r in echo.get("others", {}).items())
+        table.add_row(name, f"{echo['value']} (ranks {_ranks(echo['ranks']) or '?'})" + others
+                      + (" — the processes disagree" if others else ""))
     pairs: dict[str, list[str]] = {}
     for p in summary.peers:
         pairs.setdefault(p["via"], []).append(f"{p['from']}->{p['to']}")
@@ -157,6 +182,10 @@ def render(summary: LogSummary, console: Console | None = None, *, as_json: bool
         console.print(table)
     else:
         console.out(plain_table(table), highlight=False)
+    if summary.empty:
+        console.out("note: no NCCL line, NCCL version, nccl-tests row or server line was found in "
+                    f"{', '.join(summary.files)} (a log of another program, compressed or binary?)", highlight=False)
+        return
     console.out(f"triage: {summary.triage_summary}", highlight=False)
     for finding in summary.triage:
         console.out(f"- {finding.get('sentence', '')}", highlight=False)

@@ -31,7 +31,7 @@ from tuner.server import gpu, preflight
 from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
-from tuner.server.logpump import LogPump
+from tuner.server.logpump import LINE_CAP_BYTES, LogPump
 from tuner.server.ownership import describe_pid
 from tuner.server.ports import PORT_WAIT_S, port_holder, port_in_use, wait_port_bindable
 from tuner.server.process import ServerProcess
@@ -41,6 +41,7 @@ from tuner.server.teardown import TeardownReport, kill_leftover
 
 __all__ = [
     "HANDLED",
+    "LINE_CAP_BYTES",
     "MARKER",
     "PORT_WAIT_S",
     "WARMUP_SILENCE_S",

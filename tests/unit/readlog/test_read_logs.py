@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tuner.readlog import read_logs
 
 
@@ -32,3 +34,26 @@ def test_ranks_named_only_as_peers_or_in_a_topology_are_not_ranks(tmp_path):
     d = read_logs([log]).to_dict()
     assert d["ranks"] == [3, 6]
     assert d["peers"] == [{"from": 3, "to": 4, "via": "NET/IB/0"}, {"from": 5, "to": 6, "via": "NET/IB/0"}]
+
+
+def test_files_that_disagree_say_so_and_a_file_with_nothing_is_empty(tmp_path):
+    a, b, junk = tmp_path / "h0.log", tmp_path / "h1.log", tmp_path / "junk.log"
+    a.write_text("node:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+                 "node:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 - Init COMPLETE\n"
+                 "node:1:2 [0] NCCL INFO NCCL_PROTO set by environment to LL\n")
+    b.write_text("node2:5:5 [0] NCCL INFO NCCL version 2.23.4+cuda12.6\n"
+                 "node2:5:6 [0] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 0 - Init COMPLETE\n"
+                 "node2:5:6 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n")
+    junk.write_bytes(bytes(range(256)) * 40)
+    both = read_logs([a, b])
+    assert both.nccl_versions == ["2.21.5", "2.23.4"] and both.ranks == [0, 1] and not both.empty
+    assert both.echoes["NCCL_PROTO"]["value"] in ("LL", "Simple") and len(both.echoes["NCCL_PROTO"]["others"]) == 1
+    assert read_logs([junk]).empty and read_logs([junk]).to_dict()["empty"] is True
+
+
+def test_a_line_of_megabytes_is_cut_as_a_night_cuts_it(tmp_path):
+    log = tmp_path / "long.log"
+    log.write_text("node:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 1 cudaDev 0 - Init COMPLETE\n"
+                   + "x" * 5_000_000 + "\n")
+    summary = read_logs([log])
+    assert summary.ranks == [0] and len(json.dumps(summary.to_dict())) < 100_000
