@@ -20,7 +20,7 @@ from typing import IO
 
 from tuner.redaction import scrub
 
-__all__ = ["LogPump", "file_bound", "line_cap"]
+__all__ = ["LINE_CAP_BYTES", "LogPump", "file_bound", "line_cap"]
 
 #: Longest line kept whole (bytes): NCCL's and the engines' lines are far shorter; a request
 #: logger's whole prompt is not (vllm-project/vllm PR #991).
