@@ -55,7 +55,9 @@ def test_a_set_fifteen_percent_faster_is_found_and_confirmed(tmp_path, space_fil
     for seed in (5, 6, 7):
         res, df = night(tmp_path, space_file, seed, '{"NCCL_ALGO=Ring": 1.15}')
         ring = df[(df["kind"] == "preset") & df["env"].str.contains("Ring")]
-        assert ring.iloc[0]["verdict"] == "faster", df[["trial", "kind", "env", "verdict", "vs_baseline"]]
+        # found: called faster on its own launch (a confirmation that missed turns it "failed confirmation")
+        assert ring.iloc[0]["verdict"] in ("faster", "failed confirmation"), \
+            df[["trial", "kind", "env", "verdict", "vs_baseline"]]
         confirm = df[df["kind"] == "confirm"]
         confirmed += int(len(confirm) == 1 and confirm.iloc[0]["verdict"] == "faster" and "Use it." in res.stdout)
     assert confirmed >= 2  # "in most sweeps"

@@ -21,9 +21,15 @@ import optuna
 from tuner.planning import counts_in_budget, split_params
 from tuner.record import Kind, Status, TrialRecord
 from tuner.server import ServerIdentity, kill_leftover
-from tuner.study import SETTLE_S, RunnerFile, StudyStore, host_name, runner_alive
+from tuner.study import RunnerFile, StudyStore, host_name, runner_alive
 
 __all__ = ["Runners"]
+
+#: How long a runner waits for trials asked before its own to say what they launch before it
+#: decides whether its own fits the budget (s); a runner killed in those milliseconds leaves one
+#: undecided, which this bounds. Longer than :data:`tuner.study.storage.SETTLE_S` (2 s), which a
+#: starved runner outlasted.
+UNDECIDED_WAIT_S = 30.0
 
 
 class Runners:
@@ -67,8 +73,10 @@ class Runners:
         """True when trials asked before ``trial`` (any runner's) already spend ``limit``
         relaunches: the earlier trial wins, so runners that check at the same moment never launch
         one relaunch too many, nor both take the last slot. Trials still being decided by their
-        runner are waited for (milliseconds; at most :data:`tuner.study.storage.SETTLE_S`)."""
-        deadline = time.monotonic() + SETTLE_S
+        runner are waited for (milliseconds; at most :data:`UNDECIDED_WAIT_S`: a runner starved of
+        CPU can take seconds to write what it launches, and going on without it spent one relaunch
+        too many once on 2 busy cores)."""
+        deadline = time.monotonic() + UNDECIDED_WAIT_S
         while True:
             before = sum(1 for r in self.store.records() if r.trial < trial.number and counts_in_budget(r))
             if before >= limit:
