@@ -119,9 +119,10 @@ def test_a_lag_longer_than_the_first_waits_is_learned_not_blamed_on_the_set(tmp_
     assert res.returncode == 0, res.stderr
     assert set(df["status"]) == {"ok"}, list(df["cause"])  # never blamed on the set, whatever the timing
     assert df.loc[1, "output_tok_s"] > 0
-    if df.loc[1, "launches"] == 1:
-        # a machine so busy that the set's launch came after the 5 s had passed: nothing to learn
-        assert list(df["kind"]) == ["baseline", "preset"]
+    if list(df["kind"]) == ["baseline", "preset"]:
+        # a machine so busy that the 5 s had passed by the set's launch or its first back-off:
+        # measured at its first or second launch, nothing left to learn
+        assert df.loc[1, "launches"] in (1, 2)
         return
     assert list(df["kind"]) == ["baseline", "preset", "baseline"]  # the check's baseline is a re-measure
     assert df.loc[1, "launches"] == 3

@@ -2,7 +2,7 @@
 same set on a simulator told to drop its effect no longer holds (exit 6, with the reason), a set
 whose launch crashes cannot be judged (exit 7). Every launch is a real server process; the
 simulator is seeded, so every launch of one set runs at the same speed; only a busy machine can
-shrink what the launches measure, so the test of a set that holds runs with the noise tests."""
+shrink what the launches measure, so the tests of a set that holds run with the noise tests."""
 
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ def test_check_refuses_a_name_it_cannot_find_and_a_budget_below_four(tmp_path):
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 
+@pytest.mark.alone  # a verdict on timed launches (+7 %): a busy machine shrank it to +4.8 % once
 def test_check_names_a_preset_of_the_night_and_judges_with_its_noise(tmp_path):
     space = tmp_path / "space.toml"
     space.write_text('[[presets]]\nname = "p2p-sys"\nenv = { NCCL_P2P_LEVEL = "SYS" }\n')
