@@ -38,7 +38,7 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 from tuner.judging import gain_pct
 from tuner.record import Kind, Status, Verdict, set_key
 from tuner.report.frame import baseline_name as _base
-from tuner.report.frame import judged_order, ok_baselines
+from tuner.report.frame import judged_order, ok_baselines, unlaunched_words
 from tuner.report.story import Story
 from tuner.report.style import (
     VERDICT_STYLE,
@@ -314,7 +314,8 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, story: Story, *, min_eff
     ax.tick_params(axis="y", length=0)
     ax.set_xlim(*_x_limits(rows, band))
     ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel("ratio to the baseline (1.0 = as fast as the untuned server; right = faster)")
+    untuned = not any(unlaunched_words(r) for _, r in ok_baselines(df).iterrows())  # else NCCL read settings we did not set
+    ax.set_xlabel(f"ratio to the baseline (1.0 = as fast as the {'untuned ' if untuned else ''}server; right = faster)")
     top = ax.secondary_xaxis("top", functions=(_to_pct, _from_pct))
     top.xaxis.set_major_formatter(FuncFormatter(lambda p, _: f"{round(p, 6) + 0.0:+g} %"))
     top.set_xlabel("gain vs the baseline (%)", fontsize=9)
@@ -324,7 +325,8 @@ def plot_trials_vs_baseline(ax: Axes, df: pd.DataFrame, story: Story, *, min_eff
     level = story.baseline_level  # the verdict's "Baseline:"
     ref = f" ({level:.1f} tok/s)" if math.isfinite(level) else ""
     metric = story.metric.described  # what the x axis compares
-    ax.set_title(f"Every measured set vs the untuned baseline{ref}\n{metric}, ratio of launch levels; "
+    which = "the untuned baseline" if untuned else "the baseline (not untuned)"
+    ax.set_title(f"Every measured set vs {which}{ref}\n{metric}, ratio of launch levels; "
                  "bars: 95 % CI with launch noise; best first (as the tables)",
                  fontsize=11)
     if band is None and not base.empty:
