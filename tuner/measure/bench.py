@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from tuner.errors import ProbeError
+from tuner.errors import Interrupted, ProbeError
 from tuner.measure.client import discover_model, make_client
 from tuner.measure.runs import DEFAULT_PROMPT
 from tuner.measure.stream import Endpoint, stream_once
@@ -90,6 +90,8 @@ def _run_level(
                 with lock:
                     errors.append(_short(e))
                 continue
+            except Interrupted:
+                raise
             except Exception as e:  # a bench row must survive any one request, even a bug
                 with lock:
                     errors.append(_short(e))

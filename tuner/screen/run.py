@@ -40,6 +40,7 @@ from typing import IO
 
 import psutil
 
+from tuner.errors import tolerated
 from tuner.redaction import argv_secrets, redact_argv, scrub, secret_values
 from tuner.screen import nccltests
 from tuner.server import MARKER, ServerIdentity, build_env, kill_leftover
@@ -96,7 +97,7 @@ def _pump(pipe: IO[bytes], log: IO[bytes], secrets: list[str], sink: list[str],
             sink.append(text)
             size += len(text)
         if on_line is not None:
-            with contextlib.suppress(Exception):  # a display problem must not lose output
+            with tolerated():  # a display problem must not lose output
                 on_line(text.rstrip("\n"))
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from tuner.errors import Interrupted
+
 __all__ = ["NO_GPU", "compute_processes", "count", "describe", "selected_uuids", "used_bytes", "wait_released"]
 
 _T = TypeVar("_T")
@@ -29,6 +31,8 @@ def used_bytes() -> list[int] | None:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
+    except Interrupted:
+        raise
     except Exception:  # no driver, no library: no GPUs to check
         return None
     try:
@@ -97,6 +101,8 @@ def describe(visible: str | None = None) -> dict[str, Any]:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
+    except Interrupted:
+        raise
     except Exception:  # no driver, no library: say so rather than guess
         return {"gpu": NO_GPU, "gpu_count": 0, "driver": ""}
     try:
@@ -104,6 +110,8 @@ def describe(visible: str | None = None) -> dict[str, Any]:
         uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
         names = [_text(pynvml.nvmlDeviceGetName(handles[i])) for i in _selected(len(handles), uuids, visible)]
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    except Interrupted:
+        raise
     except Exception as exc:  # a driver that answers init but not the queries
         return {"gpu": f"unknown (NVML: {exc})", "gpu_count": 0, "driver": ""}
     finally:
@@ -119,10 +127,14 @@ def _query(ask: Callable[[Any], _T]) -> _T | None:
         import pynvml  # nvidia-ml-py
 
         pynvml.nvmlInit()
+    except Interrupted:
+        raise
     except Exception:  # no driver, no library
         return None
     try:
         return ask(pynvml)
+    except Interrupted:
+        raise
     except Exception:  # a driver that answers init but not the query
         return None
     finally:

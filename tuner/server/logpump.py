@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from tuner.errors import Interrupted
 from tuner.redaction import scrub
 
 __all__ = ["LINE_CAP_BYTES", "LogPump", "file_bound", "line_cap"]
@@ -120,6 +121,8 @@ class LogPump:
         for watcher in list(self._watchers):
             try:
                 watcher(text)
+            except Interrupted:
+                raise
             except Exception:  # a faulty watcher must not stop the log
                 self._watchers.remove(watcher)
 

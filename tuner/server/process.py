@@ -23,7 +23,7 @@ from types import TracebackType
 
 import psutil
 
-from tuner.errors import TrialFailed
+from tuner.errors import Interrupted, TrialFailed
 from tuner.inputs import ServerConfig
 from tuner.launchers import launcher_of
 from tuner.nccl import DEBUG_FILE_VAR, LoadedLibrary, find_debug_files, is_tuning_variable, line_pid
@@ -113,6 +113,8 @@ class ServerProcess:
                  tb: TracebackType | None) -> None:
         try:
             self.teardown()
+        except Interrupted:
+            raise
         except Exception as err:  # leaving the block must never raise
             self.teardown_report = TeardownReport(error=f"teardown failed: {err!r}")
 

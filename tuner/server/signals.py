@@ -10,6 +10,11 @@ A signal that arrives while Python runs a finalizer (a weakref callback, a ``__d
 raised in a finalizer (it reports it to ``sys.unraisablehook`` and goes on): the runner would
 never stop. The guard's hook sees such an Interrupted and delivers the signal again a moment
 later, from outside the finalizer.
+
+Code that catches every Exception would swallow it too. nccl-tune's own broad handlers let it
+pass (:func:`tuner.errors.tolerated`, held by a test); for a library's, the guard remembers each
+signal it raised, and :meth:`SignalGuard.check`, called at every phase of a launch and before the
+next one, raises it again: an Interrupted that reached its handler has already left those places.
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ class SignalGuard:
         self._old: dict[int, Any] = {}
         self._holding = 0
         self._pending = 0
+        self._raised = 0  # the last signal raised as Interrupted while the guard is entered
         self._old_hook: Any = None
 
     def __enter__(self) -> SignalGuard:
+        self._raised = 0
         for sig in HANDLED:
             current = signal.getsignal(sig)
             if sig == signal.SIGHUP and current == signal.SIG_IGN:
@@ -72,7 +79,15 @@ class SignalGuard:
         if self._holding:
             self._pending = self._pending or signum
             return
+        self._raised = signum
         raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Raise Interrupted again for a signal already raised while the guard is entered: it was
+        swallowed on its way (a handler catching every Exception), since the places that call this
+        (a launch's phases, the next launch) are never on an Interrupted's way out."""
+        if self._raised and self._old and not self._holding:
+            raise Interrupted(self._raised)
 
     def teardown_window(self) -> TeardownWindow:
         """Hold signals from the exit of one context manager to the exit of another:
@@ -93,6 +108,7 @@ class SignalGuard:
         self._holding -= 1
         if not self._holding and self._pending:
             signum, self._pending = self._pending, 0
+            self._raised = signum
             raise Interrupted(signum)
 
 

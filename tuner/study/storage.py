@@ -52,7 +52,6 @@ running in the report, not retried).
 
 from __future__ import annotations
 
-import contextlib
 import random
 import re
 import threading
@@ -73,7 +72,7 @@ from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from tuner.errors import InputError, NewerFormat, StorageUnreadable
+from tuner.errors import InputError, NewerFormat, StorageUnreadable, tolerated
 from tuner.record import (
     DEFAULT_ATTRS,
     FORMAT_VERSION,
@@ -609,7 +608,7 @@ class StudyStore:
 
         def beat() -> None:
             while not stop.wait(interval):
-                with contextlib.suppress(Exception):  # a missed beat must not kill a measurement
+                with tolerated():  # a missed beat must not kill a measurement
                     storage.record_heartbeat(trial_id)
 
         storage.record_heartbeat(trial_id)

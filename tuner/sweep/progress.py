@@ -9,7 +9,6 @@ measured so far. Nothing secret is ever passed here.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
+from tuner.errors import tolerated
 from tuner.planning import DecodeContext, clock_time
 from tuner.record import Kind, TrialRecord
 
@@ -80,7 +80,7 @@ class Progress:
             self.phase(index, title, phase, detail)
             if phase != last[0]:  # one storage write per phase change
                 last[0] = phase
-                with contextlib.suppress(Exception):  # a missed write must not stop a measurement
+                with tolerated():  # a missed write must not stop a measurement (a signal must)
                     store({"phase": phase, "detail": detail, "since": time.time(), **night})
 
         return on_phase

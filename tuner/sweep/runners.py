@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import optuna
 
+from tuner.errors import Interrupted
 from tuner.planning import counts_in_budget, split_params
 from tuner.record import Kind, Status, TrialRecord
 from tuner.server import ServerIdentity, kill_leftover
@@ -56,6 +57,8 @@ class Runners:
         finally:
             try:  # no runner ends while a dead runner's server of its study runs on its host
                 self.reap()
+            except Interrupted:
+                raise
             except Exception as exc:  # the storage may be what failed: never hide the first error
                 self.log(f"could not look for servers dead runners left: {exc}")
             self.runner_file.release()

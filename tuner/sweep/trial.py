@@ -356,6 +356,8 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     """One launch to its teardown; fills the record. Raises MachineFault (a machine-suspect
     failure, :func:`tuner.server.failure.crash_failure`) for the caller to retry, PortBusy, ForeignListener, Interrupted (after the teardown)."""
     server_cfg = ctx.cfg.server
+    ctx.signals.check()  # a signal a library swallowed during the last launch stops the night here
+    on_phase = _checked(ctx, on_phase)
     on_phase("launching", "")
     ctx.machine.before_launch(ctx.log, record.trial)
     wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
@@ -411,6 +413,17 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             record.teardown_s = report.duration_s
             # this launch's teardown only: a retried launch's clean teardown clears the first one's
             record.teardown_problem = "" if report.clean else _teardown_problem(report, server_cfg.port)
+
+
+def _checked(ctx: TrialContext, on_phase: PhaseCallback) -> PhaseCallback:
+    """``on_phase`` after :meth:`tuner.server.SignalGuard.check`: a signal swallowed since the last
+    phase (a library's handler caught its Interrupted) is raised again at the next one."""
+
+    def phase(name: str, detail: str) -> None:
+        ctx.signals.check()
+        on_phase(name, detail)
+
+    return phase
 
 
 def _library(record: TrialRecord, server: ServerProcess) -> None:
