@@ -280,7 +280,7 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
     j = _judgement(records)
     df = trials_frame(records, min_effect=stats.DEFAULT_MIN_EFFECT, metric=METRIC, judgement=j)
     paragraph = verdict_paragraph(df, StudyInfo(metric=METRIC), judgement=j)
-    use = confirmed_row(df)
+    use = confirmed_row(df, j)
     use_env = dict(use["env"]) if use is not None else None
     null = [s for s in j.sets.values() if s.env != true_env]
     false = sum(1 for s in null if s.comparison is not None

@@ -6,11 +6,22 @@ registry, the outputs and the exit status."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import CLI, Help, figures_argument, hold_gpus, positive, study_name, study_name_from
+from tuner.cli.common import (
+    CLI,
+    Help,
+    figures_argument,
+    hold_gpus,
+    positive,
+    result_files,
+    study_name,
+    study_name_from,
+)
 from tuner.errors import ExitCode, InputError
 
 __all__ = ["add_parser", "run"]
@@ -43,6 +54,10 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--allow-unknown", action="store_true",
                    help="let through an NCCL_* variable nccl-tune's record does not hold (one of an NCCL newer than "
                         "2.30.7), with a note; without it such a name is refused as a likely typo")
+    c.add_argument("--json", action="store_true",
+                   help="print the answer as one JSON object on stdout (holds true/false/null and why, the set's "
+                        "ratio and interval, whether the --against study confirmed it, the report's files); exit "
+                        "status as without it")
     figures_argument(c)
 
 
@@ -104,18 +119,48 @@ def run(args: argparse.Namespace) -> int:
     records = store.records(relaunched_only=False)
     noise_from = f"the stored noise of study {against.name}" if against else PRIOR_WORDS
     verdict = judge_check(records, checked, metric=metric, noise=against.noise if against else None,
-                          noise_from=noise_from, info=store.info())
-    store.update_info(stop_reason=f"nccl-tune check: {verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
-    report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT,
-                         figures=not args.no_figures)
+                          noise_from=noise_from, info=store.info(), against=against)
+    store.update_info(stop_reason=f"{report.CHECK_PREFIX}{verdict.reason}", min_effect=DEFAULT_MIN_EFFECT)
+    night, _ = report.write_outputs(records, store.info(), study, opts.study_dir, min_effect=DEFAULT_MIN_EFFECT,
+                                    figures=not args.no_figures)
     changed = report.library_change(against.records, records, (against.name, study)) if against else None
-    if changed:
-        print(f"check: {changed}")
-    if verdict.holds:
-        print(f"check: the set {verdict.reason}")
-    print(f"results: {opts.study_dir}/trials.csv, report.md, report.html (nccl-tune report --study {study})")
+    if args.json:
+        print(json.dumps(_answer(verdict, checked, against, changed, night.to_json(
+            result_files(opts.study_dir, figures=not args.no_figures))), indent=1))
+    else:
+        if changed:
+            print(f"check: {changed}")
+        if verdict.holds:
+            print(f"check: the set {verdict.reason}")
+        print(f"results: {opts.study_dir}/trials.csv, report.md, report.html (nccl-tune report --study {study})")
     if verdict.holds is None:
         raise NotJudged(verdict.reason)
     if not verdict.holds:
         raise NoLongerHolds(verdict.reason)
     return ExitCode.OK
+
+
+def _answer(verdict: Any, checked: Any, against: Any, changed: str | None, night: dict[str, Any]) -> dict[str, Any]:
+    """``check --json``'s object: the decision (``kind`` holds, no-longer-holds or not-judged, and
+    its line), the set recommended (the one checked when it holds, else null), ``holds`` (true,
+    false, null: cannot be judged) and ``reason``,
+    the set, its ratio to the baseline on the check's launches with the one-sided lower bound,
+    the ``--against`` study and whether it confirmed the set, the library change, and the
+    check study's report (:meth:`tuner.report.model.NightReport.to_json`: its files, its sets)."""
+    from tuner.sweep import never_confirmed
+
+    c = verdict.comparison
+    def num(v: float | None) -> float | None:
+        return v if v is not None and math.isfinite(v) else None
+    unconfirmed = never_confirmed(against, checked)
+    the_set = {"name": checked.name, "env": dict(checked.env), "flags": list(checked.flags), "source": checked.source}
+    kind = {True: "holds", False: "no-longer-holds", None: "not-judged"}[verdict.holds]
+    return {"decision": {"kind": kind, "line": verdict.reason.split(": ", 1)[0] + ": " + checked.words()},
+            "holds": verdict.holds, "reason": verdict.reason, "recommended": the_set if verdict.holds else None,
+            "set": the_set,
+            "ratio": num(c.ratio) if c else None, "low": num(c.ci_low) if c else None,
+            "gain_pct": num(c.gain_pct) if c else None,
+            "against": ({"study": against.name, "confirmed": not unconfirmed, "said": unconfirmed or None}
+                        if against else None),
+            "library_change": changed or None, "study": night["study"], "files": night["files"],
+            "sets": night["sets"]}

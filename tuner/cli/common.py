@@ -26,6 +26,7 @@ __all__ = [
     "nonneg_int",
     "positive",
     "request_arguments",
+    "result_files",
     "server_arguments",
     "study_name",
     "study_name_from",
@@ -122,6 +123,18 @@ def request_arguments(p: argparse.ArgumentParser, stall_help: str) -> None:
     p.add_argument("--endpoint", choices=("chat", "completions"), default="chat",
                    help="chat completions, or completions for a base model without a chat template")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def result_files(study_dir: Path, *, figures: bool = True) -> dict[str, str]:
+    """The report's files in ``study_dir`` by name (``trials_csv``, ``report_md``,
+    ``report_html``, ``judgement_json``, then each figure's PNG by its stem when ``figures``),
+    those that exist: the ``files`` of ``sweep --json`` and ``check --json``."""
+    named = {"trials_csv": "trials.csv", "report_md": "report.md", "report_html": "report.html",
+             "judgement_json": "judgement.json"}
+    out = {key: str(study_dir / name) for key, name in named.items() if (study_dir / name).is_file()}
+    if figures:
+        out.update({p.stem: str(p) for p in sorted(study_dir.glob("*.png"))})
+    return out
 
 
 def figures_argument(p: argparse.ArgumentParser, *, later: bool = True) -> None:

@@ -5,6 +5,7 @@ what it records there: :func:`tuner.study.begin_run`), or with ``--dry-run`` its
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from datetime import datetime
@@ -20,6 +21,7 @@ from tuner.cli.common import (
     hold_gpus,
     nonneg_int,
     positive,
+    result_files,
     study_name,
     study_name_from,
     until,
@@ -73,6 +75,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--force", action="store_true",
                    help="relaunch tuned sets even when a check says it cannot help (NCCL not on the decode path, "
                         "the screen's bound below the noise)")
+    s.add_argument("--json", action="store_true",
+                   help="print the answer as one JSON object on stdout (the decision, the recommended set or null, "
+                        "each set's ratio and interval, the gates, the report's files); progress stays on stderr")
     figures_argument(s)
 
 
@@ -133,9 +138,12 @@ def run(args: argparse.Namespace) -> int:
 
     df, verdict = report.write_outputs(records, store.info(), name, opts.study_dir, min_effect=begun.min_effect,
                                        figures=not args.no_figures)
-    report.print_results(df, verdict, store.info())
-    figures = "" if args.no_figures else ", trials_vs_baseline.png"
-    print(f"\nresults: {opts.study_dir}/trials.csv{figures}, report.md, report.html")
+    if args.json:
+        print(json.dumps(df.to_json(result_files(opts.study_dir, figures=not args.no_figures)), indent=1))
+    else:
+        report.print_results(df, verdict, store.info())
+        figures = "" if args.no_figures else ", trials_vs_baseline.png"
+        print(f"\nresults: {opts.study_dir}/trials.csv{figures}, report.md, report.html")
     if error is not None:
         raise error
     return ExitCode.OK

@@ -79,6 +79,8 @@ class StudyInfo:
     of the last sweep; 1, the single-stream probe, for a study stored before format version 4).
     ``trials``: the relaunch budget of the last sweep (``--trials`` or ``sweep.trials``, every
     relaunch counted), written when it starts; None for a study stored before format version 6.
+    ``config_path``: the experiment file the last sweep was given, as typed (for the ``nccl-tune
+    check`` a not-decided night proposes); ``""``: not known, or stored before this field.
     A sweep also empties ``stop_reason`` when it starts, so a study whose runners are all gone
     and whose ``stop_reason`` is empty was stopped without an end mark (killed, a crash).
     """
@@ -113,6 +115,7 @@ class StudyInfo:
     triage: dict[str, Any] = field(default_factory=dict)
     judge_concurrency: int = 1
     trials: int | None = None
+    config_path: str = ""
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

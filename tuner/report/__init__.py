@@ -20,6 +20,7 @@ files. The other views of stored nights (``status``, ``studies``, ``compare``) r
 from typing import TYPE_CHECKING
 
 from tuner.report.compare import DISAGREE, agreement, compare_nights, library_change, print_comparison
+from tuner.report.decision import CHECK_PREFIX
 from tuner.report.frame import (
     combine_frames,
     env_text,
@@ -40,6 +41,7 @@ from tuner.report.studies import print_studies
 from tuner.report.text import confirmed_row, export_lines, print_results, verdict_paragraph
 
 __all__ = [
+    "CHECK_PREFIX",
     "DISAGREE",
     "STORY_FILE",
     "agreement",

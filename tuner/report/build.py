@@ -17,7 +17,10 @@ A new section of the report: a function that words it as a :class:`tuner.report.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+
+import pandas as pd
 
 from tuner.judging import (
     DEFAULT_MIN_EFFECT,
@@ -29,6 +32,7 @@ from tuner.judging import (
     measured_levels,
 )
 from tuner.record import StudyInfo, TrialRecord
+from tuner.report.decision import decide, scope_lines
 from tuner.report.frame import combine_frames, skipped_frame, trials_frame
 from tuner.report.model import Block, Figure, NightReport, Part, table_block
 from tuner.report.proof import proof_section
@@ -81,8 +85,13 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
         single = levels.judgements[SINGLE_STREAM]
         df = trials_frame(group, min_effect=min_effect, metric=info.metric, judgement=single)
         story = story_of(single, headline=headline)  # the best set: the headline level's
-        verdict = verdict_paragraph(df, info, min_effect=min_effect, judgement=headline, levels=levels)
-        use = confirmed_row(df, headline if levels.judged_level != SINGLE_STREAM else None)
+        paragraph = verdict_paragraph(df, info, min_effect=min_effect, judgement=headline, levels=levels)
+        decision = decide(headline, info, records=group, min_effect=min_effect, study=study_name)
+        decision = replace(decision, reasons=decision.reasons + scope_lines(
+            decision, group, levels=levels, metric_words=info.metric.described))
+        use = confirmed_row(df, headline)  # the judgement's winner, never a row's place
+        said = pd.Series({"env": dict(decision.env), "flags": list(decision.flags)}) if decision.recommends else None
+        verdict = f"{decision.line}.\n{' '.join(decision.reasons)}\n\n{paragraph}".replace("\n\n\n", "\n\n")
         folder = f"host-type-{k}" if several else ""
         svgs: dict[str, str] = {}
         draw = figures and not df.empty
@@ -100,9 +109,10 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
         level_effect = _stored_min_effect(info) if several else min_effect
         title = f"Host type {k}: `{host_type or 'not recorded'}`" if several else ""
         parts.append(Part(
-            host_type=host_type, title=title, folder=folder, trials=df, story=story,
+            host_type=host_type, title=title, folder=folder, trials=df, story=story, decision=decision,
+            details=paragraph,
             verdict=f"Host type {k} ({host_type or 'not recorded'}): {verdict}" if several else verdict,
-            use=tuple(use_lines(use, info)), table=table_block(summary_table(df, story)), figures=drawn,
+            use=tuple(use_lines(said, info)), table=table_block(summary_table(df, story)), figures=drawn,
             levels=levels_section(levels, min_effect=level_effect), screen=screen))
     trials = combine_frames([p.trials for p in parts])
     skipped = skipped_frame(records)

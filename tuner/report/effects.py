@@ -153,7 +153,14 @@ def plot_variable_effect(ax: Axes, df: pd.DataFrame, story: Story, name: str, *,
     ax.set_xticks(range(len(values)), tick_labels, fontsize=7)
     ax.set_xlim(-0.6, max(len(values), 1) - 0.4)
     short = short_name(name)
-    ax.set_title(name if short == name else f"{name} ({short})", fontsize=9)
+    title = name if short == name else f"{name} ({short})"
+    sets = {p.key for p in points}
+    if len(sets) == 1 and not failed:  # one set: a point, not this variable's effect
+        p = points[0]
+        mixed = f", with {len(p.others)} other change{'s' if len(p.others) > 1 else ''}: not its effect alone" \
+            if p.others else ""
+        title += f"\none set only (t{p.trial}{mixed})"
+    ax.set_title(title, fontsize=9)
     ax.set_ylabel("gain vs the baseline (%)")
     ax.grid(alpha=0.3)
     return EffectPanel(name, tuple(values), tuple(points), failed)

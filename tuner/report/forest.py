@@ -143,7 +143,11 @@ def _measured_detail(r: pd.Series, min_effect: float | None) -> str:
         return f"{tok}  the only baseline launch"
     if r["kind"] == Kind.BASELINE:
         return f"{tok}  {_pct(r['vs_baseline'])} {ci}  vs the other baseline launches"
-    return f"{tok}  {_pct(r['vs_baseline'])} {ci}  {verdict_words(r['verdict'], min_effect)}"
+    words = verdict_words(r["verdict"], min_effect)
+    note = str(r.get("verdict_note") or "")
+    if r["verdict"] == Verdict.FAILED_CONFIRMATION and note:  # why, or a bar above the noise reads as a contradiction
+        words += ": " + note.removeprefix("not confirmed: ").replace("on the new launches", "on its fresh launches")
+    return f"{tok}  {_pct(r['vs_baseline'])} {ci}  {words}"
 
 
 def _mark(story: Story) -> str:

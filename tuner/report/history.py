@@ -129,6 +129,18 @@ def _best_steps(d: pd.DataFrame, hours: list[float], story_order: dict[str, tupl
     return xs, ys, best_key
 
 
+def _best_words(story: Story, best_key: str | None, what: str, gain: float) -> str:
+    """The title's line on the set the step line ends at, as the decision has it: "use it" only
+    for a set whose gain held on fresh launches; else it "looked best", not confirmed."""
+    if best_key is None:
+        return "no set above the baseline at the end"
+    if best_key == story.best and story.confirmed:
+        return f"confirmed, use it: {what}, {gain:+.1f} %"
+    why = ("its confirmation failed" if best_key == story.best and story.confirmed is False
+           else "not confirmed yet" if best_key == story.best else "not confirmed")
+    return f"looked best at the end: {what}, {gain:+.1f} % ({why})"
+
+
 def plot_history(ax: Axes, df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> HistoryPlot:
     """The night against the clock (module docstring) into ``ax``: each tuned relaunch's gain
     coloured by its verdict (its trial number beside it, up to 40 relaunches), the best set so far
@@ -157,8 +169,7 @@ def plot_history(ax: Axes, df: pd.DataFrame, story: Story, *, min_effect: float 
         (step,) = ax.step(best_x, best_y, where="post", color=BEST_COLOR, lw=2.4, alpha=0.85, zorder=3,
                           label="best so far (the judgement's order:\nthe set the verdict names first)")
         handles.append(step)
-        sure = " (use it)" if best_key is not None and best_key == story.best and story.confirmed else ""
-        best_line = f"\nbest at the end: {what}, {best_y[-1]:+.1f} %{sure}"
+        best_line = "\n" + _best_words(story, best_key, what, best_y[-1])
     for verdict in VERDICT_STYLE:  # legend order: from faster to slower
         sel = tuned & (d["verdict"] == verdict).to_numpy()
         if sel.any():

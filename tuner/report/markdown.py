@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.report.model import FIGURE_SECTIONS, Block, NightReport, Part, Section
+from tuner.report.model import FIGURE_SECTIONS, Block, NightReport, Part, Section, decision_blocks
 
 __all__ = ["block_lines", "report_markdown", "section_lines", "table_markdown"]
 
@@ -79,11 +79,11 @@ def report_markdown(night: NightReport) -> str:
         return "\n".join([*lines, "No trial recorded yet.", ""])
     lines += ["## Verdict", ""]
     if night.several:
-        lines += [night.intro, "", *block_lines(Block("list", items=tuple(p.verdict for p in night.parts)))]
+        lines += [night.intro, "", *block_lines(Block("list", items=tuple(" ".join(p.verdict.split()) for p in night.parts)))]
         for part in night.parts:
             lines += [f"## {part.title}", "", *_body(night, part, 3)]
     else:
-        lines += [night.verdict, "", *_body(night, night.parts[0], 2)]
+        lines += [*_blocks(decision_blocks(night.parts[0])), *_body(night, night.parts[0], 2)]
     for section in (night.proof, night.not_measured, night.failed):
         lines += section_lines(section)
     return "\n".join(lines + _blocks(night.closing))

@@ -15,16 +15,18 @@ renderers read this value and nothing else: :func:`tuner.report.markdown.report_
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import pandas as pd
 
-from tuner.report.frame import env_text
+from tuner.record import StudyInfo
+from tuner.report.decision import Decision, decide
+from tuner.report.frame import env_text, set_text
 from tuner.report.story import Story
 
-__all__ = ["FIGURE_SECTIONS", "Block", "Figure", "NightReport", "Part", "Section", "table_block"]
+__all__ = ["FIGURE_SECTIONS", "Block", "Figure", "NightReport", "Part", "Section", "decision_blocks", "table_block"]
 
 #: The report's section of each figure, in report order: file stem -> (heading, alt text).
 FIGURE_SECTIONS: dict[str, tuple[str, str]] = {
@@ -87,9 +89,10 @@ class Part:
     ``host_type`` (``""``: not recorded) and ``title`` (its heading, ``Host type 1: `...```;
     empty for a study of one type); ``folder``: where its figures are, relative to report.md;
     ``trials``: its relaunches as a :func:`tuner.report.frame.trials_frame`; ``story``: the
-    judgement its rows were judged by; ``verdict``: its verdict paragraph (led by its host
-    type when there are several); ``use``: the ready-to-paste lines of the set whose gain held
-    (empty when none did); ``table``: the trials in the judgement's order; ``figures``: in
+    judgement its rows were judged by; ``verdict``: its verdict text (led by its host type when
+    there are several): the decision's line, its reasons, then ``details``, the longer verdict
+    paragraph; ``decision``: the :class:`tuner.report.decision.Decision` every view shows first;
+    ``use``: the ready-to-paste lines of the set the decision recommends (empty when none); ``table``: the trials in the judgement's order; ``figures``: in
     report order; ``levels``: the per-concurrency-level section; ``screen``: the screen's
     section (a study of one type only)."""
 
@@ -104,6 +107,8 @@ class Part:
     figures: tuple[Figure, ...] = ()
     levels: Section | None = None
     screen: Section | None = None
+    decision: Decision = field(default_factory=lambda: decide(None, StudyInfo()))
+    details: str = ""
 
     def figure(self, stem: str) -> Figure | None:
         """The figure of file stem ``stem``, or None when it was not drawn."""
@@ -143,6 +148,38 @@ class NightReport:
         """True before any relaunch was recorded."""
         return all(p.trials.empty for p in self.parts)
 
+    def to_json(self, files: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The answer of ``sweep --json`` and ``check --json``: the study, the decision (kind,
+        line, reasons, gates), the recommended set or null, each set's ratio to the baseline
+        with its 95 % interval and verdict, and ``files`` (name -> path of the report's files).
+        A study of several host types has one entry per type under ``host_types``, and the
+        first type's decision at the top (NaN as null)."""
+        parts = [_part_json(p) for p in self.parts]
+        first = parts[0] if parts else _part_json(None)
+        out = {"study": self.study, **{k: v for k, v in first.items() if k != "host_type"},
+               "files": dict(files or {})}
+        if self.several:
+            out["host_types"] = parts
+        return out
+
+
+def _num(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _part_json(part: Part | None) -> dict[str, Any]:
+    """One part's decision, recommended set and sets as :meth:`NightReport.to_json` writes them."""
+    d = part.decision if part is not None else decide(None, StudyInfo())
+    story = part.story if part is not None else None
+    sets = [{"key": x.key, "set": set_text(dict(x.env), list(x.flags)), "env": dict(x.env), "flags": list(x.flags),
+             "trials": list(x.trials), "ratio": _num(x.ratio), "low": _num(x.low), "high": _num(x.high),
+             "gain_pct": _num(x.gain_pct), "verdict": x.verdict.value} for x in (story.sets if story else ())]
+    said = d.to_json()
+    return {"host_type": part.host_type if part is not None else "",
+            "decision": {"kind": d.kind, "line": d.line, "reasons": list(d.reasons)},
+            "recommended": said["recommended"], "use": list(part.use) if part is not None else [],
+            "gates": said["gates"], "sets": sets}
+
 
 def _cell(v: object) -> str:
     """A table cell as the report shows it: floats to 3 decimals below 10, 1 above, NaN/None
@@ -161,3 +198,14 @@ def table_block(df: pd.DataFrame, columns: Sequence[str] | None = None) -> Block
     cols = list(columns if columns is not None else df.columns)
     return Block("table", header=tuple(map(str, cols)),
                  rows=tuple(tuple(_cell(v) for v in row) for row in df[cols].itertuples(index=False)))
+
+
+def decision_blocks(part: Part) -> tuple[Block, ...]:
+    """The verdict of one ``part`` as report.md and report.html show it: the decision's line in
+    bold, its reasons, then the longer paragraph (``details``); the verdict text as one
+    paragraph for a part built without them."""
+    if not part.details:
+        return (Block("paragraph", part.verdict),)
+    d = part.decision
+    reasons = (Block("paragraph", " ".join(d.reasons)),) if d.reasons else ()
+    return (Block("paragraph", f"**{d.line}.**"), *reasons, Block("paragraph", part.details))

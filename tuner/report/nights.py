@@ -29,6 +29,7 @@ from tuner.judging import (
     stats,
 )
 from tuner.record import Kind, StudyInfo, TrialRecord, Verdict
+from tuner.report.decision import Decision, decide
 from tuner.report.story import SetFigures, Story, story_of
 from tuner.screen import SUFFIX as SCREEN_SUFFIX
 from tuner.study import (
@@ -60,12 +61,15 @@ _CLI = "(command line)"  # as tuner.cli names the command line in an error
 class HostJudgement:
     """One host type of a study, judged as the report judges it: ``host_type`` (``""`` when its
     records have none), ``judgement`` (the headline level's, "use it" rests on it), ``story``
-    (the single stream's numbers with the headline's best set), ``records`` (its relaunches)."""
+    (the single stream's numbers with the headline's best set), ``records`` (its relaunches),
+    ``decision``: what the report says first (:func:`tuner.report.decision.decide`), the line
+    every view shows."""
 
     host_type: str
     judgement: Judgement
     story: Story
     records: tuple[TrialRecord, ...]
+    decision: Decision = field(default_factory=lambda: decide(None, StudyInfo()))
 
     def best(self) -> SetFigures | None:
         """The set the verdict names, else the first in the judgement's order; None without one."""
@@ -98,9 +102,10 @@ class Night:
         return [r for r in self.records if r.kind.relaunched]
 
 
-def judge_night(records: Sequence[TrialRecord], info: StudyInfo) -> list[HostJudgement]:
+def judge_night(records: Sequence[TrialRecord], info: StudyInfo, study: str = "") -> list[HostJudgement]:
     """``records`` judged per host type as :func:`tuner.report.outputs.write_outputs` judges them
-    (the module docstring); one entry, with no set, for a study without a relaunch."""
+    (the module docstring), each with its decision; one entry, with no set, for a study without
+    a relaunch. ``study``: its name (for the check a not-decided night proposes)."""
     min_effect = info.min_effect if info.min_effect is not None else stats.DEFAULT_MIN_EFFECT
     relaunches = [r for r in records if r.kind.relaunched]
     out = []
@@ -110,7 +115,9 @@ def judge_night(records: Sequence[TrialRecord], info: StudyInfo) -> list[HostJud
         levels = judge_levels(group, metric=info.metric, min_effect=min_effect, judged_level=level,
                               cannot_act=cannot_act_on(info, group))
         single = levels.judgements[SINGLE_STREAM]
-        out.append(HostJudgement(host_type, levels.headline, story_of(single, headline=levels.headline), tuple(group)))
+        decision = decide(levels.headline, info, records=group, min_effect=min_effect, study=study)
+        out.append(HostJudgement(host_type, levels.headline, story_of(single, headline=levels.headline), tuple(group),
+                                 decision))
     return out
 
 
@@ -200,7 +207,7 @@ def _night(name: str, url: str, study_dir: Path, store: StudyStore) -> Night:
     info = store.info()
     records = store.records(relaunched_only=False)
     state = study_state(store, study_dir, records=records)
-    return Night(name, hide_password(url), study_dir, store, info, records, state, judge_night(records, info))
+    return Night(name, hide_password(url), study_dir, store, info, records, state, judge_night(records, info, name))
 
 
 def find_nights(storage: str | None, results: Path) -> list[Night]:

@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from tuner.judging import gain_pct
 from tuner.report.frame import env_text
-from tuner.report.model import FIGURE_SECTIONS, Block, NightReport, Part, Section
+from tuner.report.model import FIGURE_SECTIONS, Block, NightReport, Part, Section, decision_blocks
 from tuner.report.style import verdict_words
 from tuner.report.svg import inline_svg
 
@@ -71,18 +71,21 @@ def _pct(ratio: float) -> str:
 
 
 def _facts(part: Part) -> list[Fact]:
-    """The summary of ``part``: the baseline's level, the relaunches, the best set with its
-    ratio, interval and verdict, and whether it held; every number its story's."""
+    """The summary of ``part``: the decision's line first, the baseline's level, the
+    relaunches, the best set (the recommended one, or the one that looked best) with its ratio,
+    interval and verdict, and whether it held; every number its story's."""
     if part.trials.empty:
         return []
     story = part.story
-    facts = [Fact("relaunches", str(len(part.trials)))]
+    facts = [Fact("decision", part.decision.line)]
     if math.isfinite(story.baseline_level):
-        facts.insert(0, Fact("baseline", f"{story.baseline_level:.1f} {story.metric.described}"))
+        facts.append(Fact("baseline", f"{story.baseline_level:.1f} {story.metric.described}"))
+    facts.append(Fact("relaunches", str(len(part.trials))))
     best = story.find(story.best) if story.best else None
     if best is not None:
         ci = f" (95 % CI {_pct(best.low)}..{_pct(best.high)})" if math.isfinite(best.low) else ""
-        facts.append(Fact("best set", env_text(dict(best.env)) + (" " + " ".join(best.flags) if best.flags else "")))
+        label = "recommended set" if part.decision.recommends else "looked best"
+        facts.append(Fact(label, env_text(dict(best.env)) + (" " + " ".join(best.flags) if best.flags else "")))
         facts.append(Fact("its change", (_pct(best.ratio) if math.isfinite(best.ratio) else "?") + ci))
         facts.append(Fact("its verdict", verdict_words(best.verdict, story.min_effect)))
         held = {True: "held on fresh launches: use it", False: "did not hold on fresh launches",
@@ -130,7 +133,10 @@ def page_sections(night: NightReport) -> tuple[list[PageSection], dict[str, Mark
     several = night.several
     verdict: list[Block] = []
     for part in night.parts:
-        verdict.append(Block("paragraph", part.verdict))
+        if several:
+            verdict.append(Block("paragraph", part.verdict))
+        else:
+            verdict += decision_blocks(part)
         if part.use:
             verdict += [Block("heading", f"Use it{' (' + part.title + ')' if several else ''}", level=3),
                         Block("code", "\n".join(part.use))]

@@ -1,12 +1,13 @@
 """``nccl-tune status``: a night as its storage has it now, from any host: its state, the trial
-in flight and its phase, the expected end, the best set so far with its interval.
+in flight and its phase, the expected end, the decision so far (the report's first line).
 
 The phase is what the runner stored in the running trial (:data:`tuner.study.PHASE_ATTR`, one
 write per phase change: launching, loading, check, warmup, probing, concurrency, teardown), with
 the night's count and the expected end its clock had when the relaunch began
 (:attr:`tuner.planning.NightClock.end_at`, corrected by the runner before each relaunch). The
-best so far is the report's judgement of the relaunches finished until now
-(:func:`tuner.report.nights.judge_night`).
+decision so far is the report's judgement of the relaunches finished until now
+(:func:`tuner.report.nights.judge_night`, its :class:`tuner.report.decision.Decision`): a
+gain is shown only as the decision words it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class InFlight:
 @dataclass
 class NightStatus:
     """What ``nccl-tune status`` shows of one study (see the module docstring); ``best``: the
-    best set so far per host type, ``(host type, set text, ratio, low, high, verdict words)``."""
+    best set so far per host type, ``(host type, set text, ratio, low, high, verdict words)``;
+    ``decisions``: per host type, ``(host type, the decision's JSON)``: what the table shows."""
 
     study: str
     storage: str
@@ -68,6 +70,7 @@ class NightStatus:
     in_flight: list[InFlight] = field(default_factory=list)
     best: list[tuple[str, str, float, float, float, str]] = field(default_factory=list)
     stop_reason: str = ""
+    decisions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (NaN as null)."""
@@ -77,7 +80,8 @@ class NightStatus:
                 "relaunches_done": self.done, "relaunches_planned": self.planned, "stop_reason": self.stop_reason,
                 "in_flight": [vars(f) for f in self.in_flight],
                 "best": [{"host_type": h, "set": s, "ratio": num(r), "low": num(lo), "high": num(hi), "verdict": v}
-                         for h, s, r, lo, hi, v in self.best]}
+                         for h, s, r, lo, hi, v in self.best],
+                "decision": [{"host_type": h, **d} for h, d in self.decisions]}
 
 
 def _label(rec: TrialRecord) -> str:
@@ -105,7 +109,7 @@ def night_status(night: Night) -> NightStatus:
                          b.ratio, b.low, b.high, best_words(hj, night.min_effect)))
     return NightStatus(night.name, night.storage, night.state.state.value, night.state.why,
                        sum(1 for r in night.records if counts_in_budget(r)), night.info.trials, flights, best,
-                       night.info.stop_reason)
+                       night.info.stop_reason, [(hj.host_type, hj.decision.to_json()) for hj in night.judged])
 
 
 def pick_running(nights: Sequence[Night], where: str) -> Night:
@@ -148,10 +152,8 @@ def status_rows(status: NightStatus, now: float | None = None) -> list[tuple[str
                                            if f.heartbeat_age_s is not None else "")))
     if status.stop_reason and status.state != NightState.RUNNING.value:
         rows.append(("stopped", status.stop_reason))
-    for host, text, ratio, low, high, verdict in status.best or [("", "none yet", math.nan, math.nan, math.nan, "")]:
-        value = text if not math.isfinite(ratio) else (
-            f"{text}: {_pct(ratio)} % (95 % CI {_pct(low)}..{_pct(high)} %), {verdict}")
-        rows.append((f"best so far{' on ' + host if host and len(status.best) > 1 else ''}", value))
+    for host, decision in status.decisions:
+        rows.append((f"decision{' on ' + host if host and len(status.decisions) > 1 else ''}", decision["line"]))
     return rows
 
 

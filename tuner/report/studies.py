@@ -1,11 +1,14 @@
 """``nccl-tune studies``: the studies of a storage, one row each: name, host types, relaunches
-done and planned, the best set and its verdict, the night's state.
+done and planned, the night's decision (the report's first line), the night's state.
 
 Relaunches done are those the budget counts (:func:`tuner.planning.counts_in_budget`: every
 relaunch, in flight ones included, interrupted ones not); planned is the last sweep's budget
 (:attr:`tuner.record.StudyInfo.trials`, ``?`` for a study stored before format version 6). The
-best set and its verdict are the report's (:func:`tuner.report.nights.judge_night`), per host
-type; the state is :func:`tuner.study.study_state`'s.
+decision is the report's (:func:`tuner.report.nights.judge_night`, its
+:class:`tuner.report.decision.Decision`), per host type: a gain is shown only as the decision
+words it, never a best set's ratio headlined on a night that judged none; the state is
+:func:`tuner.study.study_state`'s. The JSON keeps the set the decision is about with its ratio
+and interval, beside the decision.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tuner.judging import gain_pct
 from tuner.plaintext import plain_table
 from tuner.planning import counts_in_budget
 from tuner.report.frame import set_text
@@ -28,24 +30,14 @@ from tuner.report.nights import Night, best_words
 __all__ = ["print_studies"]
 
 #: The listing's columns, in order.
-STUDIES_COLUMNS = ("study", "state", "relaunches", "host type", "best set", "gain", "verdict")
-
-
-def _pct(ratio: float) -> str:
-    return f"{gain_pct(ratio):+.1f} %" if math.isfinite(ratio) else "-"
-
-
-def _ci(low: float, high: float) -> str:
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return ""
-    return f" ({gain_pct(low):+.1f}..{gain_pct(high):+.1f})"
+STUDIES_COLUMNS = ("study", "state", "relaunches", "host type", "decision")
 
 
 class StudyRow:
     """One study of the listing: ``name``, ``storage``, ``state`` and ``why`` (what it rests on),
     ``done`` (relaunches the budget counts), ``planned`` (the budget, None when not stored),
     ``hosts``: per host type ``(host type, best set's env text or "", gain text with its 95 %
-    interval, verdict words)``, ``metric``, ``stop_reason``."""
+    interval, verdict words, and the decision's JSON)``, ``metric``, ``stop_reason``."""
 
     def __init__(self, night: Night) -> None:
         self.name = night.name
@@ -66,7 +58,8 @@ class StudyRow:
                 "low": best.low if best is not None and math.isfinite(best.low) else None,
                 "high": best.high if best is not None and math.isfinite(best.high) else None,
                 "verdict": best_words(hj, night.min_effect),
-                "confirmed": hj.story.confirmed if best is not None and hj.story.best == best.key else None})
+                "confirmed": hj.story.confirmed if best is not None and hj.story.best == best.key else None,
+                "decision": hj.decision.to_json()})
 
     @property
     def relaunches(self) -> str:
@@ -89,16 +82,13 @@ def studies_table(rows: Sequence[StudyRow]) -> Table:
     """The listing as a rich table (:data:`STUDIES_COLUMNS`), one line per host type of a study."""
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     for col in STUDIES_COLUMNS:
-        table.add_column(col, justify="right" if col in ("relaunches", "gain") else "left", overflow="fold")
+        table.add_column(col, justify="right" if col == "relaunches" else "left", overflow="fold")
     for row in rows:
         for k, h in enumerate(row.hosts or [{}]):
             first = k == 0
-            gain = (_pct(h["ratio"]) + _ci(h["low"] or math.nan, h["high"] or math.nan)) if h.get("ratio") else "-"
-            best = (h.get("set") or "") + (" " + " ".join(h["flags"]) if h.get("flags") else "")
             table.add_row(*(Text(c) for c in (
                 row.name if first else "", row.state if first else "", row.relaunches if first else "",
-                h.get("host_type") or "-", f"{best} (trial {h['trial']})" if best else "-", gain,
-                h.get("verdict", "-"))))
+                h.get("host_type") or "-", h["decision"]["line"] if h.get("decision") else "-")))
     return table
 
 

@@ -150,18 +150,17 @@ def _named(sets: list[SetJudgement], j: Judgement) -> str:
                      f"{_pct(s.comparison)})" for s in sets if s.comparison is not None)
 
 
-def confirmed_row(df: pd.DataFrame, headline: Judgement | None = None) -> pd.Series | None:
-    """The confirmation relaunch whose gain held (the set to use), or None. ``headline``: the
-    judgement "use it" rests on when it is another concurrency level's than ``df``'s single
-    stream (``probe.judge_concurrency``): then the last confirmation row of its winner when it
-    held there, None when it did not."""
-    if headline is not None:
-        key = headline.winner if headline.confirmed else None
-        rows = df[(df["kind"] == Kind.CONFIRM)
-                  & pd.Series([set_key(e, f) == key for e, f in zip(df["env"], df["flags"], strict=True)],
-                              index=df.index, dtype=bool)]
-    else:
-        rows = df[(df["kind"] == Kind.CONFIRM) & (df["verdict"] == Verdict.FASTER)]
+def confirmed_row(df: pd.DataFrame, judgement: Judgement | None) -> pd.Series | None:
+    """The last confirmation relaunch of the set the verdict recommends, or None: the
+    ``judgement``'s winner when its gain held on fresh launches (:attr:`Judgement.confirmed`),
+    at the level "use it" rests on (``probe.judge_concurrency``). Never a row picked by its
+    place: two finalists can both hold, and the verdict names the one with the higher ratio."""
+    if judgement is None or judgement.winner is None or judgement.confirmed is not True:
+        return None
+    key = judgement.winner
+    rows = df[(df["kind"] == Kind.CONFIRM)
+              & pd.Series([set_key(e, f) == key for e, f in zip(df["env"], df["flags"], strict=True)],
+                          index=df.index, dtype=bool)]
     return None if rows.empty else rows.iloc[-1]
 
 
@@ -359,16 +358,13 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
             assert s.confirmation is not None
             why = s.confirmation.note.split(", but ", 1)
             if len(why) == 1 and s.confirmation.ratio > 1.0:
-                gain = j.recommendable_gain()
-                can = f" (about {gain * 100:.0f} % here)" if math.isfinite(gain) else ""
                 parts.append(f"{claim} looked best, but it was not confirmed: on a fresh relaunch of the set and of "
                              f"the baseline it measured {fresh} not above 1, so this night cannot tell it from "
-                             f"noise. It may be a real gain smaller than this night can confirm{can}: keep the "
-                             "defaults, or confirm it in a new study with more runs per launch (probe.repeats).")
+                             "noise.")
             else:
                 parts.append(f"{claim} looked best, but it failed confirmation: on a fresh relaunch of the set and "
                              f"of the baseline the gain did not hold ({fresh} not above 1"
-                             + (f"; {why[1]}" if len(why) > 1 else "") + "). Keep the defaults.")
+                             + (f"; {why[1]}" if len(why) > 1 else "") + ").")
         else:
             parts.append(f"{claim}: not yet confirmed by a fresh relaunch of the set and of the baseline"
                          + (pending or "; do not adopt it before it is (run the same command again)") + ".")

@@ -76,7 +76,7 @@ def begin_run(store: StudyStore, cfg: ExperimentConfig, space: SearchSpace, *, c
     store.update_info(server_command=[scrub(a, secrets) for a in redact_argv(cfg.server.argv())], target=target,
                       storage_hint=hide_password(storage_url), server_env=redact(cfg.server.env),
                       fixed_tuning_env=redact(fixed), min_effect=effect, space_notes=space.notes,
-                      judge_concurrency=cfg.probe.judge_concurrency)
+                      judge_concurrency=cfg.probe.judge_concurrency, config_path=str(config_path))
     return Begun(effect, redact(fixed))
 
 

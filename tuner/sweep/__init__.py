@@ -11,7 +11,15 @@ words), :mod:`~tuner.sweep.prelaunch` (``--dry-run``: the sweep's checks before 
 :mod:`tuner.planning`'s; the Optuna storage is :mod:`tuner.study`'s.
 """
 
-from tuner.sweep.check import CHECK_TRIALS, PRIOR_WORDS, judge_check, open_against, resolve_set, run_check
+from tuner.sweep.check import (
+    CHECK_TRIALS,
+    PRIOR_WORDS,
+    judge_check,
+    never_confirmed,
+    open_against,
+    resolve_set,
+    run_check,
+)
 from tuner.sweep.dryrun import plan_lines
 from tuner.sweep.evidence import read
 from tuner.sweep.prelaunch import start_checks
@@ -26,6 +34,7 @@ __all__ = [
     "SweepOptions",
     "SweepOutcome",
     "judge_check",
+    "never_confirmed",
     "open_against",
     "plan_lines",
     "read",

@@ -53,6 +53,7 @@ __all__ = [
     "check_space",
     "design",
     "judge_check",
+    "never_confirmed",
     "open_against",
     "resolve_set",
     "run_check",
@@ -248,12 +249,34 @@ def check_space(checked: CheckedSet, path: Path) -> SearchSpace:
     return SearchSpace(path=path, variables=variables, presets=[])
 
 
+def never_confirmed(against: Against | None, checked: CheckedSet) -> str:
+    """What the ``--against`` study said of the checked set when it did not confirm it ("" when
+    it did, or without a study): a set that failed its confirmation there, was never relaunched
+    to confirm, or was never measured; the check is then its first confirmation, not a re-check."""
+    if against is None:
+        return ""
+    j = against.judgement
+    s = j.sets.get(checked.key)
+    if s is not None and s.confirmation is not None and s.confirmation.verdict is Verdict.FASTER:
+        return ""  # it held on fresh launches there (the winner, or a runner-up that held too)
+    if s is None:
+        said = "never measured it"
+    elif s.confirmation is None:
+        said = f"never relaunched it to confirm (trial {s.first_trial}, {stats.verdict_words(s.verdict)})"
+    else:
+        said = f"did not confirm it (trial {s.first_trial}: {stats.verdict_words(s.verdict)})"
+    return f"study {against.name} {said}"
+
+
 def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: Metric,
-                noise: LaunchNoise | None, noise_from: str, info: StudyInfo) -> CheckVerdict:
+                noise: LaunchNoise | None, noise_from: str, info: StudyInfo,
+                against: Against | None = None) -> CheckVerdict:
     """The check's verdict from its ``records`` (module docstring: the rule). ``noise``: the
     ``--against`` study's launch noise (None: the prior pooled with these launches);
     ``noise_from``: where it comes from, in words; ``info``: the check study's (what its first
-    baseline showed: TP 1, NCCL off the decode path)."""
+    baseline showed: TP 1, NCCL off the decode path); ``against``: that study, to say plainly
+    when it never confirmed the set (:func:`never_confirmed`): then the set is "faster on this
+    check", never "still" faster."""
     launched = [r for r in records if r.kind.relaunched]
     failed = next((r for r in launched if not r.ok), None)
     if failed is not None:
@@ -296,6 +319,11 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
             f"{metric.words} (trials {set_trials} against {base_trials}, {len(tuned)} launches against {len(bases)}; "
             f"ratio {c.ratio:.3f}, one-sided {(1 - CONFIRM_ALPHA) * 100:g} % lower bound {c.ci_low:.3f}; {noise_words})")
     if c.verdict is Verdict.FASTER:
+        unconfirmed = never_confirmed(against, checked)
+        if unconfirmed:
+            return CheckVerdict(True, f"holds on this check: {what}: significantly faster than the baseline on these "
+                                      f"fresh launches; but {unconfirmed}: this check is its first confirmation, not "
+                                      "a re-check of a confirmed set", c, used)
         return CheckVerdict(True, f"holds: {what}: still significantly faster than the baseline", c, used)
     if c.verdict is Verdict.NOT_ENOUGH_RUNS:
         return CheckVerdict(None, f"cannot be judged: {c.note}", c, used)

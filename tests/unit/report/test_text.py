@@ -315,7 +315,7 @@ def test_the_verdict_names_the_level_it_rests_on():
     records = night(confirm=RING)
     lj = judge_levels(records, metric=Metric.OUTPUT, judged_level=8)
     df = trials_frame(records, metric=Metric.OUTPUT, min_effect=0.01, judgement=lj.judgements[1])
-    assert confirmed_row(df) is None  # at one stream the confirmation did not hold
+    assert confirmed_row(df, lj.judgements[1]) is None  # at one stream the confirmation did not hold
     verdict = verdict_paragraph(df, INFO, judgement=lj.headline, levels=lj)
     assert verdict.startswith("Baseline: 400.5 aggregate output tok/s at C=8 (robust level of 2 launches, one value "
                               "each, drift 0.3 %, fitted +0.2 % over the night")
