@@ -133,8 +133,8 @@ def page_sections(night: NightReport) -> tuple[list[PageSection], dict[str, Mark
     several = night.several
     verdict: list[Block] = []
     for part in night.parts:
-        if several:
-            verdict.append(Block("paragraph", part.verdict))
+        if several:  # one paragraph a type, as report.md's list item
+            verdict.append(Block("paragraph", " ".join(part.verdict.split())))
         else:
             verdict += decision_blocks(part)
         if part.use:

@@ -59,10 +59,12 @@ def test_records_without_a_host_type_join_the_only_type():
 
 def test_report_has_one_verdict_and_one_section_per_type(tmp_path: Path):
     night, verdict = report.write_outputs(two_types(), INFO, "multi", tmp_path, min_effect=0.01)
-    paragraphs = verdict.split("\n\n")
-    assert len(paragraphs) == 2
-    assert paragraphs[0].startswith(f"Host type 1 ({H100}): Baseline: 100.0")
-    assert paragraphs[1].startswith(f"Host type 2 ({L40}): Baseline: 50.0")
+    paragraphs = [p.verdict for p in night.parts]
+    assert len(paragraphs) == 2 and verdict == "\n\n".join(paragraphs)
+    # each type's decision first, then its reasons and paragraph
+    assert paragraphs[0].startswith(f"Host type 1 ({H100}): {night.parts[0].decision.line}.\n")
+    assert paragraphs[1].startswith(f"Host type 2 ({L40}): {night.parts[1].decision.line}.\n")
+    assert "\n\nBaseline: 100.0" in paragraphs[0] and "\n\nBaseline: 50.0" in paragraphs[1]
     assert "NCCL_PROTO=Simple" not in paragraphs[0] and "NCCL_PROTO=LL " not in paragraphs[1]
     md = (tmp_path / "report.md").read_text()
     assert f"## Host type 1: `{H100}`" in md and f"## Host type 2: `{L40}`" in md
@@ -83,5 +85,6 @@ def test_report_has_one_verdict_and_one_section_per_type(tmp_path: Path):
 def test_one_type_reports_as_before(tmp_path: Path):
     records = [r for r in two_types() if r.host_type == H100]
     _, verdict = report.write_outputs(records, INFO, "one", tmp_path, min_effect=0.01)
-    assert verdict.startswith("Baseline: 100.0") and "Host type" not in verdict
+    assert verdict.split("\n\n")[1].startswith("Baseline: 100.0") and "Host type" not in verdict
+    assert verdict.startswith("Not decided yet: NCCL_PROTO=LL looked best at +5.1 %")
     assert (tmp_path / "trials_vs_baseline.png").is_file() and "## Host type" not in (tmp_path / "report.md").read_text()

@@ -101,7 +101,9 @@ def test_nothing_is_fetched_from_anywhere(written):
 
 def test_verdict_and_use_it_are_report_mds(written):
     _, page, md = written
-    assert page.paragraphs["verdict"][0] == md_section(md, "Verdict").strip()
+    said = [p.replace("**", "") for p in md_section(md, "Verdict").strip().split("\n\n")]
+    assert page.paragraphs["verdict"] == said and len(said) == 3  # the decision, its reasons, the paragraph
+    assert said[0].startswith("Use NCCL_") and said[0].endswith(", confirmed on fresh launches.")
     use = md_section(md, "Use the best set").split("```sh\n", 1)[1].split("\n```", 1)[0]
     assert page.pres["verdict"] == [use]
     assert use.startswith("export NCCL_")
@@ -150,7 +152,8 @@ def test_two_host_types_each_get_their_verdict_and_figures(tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert page.sections == ["verdict", "type-1", "forest-1", "sets-1", "baselines-1", "effects-1", "history-1",
                              "type-2", "forest-2", "sets-2", "baselines-2", "effects-2", "history-2", "closing"]
-    titled = [line[2:] for line in md_section(md, "Verdict").splitlines() if line.startswith("- Host type")]
+    titled = [line[2:].replace("`", "") for line in md_section(md, "Verdict").splitlines()
+              if line.startswith("- Host type")]  # the HTML renders the `code` marks
     assert page.paragraphs["verdict"] == titled and len(titled) == 2
     assert all(all(f) for f in page.figures.values())
     assert len(page.ids) == len(set(page.ids))

@@ -82,9 +82,13 @@ def test_piped_rows_are_whole_lines_on_a_narrow_console():
     assert deployment.endswith("CUDA_DEVICE_MAX_CONNECTIONS=1 NCCL_ALGO=Ring NCCL_BUFFSIZE=16777216 "
                                "NCCL_MAX_NCHANNELS=16 NCCL_PROTO=LL")
     assert "no significant difference" in deployment
-    assert lines[13] == "" and lines[14].startswith("Baseline: 70.9 single-stream output tok/s") and len(lines[14]) > 200
-    assert lines[16] == "Use it:"
-    assert lines[17] == "  export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8"
+    # the decision first, its reasons, then the longer paragraph
+    assert lines[13] == "" and lines[14] == ("Use NCCL_MAX_NCHANNELS=8 NCCL_PROTO=LL: +13.7 % (+10.1..+17.6), "
+                                             "confirmed on fresh launches.")
+    assert lines[15].startswith("It held on a fresh relaunch of the set and of the baseline (+13.6 % on those alone).")
+    assert lines[16] == "" and lines[17].startswith("Baseline: 70.9 single-stream output tok/s") and len(lines[17]) > 200
+    assert lines[19] == "Use it:"
+    assert lines[20] == "  export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8"
     assert lines[-1] == "  env NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8 vllm serve /models/m --port 8000"
     assert all(line == line.rstrip() for line in lines)
 
@@ -210,7 +214,10 @@ def test_markdown(tmp_path):
     assert table == "| a | b |\n|---|---|\n| 1.235 | x\\|y |\n|  |  |\n"
     n = night_report(confirmed_night(), INFO, "night", tmp_path, min_effect=0.01)
     md = report_markdown(n)
-    assert md.startswith(f"# nccl-tune report: night\n\n## Verdict\n\n{n.verdict}\n")
+    d = n.parts[0].decision
+    assert md.startswith(f"# nccl-tune report: night\n\n## Verdict\n\n**{d.line}.**\n\n{' '.join(d.reasons)}\n\n"
+                         f"{n.parts[0].details}\n")
+    assert n.verdict == f"{d.line}.\n{' '.join(d.reasons)}\n\n{n.parts[0].details}"
     assert "## Use the best set" in md and "export NCCL_PROTO=LL NCCL_MAX_NCHANNELS=8" in md
     assert "![trials vs baseline](trials_vs_baseline.png)" in md and "![history](history.png)" in md
     assert "[![concurrency](concurrency.png)](concurrency.svg)" in md and "## Failed trials" in md
