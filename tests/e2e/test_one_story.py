@@ -69,7 +69,10 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stderr
     study = tmp_path / "r" / "story"
     report = (study / "report.md").read_text()
-    verdict = report.split("## Verdict\n\n", 1)[1].split("\n\n", 1)[0]
+    said = report.split("## Verdict\n\n", 1)[1].split("\n\n#", 1)[0].split("\n\n")
+    decision = said[0]  # the decision first, in bold; its reasons; then the paragraph
+    assert decision.startswith("**") and decision.endswith(".**"), said
+    verdict = next(p for p in said if p.startswith("Baseline: "))
 
     # the verdict as a person reads it
     base = re.search(r"^Baseline: (\d+\.\d) single-stream output tok/s \(robust level of \d+ runs over (\d+) launches, "
@@ -124,7 +127,8 @@ def test_text_figures_and_notebook_tell_one_story(tmp_path, monkeypatch):
     # report.html: the same verdict, the forest plot inline, report.md's table in the same order
     page = parse_page(study / "report.html")
     assert page.sections[:3] == ["verdict", "forest", "sets"] and page.figures["forest"] == [True]
-    assert page.paragraphs["verdict"][0] == verdict
+    assert page.paragraphs["verdict"][0] == decision.strip("*") and verdict in page.paragraphs["verdict"]
+    assert f"\n{decision.strip('*')}\n" in res.stdout  # the terminal's verdict starts with the same line
     header, *html_rows = page.tables["sets"][0]
     assert [int(r[0]) for r in html_rows] == order
     assert [r[header.index("env")] for r in html_rows] == [env_text(e) for e in judged_order(df, story)["env"]]

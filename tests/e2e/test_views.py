@@ -60,7 +60,9 @@ def test_studies_and_compare_of_two_simulated_boxes(tmp_path):
     rows = {line.split()[0]: line for line in listing.stdout.splitlines()[1:3]}
     assert set(rows) == {"pcie8", "acs4"}
     assert all(" ended " in line and " 3 of 3 " in line for line in rows.values()), listing.stdout
-    assert "NCCL_P2P_DISABLE=1 (trial 1)" in rows["acs4"], listing.stdout  # the best set, as its report says
+    # the decision, as its report says first: --no-confirm leaves the best set unconfirmed, no gain headlined as won
+    assert "Not decided yet: NCCL_P2P_DISABLE=1 looked best at +" in rows["acs4"], listing.stdout
+    assert "Not decided yet: NCCL_P2P_DISABLE=1 looked best at +" in (tmp_path / "r" / "acs4" / "report.md").read_text()
     assert "Best set: NCCL_P2P_DISABLE=1 (trial 1)" in (tmp_path / "r" / "acs4" / "report.md").read_text()
     listed = json.loads(cli("studies", "--results", results, "--json").stdout)
     assert [(s["study"], s["state"], s["relaunches_done"], s["relaunches_planned"]) for s in listed] == [
@@ -147,3 +149,34 @@ def test_status_names_the_trial_in_flight_and_its_phase(tmp_path):
     assert listing.stdout.splitlines()[1].split()[:2] == ["slow", "interrupted"], listing.stdout
     gone = cli("status", "--study", "nosuch", "--results", results)
     assert gone.returncode == 2 and "'--study' has value 'nosuch'" in gone.stderr and "slow" in gone.stderr
+
+
+def test_sweep_and_check_answer_in_json_with_the_decision_of_the_report(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    cfg = write_config(tmp_path / "acs.toml", command=_sim("pcie-4x-acs"), space=space, trials=3, max_tokens=32)
+    results = str(tmp_path / "r")
+    res = cli("sweep", str(cfg), "--results", results, "--study", "acs", "--mode", "presets", "--no-confirm",
+              "--no-final-baseline", "--json")
+    assert res.returncode == 0, res.stderr
+    answer = json.loads(res.stdout)  # one object, nothing else on stdout; progress on stderr
+    assert "relaunch 1 of 3" in res.stderr
+    md = (tmp_path / "r" / "acs" / "report.md").read_text()
+    assert md.split("## Verdict\n\n", 1)[1].startswith(f"**{answer['decision']['line']}.**")
+    assert answer["decision"]["kind"] == "not-decided" and answer["recommended"] is None  # nothing confirmed
+    assert answer["use"] == [] and answer["study"] == "acs"
+    assert {s["set"] for s in answer["sets"]} == {"NCCL_P2P_DISABLE=1", "NCCL_PROTO=LL"}
+    assert all(s["low"] <= s["ratio"] <= s["high"] for s in answer["sets"])
+    assert answer["gates"][0] == {"gate": "confirmation", "outcome": "owed: NCCL_P2P_DISABLE=1 not relaunched to "
+                                                                     "confirm yet"}
+    assert answer["files"]["report_md"].endswith("acs/report.md") and "trials_csv" in answer["files"]
+
+    # a check of the set the night never confirmed says so, whatever its launches measure
+    check = cli("check", str(cfg), "--set", "winner", "--against", "acs", "--results", results, "--json")
+    said = json.loads(check.stdout)
+    assert check.returncode == {"holds": 0, "no-longer-holds": 6, "not-judged": 7}[said["decision"]["kind"]]
+    assert said["against"]["confirmed"] is False, said
+    assert said["against"]["said"].startswith("study acs never relaunched it to confirm (trial 1, "), said
+    assert said["set"]["env"] == {"NCCL_P2P_DISABLE": "1"}
+    if said["holds"]:
+        assert "this check is its first confirmation" in said["reason"] and "still" not in said["reason"]

@@ -161,7 +161,7 @@ def test_the_other_decisions_and_their_kinds():
     assert "do not adopt it before it is: run the same command again." in pending.reasons[0]
     met = decide(_judged(base), StudyInfo(target=60.0, target_met_untuned=True))
     assert met.line == "Keep the defaults: the untuned server already meets the target of 60 tok/s"
-    forced = judge(base + [trial_record(1, "preset", [70.0, 70.5, 70.2, 70.4], env=FOUR)], metric=Metric.OUTPUT,
+    forced = judge([*base, trial_record(1, "preset", [70.0, 70.5, 70.2, 70.4], env=FOUR)], metric=Metric.OUTPUT,
                    forced="TP 1")
     assert decide(forced, INFO).kind == "no-speed-verdict"
     held = decide(_judged(two_held()), StudyInfo(stop_reason=f"{CHECK_PREFIX}holds: ... still significantly faster"))
