@@ -189,3 +189,22 @@ def test_confirmed_row_follows_the_judgement_not_the_last_row(kind):
     assert row is not None and row["env"] == FOUR and row["kind"] == Kind.CONFIRM
     assert confirmed_row(df, None) is None
     assert math.isfinite(decide(j, INFO).ratio)
+
+
+def test_a_set_that_wins_one_stream_and_loses_under_load_says_so():
+    from tests.unit.judging.test_levels import P2P_OFF, RING, night
+    from tuner.judging import judge_levels
+
+    records = [*night(), trial_record(6, "confirm", [79.1, 79.5, 78.8, 79.4], env=P2P_OFF, concurrency={8: 338.0}),
+               trial_record(7, "baseline", [70.3, 71.1, 70.1, 70.8], recheck=True, concurrency={8: 399.0})]
+    lj = judge_levels(records, metric=Metric.OUTPUT)
+    d = decide(lj.headline, INFO, records=records)
+    assert d.kind == USE and d.env == P2P_OFF
+    lines = scope_lines(d, records, levels=lj)
+    assert lines[0] == "Judged on single-stream output tok/s (one stream, the probe's prompt)."
+    assert lines[-1].startswith("At C=8: -15.") and lines[-1].endswith("% (it loses throughput there).")
+    # judged at C=8 instead: Ring, and the single stream is the other level
+    at8 = judge_levels(night(confirm=RING), metric=Metric.OUTPUT, judged_level=8)
+    ring = decide(at8.headline, INFO)
+    assert ring.env == RING and scope_lines(ring, night(confirm=RING), levels=at8) == (
+        "Judged on aggregate output tok/s at 8 concurrent streams.", "At one stream: -0.1 % (no difference there).")
