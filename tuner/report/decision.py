@@ -260,9 +260,10 @@ def _not_decided(j: Judgement, info: StudyInfo, judged: list, records: Sequence[
         elif not failed:
             reasons.append(f"No set beat the baseline by more than the noise; the best one's 95 % interval is "
                            f"{_interval(c.ci_low, c.ci_high)} %, so a gain of {effect * 100:g} % or more is not ruled out.")
-        reasons.append("Keep the defaults until a check confirms it.")
     if command is not None:
         reasons.append(f"To confirm {_pct(c.ratio)} on its own: {command}.")
+    if j.winner is None or j.confirmed is False:
+        reasons.append("Keep the defaults until a check confirms it.")
     return Decision(NOT_DECIDED, line, tuple(reasons), about=best.key, ratio=c.ratio, low=c.ci_low, high=c.ci_high)
 
 

@@ -81,7 +81,7 @@ class ForestRow:
     ``high``: the point and its interval (NaN when there is none); ``text``: what is written
     instead of a point (the status, or the note); ``detail``: the right-hand column (tok/s, gain
     and CI in percent, verdict; or the cause); ``mark``: on the rows of the set the verdict
-    names, what it says of it (``use it``, ``best, not confirmed``), else empty.
+    names, what it says of it (``recommended: use it``, ``looked best, not confirmed``: the decision's words), else empty.
     """
 
     label: str
@@ -153,8 +153,8 @@ def _measured_detail(r: pd.Series, min_effect: float | None) -> str:
 def _mark(story: Story) -> str:
     """What the forest plot writes beside the set the verdict names."""
     if story.confirmed is None:
-        return "best, not yet confirmed"
-    return "recommended: use it" if story.confirmed else "best, not confirmed"
+        return "looked best, not yet confirmed"
+    return "recommended: use it" if story.confirmed else "looked best, not confirmed"
 
 
 def forest_rows(df: pd.DataFrame, story: Story, *, min_effect: float | None = None) -> tuple[list[ForestRow], list[str]]:

@@ -176,8 +176,8 @@ def test_plot_trials_vs_baseline_on_a_given_axes(df, story):
     assert "Short names: PROTO = NCCL_PROTO" in ax.get_legend().get_title().get_text()
     bold = [t.get_text() for t in ax.get_yticklabels() if t.get_fontweight() == "bold"]
     assert bold == ["PROTO=LL CH=8 (trial 3)"]
-    assert [(r.trial, r.mark) for r in rows if r.mark] == [(3, "best, not yet confirmed")]  # the verdict's best
-    assert "the set the verdict names (best, not yet confirmed)" in labels
+    assert [(r.trial, r.mark) for r in rows if r.mark] == [(3, "looked best, not yet confirmed")]  # the verdict's best
+    assert "the set the verdict names (looked best, not yet confirmed)" in labels
     assert [m.get_y() + m.get_height() / 2 for m in ax.patches if m.get_gid() == "forest-mark"] == [2.0]
 
 
