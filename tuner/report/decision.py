@@ -304,7 +304,7 @@ def scope_lines(decision: Decision, records: Sequence[TrialRecord], *, levels: L
     burst = [r for r in ok if not r.timing_measurable]
     if burst:
         out.append(f"TTFT and TPOT are left empty for {_n(len(burst), 'relaunch', 'relaunches')}: the server sent "
-                   "its tokens in a burst, so the time of each token cannot be read; output tok/s is right.")
+                   "its tokens in a burst, so the time of each token cannot be read (tok/s over the whole answer stays right).")
     return tuple(out)
 
 

@@ -174,7 +174,7 @@ def test_a_burst_says_why_ttft_is_empty():
                trial_record(1, "preset", [70.0, 70.4, 70.1, 70.3], env=FOUR, timing_measurable=False, ttft_s=None)]
     lines = scope_lines(decide(_judged(records), INFO), records)
     assert lines == ("TTFT and TPOT are left empty for 2 relaunches: the server sent its tokens in a burst, so the "
-                     "time of each token cannot be read; output tok/s is right.",)
+                     "time of each token cannot be read (tok/s over the whole answer stays right).",)
 
 
 @pytest.mark.parametrize("kind", ["confirm", "preset"])
