@@ -90,10 +90,6 @@ class Decision:
         """True when the night recommends a set (``kind`` :data:`USE`, or a check that holds)."""
         return self.kind in (USE, CHECK_KINDS["holds"]) and self.key is not None
 
-    def text(self) -> str:
-        """The line, then the reasons, one paragraph."""
-        return " ".join([self.line + ".", *self.reasons])
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: kind, line, reasons and the recommended set (null when none)."""
         def num(v: float) -> float | None:
