@@ -96,13 +96,15 @@ def run(args: argparse.Namespace) -> int:
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written
     trials = args.trials or cfg.sweep.trials
+    # a deadline and no trials given: the budget is what fits (tuner.planning.clock_budget)
+    fill = args.trials is None and not cfg.sweep.trials_given and (args.timeout is not None or args.until is not None)
     progress = Progress(trials)  # every relaunch counts, the checks included
     opts = SweepOptions(study=name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
                         rebaseline=args.rebaseline, allow_unsafe=args.allow_unsafe, force=args.force,
                         target=args.target, always=args.always, timeout_s=args.timeout, until=args.until,
-                        progress=progress)
+                        fill_clock=fill, progress=progress)
     try:
         sweep = Sweep(cfg, space, opts)  # a storage it cannot open: StorageUnreadable, exit 2
     except OSError as exc:
