@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written
     trials = args.trials or cfg.sweep.trials
-    # a deadline and no trials given: the budget is what fits (tuner.planning.clock_budget)
-    fill = args.trials is None and not cfg.sweep.trials_given and (args.timeout is not None or args.until is not None)
+    fill = _fills_clock(args, cfg)
     progress = Progress(trials)  # every relaunch counts, the checks included
     opts = SweepOptions(study=name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
@@ -167,8 +166,9 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
         study: str | None = args.study or study_name_from(args.config)
     except InputError:
         study = None
-    checked = start_checks(cfg, space, args.results, study=study, trials=args.trials or cfg.sweep.trials,
-                           storage=args.storage)
+    fill = _fills_clock(args, cfg)
+    checked = start_checks(cfg, space, args.results, study=study, trials=None if fill else args.trials or cfg.sweep.trials,
+                           storage=args.storage, confirm=not args.no_confirm, final_baseline=not args.no_final_baseline)
     check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None
@@ -180,6 +180,12 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
                                force=args.force)))
     print("\n".join(checked.lines()))
     return ExitCode.OK
+
+
+def _fills_clock(args: argparse.Namespace, cfg: Any) -> bool:
+    """True when the budget is what fits before the deadline: ``--until``/``--timeout`` and no
+    trials given (neither ``--trials`` nor ``sweep.trials``; tuner.planning.clock_budget)."""
+    return args.trials is None and not cfg.sweep.trials_given and (args.timeout is not None or args.until is not None)
 
 
 def _check_fixed_env(cfg: Any, space: Any) -> None:
