@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from tests.helpers import ROOT, envrate_command, free_port, run_cli, write_config
+from tuner.study.storage import StudyStore, default_storage, open_study
 
 NOT_REACHED = re.compile(r"^NOT REACHED: (\d+) presets? of the space \(([^)]*)\): the budget of (\d+) relaunches is "
                          r"spent before (?:them|it); --trials (\d+) reaches every preset however many sets the triage "
@@ -157,3 +158,31 @@ def test_a_preset_that_repeats_another_is_a_skipped_row_and_a_set_not_measured(t
     table = md[md.index("## Sets not measured"):]
     assert re.search(rf"\| *{int(row['trial'])} *\| *ll-again *\| *NCCL_PROTO=LL *\|.*\| *trial "
                      rf"{int(ll.iloc[0]['trial'])} \(preset ll\) *\|", table), table
+
+
+def test_the_night_start_sets_its_budget_by_the_clock_and_says_what_it_leaves_out(tmp_path):
+    """Without trials, the budget is what fits, set at the start from the expected time and again
+    once the baseline is measured (the study stores the last); with trials and a deadline, the
+    start says the time left unused and, loudly, the presets not reached."""
+    cfg = _sim(tmp_path, trials=False)
+    text = cfg.read_text().replace('"--load-time", "1"', '"--load-time", "0.3"')
+    cfg.write_text(text.replace("max_tokens = 96", "max_tokens = 16").replace("repeats = 4", "repeats = 2"))
+    results = tmp_path / "r"
+    res = run_cli("sweep", str(cfg), "--timeout", "20s", "--results", str(results), "--study", "fill")
+    assert res.returncode == 0, res.stderr
+    said = re.findall(r"budget: (\d+) relaunches, what fits before --timeout 20 s \(no --trials or sweep\.trials "
+                      r"given\)(, at the relaunch time measured)?$", res.stderr, re.M)
+    assert [bool(m) for _, m in said] == [False, True], res.stderr  # at the start, then after the baseline
+    store = StudyStore(open_study("fill", default_storage(results / "fill"), create=False), {})
+    assert store.info().trials == int(said[-1][0])
+    counted = [(int(k), int(n)) for k, n in re.findall(r"relaunch (\d+) of (\d+) \[", res.stderr)]
+    assert counted and all(k <= n for k, n in counted), counted
+    # trials given and a deadline far away: the time left unused and the presets not reached, at the start
+    res = run_cli("sweep", str(cfg), "--trials", "3", "--no-confirm", "--timeout", "2h", "--results", str(results),
+                  "--study", "given")
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"clock: \d h \d\d min of the time before --timeout 2 h 00 min left unused: --trials \d+ fills it",
+                     res.stderr), res.stderr
+    warning = next(x for x in res.stderr.splitlines() if "warning: NOT REACHED" in x)
+    assert "p2p-disable" in warning and re.search(r"; --trials \d+ reaches every preset", warning), warning
+    assert "budget: " not in res.stderr  # the budget given is the budget
