@@ -39,7 +39,7 @@ from tuner.planning.order import (
     target_met,
 )
 from tuner.planning.params import Launch, flag_params, split_params
-from tuner.planning.reach import Reach, budget_that_fits, clock_budget, reach, reach_lines, unused_line
+from tuner.planning.reach import budget_that_fits, clock_budget, reach, reach_lines, unused_line
 from tuner.planning.rules import Rules
 from tuner.planning.sizes import night_sizes
 
@@ -57,7 +57,6 @@ __all__ = [
     "Plan",
     "PlanEntry",
     "Planner",
-    "Reach",
     "RelaunchTime",
     "Rules",
     "SamplerView",
