@@ -121,6 +121,12 @@ def test_a_budget_without_room_for_a_set_says_so_and_never_that_it_holds_one(tmp
     freed = run_cli("sweep", str(cfg), "--dry-run", "--trials", "3", "--no-confirm", "--results", str(tmp_path / "r"))
     assert "the budget of 3 relaunches holds the baseline, up to 1 set and the reserved checks" in freed.stdout
     assert "holds no tuned set" not in freed.stdout
+    # the night itself says it at its start, before its one relaunch
+    night = run_cli("sweep", str(cfg), "--trials", "3", "--results", str(tmp_path / "r"), "--study", "none")
+    assert night.returncode == 0, night.stderr
+    assert ("warning: the budget of 3 relaunches holds no tuned set: the night measures the untuned baseline only "
+            "(--trials 4 leaves room for one set)") in night.stderr, night.stderr
+    assert re.search(r"warning: NOT REACHED: 8 presets of the space \(deployment-tuned, .*p2p-disable\)", night.stderr)
 
 
 DUPLICATE_SPACE = """

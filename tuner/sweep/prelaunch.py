@@ -32,7 +32,7 @@ from tuner.planning import Budget
 from tuner.server import behind_lines, preflight, settings_behind
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
-__all__ = ["before_first_launch", "start_checks"]
+__all__ = ["before_first_launch", "budget_words", "start_checks"]
 
 
 def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None],
@@ -109,7 +109,7 @@ def _missing_words(key: str, program: str) -> str:
             "version")
 
 
-def _budget_words(trials: int | None, confirm: bool, final_baseline: bool) -> tuple[str, str]:
+def budget_words(trials: int | None, confirm: bool, final_baseline: bool) -> tuple[str, str]:
     """What the budget holds, as a passed check, and a warning when it holds no tuned set (``""``
     otherwise): never that it holds a set when its first stage is the baseline alone."""
     if trials is None:
@@ -151,7 +151,7 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
     if refused:
         raise InputError.combine(refused)
     heartbeat_settings(env)  # a bad test setting is refused as the sweep refuses it
-    held, no_set = _budget_words(trials, confirm, final_baseline)
+    held, no_set = budget_words(trials, confirm, final_baseline)
     found.passed[:0] = [f"the experiment file and {space.path}: every key, the command's placeholders and every value "
                         "as NCCL reads it (above)", f"server.env fixes no variable the space varies; {held}"]
     found.warnings += [no_set] if no_set else []

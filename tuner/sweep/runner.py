@@ -68,7 +68,7 @@ from tuner.server import SignalGuard, split_inherited
 from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_settings, open_study, runner_id, this_host
 from tuner.sweep import evidence
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
-from tuner.sweep.prelaunch import before_first_launch
+from tuner.sweep.prelaunch import before_first_launch, budget_words
 from tuner.sweep.progress import Progress, start_lines, trial_lines
 from tuner.sweep.runners import Runners
 from tuner.sweep.trial import Launcher, runs_wanted
@@ -253,15 +253,18 @@ class Sweep:
         self.progress.log(f"budget: {budget} relaunches, {said}" + (", at the relaunch time measured" if measured else ""))
 
     def _left_out(self) -> list[str]:
-        """What the budget leaves out at the night's start: the time before the deadline it
-        leaves unused (trials given), the presets it does not reach (with the --trials that does)."""
+        """What the budget leaves out at the night's start, as log lines: the time before the deadline
+        it leaves unused (trials given), no room for a tuned set, the presets it does not reach (with
+        the --trials that does)."""
         clock = self._clock()
         left = [] if self.opt.fill_clock else [unused_line(clock, self.limits, confirm=self.opt.confirm,
                                                            final_baseline=self.opt.final_baseline)]
         found = reach(self.space, self._plan_rules(), budget=self.budget, baseline_every=self.opt.baseline_every or 0,
                       screen_top_k=self.cfg.screen.top_k if self.cfg.screen else None, confirm=self.opt.confirm,
                       final_baseline=self.opt.final_baseline)
-        return [line for line in left if line] + reach_lines(found, self._per(), time.time(), self.limits)
+        no_set = budget_words(self.budget, self.opt.confirm, self.opt.final_baseline)[1]
+        return ([f"clock: {line}" for line in left if line] + ([f"warning: {no_set}"] if no_set else [])
+                + [f"warning: {line}" for line in reach_lines(found, self._per(), time.time(), self.limits)])
 
     # -- the night ------------------------------------------------------------------------------
     def run(self, steps: Callable[[], None] | None = None) -> SweepOutcome:
@@ -291,7 +294,7 @@ class Sweep:
                         self.progress.log(f"clock: {line}")
                     if steps is None:  # a check's design is fixed: nothing to reach, no time to fill
                         for line in self._left_out():
-                            self.progress.log(f"warning: {line}" if line.startswith("NOT REACHED") else f"clock: {line}")
+                            self.progress.log(line)
                     (steps or self._night)()
         finally:
             self.progress.close()
