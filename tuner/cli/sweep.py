@@ -36,7 +36,8 @@ def add_parser(sub: Any) -> None:
     s.add_argument("config", help="experiment TOML (see examples/)")
     s.add_argument("--trials", type=positive(int),
                    help="relaunch budget: every relaunch counts (the baseline, its re-measures, the sets, the "
-                        "confirmations); the checks' slots are kept inside it (default: the config's)")
+                        "confirmations); the checks' slots are kept inside it (default: the config's sweep.trials; without "
+                        "one, under --until/--timeout what fits before the deadline, else 12)")
     s.add_argument("--study", type=study_name, help="study name (default: the config file's stem)")
     s.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
