@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> None:
     s.add_argument("config", help="experiment TOML (see examples/)")
     s.add_argument("--trials", type=positive(int),
                    help="relaunch budget: every relaunch counts (the baseline, its re-measures, the sets, the "
-                        "confirmations); the checks' slots are kept inside it (default: the config's)")
+                        "confirmations); the checks' slots are kept inside it (default: the config's sweep.trials; without "
+                        "one, under --until/--timeout what fits before the deadline, else 12)")
     s.add_argument("--study", type=study_name, help="study name (default: the config file's stem)")
     s.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
@@ -101,13 +102,14 @@ def run(args: argparse.Namespace) -> int:
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written
     trials = args.trials or cfg.sweep.trials
+    fill = _fills_clock(args, cfg)
     progress = Progress(trials)  # every relaunch counts, the checks included
     opts = SweepOptions(study=name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
                         rebaseline=args.rebaseline, allow_unsafe=args.allow_unsafe, force=args.force,
                         target=args.target, always=args.always, timeout_s=args.timeout, until=args.until,
-                        progress=progress)
+                        fill_clock=fill, progress=progress)
     try:
         sweep = Sweep(cfg, space, opts)  # a storage it cannot open: StorageUnreadable, exit 2
     except OSError as exc:
@@ -173,8 +175,9 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
         study: str | None = args.study or study_name_from(args.config)
     except InputError:
         study = None
-    checked = start_checks(cfg, space, args.results, study=study, trials=args.trials or cfg.sweep.trials,
-                           storage=args.storage)
+    fill = _fills_clock(args, cfg)
+    checked = start_checks(cfg, space, args.results, study=study, trials=None if fill else args.trials or cfg.sweep.trials,
+                           storage=args.storage, confirm=not args.no_confirm, final_baseline=not args.no_final_baseline)
     check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None
@@ -186,6 +189,12 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
                                force=args.force)))
     print("\n".join(checked.lines()))
     return ExitCode.OK
+
+
+def _fills_clock(args: argparse.Namespace, cfg: Any) -> bool:
+    """True when the budget is what fits before the deadline: ``--until``/``--timeout`` and no
+    trials given (neither ``--trials`` nor ``sweep.trials``; tuner.planning.clock_budget)."""
+    return args.trials is None and not cfg.sweep.trials_given and (args.timeout is not None or args.until is not None)
 
 
 def _check_fixed_env(cfg: Any, space: Any) -> None:

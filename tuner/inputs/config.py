@@ -294,6 +294,12 @@ class SweepConfig(FileModel):
     baseline_every: Annotated[int, _int(0, 10_000)] = DEFAULT_BASELINE_EVERY
     target: Annotated[float | None, _above(0)] = None
 
+    @property
+    def trials_given(self) -> bool:
+        """True when the experiment file sets ``trials`` (False: the default, which a deadline
+        replaces by what fits: tuner.planning.reach)."""
+        return "trials" in self.model_fields_set
+
     @field_validator("space", mode="before")
     @classmethod
     def _find(cls, raw: Any, info: ValidationInfo) -> Path:

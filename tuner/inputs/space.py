@@ -267,12 +267,8 @@ def _load(file: Path, allow_unsafe: bool, seen: tuple[Path, ...], version: NcclV
                                        "a name no other preset of this space (or of the file it includes) has",
                                        "two presets would print as one in every table"))
             continue
-        same = next((p for p in presets if p.env == entry.env), None)
-        if same is not None:  # said, never dropped in silence: "did we try it?" has an answer
-            context.notices.append(f"{name}: preset '{preset_name}' is the same set as preset '{same.name}' "
-                                   f"({' '.join(f'{k}={v}' for k, v in sorted(entry.env.items())) or 'untuned'}): "
-                                   "measured once, under that name")
-            continue
+        # a preset that repeats another's set is kept: the planner passes it over as that set's
+        # duplicate, and the night records it (a skipped row of trials.csv, "Sets not measured")
         presets.append(Preset(preset_name, entry.env))
 
     server = parsed.server if parsed else None

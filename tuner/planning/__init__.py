@@ -10,11 +10,22 @@ reserved inside it), :mod:`~tuner.planning.entry` (typed plan entries, :class:`S
 :mod:`~tuner.planning.params` (a set as Optuna parameters), :mod:`~tuner.planning.forecast`
 (the whole plan before the night, for ``--dry-run``), :mod:`~tuner.planning.clock` (how long
 the night takes, what fits before a deadline, the reserved checks' time kept),
-:mod:`~tuner.planning.limits` (the one budget-and-deadline rule: whether another relaunch may start).
+:mod:`~tuner.planning.limits` (the one budget-and-deadline rule: whether another relaunch may start),
+:mod:`~tuner.planning.reach` (the presets a budget does not reach, the time it leaves unused, the budget that fits).
 """
 
 from tuner.planning.budget import Budget, counts_in_budget
-from tuner.planning.clock import ESTIMATE_MARGIN, NightClock, RelaunchTime, clock_time, fits, relaunch_time, span
+from tuner.planning.clock import (
+    ESTIMATE_MARGIN,
+    NightClock,
+    RelaunchTime,
+    clock_time,
+    deadline_at,
+    deadline_name,
+    fits,
+    relaunch_time,
+    span,
+)
 from tuner.planning.entry import Decision, PlanEntry, ScreenedSet, Step, earlier_label
 from tuner.planning.forecast import Plan, SamplerView, forecast, rules_before_the_night
 from tuner.planning.identity import DecodeContext, Facts, StudyFacts, load_decode_context
@@ -28,6 +39,7 @@ from tuner.planning.order import (
     target_met,
 )
 from tuner.planning.params import Launch, flag_params, split_params
+from tuner.planning.reach import budget_that_fits, clock_budget, reach, reach_lines, unused_line
 from tuner.planning.rules import Rules
 from tuner.planning.sizes import night_sizes
 
@@ -51,8 +63,12 @@ __all__ = [
     "ScreenedSet",
     "Step",
     "StudyFacts",
+    "budget_that_fits",
+    "clock_budget",
     "clock_time",
     "counts_in_budget",
+    "deadline_at",
+    "deadline_name",
     "earlier_label",
     "final_baseline_owed",
     "fits",
@@ -61,9 +77,12 @@ __all__ = [
     "load_decode_context",
     "night_sizes",
     "outlier_baseline",
+    "reach",
+    "reach_lines",
     "relaunch_time",
     "rules_before_the_night",
     "span",
     "split_params",
     "target_met",
+    "unused_line",
 ]

@@ -83,12 +83,13 @@ class Plan:
         return (self.slots or Budget(self.budget)).words(self.remeasures)
 
     def stage1(self) -> int:
-        """First-stage relaunches with every slot full (the baseline, re-measures, the sets and
-        proposals within the budget; at most :attr:`tuner.planning.budget.Budget.screening`)."""
-        n = sum(1 if e.step in (Step.BASELINE, Step.REMEASURE) else (e.up_to or 0)
+        """First-stage relaunches with every slot full (the baseline, re-measures (:attr:`remeasures`),
+        the sets and proposals within the budget; at most :attr:`tuner.planning.budget.Budget.screening`)."""
+        n = sum(1 if e.step is Step.BASELINE else (e.up_to or 0)
                 if e.step in (Step.FIXES, Step.SCREENED, Step.PROPOSAL) else 1 if e.step is Step.SET and not e.reach
                 else 0 for e in self.entries)
-        return min(n, (self.slots or Budget(self.budget)).screening)
+        # every re-measure: those among the slots' sets and the proposals have no entry of their own
+        return min(n + self.remeasures, (self.slots or Budget(self.budget)).screening)
 
     @property
     def checks(self) -> tuple[Step, ...]:

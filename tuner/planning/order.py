@@ -165,12 +165,12 @@ class Planner:
     def backends_first(self, space: SearchSpace) -> list[str]:
         """Plan the presets of the backend ``space`` (``search_spaces/<server>-backends.toml``)
         first, before the triage's fixes, the screen's best and the space's presets: the night
-        measures who carries the decode allreduce where NCCL does not. Presets whose set one of
-        the night's space holds under another name are planned once (under the night's name);
-        returns their names, in order."""
-        own = {tuple(sorted(p.env.items())) for p in self.space.presets}
+        measures who carries the decode allreduce where NCCL does not. A preset of the night's
+        space that holds one of these sets under another name is then that set's duplicate, judged
+        and recorded as any other (a skipped row of trials.csv); under the same name it is the same
+        preset, measured once. Returns their names, in order."""
         self.backend_space = space
-        self.backends = [p for p in space.presets if tuple(sorted(p.env.items())) not in own]
+        self.backends = list(space.presets)
         return [p.name for p in self.backends]
 
     def named(self) -> list[PlanEntry]:

@@ -43,11 +43,18 @@ from tuner.planning import (
     NightLimits,
     Plan,
     PlanEntry,
+    Rules,
     SamplerView,
     Step,
+    clock_budget,
+    deadline_at,
+    deadline_name,
     forecast,
+    reach,
+    reach_lines,
     relaunch_time,
     rules_before_the_night,
+    unused_line,
 )
 from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
@@ -149,8 +156,13 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     every_k = baseline_every if baseline_every is not None else cfg.sweep.baseline_every
     rules = rules_before_the_night(cfg, study_dir, allow_unsafe=allow_unsafe)
     out.append(p2p_default_line(rules.facts(), _tp_size(cfg.server.command)))
-    plan = forecast(space, rules, mode=mode, budget=trials or cfg.sweep.trials, baseline_every=every_k,
-                    screen_top_k=cfg.screen.top_k if cfg.screen else None, confirm=confirm,
+    at = time.time() if now is None else now
+    top_k = cfg.screen.top_k if cfg.screen else None
+    budget, budget_said = _budget(cfg, space, rules, trials=trials, mode=mode, every_k=every_k, top_k=top_k,
+                                  confirm=confirm, final_baseline=final_baseline, records=records,
+                                  deadline=deadline_at(at, timeout_s, until), words=deadline_name(timeout_s, until, at),
+                                  now=at)
+    plan = forecast(space, rules, mode=mode, budget=budget, baseline_every=every_k, screen_top_k=top_k, confirm=confirm,
                     final_baseline=final_baseline)
     if rules.decode is not None:
         d, facts = rules.decode, rules.facts()
@@ -166,12 +178,16 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
         out.append("Mode presets: the sampler proposes nothing after them.")
     elif plan.sampler is not None:
         out.append(_sampler_line(proposals, plan.sampler, every_k))
-    out.append(f"Budget: {plan.budget_words()}.")
+    out.append(f"Budget: {budget_said}{plan.budget_words()}.")
     out.append("  Every relaunch counts, re-measures and confirmations too"
                + ("; the finalists' confirmations and the final baseline right after them keep their slots at the end"
                   if plan.slots is None or plan.slots.reserved else "; no check keeps a slot here")
                + "; a baseline launch found to be an outlier is re-measured once, in a set's slot.")
-    out += _clock_lines(plan, cfg, records, timeout_s, until, time.time() if now is None else now)
+    out += _clock_lines(plan, cfg, records, timeout_s, until, at, unused=not budget_said)
+    limits = NightLimits.of(plan.slots or Budget(plan.budget), at, timeout_s, until)
+    found = reach(space, rules, budget=budget, baseline_every=every_k, screen_top_k=top_k, confirm=confirm,
+                  final_baseline=final_baseline)
+    out += reach_lines(found, relaunch_time(cfg, records), at, limits)
     if any(unsafe_reason(n, v, version=version) for n, vs in space.variables.items() for v in vs):
         out.append("Unsafe values are in the space (--allow-unsafe): they can corrupt data or hang.")
     risky = [why for n, vs in space.variables.items() for v in vs if (why := risky_reason(n, v, version, rules.facts().topology))]
@@ -201,14 +217,40 @@ def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *,
             f"({' or '.join(BACKEND_SPACE.format(server=s) for s in BACKEND_SERVERS)})."]
 
 
+def _budget(cfg: ExperimentConfig, space: SearchSpace, rules: Rules, *, trials: int | None, mode: str, every_k: int,
+            top_k: int | None, confirm: bool, final_baseline: bool, records: Sequence[TrialRecord],
+            deadline: float | None, words: str, now: float) -> tuple[int, str]:
+    """The budget the night plans with, and how it was set (``""``: given, by ``--trials`` or
+    ``sweep.trials``, or the default without a deadline). With a deadline and no trials given it
+    is what fits (:func:`tuner.planning.budget_that_fits`), in presets mode at most what reaches
+    every preset; before a relaunch's time is known the default, said to be replaced once the
+    first launch measures it (the sweep's rule, tuner/sweep/runner.py)."""
+    if trials is not None or cfg.sweep.trials_given or deadline is None:
+        return trials or cfg.sweep.trials, ""
+    budget, fits = clock_budget(space, rules, relaunch_time(cfg, records), now, deadline, mode=mode,
+                                baseline_every=every_k, screen_top_k=top_k, confirm=confirm,
+                                final_baseline=final_baseline)
+    if budget is None:
+        return cfg.sweep.trials, (f"what fits before {words}, counted once the first launch measures a relaunch's time "
+                                  "(no --trials or sweep.trials given; set server.expected_load_s and "
+                                  f"probe.expected_tok_s to count it now); planned here at {cfg.sweep.trials}: ")
+    if budget != fits:
+        return budget, (f"what reaches every preset, less than what fits before {words} ({fits}; no --trials or "
+                        "sweep.trials given): ")
+    return budget, f"what fits before {words} (no --trials or sweep.trials given): "
+
+
 def _clock_lines(plan: Plan, cfg: ExperimentConfig, records: Sequence[TrialRecord], timeout_s: float | None,
-                 until: datetime | None, now: float) -> list[str]:
-    """The night's clock (:class:`tuner.planning.NightClock`), as the sweep's start prints it."""
+                 until: datetime | None, now: float, *, unused: bool = True) -> list[str]:
+    """The night's clock (:class:`tuner.planning.NightClock`), as the sweep's start prints it;
+    ``unused``: with the time the budget leaves unused before the deadline."""
     limits = NightLimits.of(plan.slots or Budget(plan.budget), now, timeout_s, until)
     clock = NightClock(relaunch_time(cfg, records), now, plan.stage1(), plan.checks, deadline=limits.deadline,
                        first_free=True)
     lines = clock.lines(limits.deadline_words)
-    out = ["Clock: " + lines[0], *(f"  {line}" for line in lines[1:])]
+    slots = plan.slots or Budget(plan.budget)
+    left = unused_line(clock, limits, confirm=slots.confirm, final_baseline=slots.final_baseline) if unused else ""
+    out = ["Clock: " + lines[0], *(f"  {line}" for line in lines[1:]), *([f"  {left}"] if left else [])]
     if cfg.screen is not None:
         out.append(f"  Not counted: the screen's up to {cfg.screen.trials} nccl-tests runs after the baseline (seconds "
                    f"each, at most {cfg.screen.timeout_s:g} s each; none starts past the deadline less the reserved "

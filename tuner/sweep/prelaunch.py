@@ -28,10 +28,11 @@ from pathlib import Path
 from tuner.errors import InputError, MachineNotClean
 from tuner.inputs import ExperimentConfig, SearchSpace
 from tuner.launchers import launcher_of
+from tuner.planning import Budget
 from tuner.server import behind_lines, preflight, settings_behind
 from tuner.study import RunnerFile, check_processes, gpus_of, heartbeat_settings, hide_password
 
-__all__ = ["before_first_launch", "start_checks"]
+__all__ = ["before_first_launch", "budget_words", "start_checks"]
 
 
 def before_first_launch(cfg: ExperimentConfig, study_dir: Path, log: Callable[[str], None],
@@ -108,13 +109,30 @@ def _missing_words(key: str, program: str) -> str:
             "version")
 
 
+def budget_words(trials: int | None, confirm: bool, final_baseline: bool) -> tuple[str, str]:
+    """What the budget holds, as a passed check, and a warning when it holds no tuned set (``""``
+    otherwise): never that it holds a set when its first stage is the baseline alone."""
+    if trials is None:
+        return "the budget: what fits before the deadline (no --trials or sweep.trials given)", ""
+    budget = Budget(trials, confirm, final_baseline)
+    checks = " and the reserved checks" if budget.reserved else ""
+    sets = budget.screening - 1
+    if sets > 0:
+        return f"the budget of {trials} relaunches holds the baseline, up to {sets} set{'s' if sets != 1 else ''}{checks}", ""
+    return (f"the budget of {trials} relaunches holds the baseline{checks}",
+            f"the budget of {trials} relaunches holds no tuned set: the night measures the untuned baseline only "
+            f"(--trials {trials + 1 - sets} leaves room for one set)")
+
+
 def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, study: str | None,
-                 trials: int, storage: str | None = None, environ: Mapping[str, str] | None = None) -> StartChecks:
+                 trials: int | None, storage: str | None = None, environ: Mapping[str, str] | None = None,
+                 confirm: bool = True, final_baseline: bool = True) -> StartChecks:
     """Make the sweep's checks before its first launch (see the module docstring) on ``cfg``
     and ``space`` (loaded without the program check: ``load_config(check_program=False)``; the
     budget and ``server.env`` already held to the space), ``results`` (``--results``), the
     study ``study`` (None: a name the sweep would refuse, so no runner file is looked for),
-    ``trials`` (the budget, in relaunches) and ``storage`` (``--storage``; never opened here).
+    ``trials`` (the budget, in relaunches, with ``confirm`` and ``final_baseline`` as the sweep's
+    options; None: what fits before the deadline, no trials given) and ``storage`` (``--storage``; never opened here).
     Writes nothing. Raises InputError (exit 2) with every refusal at once, then MachineNotClean
     (exit 3) for a live runner of the study on this host and port or a port that answers, in
     the sweep's order and words; off the night's host (a program not found) the machine's
@@ -133,10 +151,10 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
     if refused:
         raise InputError.combine(refused)
     heartbeat_settings(env)  # a bad test setting is refused as the sweep refuses it
+    held, no_set = budget_words(trials, confirm, final_baseline)
     found.passed[:0] = [f"the experiment file and {space.path}: every key, the command's placeholders and every value "
-                        "as NCCL reads it (above)",
-                        f"server.env fixes no variable the space varies; the budget of {trials} relaunches holds the "
-                        "baseline, a set and the reserved checks"]
+                        "as NCCL reads it (above)", f"server.env fixes no variable the space varies; {held}"]
+    found.warnings += [no_set] if no_set else []
     for c in checks:
         if c.unchecked:
             (found.unchecked if found.on_host or not c.on_host else found.elsewhere).append(f"{c.what}: {c.unchecked}")

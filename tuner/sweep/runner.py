@@ -42,6 +42,7 @@ from tuner.judging import SINGLE_STREAM, Judgement, stats
 from tuner.planning import (
     EXHAUSTED,
     MAX_SKIPPED_PROPOSALS,
+    Budget,
     Launch,
     NightClock,
     NightLimits,
@@ -50,19 +51,24 @@ from tuner.planning import (
     Rules,
     Step,
     StudyFacts,
+    clock_budget,
     counts_in_budget,
     final_baseline_owed,
     load_decode_context,
     outlier_baseline,
+    reach,
+    reach_lines,
     relaunch_time,
+    rules_before_the_night,
     target_met,
+    unused_line,
 )
 from tuner.record import Kind, Status, TrialRecord
 from tuner.server import SignalGuard, split_inherited
 from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_settings, open_study, runner_id, this_host
 from tuner.sweep import evidence
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
-from tuner.sweep.prelaunch import before_first_launch
+from tuner.sweep.prelaunch import before_first_launch, budget_words
 from tuner.sweep.progress import Progress, start_lines, trial_lines
 from tuner.sweep.runners import Runners
 from tuner.sweep.trial import Launcher, runs_wanted
@@ -79,7 +85,8 @@ class SweepOptions:
     """Command-line choices for one sweep.
 
     ``trials``: relaunch budget, every relaunch included (None: the config's; :class:`tuner.planning.Budget`). ``timeout_s`` (s) and
-    ``until`` (wall clock) bound the night. ``target`` (tok/s): stop at the first set whose CI
+    ``until`` (wall clock) bound the night; ``fill_clock``: no trials were given, so under a deadline the budget is
+    what fits (set at the start from the relaunch time known, again once the baseline measures one). ``target`` (tok/s): stop at the first set whose CI
     lower bound meets it (``always``: tune even when the baseline meets it).
     """
 
@@ -99,6 +106,7 @@ class SweepOptions:
     always: bool = False
     timeout_s: float | None = None
     until: datetime | None = None
+    fill_clock: bool = False
     min_effect: float = stats.DEFAULT_MIN_EFFECT
     progress: Progress | None = None
 
@@ -215,6 +223,49 @@ class Sweep:
         return self.limits.clock(self._per(), time.time(), self._spent(), stage2=self._check_at is not None,
                                  made=self._check_at or 0, first_free=not self._baselines())
 
+    def _plan_rules(self) -> Rules:
+        """The rules the dry run plans by (what the night's store would be read for at every set
+        is not needed to count the presets a budget reaches)."""
+        return rules_before_the_night(self.cfg, self.dir, allow_unsafe=self.opt.allow_unsafe)
+
+    def _fill_budget(self, *, measured: bool = False) -> None:
+        """Without trials given and under a deadline (``fill_clock``): the budget becomes what fits
+        (:func:`tuner.planning.clock_budget`), at the start from the relaunch time known, and once
+        the baseline has ``measured`` one; said either way."""
+        if not self.opt.fill_clock or self.limits.deadline is None:
+            return
+        budget, fits = clock_budget(self.space, self._plan_rules(), self._per(), time.time(), self.limits.deadline,
+                                    mode=self.opt.mode or "", baseline_every=self.opt.baseline_every or 0,
+                                    screen_top_k=self.cfg.screen.top_k if self.cfg.screen else None,
+                                    confirm=self.opt.confirm, final_baseline=self.opt.final_baseline,
+                                    spent=self._spent(), first_free=not self._baselines())
+        before = f"before {self.limits.deadline_words} (no --trials or sweep.trials given)"
+        if budget is None:
+            self.progress.log(f"budget: what fits {before}, counted once the baseline measures a relaunch's time; "
+                              f"{self.budget} relaunches until then")
+            return
+        self.budget = budget
+        self.planner.budget = Budget(budget, self.opt.confirm, self.opt.final_baseline)
+        self.planner.reserved = self.planner.budget.steps
+        self.limits = dataclasses.replace(self.limits, budget=self.planner.budget)
+        self.store.update_info(trials=budget)
+        said = f"what reaches every preset ({fits} fit {before})" if budget != fits else f"what fits {before}"
+        self.progress.log(f"budget: {budget} relaunches, {said}" + (", at the relaunch time measured" if measured else ""))
+
+    def _left_out(self) -> list[str]:
+        """What the budget leaves out at the night's start, as log lines: the time before the deadline
+        it leaves unused (trials given), no room for a tuned set, the presets it does not reach (with
+        the --trials that does)."""
+        clock = self._clock()
+        left = [] if self.opt.fill_clock else [unused_line(clock, self.limits, confirm=self.opt.confirm,
+                                                           final_baseline=self.opt.final_baseline)]
+        found = reach(self.space, self._plan_rules(), budget=self.budget, baseline_every=self.opt.baseline_every or 0,
+                      screen_top_k=self.cfg.screen.top_k if self.cfg.screen else None, confirm=self.opt.confirm,
+                      final_baseline=self.opt.final_baseline)
+        no_set = budget_words(self.budget, self.opt.confirm, self.opt.final_baseline)[1]
+        return ([f"clock: {line}" for line in left if line] + ([f"warning: {no_set}"] if no_set else [])
+                + [f"warning: {line}" for line in reach_lines(found, self._per(), time.time(), self.limits)])
+
     # -- the night ------------------------------------------------------------------------------
     def run(self, steps: Callable[[], None] | None = None) -> SweepOutcome:
         """Run relaunches until the budget, time limit, target or space ends the sweep.
@@ -238,8 +289,12 @@ class Sweep:
                 with self.signals:
                     self.runners.recover()
                     before_first_launch(self.cfg, self.dir, self.progress.log, frozenset(self.space.choices()))
+                    self._fill_budget()
                     for line in self._clock().lines(self.limits.deadline_words):
                         self.progress.log(f"clock: {line}")
+                    if steps is None:  # a check's design is fixed: nothing to reach, no time to fill
+                        for line in self._left_out():
+                            self.progress.log(line)
                     (steps or self._night)()
         finally:
             self.progress.close()
@@ -249,6 +304,7 @@ class Sweep:
         """The baseline, what it teaches, the screen, the first stage, then the reserved checks."""
         if self._stopped_at_baseline():
             return
+        self._fill_budget(measured=True)
         self._check_backend()
         plan_fixes(self.store.info(), self.planner, self.progress.log)
         if self.cfg.screen:  # nccl-tests under many sets, the bound, the best sets first

@@ -79,11 +79,13 @@ name = "same again"
 env = { NCCL_PROTO = "LL", NCCL_ALGO = "Ring" }
 """))
     assert space.presets == [Preset("ring-ll", {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}),
-                             Preset("preset-1", {"NCCL_MAX_NCHANNELS": "8"})]
+                             Preset("preset-1", {"NCCL_MAX_NCHANNELS": "8"}),
+                             Preset("same again", {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"})]
     assert space.choices()["NCCL_ALGO"] == (UNSET, "Ring")
     assert space.choices()["NCCL_MAX_NCHANNELS"] == (UNSET, "8")
-    # the one left out is said, never dropped in silence
-    assert any("preset 'same again' is the same set as preset 'ring-ll'" in n for n in space.notices), space.notices
+    # the repeat is kept, never dropped: the planner records it as a duplicate of ring-ll (a skipped
+    # row of trials.csv, tests/e2e/test_night_budget.py), so no notice at load stands in for that row
+    assert not any("same again" in n for n in space.notices), space.notices
 
 
 def test_two_presets_of_one_name_are_refused(tmp_path):
@@ -105,9 +107,8 @@ def test_included_presets_come_first_with_their_notices(tmp_path):
     space = load_space(_write(sub, 'include_presets = "../base.toml"\n' + GOOD +
                               '[[presets]]\nname = "dup"\nenv = { NCCL_PROTO = "LL" }\n'
                               '[[presets]]\nname = "simple"\nenv = { NCCL_PROTO = "Simple" }\n'))
-    assert [p.name for p in space.presets] == ["ll", "simple"]
-    assert len(space.notices) == 2 and "base.toml" in space.notices[0]
-    assert "preset 'dup' is the same set as preset 'll'" in space.notices[1]
+    assert [p.name for p in space.presets] == ["ll", "dup", "simple"]  # the repeat is the planner's to record
+    assert len(space.notices) == 1 and "base.toml" in space.notices[0]
 
 
 def test_an_included_file_is_named_as_relative_as_the_including_one(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from pathlib import Path
 from tuner.inputs.space import Preset, SearchSpace
 from tuner.nccl import NcclVersion, Topology
 from tuner.planning import Facts, Planner, Rules
+from tuner.record import Kind, Status, TrialRecord
 
 SYMM = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"}
 OFF = ["--disable-custom-all-reduce"]
@@ -60,3 +61,27 @@ def test_nccl_variables_cannot_act_at_decode_where_another_backend_carries_it():
     assert rules.cannot_act({"NCCL_PROTO": "LL"}, OFF) is None  # custom allreduce off: NCCL carries decode
     assert "symm_mem does" in (rules.cannot_act({"NCCL_PROTO": "LL", **SYMM}, OFF) or "")
     assert _rules(topology=Topology(8), server="vllm", backend="nccl").cannot_act({"NCCL_PROTO": "LL"}) is None
+
+
+def test_a_space_preset_that_repeats_a_backend_set_is_its_duplicate_and_the_same_name_runs_once(tmp_path: Path):
+    """Every set accounted for: the backend set runs first under its name; the night's preset
+    holding it under another name is judged its duplicate (a record, not a silent drop); one of
+    the same name and set is the same preset, planned once."""
+    rules = _rules(topology=Topology(4, link="pcie"), server="vllm", server_version="0.11.0")
+    space = SearchSpace(tmp_path / "s.toml", {}, [Preset("nccl-only", {"--disable-custom-all-reduce": "on"}),
+                                                  Preset("vllm-nccl-only", {"--disable-custom-all-reduce": "on"})])
+    records: list[TrialRecord] = [TrialRecord(trial=0, kind=Kind.BASELINE, status=Status.OK)]
+    planner = Planner(space, "presets", records=lambda: records, busy_keys=set, problems=rules.problems,
+                      key_of=rules.key_of)
+    backends = SearchSpace(tmp_path / "b.toml", {}, [Preset("vllm-nccl-only", {"--disable-custom-all-reduce": "on"})])
+    assert planner.backends_first(backends) == ["vllm-nccl-only"]
+    first = planner.next_planned()
+    assert first is not None and first.name == "vllm-nccl-only" and first.flags == OFF
+    records.append(TrialRecord(trial=1, kind=Kind.PRESET, status=Status.OK, preset=first.name, flags=list(first.flags)))
+    second = planner.next_planned()
+    assert second is not None and second.name == "nccl-only"
+    decision = planner.judge(second.env, second.flags, baseline=records[0])
+    assert not decision.launch and decision.duplicate_of is records[1]
+    records.append(TrialRecord(trial=2, kind=Kind.DUPLICATE, status=Status.SKIPPED, preset=second.name,
+                               flags=list(second.flags), duplicate_of=1))
+    assert planner.next_planned() is None  # the space's own vllm-nccl-only is the backend one, measured
