@@ -7,7 +7,10 @@ checked: tests/readme_commands.py, whose ``--write`` regenerates the README's ou
 Not run here: ``make demo`` and ``make test`` (``sh`` blocks: ``make demo`` is the night
 ``nccl-tune sweep examples/sim.toml --study demo`` that a console block shows and this test runs,
 ``make test`` is this suite), and the real vLLM night, which tests/e2e/test_vllm_cpu.py runs as
-printed."""
+printed.
+
+The commands use the examples' own ports (8477 for examples/sim.toml): a night of the same
+example running on this machine meanwhile (a `make demo`) fails it with exit 3, naming that night."""
 
 from __future__ import annotations
 
