@@ -473,7 +473,7 @@ def target_cells() -> list[Cell]:
 
 
 def every_cells() -> list[Cell]:
-    """The default ``--baseline-every`` measured (README): 0, 3, 4, 5 at tau 1 and 2 %, sigma 1 %,
+    """The default ``--baseline-every`` measured (docs/USAGE.md): 0, 3, 4, 5 at tau 1 and 2 %, sigma 1 %,
     4 runs, K = 10 with one +10 % set, budget 12 (every relaunch counted: stage 1 holds 7-8 of the
     11 sets, so the true set sits in the middle, reached by each), without and with a -3 % drift."""
     return [Cell(tau, 0.01, 4, 10, 0.10, "middle", drift=drift, baseline_every=every, trials=12)

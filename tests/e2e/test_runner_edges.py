@@ -44,7 +44,7 @@ def test_sighup_tears_down_exits_129_and_resumes(tmp_path, space_file):
 
 
 def test_nohup_survives_a_hang_up(tmp_path, space_file):
-    """The README's detached example: `nohup nccl-tune sweep ... > night.log 2>&1 &`."""
+    """The detached example of the README and docs/OVERNIGHT.md: `nohup nccl-tune sweep ... > night.log 2>&1 &`."""
     cfg = write_config(tmp_path / "exp.toml", command=envrate_command(), space=space_file(PRESETS), trials=2,
                        extra_server='env = { ENVRATE_LOAD_S = "1" }', max_tokens=20, repeats=2)
     log = tmp_path / "night.log"

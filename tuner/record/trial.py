@@ -1,6 +1,6 @@
 """The trial record: one relaunch of the server, as the sweep writes it and the report reads it.
 
-This docstring is the schema (the README links here). A :class:`TrialRecord` is stored as the
+This docstring is the schema (docs/USAGE.md links here). A :class:`TrialRecord` is stored as the
 user attributes of one Optuna trial, one attribute per field (:func:`to_user_attrs` /
 :func:`from_user_attrs`, the only code that knows the keys), so ``nccl-tune report`` and
 optuna-dashboard read everything from the storage alone. ``trials.csv`` has one column per
