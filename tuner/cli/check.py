@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     cannot be opened)."""
     from tuner import report
     from tuner.errors import NoLongerHolds, NotJudged
-    from tuner.inputs import load_config, load_space
+    from tuner.inputs import find_path, load_config, load_space
     from tuner.judging import DEFAULT_MIN_EFFECT
     from tuner.server import preflight
     from tuner.study import this_host
@@ -77,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
                if args.against else None)
 
     def space() -> Any:
+        found = find_path(cfg.sweep.space, cfg.path, bundled=True)  # as a sweep finds it
         try:
-            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version,
+            return load_space(found[0] if found else cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version,
                               allow_unknown=args.allow_unknown)
         except InputError:
             return None

@@ -42,7 +42,8 @@ def add_parser(sub: Any) -> None:
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
                                      "heartbeat) (default: SQLite in results/<study>/)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results root")
-    s.add_argument("--space", type=Path, help="search-space TOML (default: the config's sweep.space)")
+    s.add_argument("--space", type=Path, help="a search-space TOML, or a bundled space's name such as safe "
+                   "(default: the config's sweep.space)")
     s.add_argument("--mode", choices=("search", "presets"), help="presets: only the space's preset sets, in order")
     s.add_argument("--seed", type=nonneg_int, help="sampler seed (>= 0)")
     s.add_argument("--allow-unsafe", action="store_true",
@@ -205,6 +206,15 @@ def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
     raise InputError(str(args.config), "sweep.trials", trials, f"an integer >= {minimum} (or pass --trials)", why)
 
 
+def _cli_space(raw: Path) -> Path:
+    """``--space``: a path from the current directory, else the bundled space it names
+    (:func:`tuner.inputs.locate.find_path`); as given when neither, for load_space's message."""
+    from tuner.inputs import find_path
+
+    found = find_path(raw, None, bundled=True)
+    return found[0] if found is not None else raw
+
+
 def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tuple[Any, Any]:
     """The experiment file and the search space, with every problem of both in one error
     (``check_program``: a program not on PATH is one of them)."""
@@ -217,7 +227,7 @@ def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tup
                           resolve_space=args.space is None, allow_unknown=args.allow_unknown)
     except InputError as exc:
         problems += exc.problems
-    space_path = args.space or (cfg.sweep.space if cfg is not None else None)
+    space_path = _cli_space(args.space) if args.space else (cfg.sweep.space if cfg is not None else None)
     if space_path is not None:
         try:
             space = load_space(space_path, allow_unsafe=args.allow_unsafe,
