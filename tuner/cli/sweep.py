@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -65,6 +66,12 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--until", type=until, help="start no trial that would end past this wall-clock time (HH:MM)")
     s.add_argument("--min-effect", type=fraction, default=None,
                    help="smallest gain worth calling faster (fraction; default 0.01, or what the study stored)")
+    s.add_argument("--fresh", action="store_true",
+                   help="start the study over: its folder under --results (the previous night's results) is removed "
+                   "once every check before the first launch has passed, never before; not with --storage")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="print the whole night's log here (each phase, each relaunch's proof and NCCL library); "
+                   "it is always kept in <results>/<study>/night.log")
     s.add_argument("--dry-run", action="store_true",
                    help="make the sweep's checks before its first launch (files, values, paths, the port, a live "
                         "runner; without the server's program on PATH, what belongs to the night's host is reported, "
@@ -84,8 +91,11 @@ def run(args: argparse.Namespace) -> int:
     from tuner.redaction import secret_values
     from tuner.server import preflight
     from tuner.study import begin_run, record_end, record_stop
-    from tuner.sweep import Progress, Sweep, SweepOptions
+    from tuner.sweep import NIGHT_LOG, Progress, Sweep, SweepOptions
 
+    if args.fresh and args.storage:
+        raise InputError(CLI, "--fresh", True, "without --storage (a study folder of its own)",
+                         "a shared study is not removed by one worker; name a new --study instead")
     cfg, space = _load_inputs(args, check_program=not args.dry_run)  # a dry run says what is not on PATH
     _check_fixed_env(cfg, space)
     _check_budget(args, cfg)
@@ -96,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
     _say_until(args)
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written
+    if args.fresh:
+        _start_over(args.results / name)  # every check passed: the new night can start
     trials = args.trials or cfg.sweep.trials
-    progress = Progress(trials)  # every relaunch counts, the checks included
+    progress = Progress(trials, verbose=args.verbose)  # every relaunch counts, the checks included
     opts = SweepOptions(study=name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
@@ -110,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(CLI, "--results", str(args.results), preflight.RESULTS_ACCEPTED,
                          exc.strerror or str(exc)) from None
     store = sweep.store
+    progress.keep(opts.study_dir / NIGHT_LOG)
     begun = begin_run(store, cfg, space, config_path=args.config, study=name, storage_url=sweep.storage_url,
                       secrets=secret_values({**os.environ, **cfg.server.env}),  # the runner's env reaches the server
                       target=sweep.target, min_effect=args.min_effect, default_min_effect=DEFAULT_MIN_EFFECT)
@@ -142,6 +155,14 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _start_over(study_dir: Path) -> None:
+    """``--fresh``: remove the previous night's study folder (its study.db, logs and reports)."""
+    if study_dir.is_dir() and not study_dir.is_symlink():
+        shutil.rmtree(study_dir)
+    elif study_dir.exists():
+        raise InputError(CLI, "--fresh", str(study_dir), "a study folder to start over", "not a folder")
+
+
 def _stopped_message(exc: NcclTuneError) -> str:
     if isinstance(exc, Interrupted):
         return f"interrupted by {exc}: server torn down, study kept; run the same command to resume"
@@ -171,7 +192,8 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
     check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None
-    records, info = stored_study(study_dir, args.storage)  # its measured phases time the night
+    # its measured phases time the night; --fresh: none, the study starts over
+    records, info = stored_study(study_dir if not args.fresh else None, args.storage)
     print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
                                baseline_every=args.baseline_every, confirm=not args.no_confirm,
                                final_baseline=not args.no_final_baseline, study_dir=study_dir,

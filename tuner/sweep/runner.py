@@ -63,7 +63,7 @@ from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_setti
 from tuner.sweep import evidence
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
 from tuner.sweep.prelaunch import before_first_launch
-from tuner.sweep.progress import Progress, start_lines, trial_lines
+from tuner.sweep.progress import Progress, start_lines, trial_details, trial_lines
 from tuner.sweep.runners import Runners
 from tuner.sweep.trial import Launcher, runs_wanted
 
@@ -475,6 +475,8 @@ class Sweep:
             self.progress.trial_done(rec.wall_s)
         for line in trial_lines(rec, label):
             self.progress.log(line)
+        for line in trial_details(rec):
+            self.progress.detail(line)
         if rec.teardown_problem:
             raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
                                   "The next trial was not launched; results so far are kept.")
