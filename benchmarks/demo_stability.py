@@ -18,6 +18,7 @@ Usage: ``.venv/bin/python benchmarks/demo_stability.py [--nights 30] [--jobs 2] 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -46,6 +47,8 @@ class Night:
     decision: str
     gain_pct: float | None
     wall_s: float
+    noise_pct: float | None = None
+    confirmation: str = ""
 
 
 def _decision(study_dir: Path) -> tuple[str, float | None]:
@@ -74,8 +77,22 @@ def _night(config: Path, seed: int, work: Path) -> Night:
     started = time.monotonic()
     res = run_cli("sweep", str(night), "--study", "demo", "--results", str(folder / "results"), "--seed", str(seed),
                   env=env, timeout=1800, cwd=ROOT)
-    decision, gain = _decision(folder / "results" / "demo")
-    return Night(seed, res.returncode, decision, gain, time.monotonic() - started)
+    study = folder / "results" / "demo"
+    decision, gain = _decision(study)
+    noise, confirmation = _why(study)
+    return Night(seed, res.returncode, decision, gain, time.monotonic() - started, noise, confirmation)
+
+
+def _why(study_dir: Path) -> tuple[float | None, str]:
+    """The launch noise the night judged with (%) and its confirmations' notes (trials.csv)."""
+    path = study_dir / "judgement.json"
+    noise = json.loads(path.read_text()).get("launch_noise") if path.exists() else None
+    notes = []
+    if (study_dir / "trials.csv").exists():
+        with open(study_dir / "trials.csv", newline="") as fh:
+            notes = [f"trial {r['trial']}: {r['verdict_note']}" for r in csv.DictReader(fh)
+                     if r["kind"] == "confirm" and r["verdict_note"]]
+    return (noise * 100 if noise is not None else None), "; ".join(notes)
 
 
 def main() -> int:
@@ -97,7 +114,9 @@ def main() -> int:
             n = future.result()
             nights.append(n)
             gain = f"{n.gain_pct:+.1f} %" if n.gain_pct is not None else "-"
-            lines.append(f"seed {n.seed:3d}  exit {n.rc}  {n.wall_s:5.0f} s  best {gain:>8}  {n.decision}")
+            noise = f"{n.noise_pct:.2f} %" if n.noise_pct is not None else "-"
+            lines.append(f"seed {n.seed:3d}  exit {n.rc}  {n.wall_s:5.0f} s  best {gain:>8}  launch noise {noise:>7}  "
+                         f"{n.decision}" + (f"  [{n.confirmation}]" if not n.decision.startswith("Use ") else ""))
             print(lines[-1], flush=True)
     tally = Counter(n.decision for n in nights)
     common, count = tally.most_common(1)[0]

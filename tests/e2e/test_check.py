@@ -26,7 +26,7 @@ def _config(tmp_path: Path, *extra: str, name: str = "sim") -> Path:
     flags = "".join(f', "{e}"' for e in ("--seed", "3", *extra))
     text = text.replace("port = 8477", f"port = {free_port()}")
     text = text.replace('"--load-time", "1"]', f'"--load-time", "0.3"{flags}]')
-    text = text.replace("max_tokens = 96", "max_tokens = 48").replace("repeats = 4", "repeats = 3")
+    text = text.replace("max_tokens = 96", "max_tokens = 48").replace("repeats = 6", "repeats = 3")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT / "search_spaces" / "default.toml"}"')
     path = tmp_path / f"{name}.toml"
     path.write_text(text)

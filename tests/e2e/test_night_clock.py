@@ -22,7 +22,7 @@ def _config(tmp_path):
     """examples/sim.toml (its clock hints kept) with a 2 s load and a short probe: the time is mostly the load."""
     text = (ROOT / "examples" / "sim.toml").read_text()
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "2"')
-    text = text.replace("max_tokens = 96", "max_tokens = 16").replace("repeats = 4", "repeats = 2")
+    text = text.replace("max_tokens = 96", "max_tokens = 16").replace("repeats = 6", "repeats = 2")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/default.toml"')
     cfg = tmp_path / "sim.toml"
     cfg.write_text(text)

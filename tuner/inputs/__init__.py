@@ -1,4 +1,4 @@
-"""What the user writes: the experiment file, its schema, ${NAME} expansion, the search space, the model's config.json."""
+"""What the user writes: the experiment file, its schema, ${NAME} expansion, where its paths are found, the search space and the bundled ones, the model's config.json."""
 
 from tuner.inputs.config import (
     DEFAULT_MAX_TOKENS,
