@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(CLI, "--results", str(args.results), preflight.RESULTS_ACCEPTED,
                          exc.strerror or str(exc)) from None
     store = sweep.store
-    progress.keep(opts.study_dir / NIGHT_LOG)
     begun = begin_run(store, cfg, space, config_path=args.config, study=name, storage_url=sweep.storage_url,
                       secrets=secret_values({**os.environ, **cfg.server.env}),  # the runner's env reaches the server
                       target=sweep.target, min_effect=args.min_effect, default_min_effect=DEFAULT_MIN_EFFECT)
+    progress.keep(opts.study_dir / NIGHT_LOG)  # once the study is this night's (a refused resume writes no log)
     if begun.fixed:
         progress.log(f"note: server.env fixes {' '.join(f'{k}={v}' for k, v in begun.fixed.items())} for "
                      "every trial; the 'untuned' baseline runs with these too")
