@@ -30,7 +30,8 @@ def test_fresh_replaces_the_previous_night_only_when_the_new_one_can_start(tmp_p
     log = (study / "night.log").read_text()
     # the console: headlines; the log: each phase and each relaunch's proof and library too
     assert "probing: run 1/2" in log and "NCCL library" in log and "trial 1 [" in log
-    assert "probing: run" not in first.stderr and "NCCL library" not in first.stderr and "trial 1 [" in first.stderr
+    assert "probing: run" not in first.stderr and "NCCL library" not in first.stderr and "trial 1 [" not in first.stderr
+    assert "sweep ended: relaunch budget of 2 spent" in first.stderr
     assert f"the night's full log: {study / 'night.log'} (-v shows it here too)" in first.stderr
 
     # a night that cannot start (its program is not there): refused, the previous folder untouched

@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
     c.add_argument("-v", "--verbose", action="store_true",
-                   help="print the whole log here (each phase, each relaunch's proof and NCCL library); it is "
+                   help="print the whole log here (each phase; each relaunch's result, proof and NCCL library; the triage's findings); it is "
                    "always kept in <results>/<study>/night.log")
     c.add_argument("--allow-unknown", action="store_true",
                    help="let through an NCCL_* variable nccl-tune's record does not hold (one of an NCCL newer than "

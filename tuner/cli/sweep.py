@@ -70,7 +70,7 @@ def add_parser(sub: Any) -> None:
                    help="start the study over: its folder under --results (the previous night's results) is removed "
                    "once every check before the first launch has passed, never before; not with --storage")
     s.add_argument("-v", "--verbose", action="store_true",
-                   help="print the whole night's log here (each phase, each relaunch's proof and NCCL library); "
+                   help="print the whole night's log here (each phase; each relaunch's result, proof and NCCL library; the triage's findings); "
                    "it is always kept in <results>/<study>/night.log")
     s.add_argument("--dry-run", action="store_true",
                    help="make the sweep's checks before its first launch (files, values, paths, the port, a live "

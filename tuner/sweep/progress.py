@@ -2,9 +2,11 @@
 
 A rich status line on a terminal; plain timestamped log lines otherwise (CI, nohup, cron),
 so an overnight log reads well the next morning. Every line, each phase and the details
-(each relaunch's proof and NCCL library) included, goes to the night's log file
+(each ok relaunch's result, its proof when it holds, its NCCL library, the baseline's server
+and topology, the triage's findings after its headline) included, goes to the night's log file
 (``<study>/night.log``, :meth:`Progress.keep`); the console shows the phases on the live line
-only, and the details only when ``verbose`` (``-v``), so a short night fits a screen. ``n`` counts every relaunch of the night as
+only, and the details only when ``verbose`` (``-v``), so a short night fits a screen (the table
+at its end has every relaunch's result). ``n`` counts every relaunch of the night as
 the runner's clock plans it now (:class:`tuner.planning.NightClock`; never below ``k``), and the
 expected end is a local clock time the runner corrects before each relaunch from the phases
 measured so far. Nothing secret is ever passed here.

@@ -473,7 +473,9 @@ class Sweep:
         self.store.finish(trial, rec, rec.median(self.cfg.probe.metric) or 0.0)
         if rec.wall_s:
             self.progress.trial_done(rec.wall_s)
-        for line in trial_lines(rec, label):
+        said, *warnings = trial_lines(rec, label)
+        (self.progress.detail if rec.ok else self.progress.log)(said)  # the table at the end shows it
+        for line in warnings:
             self.progress.log(line)
         for line in trial_details(rec):
             self.progress.detail(line)
@@ -481,7 +483,7 @@ class Sweep:
             raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
                                   "The next trial was not launched; results so far are kept.")
         if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:
-            learn(self.store, found, self.cfg, self.space, self.dir, self.progress.log)
+            learn(self.store, found, self.cfg, self.space, self.dir, self.progress.log, self.progress.detail)
             self._check_backend()
         if rec.kind is not Kind.BASELINE and target_met(rec, self.target):
             self.outcome.target_reached(trial.number, self.target or 0.0)
