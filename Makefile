@@ -33,10 +33,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
-# A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/).
+# A fresh simulated sweep of the motivating 8-GPU PCIe box (results/demo/): --fresh replaces the
+# previous demo's folder only once the new night has passed every check before its first launch.
 demo: $(STAMP)
-	rm -rf results/demo
-	$(VENV)/bin/nccl-tune sweep examples/sim.toml --study demo
+	$(VENV)/bin/nccl-tune sweep examples/sim.toml --study demo --fresh
 
 # ruff and mypy, as configured in pyproject.toml.
 lint: $(STAMP)

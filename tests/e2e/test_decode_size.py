@@ -20,7 +20,7 @@ SKIPPED = ("ll", "ring-ll", "tree-ll", "max-connections-1", "channels-8")
 def test_sets_equal_at_the_decode_size_are_relaunched_once(tmp_path):
     text = (ROOT / "examples" / "sim.toml").read_text()
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
-    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 4", "repeats = 2")
+    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 6", "repeats = 2")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/safe.toml"')
     cfg = tmp_path / "sim.toml"
     cfg.write_text(text)

@@ -58,4 +58,4 @@ def test_the_examples_are_what_the_readme_says():
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in varied and "include_presets" not in space
     assert "`examples/sglang-tp8.toml`" in README and "search_spaces/sglang.toml" in README
     sim = tomllib.loads((EXAMPLES / "sim.toml").read_text())
-    assert sim["sweep"]["trials"] == 8 and "make demo" in README
+    assert sim["sweep"]["trials"] == 12 and "make demo" in README

@@ -312,7 +312,7 @@ def _sim_config(tmp_path: Path, space: Path) -> Path:
     """examples/sim.toml (the pcie-8x-mla box), shortened, on ``space``."""
     text = (ROOT / "examples" / "sim.toml").read_text()
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
-    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 4", "repeats = 2")
+    text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 6", "repeats = 2")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{space}"')
     cfg = tmp_path / "sim.toml"
     cfg.write_text(text)

@@ -131,7 +131,7 @@ def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space
     clean = set(runs[runs["status"] == "ok"]["set"])
     for env in df[df["kind"] != "baseline"]["env_d"]:
         assert screen_key(env) in clean, env
-    err = res.stderr
+    err = (study / "night.log").read_text()  # every line in order, each relaunch's phases and result included
     assert err.index("bound: NCCL tuning can gain at most") < err.index("[screen-1]")
     # exports, report section, and no secret anywhere under results/ (the -J file held it)
     assert (study / "tuner_perf.csv").exists() and (study / "nccl_tuner.conf").exists()
@@ -178,7 +178,7 @@ def test_simulator_pcie_prints_the_bound_before_the_first_tuned_relaunch(tmp_pat
                        extra_sweep="seed = 1\n[screen]\ncommand = [" + ", ".join(f'"{a}"' for a in screen) + "]\n"
                                    f'trials = 6\ntop_k = 1\n[model]\nconfig = "{model}"\nprompt_tokens = 1024\n')
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "pcie", "--no-confirm",
-                  "--no-final-baseline")
+                  "--no-final-baseline", "-v")  # -v: each relaunch's result line too
     assert res.returncode == 0, res.stderr
     err = res.stderr
     bound = err.index("bound: NCCL tuning can gain at most")

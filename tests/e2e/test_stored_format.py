@@ -17,6 +17,8 @@ from tuner.record import FORMAT_VERSION, Status
 from tuner.study import StudyStore, open_study
 
 OLD = STORES / "f0e244d"
+#: examples/sim.toml's run noise, added after the stored nights were measured (their command lacks it)
+MEASURED_WITHOUT = '"--noise", "0.01", '
 
 
 #: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6, the launches
@@ -97,6 +99,7 @@ def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
     """The old decode study, resumed with the same settings but probe.metric = output_tok_s."""
     old_store("decode", tmp_path)
     cfg = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    cfg = cfg.replace(MEASURED_WITHOUT, "")
     cfg = cfg.replace('space = "search_spaces/default.toml"', f'space = "{ROOT / "search_spaces" / "default.toml"}"')
     (tmp_path / "decode.toml").write_text(cfg)
     res = cli("sweep", str(tmp_path / "decode.toml"), "--results", str(tmp_path), "--trials", "6")
@@ -113,6 +116,7 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
     before = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
     kept = {t.number: t.values for t in before.trials}
     config = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    config = config.replace(MEASURED_WITHOUT, "")
     config = config.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/default.toml"')
     path = tmp_path / "sim.toml"
     path.write_text(config)

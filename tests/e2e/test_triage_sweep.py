@@ -13,7 +13,7 @@ def test_fallback_box_says_the_fallback_and_relaunches_the_fix_first(tmp_path):
         sys.executable, "-m", "tuner.sim", "serve", "--profile", "pcie-8x-amd-fallback", "--port", "{port}",
         "--load-time", "0.2"], space=ROOT / "search_spaces" / "default.toml", trials=2, max_tokens=40, repeats=2)
     res = cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "fb", "--no-confirm",
-              "--no-final-baseline")
+              "--no-final-baseline", "-v")  # -v: each relaunch's result line too
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout + res.stderr
     said = out.index("falling back to simple order")

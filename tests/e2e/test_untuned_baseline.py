@@ -31,8 +31,8 @@ def _home(tmp_path: Path) -> dict[str, str]:
 
 def test_a_home_nccl_conf_is_named_before_the_baseline_and_the_library_is_recorded(tmp_path):
     env = _home(tmp_path)
-    res, df = sweep(tmp_path, _config(tmp_path), "--no-final-baseline", "--trials", "1", env=env)
-    said = res.stdout + res.stderr
+    res, df = sweep(tmp_path, _config(tmp_path), "--no-final-baseline", "--trials", "1", "-v", env=env)
+    said = res.stdout + res.stderr  # -v: the phase lines too
     assert res.returncode == 0, said
     conf = f"NCCL settings nccl-tune does not set: {tmp_path}/home/.nccl.conf"
     lines = said.splitlines()

@@ -51,6 +51,9 @@ def add_parser(sub: Any) -> None:
                         "then set, set, baseline again; at least 4")
     c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="print the whole log here (each phase; each relaunch's result, proof and NCCL library; the triage's findings); it is "
+                   "always kept in <results>/<study>/night.log")
     c.add_argument("--allow-unknown", action="store_true",
                    help="let through an NCCL_* variable nccl-tune's record does not hold (one of an NCCL newer than "
                         "2.30.7), with a note; without it such a name is refused as a likely typo")
@@ -67,12 +70,13 @@ def run(args: argparse.Namespace) -> int:
     cannot be opened)."""
     from tuner import report
     from tuner.errors import NoLongerHolds, NotJudged
-    from tuner.inputs import load_config, load_space
+    from tuner.inputs import find_path, load_config, load_space
     from tuner.judging import DEFAULT_MIN_EFFECT
     from tuner.server import preflight
     from tuner.study import this_host
     from tuner.sweep import (
         CHECK_TRIALS,
+        NIGHT_LOG,
         PRIOR_WORDS,
         Progress,
         SweepOptions,
@@ -92,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
                if args.against else None)
 
     def space() -> Any:
+        found = find_path(cfg.sweep.space, cfg.path, bundled=True)  # as a sweep finds it
         try:
-            return load_space(cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version,
+            return load_space(found[0] if found else cfg.sweep.space, allow_unsafe=args.allow_unsafe, version=cfg.nccl.nccl_version,
                               allow_unknown=args.allow_unknown)
         except InputError:
             return None
@@ -105,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(CLI, "--study", study, "a study name not used yet", "a check is one fresh study")
     preflight.check(cfg, args.results)
     hold_gpus(args, cfg, study, "check")
-    progress = Progress(args.trials)
+    progress = Progress(args.trials, verbose=args.verbose)
+    progress.keep(args.results / study / NIGHT_LOG)
     progress.log(f"check: {checked.words()} ({checked.source}) against the untuned baseline, {args.trials} relaunches "
                  f"as study {study}" + (f"; judged with the launch noise of study {against.name}" if against else ""))
     opts = SweepOptions(study=study, results=args.results, storage=args.storage, trials=args.trials, confirm=False,

@@ -59,11 +59,11 @@ def _space_files(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The graph/topology files of the config's search space, for diagnose's triage: only when
     the space names one of those variables (then the space is loaded, and a bad file is an
     InputError, exit 2, before the launch); empty when the space file is not found."""
-    from tuner.inputs import load_space
+    from tuner.inputs import find_path, load_space
     from tuner.nccl import FILE_VARS
 
-    raw = Path(cfg.sweep.space)
-    path = next((p for p in ([raw] if raw.is_absolute() else [raw, cfg.path.parent / raw]) if p.is_file()), None)
+    found = find_path(cfg.sweep.space, cfg.path, bundled=True)
+    path = found[0] if found is not None else None
     if path is None or not any(name in path.read_text(errors="replace") for name in FILE_VARS):
         return {}
     return load_space(path, allow_unsafe=True, version=cfg.nccl.nccl_version).files()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import platform
 import sys
 from types import ModuleType
 
@@ -17,7 +18,7 @@ from tuner.cli import bench, check, compare, diagnose, probe, readlog, report, s
 from tuner.cli.common import Help
 from tuner.errors import ExitCode, InputError, NcclTuneError, ProbeError, TrialFailed
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "version_line"]
 
 #: Each subcommand's module, in ``--help``'s order (``sim`` last: its argv is the simulator's).
 COMMANDS: dict[str, ModuleType] = {
@@ -31,10 +32,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nccl-tune", description="Relaunch an inference server under NCCL environment "
                                 "sets and judge each against the untuned baseline.",
                                 formatter_class=Help)
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="print nccl-tune's version and the Python it runs on, then exit")
     sub = p.add_subparsers(dest="command", required=True)
     for module in COMMANDS.values():
         module.add_parser(sub)
     return p
+
+
+class _Version(argparse.Action):
+    """``--version``: :func:`version_line` as one line (argparse's own action wraps it at the
+    terminal's width), exit 0."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def version_line() -> str:
+    """``nccl-tune 0.1.0 (Python 3.12.3, /path/to/python)``: the installed distribution's version
+    (importlib.metadata, i.e. the wheel's METADATA) and the interpreter that runs it; "not
+    installed" when the package runs from a source tree pip never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mine = version("nccl-tune")
+    except PackageNotFoundError:
+        mine = "(not installed)"
+    return f"nccl-tune {mine} (Python {platform.python_version()}, {sys.executable})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -45,7 +46,8 @@ def add_parser(sub: Any) -> None:
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
                                      "heartbeat) (default: SQLite in results/<study>/)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results root")
-    s.add_argument("--space", type=Path, help="search-space TOML (default: the config's sweep.space)")
+    s.add_argument("--space", type=Path, help="a search-space TOML, or a bundled space's name such as safe "
+                   "(default: the config's sweep.space)")
     s.add_argument("--mode", choices=("search", "presets"), help="presets: only the space's preset sets, in order")
     s.add_argument("--seed", type=nonneg_int, help="sampler seed (>= 0)")
     s.add_argument("--allow-unsafe", action="store_true",
@@ -67,6 +69,12 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--until", type=until, help="start no trial that would end past this wall-clock time (HH:MM)")
     s.add_argument("--min-effect", type=fraction, default=None,
                    help="smallest gain worth calling faster (fraction; default 0.01, or what the study stored)")
+    s.add_argument("--fresh", action="store_true",
+                   help="start the study over: its folder under --results (the previous night's results) is removed "
+                   "once every check before the first launch has passed, never before; not with --storage")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="print the whole night's log here (each phase; each relaunch's result, proof and NCCL library; the triage's findings); "
+                   "it is always kept in <results>/<study>/night.log")
     s.add_argument("--dry-run", action="store_true",
                    help="make the sweep's checks before its first launch (files, values, paths, the port, a live "
                         "runner; without the server's program on PATH, what belongs to the night's host is reported, "
@@ -89,8 +97,11 @@ def run(args: argparse.Namespace) -> int:
     from tuner.redaction import secret_values
     from tuner.server import preflight
     from tuner.study import begin_run, record_end, record_stop
-    from tuner.sweep import Progress, Sweep, SweepOptions
+    from tuner.sweep import NIGHT_LOG, Progress, Sweep, SweepOptions
 
+    if args.fresh and args.storage:
+        raise InputError(CLI, "--fresh", True, "without --storage (a study folder of its own)",
+                         "a shared study is not removed by one worker; name a new --study instead")
     cfg, space = _load_inputs(args, check_program=not args.dry_run)  # a dry run says what is not on PATH
     _check_fixed_env(cfg, space)
     _check_budget(args, cfg)
@@ -101,9 +112,11 @@ def run(args: argparse.Namespace) -> int:
     _say_until(args)
     name = args.study or study_name_from(args.config)
     hold_gpus(args, cfg, name, "sweep")  # refused before anything is opened or written
+    if args.fresh:
+        _start_over(args.results / name)  # every check passed: the new night can start
     trials = args.trials or cfg.sweep.trials
     fill = _fills_clock(args, cfg)
-    progress = Progress(trials)  # every relaunch counts, the checks included
+    progress = Progress(trials, verbose=args.verbose)  # every relaunch counts, the checks included
     opts = SweepOptions(study=name, results=args.results, storage=args.storage, trials=trials,
                         mode=args.mode, seed=args.seed, baseline_every=args.baseline_every,
                         final_baseline=not args.no_final_baseline, confirm=not args.no_confirm,
@@ -119,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     begun = begin_run(store, cfg, space, config_path=args.config, study=name, storage_url=sweep.storage_url,
                       secrets=secret_values({**os.environ, **cfg.server.env}),  # the runner's env reaches the server
                       target=sweep.target, min_effect=args.min_effect, default_min_effect=DEFAULT_MIN_EFFECT)
+    progress.keep(opts.study_dir / NIGHT_LOG)  # once the study is this night's (a refused resume writes no log)
     if begun.fixed:
         progress.log(f"note: server.env fixes {' '.join(f'{k}={v}' for k, v in begun.fixed.items())} for "
                      "every trial; the 'untuned' baseline runs with these too")
@@ -151,6 +165,14 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _start_over(study_dir: Path) -> None:
+    """``--fresh``: remove the previous night's study folder (its study.db, logs and reports)."""
+    if study_dir.is_dir() and not study_dir.is_symlink():
+        shutil.rmtree(study_dir)
+    elif study_dir.exists():
+        raise InputError(CLI, "--fresh", str(study_dir), "a study folder to start over", "not a folder")
+
+
 def _stopped_message(exc: NcclTuneError) -> str:
     if isinstance(exc, Interrupted):
         return f"interrupted by {exc}: server torn down, study kept; run the same command to resume"
@@ -181,7 +203,8 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
     check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None
-    records, info = stored_study(study_dir, args.storage)  # its measured phases time the night
+    # its measured phases time the night; --fresh: none, the study starts over
+    records, info = stored_study(study_dir if not args.fresh else None, args.storage)
     print("\n".join(plan_lines(cfg, space, allow_unsafe=args.allow_unsafe, mode=args.mode, trials=args.trials,
                                baseline_every=args.baseline_every, confirm=not args.no_confirm,
                                final_baseline=not args.no_final_baseline, study_dir=study_dir,
@@ -222,6 +245,15 @@ def _check_budget(args: argparse.Namespace, cfg: Any) -> None:
     raise InputError(str(args.config), "sweep.trials", trials, f"an integer >= {minimum} (or pass --trials)", why)
 
 
+def _cli_space(raw: Path) -> Path:
+    """``--space``: a path from the current directory, else the bundled space it names
+    (:func:`tuner.inputs.locate.find_path`); as given when neither, for load_space's message."""
+    from tuner.inputs import find_path
+
+    found = find_path(raw, None, bundled=True)
+    return found[0] if found is not None else raw
+
+
 def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tuple[Any, Any]:
     """The experiment file and the search space, with every problem of both in one error
     (``check_program``: a program not on PATH is one of them)."""
@@ -234,7 +266,7 @@ def _load_inputs(args: argparse.Namespace, *, check_program: bool = True) -> tup
                           resolve_space=args.space is None, allow_unknown=args.allow_unknown)
     except InputError as exc:
         problems += exc.problems
-    space_path = args.space or (cfg.sweep.space if cfg is not None else None)
+    space_path = _cli_space(args.space) if args.space else (cfg.sweep.space if cfg is not None else None)
     if space_path is not None:
         try:
             space = load_space(space_path, allow_unsafe=args.allow_unsafe,

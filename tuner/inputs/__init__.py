@@ -1,4 +1,4 @@
-"""What the user writes: the experiment file, its schema, ${NAME} expansion, the search space, the model's config.json."""
+"""What the user writes: the experiment file, its schema, ${NAME} expansion, where its paths are found, the search space and the bundled ones, the model's config.json."""
 
 from tuner.inputs.config import (
     DEFAULT_MAX_TOKENS,
@@ -11,6 +11,7 @@ from tuner.inputs.config import (
     program_problem,
     server_tls,
 )
+from tuner.inputs.locate import find_path
 from tuner.inputs.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.schema import LoadContext, as_written, check_nccl
 from tuner.inputs.space import BACKEND_SPACE, UNSET, Preset, SearchSpace, backend_space_path, load_space
@@ -32,6 +33,7 @@ __all__ = [
     "backend_space_path",
     "check_nccl",
     "decode_allreduce_bytes",
+    "find_path",
     "load_config",
     "load_model_shape",
     "load_space",

@@ -14,7 +14,7 @@ import shlex
 import shutil
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import NoneType, UnionType
@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from tuner.inputs import envexpand
+from tuner.inputs.locate import bundled_space_names, find_path
 from tuner.inputs.schema import (
     FileModel,
     LoadContext,
@@ -64,7 +65,10 @@ PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
 #: arguments (``python -c`` code, JSON) are passed as written.
 PLACEHOLDER = re.compile(r"(?:--[\w-]+=)?\{([a-z_]+)\}")
 PLACEHOLDERS = ("port", "python")
-DEFAULT_SPACE = Path("search_spaces/default.toml")
+#: The space of a file that names none: the bundled ``default`` (tuner/inputs/spaces/default.toml).
+DEFAULT_SPACE = Path("default")
+#: The bundled spaces' names, for the accepted values of ``sweep.space``.
+BUNDLED_SPACES = tuple(bundled_space_names())
 #: Tokens per probe run unless the experiment file sets ``probe.max_tokens`` (also
 #: :func:`tuner.measure.run_probe`'s default).
 DEFAULT_MAX_TOKENS = 512
@@ -283,11 +287,13 @@ class SweepConfig(FileModel):
     :data:`DEFAULT_BASELINE_EVERY`, measured by benchmarks/night_calibration.py --every), stop at
     ``target`` tok/s.
 
-    ``space`` is looked up relative to the current directory, then to the config file.
+    ``space`` is a bundled space's name or a path, looked up next to the experiment file, then in
+    the current directory, then among the bundled spaces (:func:`tuner.inputs.locate.find_path`).
     """
 
     space: Annotated[Path, Field(validate_default=True, description=(
-        "a search-space TOML file, relative to the current directory or to the config file"))] = DEFAULT_SPACE
+        "a bundled space's name (" + ", ".join(BUNDLED_SPACES) + ") or a search-space TOML file, "
+        "relative to the experiment file or to the current directory"))] = DEFAULT_SPACE
     trials: Annotated[int, _int(1, 10_000)] = 12
     mode: Annotated[Literal["search", "presets"], Field(description=" or ".join(MODES))] = "search"
     seed: Annotated[int | None, _int(0)] = None
@@ -309,11 +315,20 @@ class SweepConfig(FileModel):
         ctx = load_context(info)
         if not ctx.resolve_space:
             return Path(raw)
-        candidate = Path(os.path.expanduser(raw))
-        for path in [candidate] if candidate.is_absolute() else [candidate, ctx.file.parent / candidate]:
-            if path.is_file():
-                return path
+        return _located("sweep.space", raw, ctx, accepted, bundled=True)
+
+
+def _located(key: str, raw: str | Path, ctx: LoadContext, accepted: str, *, bundled: bool = False,
+             exists: Callable[[Path], bool] = Path.is_file) -> Path:
+    """``raw`` found by :func:`tuner.inputs.locate.find_path` (next to the experiment file, then
+    in the working directory, then bundled), where a relative one was found said as a notice."""
+    found = find_path(raw, ctx.file, exists=exists, bundled=bundled)
+    if found is None:
         raise problem(accepted, "file not found")
+    path, where = found
+    if where != "as written":
+        ctx.notices.append(f'{key} = "{raw}": {path} ({where})')
+    return path
 
 
 def _version(raw: Any) -> str | None:
@@ -369,8 +384,8 @@ class NcclConfig(FileModel):
 class ModelConfig(FileModel):
     """``[model]``: where the allreduce sizes come from (:mod:`tuner.inputs.model`).
 
-    ``config``: a Hugging Face ``config.json`` (or its folder), relative to the current
-    directory, then to the experiment file; read on load. ``tokens_per_step``: tokens in one
+    ``config``: a Hugging Face ``config.json`` (or its folder), relative to the experiment
+    file, then to the current directory; read on load. ``tokens_per_step``: tokens in one
     decode forward pass (1 for one stream; the batch, or 1 + draft length with speculative
     decoding). ``prompt_tokens``: the prompt length whose prefill allreduce is screened too
     (None: decode only). ``dtype``: the server's ``--dtype`` when not ``auto``.
@@ -379,8 +394,8 @@ class ModelConfig(FileModel):
     """
 
     config: Annotated[Path, Field(description=(
-        "the path of a Hugging Face config.json (or its folder), relative to the current directory "
-        "or to the config file"))]
+        "the path of a Hugging Face config.json (or its folder), relative to the experiment file "
+        "or to the current directory"))]
     tokens_per_step: Annotated[int, _int(1, 1_000_000)] = 1
     prompt_tokens: Annotated[int | None, _int(1, 10_000_000)] = None
     dtype: Annotated[str | None, Field(description='"auto", "bfloat16", "float16" or "float32"')] = None
@@ -394,13 +409,9 @@ class ModelConfig(FileModel):
         if not (isinstance(raw, str) and raw) and not isinstance(raw, Path):
             raise problem(accepted)
         ctx = load_context(info)
-        candidate = Path(os.path.expanduser(raw))
         if not ctx.resolve_space:
-            return candidate
-        for path in [candidate] if candidate.is_absolute() else [candidate, ctx.file.parent / candidate]:
-            if path.exists():
-                return path
-        raise problem(accepted, "file not found")
+            return Path(os.path.expanduser(raw))
+        return _located("model.config", raw, ctx, accepted, exists=Path.exists)
 
     @model_validator(mode="after")
     def _readable(self, info: ValidationInfo) -> ModelConfig:

@@ -35,6 +35,7 @@ from typing import Annotated, Any
 from pydantic import Field, PlainValidator, ValidationError, ValidationInfo, field_validator
 
 from tuner.errors import InputError
+from tuner.inputs.locate import find_path
 from tuner.inputs.schema import (
     SECRET_ACCEPTED,
     SECRET_WHY,
@@ -64,14 +65,13 @@ BACKEND_SPACE = "search_spaces/{server}-backends.toml"
 
 
 def backend_space_path(server: str, config_file: Path | None = None) -> tuple[Path, bool]:
-    """Where ``server``'s backend space is (:data:`BACKEND_SPACE`), found as ``sweep.space``'s
-    default is: relative to the current directory, then to the experiment file's folder.
-    Returns ``(path, found)``; not found, the path as written (for a message)."""
+    """Where ``server``'s backend space is (:data:`BACKEND_SPACE`), found as ``sweep.space`` is
+    (:func:`tuner.inputs.locate.find_path`): next to the experiment file, then in the current
+    directory, then the bundled one. Returns ``(path, found)``; not found, the path as written
+    (for a message)."""
     raw = Path(BACKEND_SPACE.format(server=server))
-    for path in [raw, *([config_file.parent / raw] if config_file is not None else [])]:
-        if path.is_file():
-            return path, True
-    return raw, False
+    found = find_path(raw, config_file, bundled=True)
+    return (found[0], True) if found is not None else (raw, False)
 
 
 @dataclass(frozen=True)

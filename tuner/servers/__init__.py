@@ -27,7 +27,7 @@ from tuner.servers.catalogue import (
     version_key,
 )
 from tuner.servers.kind import ServerKind
-from tuner.servers.kinds import GENERIC, KIND_NAMES, KINDS, kind_named, kind_of
+from tuner.servers.kinds import GENERIC, KIND_NAMES, KINDS, kind_named, kind_of, simulated
 
 __all__ = [
     "BACKEND_SERVERS",
@@ -47,6 +47,7 @@ __all__ = [
     "kind_of",
     "nccl_cannot_act_at_decode",
     "prove",
+    "simulated",
     "switch_versions",
     "version_key",
 ]

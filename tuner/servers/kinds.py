@@ -8,6 +8,7 @@ log marks; else the generic one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 from tuner.servers.kind import ServerKind
@@ -18,7 +19,7 @@ from tuner.servers.tgi import TGI
 from tuner.servers.trtllm import TRTLLM
 from tuner.servers.vllm import VLLM
 
-__all__ = ["GENERIC", "KINDS", "KIND_NAMES", "kind_named", "kind_of"]
+__all__ = ["GENERIC", "KINDS", "KIND_NAMES", "kind_named", "kind_of", "simulated"]
 
 #: Every kind; the generic one last (it names no command and marks no line).
 KINDS: tuple[ServerKind, ...] = (VLLM, SGLANG, TGI, TRTLLM, LLAMACPP, OPENAI)
@@ -52,3 +53,12 @@ def kind_of(argv: Sequence[str] = (), log_lines: Iterable[str] = (), forced: str
             if kind.marks(line):
                 return kind
     return GENERIC
+
+
+def simulated(argv: Sequence[str]) -> bool:
+    """True when ``argv`` runs nccl-tune's bundled simulator (``{python} -m tuner.sim ...`` or
+    ``nccl-tune sim ...``), a server that computes nothing on a GPU (tuner/sim)."""
+    args = list(argv)
+    if args[1:3] == ["-m", "tuner.sim"]:
+        return True
+    return bool(args) and os.path.basename(args[0]) == "nccl-tune" and args[1:2] == ["sim"]

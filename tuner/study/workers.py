@@ -36,6 +36,7 @@ from tuner.errors import GpusInUse
 from tuner.inputs import ExperimentConfig
 from tuner.redaction import scrub, secret_values
 from tuner.server import describe_pid, gpu
+from tuner.servers import simulated
 from tuner.study.inflight import host_name
 from tuner.study.storage import hide_password
 
@@ -76,11 +77,14 @@ def workers_dir(environ: Mapping[str, str] | None = None) -> Path:
 class Gpus:
     """The GPUs a worker's server gets: ``visible`` (``CUDA_VISIBLE_DEVICES``; None: unset, every
     GPU), ``source`` (``"server.env"``, ``"the environment"``, ``""`` when unset) and ``uuids``
-    (NVML's UUIDs of those GPUs, :func:`tuner.server.gpu.selected_uuids`; None without NVML)."""
+    (NVML's UUIDs of those GPUs, :func:`tuner.server.gpu.selected_uuids`; None without NVML).
+    ``simulated``: the bundled simulator, on a host without NVML and told no GPUs: it holds none,
+    so no other worker shares one with it (``make demo`` beside a night elsewhere)."""
 
     visible: str | None
     source: str = ""
     uuids: tuple[str, ...] | None = None
+    simulated: bool = False
 
     def names(self) -> list[str]:
         """The GPUs ``visible`` names as CUDA reads the list: indices (``"00"`` is ``"0"``) and
@@ -98,7 +102,10 @@ class Gpus:
 
     def overlaps(self, other: Gpus) -> bool:
         """True when the two share a GPU: by UUID where NVML gave both, else by name (unset
-        shares every GPU; an index and a UUID cannot be told apart without NVML: shared)."""
+        shares every GPU; an index and a UUID cannot be told apart without NVML: shared); never
+        when either is :attr:`simulated`."""
+        if self.simulated or other.simulated:
+            return False
         if self.uuids is not None and other.uuids is not None:
             return bool(set(self.uuids) & set(other.uuids))
         if self.visible is None or other.visible is None:  # every GPU: shared unless the other names none
@@ -108,6 +115,8 @@ class Gpus:
     def text(self) -> str:
         """``CUDA_VISIBLE_DEVICES=0,1 from server.env``, ``every GPU (CUDA_VISIBLE_DEVICES unset)``,
         or ``no GPU (CUDA_VISIBLE_DEVICES="" from the environment)``."""
+        if self.simulated:
+            return "no GPU (the simulator, on a host without NVML)"
         if self.visible is None:
             return "every GPU (CUDA_VISIBLE_DEVICES unset)"
         said = f"CUDA_VISIBLE_DEVICES={self.visible or chr(34) * 2}" + (f" from {self.source}" if self.source else "")
@@ -116,7 +125,7 @@ class Gpus:
     def to_json(self) -> dict[str, Any]:
         """The registry file's ``gpus`` object."""
         return {"visible": self.visible, "source": self.source, "uuids": list(self.uuids) if self.uuids is not None
-                else None}
+                else None, "simulated": self.simulated}
 
     @classmethod
     def from_json(cls, data: Any) -> Gpus:
@@ -125,7 +134,7 @@ class Gpus:
         visible = data.get("visible")
         uuids = data.get("uuids")
         return cls(visible if isinstance(visible, str) else None, str(data.get("source") or ""),
-                   tuple(str(u) for u in uuids) if isinstance(uuids, list) else None)
+                   tuple(str(u) for u in uuids) if isinstance(uuids, list) else None, data.get("simulated") is True)
 
 
 def _same(a: str, b: str) -> bool:
@@ -139,7 +148,9 @@ def _same(a: str, b: str) -> bool:
 
 def gpus_of(cfg: ExperimentConfig, environ: Mapping[str, str] | None = None) -> Gpus:
     """The GPUs ``cfg``'s server gets: ``CUDA_VISIBLE_DEVICES`` of ``server.env``, else of
-    ``environ`` (the worker's environment, which the server inherits), with NVML's UUIDs."""
+    ``environ`` (the worker's environment, which the server inherits), with NVML's UUIDs;
+    :attr:`Gpus.simulated` for the bundled simulator with neither set where NVML is absent
+    (a simulator given CUDA_VISIBLE_DEVICES stands in for a server on those GPUs)."""
     env = os.environ if environ is None else environ
     if "CUDA_VISIBLE_DEVICES" in cfg.server.env:
         visible, source = cfg.server.env["CUDA_VISIBLE_DEVICES"], "server.env"
@@ -148,7 +159,8 @@ def gpus_of(cfg: ExperimentConfig, environ: Mapping[str, str] | None = None) -> 
     else:
         visible, source = None, ""
     uuids = gpu.selected_uuids(visible)
-    return Gpus(visible, source, tuple(uuids) if uuids is not None else None)
+    idle = visible is None and uuids is None and simulated(cfg.server.command)
+    return Gpus(visible, source, tuple(uuids) if uuids is not None else None, idle)
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,12 @@ from tuner.sweep.check import (
 from tuner.sweep.dryrun import plan_lines
 from tuner.sweep.evidence import read
 from tuner.sweep.prelaunch import start_checks
-from tuner.sweep.progress import Progress
+from tuner.sweep.progress import NIGHT_LOG, Progress
 from tuner.sweep.runner import Sweep, SweepOptions, SweepOutcome
 
 __all__ = [
     "CHECK_TRIALS",
+    "NIGHT_LOG",
     "PRIOR_WORDS",
     "Progress",
     "Sweep",

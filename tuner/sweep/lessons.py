@@ -74,9 +74,12 @@ def baseline_failed(finished: Sequence[TrialRecord], host_type: str) -> Baseline
 
 
 def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, space: SearchSpace, study_dir: Path,
-          log: Callable[[str], None]) -> None:
+          log: Callable[[str], None], detail: Callable[[str], None] | None = None) -> None:
     """After the first ok baseline: record in ``store`` the NCCL version, topology and
-    decode-allreduce backend its log showed (``found``) and the triage of the machine, and say them."""
+    decode-allreduce backend its log showed (``found``) and the triage of the machine, and say
+    them: the triage's first line by ``log``, the rest by ``detail`` (default ``log``: the
+    night's log file keeps them, the report has the triage whole)."""
+    detail = detail or log
     topo = found.topology()
     version = found.version
     backend = found.backend
@@ -89,14 +92,14 @@ def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, sp
     where = (f"{topo.nranks} ranks, {topo.nnodes} node{'s' if topo.nnodes != 1 else ''}, {topo.link or '?'}"
              if topo else "topology not logged")
     server = kind_named(found.server_kind).title if found.server_kind else "the server"
-    log(f"baseline: {server} {found.server_version or '(version not logged)'}, launched as "
-        f"{launcher_of(cfg.server.argv()).name}")
-    log(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
-        f"{backend.name} ({backend.reason})")
+    detail(f"baseline: {server} {found.server_version or '(version not logged)'}, launched as "
+           f"{launcher_of(cfg.server.argv()).name}")
+    detail(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
+           f"{backend.name} ({backend.reason})")
     judged = _triage(found, topo, cfg, space, study_dir)
     store.update_info(triage=judged.to_dict())
-    for line in judged.lines():
-        log(f"triage: {line}")
+    for i, line in enumerate(judged.lines()):
+        (log if i == 0 else detail)(f"triage: {line}")
 
 
 def _triage(found: evidence.Evidence, topo: Topology | None, cfg: ExperimentConfig, space: SearchSpace,

@@ -1,7 +1,12 @@
 """What the runner shows while it works: relaunch k of n, phase, elapsed, the expected end.
 
 A rich status line on a terminal; plain timestamped log lines otherwise (CI, nohup, cron),
-so an overnight log reads well the next morning. ``n`` counts every relaunch of the night as
+so an overnight log reads well the next morning. Every line, each phase and the details
+(each ok relaunch's result, its proof when it holds, its NCCL library, the baseline's server
+and topology, the triage's findings after its headline) included, goes to the night's log file
+(``<study>/night.log``, :meth:`Progress.keep`); the console shows the phases on the live line
+only, and the details only when ``verbose`` (``-v``), so a short night fits a screen (the table
+at its end has every relaunch's result). ``n`` counts every relaunch of the night as
 the runner's clock plans it now (:class:`tuner.planning.NightClock`; never below ``k``), and the
 expected end is a local clock time the runner corrects before each relaunch from the phases
 measured so far. Nothing secret is ever passed here.
@@ -14,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,21 +29,30 @@ from tuner.planning import DecodeContext, clock_time
 from tuner.record import Kind, TrialRecord
 
 __all__ = [
+    "NIGHT_LOG",
     "Progress",
     "proof_line",
     "start_lines",
+    "trial_details",
     "trial_lines",
 ]
+
+#: The night's log file in its study folder (:meth:`Progress.keep`).
+NIGHT_LOG = "night.log"
 
 
 class Progress:
     """Prints progress events; ``interactive`` (a TTY) uses a rich live status. ``total``: the
-    night's relaunches as first planned (the budget), until the runner's :meth:`plan` says more."""
+    night's relaunches as first planned (the budget), until the runner's :meth:`plan` says more.
+    ``quiet``: nothing on the console; ``verbose``: the phases (off a terminal) and the details
+    too. The log file (:meth:`keep`) gets every line either way."""
 
-    def __init__(self, total: int, *, interactive: bool | None = None, quiet: bool = False) -> None:
+    def __init__(self, total: int, *, interactive: bool | None = None, quiet: bool = False,
+                 verbose: bool = False) -> None:
         self.total = total
         self.start = time.monotonic()
-        self.quiet = quiet
+        self.quiet, self.verbose = quiet, verbose
+        self.file_path: Path | None = None
         self.console = Console(stderr=True)
         self.interactive = sys.stderr.isatty() if interactive is None else interactive
         self._status = self.console.status("") if self.interactive and not quiet else None
@@ -45,6 +60,30 @@ class Progress:
             self._status.start()
         self.trial_times: list[float] = []
         self.end_at: float | None = None
+
+    def keep(self, path: Path) -> None:
+        """Write every line from now on to ``path`` as well (appended, each line opened and closed:
+        a resumed night adds to its log, a killed one loses no line, and the lines after the runner
+        closed its live status are kept too); said once on the console unless ``verbose`` shows it
+        all there. A file that cannot be written is said and skipped."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            self.log(f"the night's log {path} cannot be written ({exc.strerror or exc}): the console is all of it")
+            return
+        self.file_path = path
+        if not self.verbose:
+            self._console(f"the night's full log: {path} (-v shows it here too)")
+
+    def _write(self, text: str) -> None:
+        if self.file_path is not None:
+            with tolerated(), open(self.file_path, "a", encoding="utf-8") as fh:  # a full disk must not stop
+                fh.write(text + "\n")  # a measurement (a signal must)
+
+    def _console(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def plan(self, total: int, end_at: float | None) -> None:
         """The plan as the runner's clock now has it: ``total`` relaunches in the night (every
@@ -59,15 +98,14 @@ class Progress:
 
     def phase(self, index: int, label: str, phase: str, detail: str = "") -> None:
         """Announce that relaunch ``index`` (1-based, the night's count) entered ``phase``."""
-        if self.quiet:
-            return
         elapsed = time.monotonic() - self.start
         text = (f"relaunch {index} of {max(index, self.total)} [{label}] {phase}"
                 f"{': ' + detail if detail else ''}  elapsed {elapsed / 60:.1f} min, {self._end()}")
         if self._status:
             self._status.update(text)
+            self._write(_stamped(text))
         else:
-            self.log(text)
+            self.detail(text)
 
     def phases(self, index: int, title: str, store: Callable[[dict[str, Any]], None],
                night: dict[str, Any]) -> Callable[[str, str], None]:
@@ -86,11 +124,18 @@ class Progress:
         return on_phase
 
     def log(self, text: str) -> None:
-        """A plain line with a timestamp (printed above the live status on a terminal)."""
-        if self.quiet:
-            return
-        stamp = datetime.now().strftime("%H:%M:%S")
-        self.console.print(f"[{stamp}] {text}", markup=False, highlight=False, soft_wrap=True)
+        """A plain line with a timestamp (printed above the live status on a terminal), kept in
+        the log file too."""
+        line = _stamped(text)
+        self._write(line)
+        self._console(line)
+
+    def detail(self, text: str) -> None:
+        """A line the log file keeps and the console shows only when ``verbose``."""
+        line = _stamped(text)
+        self._write(line)
+        if self.verbose:
+            self._console(line)
 
     def trial_done(self, wall_s: float) -> None:
         """Record a finished relaunch's wall time (s) (the runner's clock reads the stored records)."""
@@ -100,6 +145,10 @@ class Progress:
         """Stop the live status."""
         if self._status:
             self._status.stop()
+
+
+def _stamped(text: str) -> str:
+    return f"[{datetime.now().strftime('%H:%M:%S')}] {text}"
 
 
 def proof_line(rows: list[dict[str, str]]) -> str:
@@ -121,15 +170,16 @@ def proof_line(rows: list[dict[str, str]]) -> str:
 
 
 def trial_lines(rec: TrialRecord, label: str) -> list[str]:
-    """The lines a finished relaunch prints: its set and result, its proof (:func:`proof_line`),
-    the backend choice and whether it ran, and the NCCL variables the launch did not set."""
+    """The lines a finished relaunch prints: its set and result, its proof (:func:`proof_line`)
+    when a variable was not confirmed, the backend choice and whether it ran, and the NCCL
+    variables the launch did not set; the rest is :func:`trial_details`."""
     if rec.ok:
         summary = f"{rec.output_tok_s:.1f} tok/s (runs {', '.join(f'{r:.1f}' for r in rec.output_tok_s_runs)})"
     else:
         summary = f"{rec.status}: {rec.cause}"
     flags = f" {' '.join(rec.flags)}" if rec.flags else ""
     out = [f"trial {rec.trial} [{label}] {json.dumps(rec.env)}{flags} -> {summary}"]
-    if rec.nccl_proof:
+    if rec.nccl_proof and not _proven(rec):
         out.append(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
     if rec.backend_choice:  # the backend choice's own proof (sweep/evidence.py), beside NCCL's
         said = ("applied" if rec.backend_applied else "not read" if rec.backend_applied is None
@@ -143,10 +193,24 @@ def trial_lines(rec: TrialRecord, label: str) -> list[str]:
                    f"{said}" + ("" if set(rec.nccl_unlaunched) <= set(rec.nccl_unlaunched_from) else
                                 " (set where those processes start: `ray start`, the image, a conf file, or the server itself)")
                    + ("; this baseline is not untuned on those ranks" if rec.kind is Kind.BASELINE else ""))
+    return out
+
+
+def trial_details(rec: TrialRecord) -> list[str]:
+    """A finished relaunch's lines for the log file (and ``-v``): its proof when every variable
+    was confirmed (or cannot be: read by CUDA or the server), and the NCCL library it mapped."""
+    out = []
+    if rec.nccl_proof and _proven(rec):
+        out.append(f"trial {rec.trial} proof: " + proof_line(rec.nccl_proof))
     if rec.nccl_library:
         out.append(f"trial {rec.trial}: NCCL library {rec.nccl_library} (version {rec.nccl_library_version or '?'}, "
                    f"build ID {rec.nccl_build_id or 'not read'})")
     return out
+
+
+def _proven(rec: TrialRecord) -> bool:
+    """Every proof row confirmed, or unverifiable (a variable NCCL never echoes)."""
+    return all(row.get("status") in ("confirmed", "unverifiable") for row in rec.nccl_proof)
 
 
 def start_lines(notices: Sequence[str], removed: Sequence[str], kept: Sequence[str],

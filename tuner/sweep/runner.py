@@ -69,7 +69,7 @@ from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_setti
 from tuner.sweep import evidence
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
 from tuner.sweep.prelaunch import before_first_launch, budget_words
-from tuner.sweep.progress import Progress, start_lines, trial_lines
+from tuner.sweep.progress import Progress, start_lines, trial_details, trial_lines
 from tuner.sweep.runners import Runners
 from tuner.sweep.trial import Launcher, runs_wanted
 
@@ -529,13 +529,17 @@ class Sweep:
         self.store.finish(trial, rec, rec.median(self.cfg.probe.metric) or 0.0)
         if rec.wall_s:
             self.progress.trial_done(rec.wall_s)
-        for line in trial_lines(rec, label):
+        said, *warnings = trial_lines(rec, label)
+        (self.progress.detail if rec.ok else self.progress.log)(said)  # the table at the end shows it
+        for line in warnings:
             self.progress.log(line)
+        for line in trial_details(rec):
+            self.progress.detail(line)
         if rec.teardown_problem:
             raise MachineNotClean(f"after trial {rec.trial} the machine is not clean: {rec.teardown_problem}. "
                                   "The next trial was not launched; results so far are kept.")
         if rec.kind is Kind.BASELINE and rec.ok and found is not None and not self.store.info().nccl_learned:
-            learn(self.store, found, self.cfg, self.space, self.dir, self.progress.log)
+            learn(self.store, found, self.cfg, self.space, self.dir, self.progress.log, self.progress.detail)
             self._check_backend()
         if rec.kind is not Kind.BASELINE and target_met(rec, self.target):
             self.outcome.target_reached(trial.number, self.target or 0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,15 @@ def test_help_lists_every_subcommand():
     assert exit_.value.code == 0
     for name in COMMANDS:
         assert name in out.getvalue(), name
+
+
+def test_version_through_the_cli(tmp_path):
+    """``nccl-tune --version``: the installed distribution's version and the Python running it,
+    exit 0, from any directory; a subcommand is not needed."""
+    from importlib.metadata import version
+
+    from tests.helpers import run_cli
+
+    res = run_cli("--version", cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.startswith(f"nccl-tune {version('nccl-tune')} (Python ") and sys.executable in res.stdout

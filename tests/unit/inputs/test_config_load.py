@@ -146,22 +146,9 @@ def test_server_config_built_in_code_is_validated_without_lookups():
         ServerConfig(command=("x",), env={"NCCL_BUFFSIZE": "4M"})
 
 
-def test_space_found_relative_to_the_config_file_then_kept_unresolved(tmp_path, space, monkeypatch):
-    monkeypatch.chdir(tmp_path.parent)
-    assert _load(tmp_path, SERVER + '[sweep]\nspace = "space.toml"\n').sweep.space == tmp_path / "space.toml"
-    monkeypatch.chdir(tmp_path)
-    assert _load(tmp_path, SERVER + '[sweep]\nspace = "space.toml"\n').sweep.space == Path("space.toml")
+def test_space_kept_unresolved_when_told(tmp_path):
     cfg = _load(tmp_path, SERVER + '[sweep]\nspace = "elsewhere.toml"\n', resolve_space=False)
     assert cfg.sweep.space == Path("elsewhere.toml")
-
-
-def test_default_space_is_resolved_too(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    err = _one(tmp_path, SERVER)
-    assert (err.key, err.value, err.why) == ("sweep.space", '"search_spaces/default.toml"', "file not found")
-    (tmp_path / "search_spaces").mkdir()
-    (tmp_path / "search_spaces" / "default.toml").write_text("")
-    assert _load(tmp_path, SERVER).sweep.space == Path("search_spaces/default.toml")
 
 
 def test_program_checked_unless_told_not_to(tmp_path, space):
@@ -259,7 +246,7 @@ def test_sweep_problems(tmp_path, space, sweep, key, value, accepted):
 def test_missing_space_file(tmp_path):
     err = _one(tmp_path, SERVER + '[sweep]\nspace = "nope.toml"\n')
     assert (err.key, err.value, err.why) == ("sweep.space", '"nope.toml"', "file not found")
-    assert "relative to the current directory or to the config file" in err.accepted
+    assert "relative to the experiment file or to the current directory" in err.accepted
 
 
 @pytest.mark.parametrize("text,key,value,accepted", [

@@ -69,10 +69,13 @@ def start_worker() -> Iterator:
         proc.communicate()
 
 
-def _copy(tmp_path: Path, port: int, gpus: str | None = None) -> Path:
+def _copy(tmp_path: Path, port: int, gpus: str | None = None, simulator: bool = True) -> Path:
     """examples/sim.toml copied with only its port changed (the 2 a.m. fix for a busy port), and
-    with ``gpus`` its ``server.env`` CUDA_VISIBLE_DEVICES."""
+    with ``gpus`` its ``server.env`` CUDA_VISIBLE_DEVICES; not ``simulator``: a command that is not
+    the bundled simulator (a real server's, never launched here)."""
     text = SIM.read_text().replace("port = 8477", f"port = {port}")
+    if not simulator:
+        text = text.replace('"-m", "tuner.sim", "serve"', '"-m", "my_server", "serve"')
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT / "search_spaces" / "default.toml"}"')
     if gpus is not None:
         text = text.replace("teardown_grace_s = 10\n", f'teardown_grace_s = 10\nenv = {{ CUDA_VISIBLE_DEVICES = "{gpus}" }}\n')
@@ -81,8 +84,8 @@ def _copy(tmp_path: Path, port: int, gpus: str | None = None) -> Path:
     return path
 
 
-def _me(tmp_path: Path, gpus: str | None, port: int = 8478, study: str = "a") -> Worker:
-    cfg = load_config(_copy(tmp_path, port, gpus), resolve_space=False)
+def _me(tmp_path: Path, gpus: str | None, port: int = 8478, study: str = "a", simulator: bool = True) -> Worker:
+    cfg = load_config(_copy(tmp_path, port, gpus, simulator), resolve_space=False)
     return this_worker(cfg, study=study, results=tmp_path / "r", storage=None, environ={})
 
 
@@ -125,7 +128,32 @@ def test_a_copy_with_only_the_port_changed_is_refused_naming_the_live_worker(tmp
     assert f"kill {first.pid}" in text and "CUDA_VISIBLE_DEVICES in server.env" in text
     assert [w.pid for w in live_workers(workers_dir)] == [first.pid]  # the refused one wrote nothing
     with pytest.raises(GpusInUse):
-        register(_me(tmp_path, None), workers_dir)  # unset: every GPU, 0 and 1 included
+        register(_me(tmp_path, None, simulator=False), workers_dir)  # unset: every GPU, 0 and 1 included
+
+
+def test_the_simulator_told_no_gpus_on_a_host_without_nvml_holds_none(tmp_path: Path, workers_dir: Path,
+                                                                      start_worker):
+    """make demo beside a night elsewhere on a host without a GPU: the simulator, CUDA_VISIBLE_DEVICES
+    unset, shares no GPU with a live worker on every GPU (nor that one with it); told GPUs, it stands
+    in for a server on them and is refused as one."""
+    real = tmp_path / "real.toml"
+    real.write_text(_copy(tmp_path, 8490, simulator=False).read_text())
+    first = start_worker(None, config=real)
+    demo = _me(tmp_path, None)
+    assert demo.gpus.simulated and demo.gpus.text() == "no GPU (the simulator, on a host without NVML)"
+    held = register(demo, workers_dir)
+    assert held.path is not None and json.loads(held.path.read_text())["gpus"]["simulated"] is True
+    assert [w.pid for w in live_workers(workers_dir)] == [first.pid, os.getpid()]
+    assert not _me(tmp_path, None, simulator=False).gpus.overlaps(live_workers(workers_dir)[1].gpus)
+    held.release()
+    for spelled in ("0", "0,1"):
+        with pytest.raises(GpusInUse):
+            register(_me(tmp_path, spelled), workers_dir)
+
+
+def test_with_nvml_the_simulator_told_no_gpus_is_on_every_gpu(tmp_path: Path, nvml):
+    nvml(["NVIDIA H100 80GB HBM3"] * 2)
+    assert not _me(tmp_path, None).gpus.simulated
 
 
 def test_disjoint_gpus_are_allowed_and_the_file_goes_at_the_end(tmp_path: Path, workers_dir: Path, start_worker):

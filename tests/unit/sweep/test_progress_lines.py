@@ -37,3 +37,42 @@ def test_the_start_says_notices_then_the_inherited_environment():
     assert start_lines([], [], ["NCCL_SOCKET_IFNAME"], None) == [
         "inherited NCCL_SOCKET_IFNAME kept for every trial: they select hardware rather than tune it (vary one in "
         "the space to have it removed)"]
+
+
+def test_the_log_file_keeps_every_line_and_the_console_the_headlines(tmp_path, capsys):
+    """Off a terminal: the phases and the details go to the night's log only, unless verbose; the
+    file gets every line, appended (a resumed night adds to it), and its path is said once."""
+    from tuner.sweep.progress import NIGHT_LOG, Progress
+
+    log = tmp_path / "study" / NIGHT_LOG
+    for verbose in (False, True):
+        p = Progress(3, interactive=False, verbose=verbose)
+        p.keep(log)
+        p.phase(1, "trial 0: baseline", "probing", "run 1/4")
+        p.log("trial 0 [baseline] {} -> 70.0 tok/s")
+        p.detail("trial 0: NCCL library /x/libnccl.so.2 (version 2.27.3, build ID ab)")
+        p.close()
+        p.log("sweep ended: budget spent")  # after the runner closed its status: kept too
+        err = capsys.readouterr().err
+        assert "trial 0 [baseline] {} -> 70.0 tok/s" in err and "sweep ended" in err
+        assert ("relaunch 1 of 3 [trial 0: baseline] probing: run 1/4" in err) is verbose
+        assert ("NCCL library" in err) is verbose
+        assert (f"the night's full log: {log} (-v shows it here too)" in err) is not verbose
+    lines = log.read_text().splitlines()
+    assert len(lines) == 8 and all(line.startswith("[") for line in lines)
+    assert [line.split("] ", 1)[1].split(" ", 2)[:2] for line in lines[:4]] == [
+        ["relaunch", "1"], ["trial", "0"], ["trial", "0:"], ["sweep", "ended:"]]
+
+
+def test_a_relaunch_with_every_variable_confirmed_keeps_its_proof_to_the_details():
+    from tuner.sweep.progress import trial_details
+
+    rec = TrialRecord(trial=2, kind=Kind.PRESET, status=Status.OK, env={"NCCL_ALGO": "Ring"}, output_tok_s=70.0,
+                      output_tok_s_runs=[70.0, 70.0], nccl_library="/x/libnccl.so.2",
+                      nccl_proof=[{"name": "NCCL_ALGO", "status": "confirmed", "ranks": "0-7 (8/8)", "source": "-"}])
+    assert trial_lines(rec, "ring") == ['trial 2 [ring] {"NCCL_ALGO": "Ring"} -> 70.0 tok/s (runs 70.0, 70.0)']
+    assert trial_details(rec)[0] == "trial 2 proof: NCCL_ALGO confirmed, echoed by 0-7 (8/8)"
+    rec.nccl_proof = [{"name": "NCCL_ALGO", "status": "not applied", "ranks": "0 (1/8)", "source": "-",
+                       "why": "ranks 1-7 never echoed NCCL_ALGO"}]
+    assert trial_lines(rec, "ring")[1].startswith("trial 2 proof: NCCL_ALGO not applied")  # said on the console
+    assert trial_details(rec) == ["trial 2: NCCL library /x/libnccl.so.2 (version ?, build ID not read)"]
