@@ -69,6 +69,10 @@ Versions:
    (a conf file, an env plugin, the container image). A version-7 trial reads them as None,
    ``""`` and ``{}`` (not known): its baseline is called untuned as it was, and ``compare`` says
    nothing about a library change.
+9. The study stores ``config_path``, the experiment file its last sweep was given, as typed
+   (:class:`tuner.record.study.StudyInfo`), so a "Not decided" decision can name the ``nccl-tune
+   check`` command that would confirm its set; a version-8 study reads it as ``""`` (the command
+   then says ``CONFIG``).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -83,7 +87,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

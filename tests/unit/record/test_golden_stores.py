@@ -31,7 +31,8 @@ GOLDEN = {
 
 #: The study attributes each version added (tuner/record/format.py's list).
 ADDED = {2: {"format_version", "metric"}, 3: {"triage"}, 4: {"judge_concurrency"},
-         5: {"confirm_skipped", "next_run"}, 6: {"allreduce_server", "trials"}, 7: {"server_kind", "launcher"}}
+         5: {"confirm_skipped", "next_run"}, 6: {"allreduce_server", "trials"}, 7: {"server_kind", "launcher"},
+         9: {"config_path"}}
 #: The first version whose stores write a trial's fields only when they differ from their defaults
 #: (tuner.study.write_changed_attrs).
 WRITES_CHANGED_ONLY = 7
@@ -94,6 +95,8 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     assert all((r.nccl_loaded is True) == (version >= 8) for r in ok)
     assert all(bool(r.nccl_build_id and r.nccl_library_version) == (version >= 8) for r in ok)
     assert all(r.nccl_unlaunched_from == {} for r in records)
+    # 9: the experiment file the sweep was given
+    assert (info.config_path != "") == (version >= 9)
 
 
 @pytest.mark.parametrize("version", sorted(GOLDEN))
