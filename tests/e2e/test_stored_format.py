@@ -110,7 +110,7 @@ def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
 
 def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path):
     """A study format 7 wrote (tests/fixtures/stores/c355452, before the loaded library and the
-    settings set behind nccl-tune's back of format 8) is resumed by today's sweep: its trials are kept as they were, the
+    settings set behind nccl-tune's back of format 8, the config path of format 9) is resumed by today's sweep: its trials are kept as they were, the
     night goes on from them, and the study is written at today's format."""
     out = old_store("output", tmp_path, commit="c355452")
     before = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
@@ -124,7 +124,8 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
               "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     after = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
-    assert after.user_attrs["format_version"] == FORMAT_VERSION == 8
+    assert after.user_attrs["format_version"] == FORMAT_VERSION == 9
+    assert after.user_attrs["config_path"] == str(path)  # format 9: the check command a decision names
     assert {t.number: t.values for t in after.trials if t.number in kept} == kept  # nothing recorded is lost
     assert len(after.trials) > len(kept)  # and the night went on
     records = {r.trial: r for r in StudyStore(open_study("output", f"sqlite:///{out / 'study.db'}", create=False),

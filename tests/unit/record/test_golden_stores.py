@@ -26,6 +26,7 @@ GOLDEN = {
     6: ("2d99379", "output"),
     7: ("c355452", "output"),
     8: ("4e7ab52", "output"),
+    9: ("5022a40", "output"),
 }
 
 
