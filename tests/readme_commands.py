@@ -14,6 +14,11 @@ says which of the run's lines the block shows:
 - ``<!-- output: run by tests/e2e/X.py -->``: a command too slow for this check (a real server),
   run as printed by that test, which reads it from here with :func:`command_starting`.
 
+A rule may end in ``; check REGEX``: every line is shown as the rule says, but only the shown
+lines REGEX finds are checked (a night's table rows and its reasons paragraph vary in their words
+from night to night on a busy machine: a set "faster (2 launches)" on one, "(one launch)" on
+another; the decision line and the lines to paste do not).
+
 A command is known when it is ``nccl-tune ARGS``, with optional ``NAME=value`` assignments before
 it and an optional ``; echo "exit $?"`` after it (the exit status printed as the shell would);
 anything else (a pipe, a redirect, another program) is refused. It runs from a temporary copy of
@@ -172,16 +177,24 @@ def pattern(line: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(parts) + r"\s*$")
 
 
-def missing(shown: list[str], output: str) -> list[str]:
-    """The shown lines (``...`` aside) that no line of the output matches, numbers masked. In
-    any order: a table's rows of sets within the noise of each other change places between
-    runs."""
+def split_rule(rule: str) -> tuple[str, re.Pattern[str] | None]:
+    """``(what to show, which shown lines to check or None for all)`` of a block's rule."""
+    show, sep, check = rule.partition("; check ")
+    return show.strip(), (re.compile(check.strip()) if sep else None)
+
+
+def missing(shown: list[str], output: str, check: re.Pattern[str] | None = None) -> list[str]:
+    """The shown lines (``...`` aside; only those ``check`` finds, when given) that no line of the
+    output matches, numbers masked. In any order: a table's rows of sets within the noise of each
+    other change places between runs."""
     got = [line.rstrip() for line in output.splitlines()]
-    return [want for want in shown if want.strip() != ELIDED and not any(pattern(want).match(g) for g in got)]
+    return [want for want in shown if want.strip() != ELIDED and (check is None or check.search(want))
+            and not any(pattern(want).match(g) for g in got)]
 
 
 def select(rule: str, output: str) -> list[str]:
     """The lines of ``output`` a block with ``rule`` shows."""
+    rule = split_rule(rule)[0]
     lines = [line.rstrip() for line in output.splitlines()]
     if rule == "all":
         return lines
@@ -226,10 +239,10 @@ def results(workdir: Path, extra_env: dict[str, str] | None = None) -> list[tupl
 def problems(runs: list[tuple[Block, Command, int, str]]) -> list[str]:
     """Each command that failed without saying its status, or whose shown lines its run lacks."""
     bad = []
-    for _block, cmd, rc, output in runs:
+    for block, cmd, rc, output in runs:
         if rc != 0 and not cmd.line.endswith(_ECHO_EXIT):
             bad.append(f"$ {cmd.line}: exit {rc}\n{output[-3000:]}")
-        if lost := missing(cmd.shown, output):
+        if lost := missing(cmd.shown, output, split_rule(block.rule)[1]):
             bad.append(f"$ {cmd.line}: the run printed no line like\n  " + "\n  ".join(lost)
                        + f"\n--- it printed:\n{output[-6000:]}")
     return bad

@@ -86,6 +86,17 @@ def test_the_rules_pick_the_lines_a_block_shows():
         rc.select("head 3", out)
 
 
+def test_a_check_clause_shows_every_line_and_checks_the_lines_it_finds():
+    rule = "from ^trial; check ^(Use|  export)"
+    out = "noise\ntrial kind\nrow 1 faster (2 launches)\nUse X: +6 %\n  export X=1\n"
+    assert rc.select(rule, out) == ["...", "trial kind", "row 1 faster (2 launches)", "Use X: +6 %", "  export X=1"]
+    show, check = rc.split_rule(rule)
+    assert show == "from ^trial" and check is not None
+    other = out.replace("(2 launches)", "(one launch)")
+    assert rc.missing(rc.select(rule, out), other, check) == []  # a row's words may vary
+    assert rc.missing(rc.select(rule, out), other.replace("Use X", "Not decided: X"), check) == ["Use X: +6 %"]
+
+
 def test_a_rewrite_replaces_only_the_shown_output(tmp_path, monkeypatch):
     readme = tmp_path / "README.md"
     readme.write_text("# x\n\n<!-- output: from ^trial -->\n```console\n$ nccl-tune sweep a.toml\n...\nold\n```\n\nend\n")
