@@ -147,6 +147,10 @@ def test_status_names_the_trial_in_flight_and_its_phase(tmp_path):
     assert (after["state"], after["in_flight"], after["stop_reason"]) == ("interrupted", [], "SIGTERM")
     listing = cli("studies", "--results", results)
     assert listing.stdout.splitlines()[1].split()[:2] == ["slow", "interrupted"], listing.stdout
+    only = cli("status", "--results", results, "--json")  # none running, one study there: that one
+    assert only.returncode == 0 and json.loads(only.stdout)["study"] == "slow", only.stderr
+    empty = cli("studies", "--results", str(tmp_path / "none"))
+    assert empty.returncode == 0 and f"no study found in {tmp_path / 'none'}/*/study.db" in empty.stdout
     gone = cli("status", "--study", "nosuch", "--results", results)
     assert gone.returncode == 2 and "'--study' has value 'nosuch'" in gone.stderr and "slow" in gone.stderr
 
@@ -160,7 +164,7 @@ def test_sweep_and_check_answer_in_json_with_the_decision_of_the_report(tmp_path
               "--no-final-baseline", "--json")
     assert res.returncode == 0, res.stderr
     answer = json.loads(res.stdout)  # one object, nothing else on stdout; progress on stderr
-    assert "relaunch 1 of 3" in res.stderr
+    assert "sweep ended: relaunch budget of 3" in res.stderr
     md = (tmp_path / "r" / "acs" / "report.md").read_text()
     assert md.split("## Verdict\n\n", 1)[1].startswith(f"**{answer['decision']['line']}.**")
     assert answer["decision"]["kind"] == "not-decided" and answer["recommended"] is None  # nothing confirmed

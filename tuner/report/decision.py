@@ -34,6 +34,7 @@ __all__ = [
     "KINDS",
     "NOTHING_TO_GAIN",
     "NOT_DECIDED",
+    "NO_GAIN_FOUND",
     "NO_SPEED_VERDICT",
     "USE",
     "Decision",
@@ -45,6 +46,7 @@ __all__ = [
 USE = "use"
 NOTHING_TO_GAIN = "nothing-to-gain"
 NOT_DECIDED = "not-decided"
+NO_GAIN_FOUND = "no-gain-found"
 NO_SPEED_VERDICT = "no-speed-verdict"
 KEEP_DEFAULTS = "keep-defaults"
 #: The three answers of ``nccl-tune check`` (its study's report says the check's own verdict).
@@ -52,11 +54,12 @@ CHECK_KINDS: dict[str, str] = {"holds": "holds", "no longer holds": "no-longer-h
                                "cannot be judged": "not-judged"}
 #: What a check study's stored stop reason starts with (``tuner.cli.check``).
 CHECK_PREFIX = "nccl-tune check: "
-#: Every kind of decision: use a set; nothing to gain (intervals rule a gain out); not decided
-#: (a gain not ruled out and not confirmed, or nothing measured yet); no speed verdict (NCCL
+#: Every kind of decision: use a set; nothing to gain (intervals rule a gain out); no gain found
+#: (no set beat the baseline beyond the noise on all its launches, a small gain not ruled out);
+#: not decided (a set beat it but is not confirmed, or nothing measured yet); no speed verdict (NCCL
 #: variables cannot act on this night); keep the defaults (the untuned server meets the target);
 #: and a check's three answers (:data:`CHECK_KINDS`).
-KINDS: tuple[str, ...] = (USE, NOTHING_TO_GAIN, NOT_DECIDED, NO_SPEED_VERDICT, KEEP_DEFAULTS,
+KINDS: tuple[str, ...] = (USE, NOTHING_TO_GAIN, NO_GAIN_FOUND, NOT_DECIDED, NO_SPEED_VERDICT, KEEP_DEFAULTS,
                           *CHECK_KINDS.values())
 #: The most relaunches :func:`confirm_command` proposes.
 MAX_CHECK_TRIALS = 40
@@ -175,7 +178,36 @@ def _decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialReco
                                          f"at most {_pct(top)})",
                         ("Keep the defaults: NCCL's choices are right for this load.",),
                         about=best.key, ratio=c.ratio, low=c.ci_low, high=c.ci_high)
+    if not (j.winner is not None and j.confirmed is None) and not any(
+            s.comparison is not None and s.comparison.ci_low > 1.0 for s in judged):
+        return _no_gain_found(j, info, judged, records, effect, study)
     return _not_decided(j, info, judged, records, effect, study)
+
+
+def _no_gain_found(j: Judgement, info: StudyInfo, judged: list, records: Sequence[TrialRecord],
+                   effect: float, study: str) -> Decision:
+    """No set is faster than the baseline beyond the noise on all its launches (every interval
+    reaches down to 1 or below), and none awaits its confirmation: keep the defaults, plainly; a
+    gain too small for this night to see is not ruled out, and the check that could see the best
+    one's is proposed when it measured above ``effect``."""
+    best = j.sets[j.winner] if j.winner is not None else max(
+        judged, key=lambda s: s.comparison.ratio if s.comparison else 0.0)
+    c = j.winner_comparison if j.winner is not None and j.winner_comparison is not None else best.comparison
+    assert c is not None
+    words = set_text(best.env, best.flags)
+    line = (f"No gain found: the best set, {words}, measured {_pct(c.ratio)} ({_interval(c.ci_low, c.ci_high)}), "
+            "within the noise; keep the defaults")
+    can = j.recommendable_gain()
+    reasons = [f"No set of the {_n(len(judged), 'set')} measured beat the baseline beyond the noise on all its "
+               "launches" + (f"; this night can see a gain of {can * 100:.1f} % or more, so one of "
+                             f"{effect * 100:g} % is not ruled out." if math.isfinite(can) else ".")]
+    if best.confirmation is not None and j.confirmed is False:
+        reasons.append(f"Its confirmation on a fresh relaunch of the set and of the baseline measured "
+                       f"{_pct(best.confirmation.ratio)}.")
+    command = confirm_command(j, best.key, info, records, study) if c.ratio > 1.0 + effect else None
+    if command is not None:
+        reasons.append(f"To look for {_pct(c.ratio)} on its own: {command}.")
+    return Decision(NO_GAIN_FOUND, line, tuple(reasons), about=best.key, ratio=c.ratio, low=c.ci_low, high=c.ci_high)
 
 
 def _checked(j: Judgement, reason: str) -> Decision:

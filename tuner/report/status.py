@@ -115,10 +115,13 @@ def night_status(night: Night) -> NightStatus:
 def pick_running(nights: Sequence[Night], where: str) -> Night:
     """The one running night of ``nights`` (``nccl-tune status`` without ``--study``). Raises
     InputError (exit 2) naming ``--study`` and every study with its state when none or several
-    are running (``where``: the storage or results folder read)."""
+    are running (``where``: the storage or results folder read); with none running, the only
+    study there when there is one."""
     running = [n for n in nights if n.state.state is NightState.RUNNING]
     if len(running) == 1:
         return running[0]
+    if not running and len(nights) == 1:
+        return nights[0]
     listed = ", ".join(f"{n.name} ({n.state.state.value})" for n in nights) or "none"
     why = (f"{len(running)} studies are running in {where}" if running else f"no study is running in {where}")
     raise InputError("(command line)", "--study", None, f"the name of one of the studies there: {listed}", why)

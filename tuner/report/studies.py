@@ -97,16 +97,18 @@ def studies_json(rows: Sequence[StudyRow]) -> str:
     return json.dumps([r.to_json() for r in rows], indent=1)
 
 
-def print_studies(nights: Sequence[Night], *, as_json: bool = False, console: Console | None = None) -> None:
+def print_studies(nights: Sequence[Night], *, as_json: bool = False, console: Console | None = None,
+                  where: str = "") -> None:
     """Print the listing of ``nights`` (a table, or JSON with ``as_json``), then each state's
-    reason; ``console``: where (default stdout; off a terminal each row is one line)."""
+    reason; ``console``: where (default stdout; off a terminal each row is one line); ``where``:
+    what was read (a storage URL without its password, or the results folders), said when empty."""
     console = console or Console()
     rows = [study_row(n) for n in nights]
     if as_json:
         console.out(studies_json(rows), highlight=False)
         return
     if not rows:
-        console.out("no study found", highlight=False)
+        console.out(f"no study found in {where}" if where else "no study found", highlight=False)
         return
     table = studies_table(rows)
     if console.is_terminal:

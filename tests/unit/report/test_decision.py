@@ -14,7 +14,16 @@ from tests.unit.report.page_reader import parse
 from tuner.judging import judge
 from tuner.record import Kind, Metric, StudyInfo, set_key
 from tuner.report import CHECK_PREFIX, write_outputs
-from tuner.report.decision import KINDS, NOT_DECIDED, NOTHING_TO_GAIN, USE, confirm_command, decide, scope_lines
+from tuner.report.decision import (
+    KINDS,
+    NO_GAIN_FOUND,
+    NOT_DECIDED,
+    NOTHING_TO_GAIN,
+    USE,
+    confirm_command,
+    decide,
+    scope_lines,
+)
 from tuner.report.nights import find_nights, judge_night
 from tuner.report.status import night_status, status_rows
 from tuner.sweep import never_confirmed
@@ -126,9 +135,11 @@ def test_nothing_to_gain_when_every_interval_ends_below_the_minimum_effect():
     assert d.kind == NOTHING_TO_GAIN and d.key is None and not d.recommends
     assert d.line.startswith("Nothing to gain among the 2 sets measured: no interval reaches +6 % (best -0.6 %")
     assert len(d.line.split()) <= 25
-    # at a 1 % minimum effect the same intervals do not rule a gain out: not decided, and why
+    # at a 1 % minimum effect the same intervals do not rule a gain out: no gain found, plainly, and why
     wide = decide(_judged(records), INFO)
-    assert wide.kind == NOT_DECIDED and "a gain of 1 % or more is not ruled out" in " ".join(wide.reasons)
+    assert wide.kind == NO_GAIN_FOUND and wide.line.startswith("No gain found: the best set, NCCL_PROTO=LL, measured")
+    assert wide.line.endswith("within the noise; keep the defaults") and len(wide.line.split()) <= 25
+    assert "so one of 1 % is not ruled out" in " ".join(wide.reasons)
 
 
 def test_a_set_that_failed_confirmation_is_not_decided_with_the_check_that_would_confirm_it():
