@@ -35,7 +35,7 @@ def test_30_memory_freed_late_is_waited_for_not_blamed_on_the_set(tmp_path):
     # after the last exit as the first needed (learned) and launched once
     assert list(df["launches"]) == [1, 2, 1]
     assert "Free memory on device" in res.stderr and "not yet the set's fault" in res.stderr
-    assert "keep the defaults" not in res.stdout
+    assert "could be judged" not in res.stdout and "crashed" not in res.stdout  # both sets judged on speed
 
 
 @pytest.fixture

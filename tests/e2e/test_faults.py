@@ -323,7 +323,8 @@ def test_sigterm_during_teardown_still_tears_down(tmp_path, space_file):
                        repeats=2, extra_sweep='mode = "presets"')
     study_dir = tmp_path / "r" / "term"
     started = time.time()
-    proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "term", stdout=subprocess.DEVNULL)
+    proc = start_cli("sweep", str(cfg), "--results", str(tmp_path / "r"), "--study", "term", "-v",  # the phases
+                     stdout=subprocess.DEVNULL)
     try:
         for line in proc.stderr:
             if "orphans] teardown" in line:
