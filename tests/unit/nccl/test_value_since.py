@@ -81,3 +81,18 @@ def test_a_set_is_judged_by_the_release_it_needs_while_the_version_is_unknown():
 def test_a_per_collective_ll128_is_unsafe_while_the_version_is_unknown():
     assert unsafe_reason("NCCL_PROTO", "allreduce:LL128") is not None
     assert unsafe_reason("NCCL_PROTO", "AllReduce:LL") is None
+
+
+def test_the_loader_keeps_a_newer_value_while_the_version_is_unknown():
+    """check_nccl (every user value: a space, server.env, check --set): kept with a notice while
+    the version is unknown, refused for a known older one, refused when no release reads it."""
+    from tuner.inputs import LoadContext, check_nccl
+
+    ctx = LoadContext()
+    assert check_nccl("NCCL_PROTO", "allreduce:ll", ctx).wrong is None
+    assert any("needs NCCL 2.24+: launched only if the baseline's NCCL is" in n for n in ctx.notices)
+    old = check_nccl("NCCL_PROTO", "AllReduce:LL", LoadContext(version=NcclVersion(2, 21, 5))).wrong
+    assert old is not None and "NCCL 2.21.5 does not understand the per-collective syntax" in old
+    never = check_nccl("NCCL_PROTO", "AllReduce:LL;LL", LoadContext()).wrong
+    assert never is not None and "All entries except the first must have a prefix" in never
+    assert check_nccl("NCCL_PROTO", "allreduce:LL128", LoadContext()).unsafe is not None
