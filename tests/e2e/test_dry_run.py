@@ -94,7 +94,7 @@ def test_dry_run_says_which_preset_may_not_launch_and_what_the_sampler_draws_fro
     assert res.returncode == 0, res.stderr
     tree = next(line for line in res.stdout.splitlines() if "tree-ll:" in line)
     assert "may not be launched (see Notes)" in tree
-    assert "the presets' values of NCCL_ALGO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE are in it too" in res.stdout
+    assert "the presets' values of NCCL_PROTO, NCCL_ALGO, NCCL_MAX_NCHANNELS, NCCL_BUFFSIZE are in it too" in res.stdout
     assert "Risky but reversible values are in the space" in res.stdout  # default.toml's PHB and SYS
     assert "  - NCCL_P2P_LEVEL=PHB allows P2P beyond a PCIe switch" in res.stdout
 

@@ -129,7 +129,7 @@ def test_a_budget_without_room_for_a_set_says_so_and_never_that_it_holds_one(tmp
     assert night.returncode == 0, night.stderr
     assert ("warning: the budget of 3 relaunches holds no tuned set: the night measures the untuned baseline only "
             "(--trials 4 leaves room for one set)") in night.stderr, night.stderr
-    assert re.search(r"warning: NOT REACHED: 8 presets of the space \(deployment-tuned, .*p2p-disable\)", night.stderr)
+    assert re.search(r"warning: NOT REACHED: 11 presets of the space \(deployment-tuned, .*tree-ll-allreduce\)", night.stderr)
 
 
 DUPLICATE_SPACE = """

@@ -31,6 +31,8 @@ from tuner.errors import InputError
 from tuner.nccl import (
     DEBUG_FILE_VAR,
     FILE_VARS,
+    NEWEST_VERIFIED,
+    OLDEST_SUPPORTED,
     NcclVersion,
     accepted,
     check_value,
@@ -39,7 +41,9 @@ from tuner.nccl import (
     debug_file_warnings,
     name_warning,
     read_xml_file,
+    since_text,
     unsafe_reason,
+    value_since,
     value_warnings,
 )
 from tuner.redaction import REDACTED, argv_secrets, is_secret, redact_argv, scrub
@@ -169,6 +173,18 @@ def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclChec
     ctx = ctx or LoadContext()
     version = ctx.version
     wrong = check_value(name, text, version, allow_unknown=ctx.allow_unknown)
+    since = value_since(name, text) if wrong and version is None else None
+    if wrong and version is None and since is None:
+        newest = check_value(name, text, NEWEST_VERIFIED, allow_unknown=ctx.allow_unknown)
+        if newest and newest != wrong:  # say why the newer grammar refuses it too
+            wrong = f"{wrong}; no later release reads it either: {newest}"
+    if since is not None and since > OLDEST_SUPPORTED:
+        # a value only a newer NCCL reads: accepted while the version is unknown, judged by
+        # that release here and launched only if the baseline's NCCL is one (tuner.planning)
+        wrong, version = None, since
+        note = f"{ctx.file}: {name}={text} needs NCCL {since_text(since)}: launched only if the baseline's NCCL is"
+        if note not in ctx.notices:
+            ctx.notices.append(note)
     if not wrong:
         warnings = [name_warning(name, version), *value_warnings(name, text, version)]
         if name == DEBUG_FILE_VAR and text:

@@ -56,11 +56,18 @@ from tuner.nccl.p2p import CPU_KINDS, default_p2p_level, p2p_levels
 from tuner.nccl.proof import SilentWhy, confirmations, unlaunched_echoes
 from tuner.nccl.releases import symmetric_kernels_reason
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
-from tuner.nccl.sets import canonical_set, cross_problems, cross_warnings, local_gpus
+from tuner.nccl.sets import (
+    canonical_set,
+    cross_problems,
+    cross_warnings,
+    local_gpus,
+    version_doubts,
+    version_problems,
+)
 from tuner.nccl.sources import read_sources, server_log_source
 from tuner.nccl.tuning import TuningTable
-from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
-from tuner.nccl.values import accepted, canonical_value, check_value, value_warnings
+from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, NcclVersion, Topology
+from tuner.nccl.values import accepted, canonical_value, check_value, since_text, value_since, value_warnings
 from tuner.nccl.variables import VARIABLES
 from tuner.nccl.xmlfiles import FILE_VARS, GRAPH_FILE_VAR, TOPO_FILE_VAR, read_xml_file
 
@@ -73,6 +80,7 @@ __all__ = [
     "NCCL_LINE",
     "NCCL_MARK",
     "NEVER_LOADED",
+    "NEWEST_VERIFIED",
     "OLDEST_SUPPORTED",
     "OWN_PREFIX",
     "TOPO_FILE_VAR",
@@ -131,6 +139,7 @@ __all__ = [
     "read_xml_file",
     "risky_reason",
     "server_log_source",
+    "since_text",
     "strip_launcher",
     "strtoll",
     "symmetric_kernels_reason",
@@ -138,6 +147,9 @@ __all__ = [
     "unlaunched_echoes",
     "unsafe_reason",
     "unsafe_set_reason",
+    "value_since",
     "value_warnings",
+    "version_doubts",
     "version_in_text",
+    "version_problems",
 ]

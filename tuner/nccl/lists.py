@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from tuner.nccl.types import NcclVersion
 
 __all__ = [
+    "ALGO_SINCE",
     "FUNCS",
     "PER_COLLECTIVE_SINCE",
     "PROTOS",

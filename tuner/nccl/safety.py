@@ -16,7 +16,7 @@ from tuner.nccl.lists import FUNCS, read_list
 from tuner.nccl.p2p import default_p2p_reason, p2p_levels, read_p2p_level
 from tuner.nccl.sets import local_gpus, topology_p2p_default
 from tuner.nccl.types import NcclVersion, Topology, judged_version
-from tuner.nccl.values import canonical_value
+from tuner.nccl.values import canonical_value, value_since
 
 __all__ = ["p2p_default_note", "risky_reason", "unsafe_reason", "unsafe_set_reason"]
 
@@ -32,8 +32,10 @@ def unsafe_reason(name: str, value: str, topology: Topology | None = None, *,
     guard. NCCL_NVLS_ENABLE forcing NVLS is unsafe while the topology is unknown (an NVLS=1 hang
     was reported, NVIDIA/nccl#1197); with a topology, forcing it where it is missing is
     infeasible instead (:func:`infeasible_reason`).
+    A value only a newer NCCL reads (``allreduce:LL128``) is judged, while ``version`` is unknown,
+    by the oldest release reading it (:func:`tuner.nccl.values.value_since`).
     """
-    v = judged_version(version)
+    v = judged_version(version) if version is not None else (value_since(name, value) or judged_version(None))
     if name == "NCCL_PROTO":
         reading = read_list(name, value, v)
         if reading.fails_init:

@@ -13,10 +13,54 @@ from tuner.nccl.choice import allreduce_choices, no_algorithm_warn, starvation_n
 from tuner.nccl.lists import FUNCS, PER_COLLECTIVE_SINCE, read_list
 from tuner.nccl.p2p import default_p2p_level
 from tuner.nccl.thresholds import default_thread_thresholds, read_thread_thresholds
-from tuner.nccl.types import NcclVersion, Topology, judged_version
-from tuner.nccl.values import RULED_NAMES, canonical_value
+from tuner.nccl.types import OLDEST_SUPPORTED, NcclVersion, Topology
+from tuner.nccl.values import RULED_NAMES, canonical_value, check_value, since_text, value_since
 
-__all__ = ["canonical_set", "cross_problems", "cross_warnings", "local_gpus", "topology_p2p_default"]
+__all__ = ["canonical_set", "cross_problems", "cross_warnings", "local_gpus", "set_since", "topology_p2p_default",
+           "version_doubts", "version_problems"]
+
+def set_since(env: Mapping[str, str]) -> NcclVersion:
+    """The oldest release that reads every value of ``env`` as meant (:func:`value_since`; a value
+    no release reads counts as :data:`OLDEST_SUPPORTED`: it is refused on its own). A set is
+    judged by this release while the version is not known: ``NCCL_PROTO=AllReduce:LL`` by 2.24's
+    per-collective grammar, not as the one unmatched item 2.18 would skip."""
+    return max((value_since(n, v) or OLDEST_SUPPORTED for n, v in env.items()), default=OLDEST_SUPPORTED)
+
+
+def _judged(env: Mapping[str, str], version: NcclVersion | None) -> NcclVersion:
+    """``version``, or while it is unknown the oldest release reading all of ``env``."""
+    return version if version is not None else set_since(env)
+
+
+def _needs(env: Mapping[str, str]) -> list[tuple[str, NcclVersion]]:
+    """The variables of ``env`` whose value needs a release newer than the oldest supported."""
+    return [(n, since) for n, v in env.items() if (since := value_since(n, v)) is not None and since > OLDEST_SUPPORTED]
+
+
+def version_problems(env: Mapping[str, str], version: NcclVersion | None) -> list[tuple[str, str]]:
+    """Values of ``env`` that need a newer NCCL than the known ``version``, as ``(key, reason)``
+    (none while it is unknown: :func:`version_doubts`)."""
+    if version is None:
+        return []
+    out = []
+    for name, since in _needs(env):
+        why = check_value(name, env[name], version)
+        if why:
+            out.append((name, f"{name}={env[name]} needs NCCL {since_text(since)} and the baseline's NCCL is "
+                              f"{version}: {why}"))
+    return out
+
+
+def version_doubts(env: Mapping[str, str], version: NcclVersion | None) -> list[tuple[str, str]]:
+    """While ``version`` is unknown, the values of ``env`` only a newer NCCL than the oldest
+    supported reads: one ``(key, "needs NCCL 2.24+: launched only if the baseline's NCCL is")``
+    for the newest release any of them needs, or nothing."""
+    needs = _needs(env) if version is None else []
+    if not needs:
+        return []
+    name, since = max(needs, key=lambda n: n[1])
+    return [(name, f"needs NCCL {since_text(since)}: launched only if the baseline's NCCL is")]
+
 
 _PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"),
           ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
@@ -31,18 +75,26 @@ def cross_problems(env: Mapping[str, str], version: NcclVersion | None = None) -
     (NVLS runs Simple only, src/graph/tuning.cc). An unknown version is judged by the strictest
     releases for this rule (:func:`tuner.nccl.choice.starvation_versions`).
     """
-    v = judged_version(version)
+    v = _judged(env, version)
     names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
-    if not names or any(read_list(n, env[n], v).fails_init for n in names):
+    if not names or any(read_list(n, env[n], v).fails_init for n in names) or version_problems(env, version):
         return []
     shown = " with ".join(f"{n}={env[n]}" for n in names)
-    failing = [j for j in starvation_versions(version)
+    failing = [j for j in _starvation_versions(env, version)
                if all(allreduce_choices(env, topo, j).fails for topo in _GENEROUS)]
     if failing:
         who = f"NCCL {failing[0]}" if version is not None else starvation_note(failing, "AllReduce")
         return [(names[-1], f"{shown} leaves no algorithm/protocol pair for AllReduce on any machine: {who} "
                             f"fails: {no_algorithm_warn(failing[0], 'AllReduce')}")]
     return []
+
+
+def _starvation_versions(env: Mapping[str, str], version: NcclVersion | None) -> tuple[NcclVersion, ...]:
+    """:func:`starvation_versions`, none older than the release that reads ``env`` at all."""
+    if version is not None:
+        return (version,)
+    floor = set_since(env)
+    return tuple(sorted({max(j, floor) for j in starvation_versions(None)}, reverse=True))
 
 
 #: Machines on which every algorithm can run: a set failing on all of them fails everywhere.
@@ -59,7 +111,7 @@ def _int_of(env: Mapping[str, str], name: str, version: NcclVersion) -> int | No
 
 def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -> list[tuple[str, str]]:
     """What NCCL does with combinations it accepts but may surprise, as ``(key, reason)``."""
-    v = judged_version(version)
+    v = _judged(env, version)
     out: list[tuple[str, str]] = []
     for lo_name, hi_name in _PAIRS:
         lo, hi = _int_of(env, lo_name, v), _int_of(env, hi_name, v)
@@ -77,7 +129,7 @@ def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -
         out.append(("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE=1 takes precedence: NCCL ignores NCCL_P2P_LEVEL "
                                       "(src/graph/paths.cc, ncclGetLevel)"))
     names = [n for n in ("NCCL_ALGO", "NCCL_PROTO") if n in env]
-    if names and not any(read_list(n, env[n], v).fails_init for n in names):
+    if names and not any(read_list(n, env[n], v).fails_init for n in names) and not version_problems(env, version):
         out += _starved_warnings(env, names, version)
     return out
 
@@ -85,7 +137,7 @@ def cross_warnings(env: Mapping[str, str], version: NcclVersion | None = None) -
 def _starved_warnings(env: Mapping[str, str], names: list[str], version: NcclVersion | None) -> list[tuple[str, str]]:
     """Collectives other than AllReduce that the set leaves nothing (2.24+ only: 2.18 keeps Ring
     for them, src/graph/tuning.cc at v2.18.6-1; 2.19-2.23 fall back to Ring)."""
-    judged = starvation_versions(version)
+    judged = _starvation_versions(env, version)
     starved = [f for f in FUNCS[:-1] if any(allreduce_choices(env, _GENEROUS[0], j, f).fails for j in judged)]
     if not starved:
         return []
@@ -145,9 +197,12 @@ def canonical_set(env: Mapping[str, str], version: NcclVersion | None = None,
     2.25+, and with a topology e.g. ``NCCL_ALGO=Ring,Tree`` on one PCIe node, or an
     ``NCCL_P2P_LEVEL`` equal to NCCL's default for its CPU and GPUs per node when that default is
     known, :func:`topology_p2p_default`). Two sets with
-    equal results launch the same NCCL behaviour. Unknown variables are kept as given.
+    equal results launch the same NCCL behaviour. Unknown variables are kept as given. While
+    ``version`` is unknown a set is judged by the oldest release that reads it
+    (:func:`set_since`): ``NCCL_PROTO=AllReduce:LL`` stays apart from ``NCCL_PROTO=LL``, which
+    changes the other collectives too.
     """
-    v = judged_version(version)
+    v = _judged(env, version)
     out = {}
     for name, value in env.items():
         canonical = canonical_value(name, value, v)

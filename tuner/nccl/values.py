@@ -58,15 +58,16 @@ strtoll cannot hold (ERANGE) makes NCCL log "Invalid value" and use the default
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 from tuner.nccl.cnum import C_SPACE, INT32_MAX, as_c_int, read_int_param, strtoll
-from tuner.nccl.lists import algos, canonical_text, read_list
+from tuner.nccl.lists import ALGO_SINCE, PER_COLLECTIVE_SINCE, algos, canonical_text, read_list
 from tuner.nccl.names import name_problem, name_warning
 from tuner.nccl.p2p import p2p_levels, read_p2p_level
 from tuner.nccl.thresholds import read_thread_thresholds
-from tuner.nccl.types import NcclVersion, judged_version
+from tuner.nccl.types import NEWEST_VERIFIED, OLDEST_SUPPORTED, NcclVersion, judged_version
 from tuner.nccl.variables import VARIABLES, variable
 from tuner.nccl.xmlfiles import XML_VERSION
 
@@ -80,6 +81,8 @@ __all__ = [
     "max_channels",
     "nthreads_level",
     "removed_problem",
+    "since_text",
+    "value_since",
     "value_warnings",
 ]
 
@@ -415,3 +418,42 @@ def canonical_value(name: str, value: str, version: NcclVersion | None = None) -
     """
     reading = _reading(name, value, version)
     return value if reading is None else reading.canonical
+
+
+def _rule_releases() -> tuple[NcclVersion, ...]:
+    """The releases at which a value rule may change, oldest first: every minor release the rules
+    state (x.y.0), and each boundary the rules name at a patch (an algorithm's arrival, the
+    per-collective grammar, a variable's first/last release and its facts)."""
+    minors = {NcclVersion(2, m, 0) for m in range(OLDEST_SUPPORTED.minor, NEWEST_VERIFIED.minor + 1)}
+    named = {*ALGO_SINCE.values(), PER_COLLECTIVE_SINCE, MAX_CHANNELS_FROM, CTAS_LOW_IGNORED_FROM, CUMEM_AUTO_FROM}
+    for var in VARIABLES.values():
+        named |= {NcclVersion.parse(t) for t in (var.first, *(f.version for f in var.facts)) if t}
+    both = minors | named | {OLDEST_SUPPORTED, NEWEST_VERIFIED}
+    return tuple(sorted(v for v in both if OLDEST_SUPPORTED <= v <= NEWEST_VERIFIED))
+
+
+_RELEASES = _rule_releases()
+
+
+@functools.lru_cache(maxsize=4096)  # planning asks it for every point of a space
+def value_since(name: str, value: str) -> NcclVersion | None:
+    """The oldest release from which NCCL reads ``name=value`` as meant at every later release
+    the rules state (to :data:`NEWEST_VERIFIED`), judged by the value rules alone (a variable a
+    release stops reading is :func:`removed_problem`'s); None when no release does.
+
+    :data:`OLDEST_SUPPORTED` for a value every release reads (and for a name without a value
+    rule); later for a value only a newer grammar or name list reads: ``AllReduce:LL`` needs the
+    per-collective syntax of 2.24 (src/graph/tuning.cc, parseList), ``PAT`` 2.23.4. Rules change
+    only at the releases of :func:`_rule_releases`, so those are the ones asked."""
+    if _RULES.get(_rule(name)) is None:
+        return OLDEST_SUPPORTED
+    ok = [_reading(name, value, v).problem is None for v in _RELEASES]  # type: ignore[union-attr]
+    for i, v in enumerate(_RELEASES):
+        if all(ok[i:]):
+            return v
+    return None
+
+
+def since_text(version: NcclVersion) -> str:
+    """``2.24+`` for 2.24.0, ``2.23.4+`` for a patch release: how a needed release is said."""
+    return f"{version.major}.{version.minor}+" if version.patch == 0 else f"{version}+"

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tuner.nccl import cross_problems, cross_warnings, infeasible_reason, unsafe_set_reason
+from tuner.nccl import (
+    cross_problems,
+    cross_warnings,
+    infeasible_reason,
+    unsafe_set_reason,
+    version_doubts,
+    version_problems,
+)
 from tuner.planning.identity import Facts
 
 __all__ = ["doubts", "problems"]
@@ -21,10 +28,11 @@ def problems(env: Mapping[str, str], server_env: Mapping[str, str], facts: Facts
     """Why the set must not be launched, empty when it may: NCCL rejects it with ``server_env``
     (:func:`tuner.nccl.cross_problems`), it cannot run on ``facts.topology``
     (:func:`tuner.nccl.infeasible_reason`), or it is unsafe there
-    (:func:`tuner.nccl.unsafe_set_reason`, unless ``allow_unsafe``)."""
+    (:func:`tuner.nccl.unsafe_set_reason`, unless ``allow_unsafe``), or a value needs a newer
+    NCCL than the known version (:func:`tuner.nccl.version_problems`)."""
     version, topo = facts.version, facts.topology
     full = {**server_env, **env}
-    found = [reason for _, reason in cross_problems(full, version)]
+    found = [reason for _, reason in [*version_problems(full, version), *cross_problems(full, version)]]
     if topo is not None:
         found.append(infeasible_reason(full, topo, version) or "")
         if not allow_unsafe:
@@ -33,9 +41,12 @@ def problems(env: Mapping[str, str], server_env: Mapping[str, str], facts: Facts
 
 
 def doubts(env: Mapping[str, str], server_env: Mapping[str, str], facts: Facts) -> list[str]:
-    """Why a set NCCL accepts may still not be launched (:func:`tuner.nccl.cross_warnings`
-    with ``server_env``) while the topology is unknown; empty once it is known, since
-    :func:`problems` then decides."""
+    """Why a set NCCL accepts may still not be launched: a value only a newer NCCL reads while
+    the version is unknown (:func:`tuner.nccl.version_doubts`, first), and
+    :func:`tuner.nccl.cross_warnings` with ``server_env`` while the topology is unknown; each
+    is gone once its fact is known, since :func:`problems` then decides."""
+    full = {**server_env, **env}
+    needs = [reason for _, reason in version_doubts(full, facts.version)]
     if facts.topology is not None:
-        return []
-    return [reason for _, reason in cross_warnings({**server_env, **env}, facts.version)]
+        return needs
+    return [*needs, *(reason for _, reason in cross_warnings(full, facts.version))]

@@ -303,8 +303,11 @@ def _suffix(e: PlanEntry, notes: list[str], plan: Plan) -> str:
     as_read = canonical_set(e.env, f.version, f.topology)
     text = f" (to NCCL: {_env_text(as_read)})" if as_read != e.env else ""
     if e.doubt:
-        text += (" - may not be launched (see Notes): the baseline's NCCL version and topology decide"
-                 if any(e.doubt in note for note in notes) else f" - may not be launched: {e.doubt}")
+        if e.doubt.startswith("needs NCCL"):  # tuner.nccl.version_doubts: said as it is
+            text += f" - {e.doubt}"
+        else:
+            text += (" - may not be launched (see Notes): the baseline's NCCL version and topology decide"
+                     if any(e.doubt in note for note in notes) else f" - may not be launched: {e.doubt}")
     if e.reach:
         text += f" - {e.reach}"
     return text

@@ -200,6 +200,16 @@ def test_export_lines():
     assert export_lines({}) == ["# the untuned baseline: unset every NCCL_* variable"]
 
 
+def test_export_lines_give_a_per_collective_value_as_measured():
+    """``AllReduce:LL`` pastes as it is; a ``;`` of a multi-entry value is quoted for the shell
+    (the set measured, not NCCL's global ``LL``)."""
+    lines = export_lines({"NCCL_PROTO": "AllReduce:LL"}, ["vllm", "serve", "m"])
+    assert lines[0] == "export NCCL_PROTO=AllReduce:LL" and lines[-1] == "env NCCL_PROTO=AllReduce:LL vllm serve m"
+    lines = export_lines({"NCCL_ALGO": "allreduce:ring", "NCCL_PROTO": "AllReduce:LL;Broadcast:Simple"}, ["vllm", "serve"])
+    assert lines[0] == "export NCCL_ALGO=allreduce:ring NCCL_PROTO='AllReduce:LL;Broadcast:Simple'"
+    assert all("NCCL_PROTO='AllReduce:LL;Broadcast:Simple'" in line for line in lines)
+
+
 def test_export_lines_name_paths_here_relative(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [str(tmp_path / ".venv" / "bin" / "python"), "-m", "tuner.sim", "--conf", str(tmp_path / "c.toml"),
