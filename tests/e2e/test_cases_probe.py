@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.e2e.test_cases import case_config, sweep
 from tests.helpers import ROOT, write_config
@@ -115,6 +116,7 @@ def test_sim_tgi_warm_up_line_counts_for_its_kind(tmp_path):
     assert df.loc[0, "status"] == "ok", df.loc[0, "cause"]
 
 
+@pytest.mark.alone  # a busy machine hands the first chunk late and shortens the span (CI: +29 % at nice 19)
 def test_sim_chunks_of_8_tokens_decode_rate_right_tpot_flagged(tmp_path):
     # 64 tokens in 8 chunks of 8: 1 / TPOT would count the first chunk's 8 tokens as decoded
     # after it (63 / 56 steps: +12.5 %, beyond the 10 % below); the rate over the chunks after the

@@ -108,7 +108,7 @@ def test_sweep_on_real_vllm_cpu(vllm_cpu_env, tmp_path: Path):
     assert status == 0, out[-8000:]
     # One CPU process has no decode allreduce: the backend check says so from vLLM's own log
     # (and would stop the sweep without --force).
-    assert "decode allreduce: none (tensor parallel size 1" in out, out[-3000:]
+    assert "decode allreduce on this server: none (tensor parallel size 1" in out, out[-3000:]
     shown = next(c.shown for b in readme_commands.blocks(README.read_text()) for c in b.commands if c.line == line)
     assert readme_commands.missing(shown, out) == [], out[-6000:]
 
