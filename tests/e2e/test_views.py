@@ -16,6 +16,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from tests.helpers import cli, start_cli, write_config
 from tuner.report.compare import DISAGREE, agreement
 from tuner.report.story import STORY_FILE, read_story
@@ -50,6 +52,7 @@ def _night(tmp_path, name: str, profile: str) -> None:
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.alone  # compare's "disagree" needs intervals a busy machine's launch noise does not widen (CI: +8 % (-19..+45))
 def test_studies_and_compare_of_two_simulated_boxes(tmp_path):
     _night(tmp_path, "pcie8", "pcie-8x-mla")
     _night(tmp_path, "acs4", "pcie-4x-acs")
