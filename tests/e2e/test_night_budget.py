@@ -86,7 +86,8 @@ def test_a_budget_and_a_deadline_say_the_time_unused_and_the_presets_not_reached
     found = NOT_REACHED.search(res.stdout)
     assert found is not None, res.stdout
     count, names, budget, trials, end = found.groups()
-    assert names.split(", ") == ["channels-8", "p2p-disable"] and (count, budget) == ("2", "8")
+    assert names.split(", ") == ["channels-8", "p2p-disable", "ll-allreduce", "ring-ll-allreduce",
+                                 "tree-ll-allreduce"] and (count, budget) == ("5", "8")
     assert re.fullmatch(r"about .+, expected end \d\d:\d\d", end), end
     # the --trials named reaches them: its own dry run says nothing is left out
     again = run_cli("sweep", str(cfg), "--dry-run", "--trials", trials, "--results", str(tmp_path / "r"))
