@@ -58,10 +58,11 @@ class Runners:
             try:  # no runner ends while a dead runner's server of its study runs on its host
                 self.reap()
             except Interrupted:
-                raise
+                raise  # a second signal: the claim is still released below
             except Exception as exc:  # the storage may be what failed: never hide the first error
                 self.log(f"could not look for servers dead runners left: {exc}")
-            self.runner_file.release()
+            finally:
+                self.runner_file.release()
 
     def busy_keys(self, key_of: Callable[[dict[str, str], list[str]], str]) -> set[str]:
         """The keys (``key_of(env, flags)``) of every set queued or running on any runner."""
