@@ -42,10 +42,12 @@ Regenerate the README's outputs after a change to what a command prints::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -146,11 +148,32 @@ def argv_of(line: str) -> tuple[dict[str, str], list[str], bool]:
     return env, [sys.executable, "-m", "tuner.cli", *words[1:]], echo
 
 
+#: In a workspace: the port each copied example was moved to, and the one it names (JSON).
+PORTS_FILE = ".ports.json"
+
+
 def workspace(parent: Path) -> Path:
-    """A folder laid out as a checkout's root for the commands: copies of :data:`COPIED`."""
+    """A folder laid out as a checkout's root for the commands: copies of :data:`COPIED`, each
+    example's ``port`` moved to a free one (a test beside it may use the same example, and
+    ``make demo`` its port); :func:`run` shows the port the example names."""
     for name in COPIED:
         shutil.copytree(ROOT / name, parent / name)
+    ports = {}
+    for example in sorted((parent / "examples").glob("*.toml")):
+        text = example.read_text()
+        m = re.search(r"^port = (\d+)", text, re.M)
+        if m:
+            free = _free_port()
+            ports[str(free)] = m.group(1)
+            example.write_text(text[:m.start(1)] + str(free) + text[m.end(1):])
+    (parent / PORTS_FILE).write_text(json.dumps(ports))
     return parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def run(line: str, cwd: Path, extra_env: dict[str, str] | None = None, timeout: float = 900) -> tuple[int, str]:
@@ -163,6 +186,9 @@ def run(line: str, cwd: Path, extra_env: dict[str, str] | None = None, timeout: 
     proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
     out = proc.stdout.replace(str(cwd), ".").replace(sys.executable, PYTHON_SHOWN)
+    ports = cwd / PORTS_FILE
+    for free, named in (json.loads(ports.read_text()) if ports.is_file() else {}).items():
+        out = re.sub(rf"\b{free}\b", named, out)
     if echo:
         out += f"exit {proc.returncode}\n"
     return proc.returncode, out
