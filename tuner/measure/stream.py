@@ -12,7 +12,9 @@ clock after every line; a stream that sends nothing at all ends at httpx's read 
 the same ``stall_timeout_s``. A stall is therefore reported at the first line that arrives after
 ``stall_timeout_s`` without a token (within one keep-alive interval of it), or
 ``stall_timeout_s`` after the last byte when nothing more comes: never later than twice
-``stall_timeout_s`` after the last token.
+``stall_timeout_s`` after the last token. Before the first token the stall clock starts at the
+response headers, not at the send: a server that holds a request behind a warm-up gate and
+then answers it (sgl-project/sglang #33719) has not stalled for the time it held it.
 
 A 400 or 422 naming a field the probe added (``stream_options``:
 :data:`tuner.measure.client.DROPPABLE_FIELDS`) sends the request once more without it, and every
@@ -119,6 +121,7 @@ def stream_once(
     try:
         with client.stream("POST", url, json=body, timeout=request_timeouts(stall_timeout_s)) as resp:
             answered = True
+            last_token = clock()  # the stall clock starts at the headers: the wait for them is httpx's bound
             if resp.status_code >= 400:
                 text = bounded_body(resp)
                 refused = refused_field(resp, body, text)

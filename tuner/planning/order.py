@@ -205,23 +205,42 @@ class Planner:
     def next_planned(self) -> PlanEntry | None:
         """The next retry or named set that must run before the sampler proposes, or None."""
         keyed = self._keyed(self._records())
-        measured = set(self._measured(keyed))
         busy = self._busy()
-        retried = {r.retry_of_trial for r, _ in keyed if r.retry_of_trial is not None}
-        gave_up: set[str] = set()
-        for r, key in keyed:
-            if r.status is not Status.INTERRUPTED or r.kind is Kind.BASELINE:
-                continue  # baselines are re-measured by the loop itself when owed
-            if r.retry_of_trial is not None:
-                gave_up.add(key)
-            elif r.trial not in retried and key not in measured | busy:
-                return PlanEntry(Step.RETRY, r.preset, dict(r.env), list(r.flags), r.kind, retry_of=r.trial)
+        owed, gave_up = self._owed_retries(keyed, busy)
+        if owed:
+            r = owed[0][0]
+            return PlanEntry(Step.RETRY, r.preset, dict(r.env), list(r.flags), r.kind, retry_of=r.trial)
         handled = {(r.preset, key) for r, key in keyed if r.kind is not Kind.BASELINE and r.status not in _UNSETTLED}
         for entry in self.named():
             key = self.key_of(entry.env, entry.flags)
             if (entry.name, key) not in handled and key not in busy | gave_up:
                 return entry
         return None
+
+    def _owed_retries(self, keyed: list[tuple[TrialRecord, str]], busy: set[str],
+                      ) -> tuple[list[tuple[TrialRecord, str]], set[str]]:
+        """The interrupted tuned trials owed their one retry (oldest first, with their keys) and
+        the keys whose retry was itself interrupted (given up). A set measured since, or in flight,
+        owes nothing; baselines are re-measured by the loop itself when owed."""
+        measured = set(self._measured(keyed))
+        retried = {r.retry_of_trial for r, _ in keyed if r.retry_of_trial is not None}
+        owed: list[tuple[TrialRecord, str]] = []
+        gave_up: set[str] = set()
+        for r, key in keyed:
+            if r.status is not Status.INTERRUPTED or r.kind is Kind.BASELINE:
+                continue
+            if r.retry_of_trial is not None:
+                gave_up.add(key)
+            elif r.trial not in retried and key not in measured | busy:
+                owed.append((r, key))
+        return owed, gave_up
+
+    def retry_owed_by(self, key: str) -> int | None:
+        """The interrupted trial whose retry the set of ``key`` (:attr:`key_of`) is, when it is owed one
+        (a sampler may propose the set a dead runner left before a runner plans its retry: that
+        relaunch is the retry, so the set is measured once and the lost trial names it); else None."""
+        owed, _ = self._owed_retries(self._keyed(self._records()), set())
+        return next((r.trial for r, k in owed if k == key), None)
 
     def exhausted(self) -> bool:
         """True when the space (enumerable only) holds no set that is neither measured, in

@@ -413,8 +413,11 @@ class Sweep:
                 self.outcome.stop_reason = self.limits.budget.spent_words()
                 return False
             if decision.launch:
-                if planned is not None and planned.retry_of is not None:
-                    self.progress.log(f"resume: retrying trial {planned.retry_of} (interrupted), once")
+                if planned is None:  # the sampler's proposal may be the set a dead runner left
+                    rec.retry_of_trial = self.planner.retry_owed_by(launch.key)
+                retry_of = rec.retry_of_trial
+                if retry_of is not None:
+                    self.progress.log(f"resume: retrying trial {retry_of} (interrupted), once")
                 self._relaunch(trial, launch, rec)
                 return True
             if planned is None:

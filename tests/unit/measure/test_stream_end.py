@@ -34,10 +34,14 @@ def _serve(after_done: str):
             if after_done == "held":
                 stop.wait(60)
                 return
+            if after_done == "gate then slow first token":
+                stop.wait(2.5)  # a warm-up gate holds the headers
             self.send_response(503 if after_done == "503 trickle" else 200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if after_done == "gate then slow first token":
+                stop.wait(2.5)  # and the first token comes a while after them
 
             def send(data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -94,6 +98,20 @@ def test_a_request_without_response_headers_is_no_answer():
             stream_once(client, f"http://127.0.0.1:{srv.server_port}", model="m", prompt="p", max_tokens=5,
                         stall_timeout_s=1.5)
         assert "no response headers" in str(err.value) and err.value.timeout_s == 1.5
+    finally:
+        stop.set()
+        srv.shutdown()
+
+
+def test_the_stall_clock_starts_at_the_response_headers():
+    # held 2.5 s before the headers, then 2.5 s to the first token: 5 s from the send, but never
+    # 4 s without a byte; the gate's wait is httpx's bound (sgl-project/sglang #33719)
+    srv, stop = _serve("gate then slow first token")
+    try:
+        with httpx.Client() as client:
+            m = stream_once(client, f"http://127.0.0.1:{srv.server_port}", model="m", prompt="p", max_tokens=5,
+                            stall_timeout_s=4)
+        assert m.completion_tokens == 5
     finally:
         stop.set()
         srv.shutdown()

@@ -103,6 +103,17 @@ def test_interrupted_trial_is_retried_first_and_only_once(store):
     assert p.next_planned() is None
 
 
+def test_a_proposal_of_a_set_owed_a_retry_is_that_retry(store):
+    """The sampler may propose the set a dead runner left before any runner plans its retry:
+    that relaunch is the retry (one measure of the set, the lost trial names it)."""
+    p = planner(store)
+    lost = run(store, {"NCCL_PROTO": "Simple"}, Kind.SEARCH, Status.INTERRUPTED)
+    simple, ll = (p.key_of({"NCCL_PROTO": v}, []) for v in ("Simple", "LL"))
+    assert p.retry_owed_by(simple) == lost.trial and p.retry_owed_by(ll) is None
+    run(store, {"NCCL_PROTO": "Simple"}, Kind.SEARCH, retry_of=lost.trial)
+    assert p.retry_owed_by(simple) is None  # retried once: owed nothing more
+
+
 def test_interrupted_baseline_is_not_planned(store):
     run(store, {}, Kind.BASELINE, Status.INTERRUPTED)
     assert planner(store).next_planned().name == "ll"
