@@ -22,6 +22,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers import free_port, run_cli  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "demo_stability.txt"
+KEEP: Path | None = None  # --keep
 
 
 @dataclass
@@ -80,6 +82,8 @@ def _night(config: Path, seed: int, work: Path) -> Night:
     study = folder / "results" / "demo"
     decision, gain = _decision(study)
     noise, confirmation = _why(study)
+    if KEEP is not None:
+        shutil.copytree(folder / "results", KEEP / f"night-{seed}", dirs_exist_ok=True)
     return Night(seed, res.returncode, decision, gain, time.monotonic() - started, noise, confirmation)
 
 
@@ -102,7 +106,11 @@ def main() -> int:
     ap.add_argument("--config", type=Path, default=ROOT / "examples" / "sim.toml")
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                    help="copy each night's results folder to DIR/night-<seed> (to read why a night missed)")
     args = ap.parse_args()
+    global KEEP
+    KEEP = args.keep
     lines = [f"# {args.nights} nights of {args.config.relative_to(ROOT) if args.config.is_relative_to(ROOT) else args.config}"
              f", {args.jobs} at a time, {time.strftime('%Y-%m-%d %H:%M')}"]
     print(lines[0], flush=True)
