@@ -13,10 +13,11 @@ is well above the prior, and then :attr:`Judgement.noise_warning` says so).
 
 The claim is made in two stages. Stage 1 (every launch before the first confirmation) selects
 the *finalists* (:attr:`Judgement.finalists`): the best set by ratio that is not slower, can act
-and was applied, and the runner-up; no significance is needed. Stage 2 relaunches each finalist
-once (kind ``confirm``) and then the baseline; "use it" rests on those fresh launches alone
-(:func:`tuner.judging.stats.confirmed`, one-sided at 0.05 / the finalists confirmed), and the set
-must still be faster, by the minimum effect, on all its launches.
+and was applied, and the runner-up while it could be the best; no significance is needed. Stage
+2 relaunches each finalist once (kind ``confirm``; the best set twice when the runner-up is not
+one) and then the baseline; "use it" rests on those fresh launches alone
+(:func:`tuner.judging.stats.confirmed`, one-sided at :data:`CONFIRM_ALPHA` / the finalists), and
+the set must still be faster, by the minimum effect, on all its launches.
 
 Trials are judged within their host type (``TrialRecord.host_type``): :func:`judge_by_host_type`
 judges each type's sets against that type's own baseline launches, never against another type's.
@@ -160,6 +161,9 @@ class Judgement:
     baseline_positions: list[int] = field(default_factory=list)
     drift_trend: float = 0.0
     finalists: list[str] = field(default_factory=list)
+    #: The set each reserved confirmation slot relaunches, in order: the finalists, and the best
+    #: set once more in a slot no runner-up that could be the best takes (:func:`_finalists`).
+    confirm_slots: list[str] = field(default_factory=list)
     noise_warning: str | None = None
     data_noise: float | None = None
     inconclusive: str | None = None
@@ -224,17 +228,26 @@ class Judgement:
 
     def recommendable_gain(self) -> float:
         """The smallest true gain (fraction) this night's design recommends ("use it") with 80 %
-        power: the confirmation test (one fresh launch of the finalist against one fresh
-        baseline launch, :func:`tuner.judging.stats.recommendable_gain`) at 0.05 / the finalists
-        confirmed (else planned, else 1), with the launch noise the intervals use. inf without
-        two baseline runs."""
+        power: the confirmation test (the best set's fresh launches, :meth:`confirm_design`,
+        against one fresh baseline launch, :func:`tuner.judging.stats.recommendable_gain`) at
+        :data:`CONFIRM_ALPHA` / the sets confirmed, with the launch noise the intervals use. inf
+        without two baseline runs."""
         runs = self.runs_per_launch()
         if self.noise is None or runs < 2:
             return math.inf
         run_sigma, _ = stats.run_noise(self.baseline_launches, scale=self._scale())
+        finalists, launches = self.confirm_design()
         return stats.recommendable_gain(run_sigma=run_sigma, noise=self.noise, runs_per_launch=runs,
-                                        finalists=FINALISTS,
+                                        finalists=finalists, set_launches=launches,
                                         min_effect=self.min_effect, alpha=CONFIRM_ALPHA)
+
+    def confirm_design(self) -> tuple[int, int]:
+        """``(sets, launches)``: how many sets the confirmation tests (its Bonferroni count) and
+        how many fresh launches the best set gets, from :attr:`confirm_slots` once stage 1 chose
+        them; before, the most it may test (:data:`FINALISTS`, one launch each)."""
+        if not self.confirm_slots:
+            return FINALISTS, 1
+        return len(set(self.confirm_slots)), self.confirm_slots.count(self.confirm_slots[0])
 
     def _scale(self) -> float | None:
         return self.run_scale if math.isfinite(self.run_scale) else None
@@ -270,7 +283,7 @@ def judge(records: Sequence[TrialRecord], *, metric: Metric, min_effect: float =
     for key, s1 in stage1.sets.items():
         if key in out.sets:
             out.sets[key].stage1 = s1.comparison
-    out.finalists = _finalists(stage1)
+    out.finalists, out.confirm_slots = _finalists(stage1)
     _confirm(out, ordered, metric, level)
     return out
 
@@ -403,27 +416,37 @@ def _inconclusive(j: Judgement, levels: list[float], repeated: list[list[list[fl
             "night again with --baseline-every 2")
 
 
-def _finalists(stage1: Judgement) -> list[str]:
-    """The stage-1 sets to confirm, best first: not slower, able to act, applied, at least the
-    minimum effect above the baseline by their point estimate (below it "use it" is never said);
-    at most :data:`FINALISTS`. None on an inconclusive night."""
+def _finalists(stage1: Judgement) -> tuple[list[str], list[str]]:
+    """The stage-1 sets to confirm, best first, and the set of each of the :data:`FINALISTS`
+    confirmation slots. A finalist is not slower, able to act, applied and at least the minimum
+    effect above the baseline by its point estimate (below it "use it" is never said). The
+    runner-up is one only while it could be the best: its stage-1 interval reaches the best set's
+    ratio; otherwise (or with no runner-up) its slot relaunches the best set once more, so the
+    claim rests on two fresh launches of it and is tested alone (Bonferroni over the sets tested,
+    their number fixed by stage 1 before any fresh launch). None on an inconclusive night."""
     if stage1.inconclusive is not None:
-        return []
+        return [], []
     able = [s for s in stage1.sets.values() if not s.not_applied and not s.cannot_act and s.comparison is not None
             and s.comparison.verdict not in (Verdict.SLOWER, Verdict.SLOWER_BELOW_MIN, Verdict.NOT_ENOUGH_RUNS)
             and s.comparison.ratio >= 1.0 + stage1.min_effect]
     able.sort(key=lambda s: s.comparison.ratio if s.comparison else 0.0, reverse=True)
-    return [s.key for s in able[:FINALISTS]]
+    if not able:
+        return [], []
+    best = able[0]
+    assert best.comparison is not None
+    chosen = [best.key] + [s.key for s in able[1:FINALISTS]
+                           if s.comparison is not None and s.comparison.ci_high >= best.comparison.ratio]
+    return chosen, chosen + [best.key] * (FINALISTS - len(chosen))
 
 
 def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: int) -> None:
     """Judge each confirmed set on its fresh launches alone (the baseline launches after its
-    first confirmation), at :data:`CONFIRM_ALPHA` / :data:`FINALISTS` (the most a night confirms,
-    fixed in advance so that confirming the runner-up later never changes the first's verdict),
-    then name the winner."""
+    first confirmation), at :data:`CONFIRM_ALPHA` / the sets the slots test (fixed by stage 1,
+    before any fresh launch, so that confirming the runner-up later never changes the first's
+    verdict), then name the winner."""
     assert j.noise is not None
     confirming = [s for s in j.sets.values() if s.confirm_trials]
-    alpha = CONFIRM_ALPHA / FINALISTS  # fixed before the night: a later runner-up never moves a verdict given
+    alpha = CONFIRM_ALPHA / j.confirm_design()[0]  # fixed by stage 1: a later runner-up never moves a verdict given
     sc = j._scale()
     for s in confirming:
         start = s.positions[s.trials.index(s.confirm_trials[0])]

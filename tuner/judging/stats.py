@@ -839,19 +839,21 @@ def trend(positions: Sequence[float], levels: Sequence[float]) -> float:
 
 
 def recommendable_gain(*, run_sigma: float, noise: LaunchNoise, runs_per_launch: int, finalists: int = 1,
-                       min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = 0.05, power: float = 0.8) -> float:
+                       set_launches: int = 1, min_effect: float = DEFAULT_MIN_EFFECT, alpha: float = 0.05,
+                       power: float = 0.8) -> float:
     """Smallest true gain (fraction) the night recommends with probability ``power``: the test
-    the claim rests on, one fresh launch of the finalist against one fresh baseline launch of
-    ``runs_per_launch`` runs each, one-sided at ``alpha / finalists`` with the launch noise
+    the claim rests on, ``set_launches`` fresh launches of the finalist against one fresh baseline
+    launch of ``runs_per_launch`` runs each, one-sided at ``alpha / finalists`` with the launch noise
     ``noise`` (its sigma and df) and the run noise ``run_sigma`` (times the robust level's
     efficiency), by the noncentral t (:func:`min_detectable_effect`), and at least ``min_effect``
     (the set must be that much faster on all its launches). It assumes the set was selected as a
     finalist, which a gain this size among no-effect sets nearly always is. ``inf`` without run
     noise to go on."""
-    if finalists < 1 or runs_per_launch < 1:
-        raise ValueError("recommendable_gain: finalists and runs must be >= 1")
+    if finalists < 1 or runs_per_launch < 1 or set_launches < 1:
+        raise ValueError("recommendable_gain: finalists, launches and runs must be >= 1")
     if not math.isfinite(run_sigma):
         return math.inf
     g = min_detectable_effect(run_sigma=run_sigma, noise=noise, runs_per_launch=runs_per_launch,
-                              baseline_launches=1, min_effect=0.0, alpha=2.0 * alpha / finalists, power=power)
+                              baseline_launches=1, trial_launches=set_launches, min_effect=0.0,
+                              alpha=2.0 * alpha / finalists, power=power)
     return max(g, min_effect)

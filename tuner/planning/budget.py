@@ -7,8 +7,9 @@ the baseline relaunched to check a machine-suspect failure (tuner/sweep/runner.p
 ``Sweep._baseline_check``); an interrupted relaunch does not (its retry does), nor one left
 ``machine_fault`` (the machine's: a resume relaunches it), nor a machine-suspect first launch
 its relaunch replaced (a trial counts once, however many launches it made). Inside N the plan reserves the second stage's
-slots (:class:`Budget`): one confirmation of the best set, one more for the runner-up when
-N >= :data:`RUNNER_UP_FROM`, and the final baseline launch, which comes right after the last
+slots (:class:`Budget`): one confirmation of the best set, one more from
+N >= :data:`RUNNER_UP_FROM` (the runner-up's when it could be the best, else the best set's
+second), and the final baseline launch, which comes right after the last
 confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
 slots. The first stage (the baseline, its re-measures, the tuned sets) spends what is left:
 :attr:`Budget.screening`. A night that cannot hold the baseline and its reserved checks is refused
@@ -26,17 +27,19 @@ from tuner.record import Status, TrialRecord
 
 __all__ = ["Budget", "check_words", "counts_in_budget"]
 
-#: The smallest budget (relaunches) that also reserves a slot for the runner-up's confirmation.
+#: The smallest budget (relaunches) that also reserves a second confirmation slot (the runner-up's,
+#: or the best set's second fresh launch).
 RUNNER_UP_FROM = 10
 
 
 def check_words(checks: Sequence[Step], *, which: bool = False) -> list[str]:
     """The reserved checks ``checks`` in words, one item per kind: ``["2 confirmations", "the
-    final baseline"]``; ``which``: say whose confirmations two are (the best set and the runner-up)."""
+    final baseline"]``; ``which``: say whose confirmations two are (the best set, then the runner-up or the best
+    set again)."""
     confirms = sum(1 for step in checks if step is Step.CONFIRM)
     words = [f"{confirms} confirmation{'s' if confirms != 1 else ''}"] if confirms else []
     if which and confirms == 2:
-        words[0] += " (the best set and the runner-up)"
+        words[0] += " (the best set, then the runner-up or the best set again)"
     return words + (["the final baseline"] if Step.FINAL_BASELINE in checks else [])
 
 
@@ -51,8 +54,8 @@ def counts_in_budget(rec: TrialRecord) -> bool:
 @dataclass(frozen=True)
 class Budget:
     """The night's ``trials`` (relaunches, everything included) and the reserved checks it holds:
-    ``confirm`` (the best set relaunched once more; the runner-up too from
-    :data:`RUNNER_UP_FROM`) and ``final_baseline`` (the baseline right after the confirmations)."""
+    ``confirm`` (the best set relaunched once more; from :data:`RUNNER_UP_FROM` a second slot:
+    the runner-up when it could be the best, else the best set again) and ``final_baseline`` (the baseline right after the confirmations)."""
 
     trials: int
     confirm: bool = True
@@ -102,7 +105,7 @@ class Budget:
 
     def words(self, remeasures: int = 0, sets: int | None = None) -> str:
         """How the budget is spent, e.g. ``12 relaunches: the baseline, up to 8 sets, 2
-        confirmations (the best set and the runner-up), the final baseline``; ``remeasures``:
+        confirmations (the best set, then the runner-up or the best set again), the final baseline``; ``remeasures``:
         baseline re-measures planned in the first stage, ``sets``: the sets it leaves room for
         (default: what the first stage leaves after the baseline and the re-measures)."""
         left = max(0, self.screening - 1 - remeasures) if sets is None else sets

@@ -256,8 +256,9 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
         entries.append(PlanEntry(Step.PROPOSAL, kind=Kind.SEARCH, up_to=most.proposals if most.sampler_reached else 0))
     tuned = any(e.step in (Step.FIXES, Step.SCREENED) or (e.step is Step.SET and not e.reach.startswith("not reached"))
                 or (e.step is Step.PROPOSAL and (e.up_to or 0) > 0) for e in entries)
-    if tuned:  # a CONFIRM per slot (the best set, then the runner-up), the final baseline right after
-        entries += [PlanEntry(Step.CONFIRM, "confirm" if i == 0 else "confirm: runner-up", kind=Kind.CONFIRM)
+    if tuned:  # a CONFIRM per slot (the best set, then the runner-up or it again), the final baseline right after
+        entries += [PlanEntry(Step.CONFIRM, "confirm" if i == 0 else "confirm: runner-up or the best again",
+                              kind=Kind.CONFIRM)
                     for i in range(slots.confirmations)]
         if final_baseline:
             entries.append(PlanEntry(Step.FINAL_BASELINE, kind=Kind.BASELINE))

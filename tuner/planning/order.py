@@ -306,23 +306,25 @@ class Planner:
         return Decision(True)
 
     def finalists(self, judgement: Judgement) -> list[str]:
-        """The set keys stage 2 confirms, best first, at most one per reserved confirmation slot:
-        ``judgement.finalists`` (chosen from stage-1 launches), or the winner where the judgement
-        has no finalists attribute."""
-        chosen = getattr(judgement, "finalists", None)
+        """The set key of each reserved confirmation slot the budget holds, in order:
+        ``judgement.confirm_slots`` (chosen from stage-1 launches: the finalists, the best set
+        again in a slot no runner-up takes), or the winner where the judgement has no slots."""
+        chosen = getattr(judgement, "confirm_slots", None)
         if chosen is None:
             chosen = [judgement.winner] if judgement.winner is not None else []
         return [k for k in chosen if k in judgement.sets][:self.budget.confirmations]
 
     def confirmation(self, judgement: Judgement) -> PlanEntry | None:
-        """The next reserved confirmation: the first finalist (:meth:`finalists`) neither
-        confirmed yet (an ok confirm launch: a resumed night does not confirm twice; an
-        interrupted one is retried) nor in flight on any runner, relaunched once more (kind
-        confirm); None when every finalist is done or there is none."""
+        """The next reserved confirmation: the set of the first slot (:meth:`finalists`) whose
+        set has fewer ok confirm launches than the slots so far give it (a resumed night does not
+        confirm twice; an interrupted one is retried) and is not in flight on any runner,
+        relaunched once more (kind confirm); None when every slot is done or there is none."""
         busy = self._busy()
+        owed: dict[str, int] = {}
         for key in self.finalists(judgement):
+            owed[key] = owed.get(key, 0) + 1
             s = judgement.sets[key]
-            if s.confirm_trials or self.key_of(s.env, s.flags) in busy:
+            if len(s.confirm_trials) >= owed[key] or self.key_of(s.env, s.flags) in busy:
                 continue
             return PlanEntry(Step.CONFIRM, "confirm", dict(s.env), list(s.flags), Kind.CONFIRM,
                              equals_trial=s.first_trial)

@@ -75,16 +75,29 @@ def test_finalists_come_from_stage_1_only():
     assert again.finalists == j.finalists
 
 
-def test_the_claim_is_at_alpha_over_the_most_finalists_a_night_confirms():
-    """Fixed before the night: one finalist confirmed or two, each is judged at 0.05 / 2, so
-    confirming the runner-up later never changes the first's verdict."""
+def test_the_claim_is_at_alpha_over_the_sets_stage_1_chose_to_confirm():
+    """Fixed by stage 1, before any fresh launch: a runner-up that cannot be the best is no
+    finalist, its slot relaunches the best set once more and the claim tests that set alone at
+    CONFIRM_ALPHA; a runner-up that could be the best is confirmed too, each at CONFIRM_ALPHA / 2.
+    A later confirmation of another set never changes the first's level."""
     rng = np.random.default_rng(12)
-    one = judge(night(rng, tau=0.005, gain=0.10, k=6, confirm=[5]), metric=Metric.OUTPUT)
-    assert one.confirmed is True and one.headline is not None
-    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
-    two = judge(night(np.random.default_rng(12), tau=0.005, gain=0.10, k=6, confirm=[5, 0]), metric=Metric.OUTPUT)
-    assert two.headline is not None and two.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
-    assert two.winner == two.finalists[0] and one.winner == two.winner
+    one = judge(night(rng, tau=0.005, gain=0.10, k=6, confirm=[5, 5]), metric=Metric.OUTPUT)
+    best = one.finalists[0]
+    assert one.finalists == [best] and one.confirm_slots == [best] * FINALISTS
+    assert one.confirmed is True and one.headline is not None and len(one.sets[best].confirm_trials) == 2
+    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA)
+    other = judge(night(np.random.default_rng(12), tau=0.005, gain=0.10, k=6, confirm=[5, 0]), metric=Metric.OUTPUT)
+    assert other.headline is not None and other.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA)
+    assert other.winner == best
+    # two sets +10 % apart by noise only: both could be the best, both confirmed, each at alpha / 2
+    rng = np.random.default_rng(12)
+    records = night(rng, tau=0.005, gain=0.10, k=6)
+    twin = night(np.random.default_rng(99), tau=0.005, gain=0.10, k=6)[6]
+    twin.env, twin.trial = {"NCCL_SET": "twin"}, 5
+    records[5] = twin
+    two = judge(records, metric=Metric.OUTPUT)
+    assert len(two.finalists) == 2 and two.confirm_slots == two.finalists
+    assert two.confirm_design() == (2, 1)
 
 
 def test_a_set_that_cannot_act_gets_its_ratio_only():

@@ -84,7 +84,7 @@ def test_the_next_run_says_what_it_makes_first():
 
 def test_the_reserved_checks_are_worded_once():
     assert check_words(CHECKS) == ["2 confirmations", "the final baseline"]
-    assert check_words(CHECKS, which=True) == ["2 confirmations (the best set and the runner-up)", "the final baseline"]
+    assert check_words(CHECKS, which=True) == ["2 confirmations (the best set, then the runner-up or the best set again)", "the final baseline"]
     assert check_words((Step.CONFIRM,)) == ["1 confirmation"] and check_words(()) == []
     assert Budget(2).problem() == ("2 relaunches cannot hold the baseline, 1 confirmation and the final baseline: at "
                                    "least 3 are needed, more to leave room for sets (--no-confirm and "

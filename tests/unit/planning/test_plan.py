@@ -237,10 +237,10 @@ def test_the_budget_counts_every_relaunch():
 def test_the_budget_keeps_the_checks_slots_and_refuses_a_night_too_small():
     b = Budget(12)
     assert (b.confirmations, b.reserved, b.screening, b.minimum) == (2, 3, 9, 4)
-    assert b.words() == ("12 relaunches: the baseline, up to 8 sets, 2 confirmations (the best set and the "
-                         "runner-up), the final baseline")
+    assert b.words() == ("12 relaunches: the baseline, up to 8 sets, 2 confirmations (the best set, then the "
+                         "runner-up or the best set again), the final baseline")
     assert Budget(12).words(remeasures=1) == ("12 relaunches: the baseline, 1 baseline re-measure, up to 7 sets, "
-                                              "2 confirmations (the best set and the runner-up), the final baseline")
+                                              "2 confirmations (the best set, then the runner-up or the best set again), the final baseline")
     assert Budget(9).words() == "9 relaunches: the baseline, up to 6 sets, 1 confirmation, the final baseline"
     assert Budget(12, confirm=False).screening == 11 and Budget(12, False, False).screening == 12
     assert Budget(3).problem() is None and Budget(1, False, False).problem() is None
@@ -278,8 +278,9 @@ def test_the_confirmation_is_the_winners_set_once(store):
 
 
 def test_the_confirmations_follow_the_finalists_in_their_slots(store):
-    """A judgement with ``finalists`` (stage-1's best first) is read over its winner: the first
-    finalist not yet confirmed, the runner-up only when its slot is reserved (10+ relaunches)."""
+    """A judgement's ``confirm_slots`` (stage-1's best first) are read over its winner: the first
+    slot whose set has fewer confirmations than the slots so far give it, the second only when
+    its slot is reserved (10+ relaunches); the best set twice when it holds both."""
     from tuner.judging.judge import judge
 
     def launch(trial: int, kind: Kind, env: dict[str, str], level: float) -> TrialRecord:
@@ -292,15 +293,23 @@ def test_the_confirmations_follow_the_finalists_in_their_slots(store):
                launch(2, Kind.PRESET, simple, 76.0)]
     j = judge(records, metric=Metric.OUTPUT)
     keys = {tuple(s.env.items()): s.key for s in j.sets.values()}
-    j.finalists = [keys[tuple(simple.items())], keys[tuple(ll.items())]]  # type: ignore[attr-defined]
+    slots = [keys[tuple(simple.items())], keys[tuple(ll.items())]]
+    j.confirm_slots = slots
     first = planner(store, trials=12).confirmation(j)
     assert first is not None and (first.env, first.equals_trial) == (simple, 2)
     j = judge([*records, launch(3, Kind.CONFIRM, simple, 76.0)], metric=Metric.OUTPUT)
-    j.finalists = [keys[tuple(simple.items())], keys[tuple(ll.items())]]  # type: ignore[attr-defined]
+    j.confirm_slots = slots
     second = planner(store, trials=12).confirmation(j)
     assert second is not None and (second.env, second.equals_trial) == (ll, 1)
     assert planner(store, trials=9).confirmation(j) is None  # no slot for the runner-up below 10
-    j.finalists = []  # type: ignore[attr-defined]
+    j.confirm_slots = [slots[0], slots[0]]  # no runner-up that could be the best: the best set once more
+    again = planner(store, trials=12).confirmation(j)
+    assert again is not None and again.env == simple
+    j = judge([*records, launch(3, Kind.CONFIRM, simple, 76.0), launch(4, Kind.CONFIRM, simple, 76.0)],
+              metric=Metric.OUTPUT)
+    j.confirm_slots = [slots[0], slots[0]]
+    assert planner(store, trials=12).confirmation(j) is None  # both slots done
+    j.confirm_slots = []
     assert planner(store, trials=12).confirmation(j) is None  # no finalist: none, even with a winner
 
 
