@@ -16,7 +16,7 @@ the *finalists* (:attr:`Judgement.finalists`): the best set by ratio that is not
 and was applied, and the runner-up while it could be the best; no significance is needed. Stage
 2 relaunches each finalist once (kind ``confirm``; the best set twice when the runner-up is not
 one) and then the baseline; "use it" rests on those fresh launches alone
-(:func:`tuner.judging.stats.confirmed`, one-sided at :data:`CONFIRM_ALPHA` / the finalists), and
+(:func:`tuner.judging.stats.confirmed`, one-sided at :data:`CONFIRM_ALPHA` / :data:`FINALISTS`), and
 the set must still be faster, by the minimum effect, on all its launches.
 
 Trials are judged within their host type (``TrialRecord.host_type``): :func:`judge_by_host_type`
@@ -230,7 +230,7 @@ class Judgement:
         """The smallest true gain (fraction) this night's design recommends ("use it") with 80 %
         power: the confirmation test (the best set's fresh launches, :meth:`confirm_design`,
         against one fresh baseline launch, :func:`tuner.judging.stats.recommendable_gain`) at
-        :data:`CONFIRM_ALPHA` / the sets confirmed, with the launch noise the intervals use. inf
+        :data:`CONFIRM_ALPHA` / :data:`FINALISTS`, with the launch noise the intervals use. inf
         without two baseline runs."""
         runs = self.runs_per_launch()
         if self.noise is None or runs < 2:
@@ -242,12 +242,14 @@ class Judgement:
                                         min_effect=self.min_effect, alpha=CONFIRM_ALPHA)
 
     def confirm_design(self) -> tuple[int, int]:
-        """``(sets, launches)``: how many sets the confirmation tests (its Bonferroni count) and
-        how many fresh launches the best set gets, from :attr:`confirm_slots` once stage 1 chose
-        them; before, the most it may test (:data:`FINALISTS`, one launch each)."""
+        """``(sets, launches)``: the confirmation's Bonferroni count, always :data:`FINALISTS`
+        (the most a night confirms: testing the best set alone at the full CONFIRM_ALPHA when
+        the runner-up drops out said "use it" for a no-effect set in 6.5 % of simulated nights at
+        tau 2 %, benchmarks/results/night_calibration_slots.txt), and how many fresh launches the
+        best set gets (:attr:`confirm_slots`; 1 before stage 1 chose them)."""
         if not self.confirm_slots:
             return FINALISTS, 1
-        return len(set(self.confirm_slots)), self.confirm_slots.count(self.confirm_slots[0])
+        return FINALISTS, self.confirm_slots.count(self.confirm_slots[0])
 
     def _scale(self) -> float | None:
         return self.run_scale if math.isfinite(self.run_scale) else None
@@ -422,8 +424,8 @@ def _finalists(stage1: Judgement) -> tuple[list[str], list[str]]:
     effect above the baseline by its point estimate (below it "use it" is never said). The
     runner-up is one only while it could be the best: its stage-1 interval reaches the best set's
     ratio; otherwise (or with no runner-up) its slot relaunches the best set once more, so the
-    claim rests on two fresh launches of it and is tested alone (Bonferroni over the sets tested,
-    their number fixed by stage 1 before any fresh launch). None on an inconclusive night."""
+    claim rests on two fresh launches of it (still at CONFIRM_ALPHA / FINALISTS:
+    :meth:`Judgement.confirm_design`). None on an inconclusive night."""
     if stage1.inconclusive is not None:
         return [], []
     able = [s for s in stage1.sets.values() if not s.not_applied and not s.cannot_act and s.comparison is not None
@@ -441,12 +443,12 @@ def _finalists(stage1: Judgement) -> tuple[list[str], list[str]]:
 
 def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: int) -> None:
     """Judge each confirmed set on its fresh launches alone (the baseline launches after its
-    first confirmation), at :data:`CONFIRM_ALPHA` / the sets the slots test (fixed by stage 1,
-    before any fresh launch, so that confirming the runner-up later never changes the first's
-    verdict), then name the winner."""
+    first confirmation), at :data:`CONFIRM_ALPHA` / :data:`FINALISTS` (the most a night confirms,
+    fixed in advance so that confirming the runner-up later never changes the first's verdict),
+    then name the winner."""
     assert j.noise is not None
     confirming = [s for s in j.sets.values() if s.confirm_trials]
-    alpha = CONFIRM_ALPHA / j.confirm_design()[0]  # fixed by stage 1: a later runner-up never moves a verdict given
+    alpha = CONFIRM_ALPHA / FINALISTS  # fixed before the night: a later runner-up never moves a verdict given
     sc = j._scale()
     for s in confirming:
         start = s.positions[s.trials.index(s.confirm_trials[0])]

@@ -344,13 +344,13 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
     by = {v: [s for s in judged if s.verdict is v] for v in Verdict}
     if j.winner is not None and j.winner_comparison is not None:
         s = j.sets[j.winner]
-        m = j.confirm_design()[0]  # the claim's level, fixed by stage 1 (tuner.judging.judge._confirm)
+        m = j.confirm_design()[0]  # the claim's level is fixed before the night (tuner.judging.judge._confirm)
         level = f"{(1 - CONFIRM_ALPHA / m) * 100:.2f}".rstrip("0").rstrip(".") + " %"
         claim = (f"Best set: {set_text(s.env, s.flags)} (trial {s.first_trial}), {_pct(j.winner_comparison)} "
                  f"({_ci(j.winner_comparison)} on its {_n(len(s.launches), 'launch', 'launches')}, "
                  f"the best of the {_n(k, 'set')} tried)")
         fresh = (f"{_pct(s.confirmation)} on those alone, one-sided {level} bound"
-                 + (f", corrected for {m} finalists" if m > 1 else ""))
+                 + (f", corrected for up to {m} finalists" if m > 1 else ""))
         if j.confirmed is True:
             parts.append(f"{claim}: the gain held on a fresh relaunch of the set and of the baseline ({fresh} above 1). "
                          "Use it.")

@@ -76,20 +76,20 @@ def test_finalists_come_from_stage_1_only():
 
 
 def test_the_claim_is_at_alpha_over_the_sets_stage_1_chose_to_confirm():
-    """Fixed by stage 1, before any fresh launch: a runner-up that cannot be the best is no
-    finalist, its slot relaunches the best set once more and the claim tests that set alone at
-    CONFIRM_ALPHA; a runner-up that could be the best is confirmed too, each at CONFIRM_ALPHA / 2.
-    A later confirmation of another set never changes the first's level."""
+    """Fixed before the night, at CONFIRM_ALPHA / FINALISTS: a runner-up that cannot be the best
+    is no finalist and its slot relaunches the best set once more (two fresh launches, the same
+    level); a runner-up that could be the best is confirmed too. A later confirmation of another
+    set never changes the first's level."""
     rng = np.random.default_rng(12)
     one = judge(night(rng, tau=0.005, gain=0.10, k=6, confirm=[5, 5]), metric=Metric.OUTPUT)
     best = one.finalists[0]
     assert one.finalists == [best] and one.confirm_slots == [best] * FINALISTS
     assert one.confirmed is True and one.headline is not None and len(one.sets[best].confirm_trials) == 2
-    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA)
+    assert one.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
     other = judge(night(np.random.default_rng(12), tau=0.005, gain=0.10, k=6, confirm=[5, 0]), metric=Metric.OUTPUT)
-    assert other.headline is not None and other.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA)
+    assert other.headline is not None and other.headline.confidence == pytest.approx(1 - CONFIRM_ALPHA / FINALISTS)
     assert other.winner == best
-    # two sets +10 % apart by noise only: both could be the best, both confirmed, each at alpha / 2
+    # two sets +10 % apart by noise only: both could be the best, both confirmed
     rng = np.random.default_rng(12)
     records = night(rng, tau=0.005, gain=0.10, k=6)
     twin = night(np.random.default_rng(99), tau=0.005, gain=0.10, k=6)[6]
@@ -97,7 +97,7 @@ def test_the_claim_is_at_alpha_over_the_sets_stage_1_chose_to_confirm():
     records[5] = twin
     two = judge(records, metric=Metric.OUTPUT)
     assert len(two.finalists) == 2 and two.confirm_slots == two.finalists
-    assert two.confirm_design() == (2, 1)
+    assert two.confirm_design() == (FINALISTS, 1) and one.confirm_design() == (FINALISTS, 2)
 
 
 def test_a_set_that_cannot_act_gets_its_ratio_only():

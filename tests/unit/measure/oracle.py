@@ -82,12 +82,16 @@ class Line:
 @dataclass
 class Exchange:
     """One request through a :class:`Tap`: ``after`` <= the caller's t_send <= ``start``;
-    ``end``: the body was exhausted or closed; ``pieces``: (y, r) of each piece handed up."""
+    ``headers`` <= the caller's response-headers time <= ``reading`` (the body's first read:
+    the probe's stall clock starts at the headers); ``end``: the body was exhausted or closed;
+    ``pieces``: (y, r) of each piece handed up."""
 
     method: str
     path: str
     after: float
     start: float
+    headers: float | None = None
+    reading: float | None = None
     lines: list[Line] = field(default_factory=list)
     pieces: list[tuple[float, float]] = field(default_factory=list)
     end: float | None = None
@@ -122,6 +126,7 @@ class _Stream(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         ex, buf = self.ex, b""
+        ex.reading = time.perf_counter()
         try:
             for data in self.inner:
                 if not data:
@@ -182,6 +187,7 @@ class Tap(httpx.BaseTransport):
         ex = Exchange(request.method, request.url.path, after=max(before), start=time.perf_counter())
         self.exchanges.append(ex)
         resp = self._inner.handle_request(request)
+        ex.headers = time.perf_counter()
         assert isinstance(resp.stream, httpx.SyncByteStream)
         return httpx.Response(resp.status_code, headers=resp.headers, stream=_Stream(resp.stream, ex),
                               extensions=resp.extensions)
@@ -279,11 +285,17 @@ def check_medians(result: Any, exchanges: Sequence[Exchange]) -> None:
 
 def check_stall(ex: Exchange, timeout_s: float, message: str) -> None:
     """Assert that a stream that raised ProbeStalled did so at the first line that came
-    ``timeout_s`` after its last token (after t_send when it had none): every earlier line came
+    ``timeout_s`` after its last token (after the response headers when it had none, or after
+    t_send when none came: httpx's read timeout): every earlier line came
     before that, the last piece the reader held came after it. A "no token for X s" in
     ``message`` must be within those windows too (X printed to 0.1 s)."""
     toks = ex.tokens()
-    t_lo, t_hi = (toks[-1].y, toks[-1].r) if toks else (ex.after, ex.start)
+    if toks:
+        t_lo, t_hi = toks[-1].y, toks[-1].r
+    elif ex.headers is not None:
+        t_lo, t_hi = ex.headers, ex.reading if ex.reading is not None else ex.end or ex.headers
+    else:
+        t_lo, t_hi = ex.after, ex.start
     assert ex.end is not None and ex.end - t_lo >= timeout_s, "gave up before the stall timeout"
     last_piece = len(ex.pieces) - 1  # the probe raised while holding it, or after it at httpx's read timeout
     after = [ln for ln in ex.lines if ln.piece < last_piece and (not toks or ln.piece > toks[-1].piece)]
