@@ -223,6 +223,12 @@ def test_gates_profile_three_sets():
     extra = model_json("--fault-when", "NCCL_PROTO=LL&!NCCL_ALGO => hang-after-load=30",
                        "--env", "NCCL_PROTO=LL")
     assert extra["set_effects"]["hang_after_load_s"] == 30
+    # custom-allreduce: where vLLM's custom allreduce carries the decode allreduce (club-3090 #922)
+    rule = ("--fault-when", "custom-allreduce => corrupt")
+    on = run_sim("model", "--profile", "nvlink-8x", "--json", *rule)
+    off = run_sim("model", "--profile", "nvlink-8x", "--json", "--disable-custom-all-reduce", *rule)
+    assert json.loads(on.stdout)["set_effects"]["corrupt"] and json.loads(on.stdout)["via"] == "custom"
+    assert not json.loads(off.stdout)["set_effects"]["corrupt"]
 
 
 @pytest.mark.parametrize("text, needle", [
