@@ -249,7 +249,8 @@ class Engine:
     def _watchdog(self, batch: int) -> None:
         """PyTorch's watchdog line, once per rank (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
         ``watchdogHandler``: "[Rank N] Watchdog caught collective operation timeout: <work> ran for
-        <ms> milliseconds before timing out."; the prefix is c10's log format)."""
+        <ms> milliseconds before timing out."; the prefix is c10's log format; line 629 as a public torch
+        log shows it, the number moves between torch versions)."""
         f = self.opts.faults
         if self.stopping.wait(f.watchdog_s / f.time_scale):
             return
