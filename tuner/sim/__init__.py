@@ -17,7 +17,8 @@ core never imports it) used to develop and test nccl-tune without GPUs. Modules:
   environment, Ray's log prefixes and folding);
 * ``startup``: a server's start and every rank's lines; ``server``: the engine and its life
   cycle; ``http_api``: the OpenAI endpoints; ``procs`` / ``worker``: TP worker processes;
-  ``faults``: failure modes; ``textgen``: answers;
+  ``faults``: failure modes, set-bound ones too; ``textgen``: answers; ``greedy``: their greedy
+  paths (late parting, corruption) and logprobs;
 * ``allreduceperf`` / ``jsonout``: the all_reduce_perf stand-in;
 * ``cli``: ``nccl-tune sim serve|all-reduce-perf|model|profiles|faults``.
 """

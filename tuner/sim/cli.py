@@ -106,6 +106,27 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="a variable 'ray start' had (repeatable; default: NCCL_DEBUG=INFO)")
     s.add_argument("--fault", default=None, metavar="MODE[,MODE]",
                    help=f"failure to play: {', '.join(faults_mod.FAULT_MODES)} (default: SIM_FAULT)")
+    s.add_argument("--fault-when", action="append", default=None, metavar="'COND[&COND] => EFFECT[,EFFECT]'",
+                   help="a fault bound to the set (repeatable): COND is NAME=VALUE (the launch environment holds "
+                        "that string), NAME, !NAME or custom-allreduce; EFFECT is corrupt (answers garbled from a "
+                        "token in [6, 12): 'Paris' survives), hang-after-load=S (streams stop after S s of load, "
+                        "/health stays 200, PyTorch's watchdog line --watchdog-s later) or speed=F (tok/s x F); "
+                        "added to the profile's set_faults, e.g. 'NCCL_P2P_LEVEL=SYS => corrupt,speed=1.08' "
+                        "(default: SIM_FAULT_WHEN, entries separated by ';')")
+    s.add_argument("--time-scale", type=float, default=None, metavar="X",
+                   help="simulated seconds per wall second for hang-after-load and the watchdog: X=60 plays a "
+                        "90 s hang-after-load after 1.5 s of load (default: SIM_TIME_SCALE, else 1)")
+    s.add_argument("--watchdog-s", type=float, default=None, metavar="S",
+                   help="PyTorch's NCCL watchdog timeout: the watchdog line comes S s (simulated) after a "
+                        "hang-after-load hang (default: SIM_WATCHDOG_S, else 600)")
+    s.add_argument("--divergence-rate", type=float, default=None, metavar="P",
+                   help="share of 300-token greedy answers that part late (from token 64) from the untuned "
+                        "launch's when the set changes the allreduce reduction order (default: "
+                        "SIM_DIVERGENCE_RATE, else the profile's: 0.03)")
+    s.add_argument("--launch-divergence-rate", type=float, default=None, metavar="P",
+                   help="the same for any launch against the ideal path, drawn anew per launch (from --seed "
+                        "when given; 0 with VLLM_BATCH_INVARIANT=1) (default: SIM_LAUNCH_DIVERGENCE_RATE, else "
+                        "the profile's: 0.003)")
     s.add_argument("--fault-after", type=int, default=None, metavar="K",
                    help="mid-stream faults trigger after K tokens (default: SIM_FAULT_AFTER, "
                         "else 8)")
@@ -149,6 +170,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="one JSON object instead of text")
     m.add_argument("--disable-custom-all-reduce", action="store_true",
                    help="vLLM's flag: no custom allreduce")
+    m.add_argument("--fault-when", action="append", default=None, metavar="'COND => EFFECT'",
+                   help="as serve's: set-bound faults added to the profile's (default: SIM_FAULT_WHEN)")
     _backend_options(m)
 
     sub.add_parser("profiles", help="list the built-in profiles")
@@ -192,6 +215,29 @@ def backend_choice(args, environ: dict, profile, prog: str):
     return profile, tuple(sorted(set(names)))
 
 
+def _rates(args, environ: dict, profile):
+    """The profile with --divergence-rate / --launch-divergence-rate (or their SIM_* variables)."""
+    import dataclasses
+
+    out = {}
+    for field, flag, name in (("divergence_rate", args.divergence_rate, "SIM_DIVERGENCE_RATE"),
+                              ("launch_divergence_rate", args.launch_divergence_rate,
+                               "SIM_LAUNCH_DIVERGENCE_RATE")):
+        text = flag if flag is not None else environ.get(name)
+        if text in (None, ""):
+            continue
+        where = f"--{field.replace('_', '-')}" if flag is not None else name
+        try:
+            value = float(text)
+        except ValueError:
+            raise ProfileError(f"{where} must be a number within [0, 1), got {text!r}") from None
+        if not 0.0 <= value < 1.0:
+            raise ProfileError(f"{where} must be within [0, 1) (the share of 300-token answers that "
+                               f"part), got {text!r}")
+        out[field] = value
+    return dataclasses.replace(profile, **out) if out else profile
+
+
 def ignored_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
     """Names from ``--ignore-var`` (repeatable) or else ``SIM_IGNORE_VARS`` (comma or space
     separated)."""
@@ -215,8 +261,10 @@ def _serve(args, environ: dict, prog: str) -> int:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
         plan = faults_mod.parse_faults(args.fault, after_tokens=args.fault_after,
                                        on_request=args.fault_request, teardown_s=args.teardown_s,
-                                       environ=environ)
+                                       environ=environ, when=args.fault_when,
+                                       time_scale=args.time_scale, watchdog_s=args.watchdog_s)
         profile, missing = backend_choice(args, environ, profile, prog)
+        profile = _rates(args, environ, profile)
     except (ProfileError, faults_mod.FaultError) as exc:
         print(f"{prog} serve: {exc}", file=sys.stderr)
         return 2
@@ -282,11 +330,13 @@ def _model(args, environ: dict, prog: str) -> int:
 
     from .costmodel import CollectiveCrash, CostModel, check_init
     from .ncclenv import NcclInitError, read_env
+    from .server import set_behaviour
 
     try:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
         profile, missing = backend_choice(args, environ, profile, prog)
-    except ProfileError as exc:
+        faults = faults_mod.parse_faults("", environ=environ, when=args.fault_when)
+    except (ProfileError, faults_mod.FaultError) as exc:
         print(f"{prog} model: {exc}", file=sys.stderr)
         return 2
     env = dict(environ)
@@ -304,7 +354,8 @@ def _model(args, environ: dict, prog: str) -> int:
     try:
         settings = read_env(env, profile.nccl_version).settings
         check_init(profile, settings)
-        model = CostModel(profile, settings, plan)
+        model, effects, order_key = set_behaviour(profile, faults, env, CostModel(profile, settings, plan),
+                                                  missing)
         bd = model.breakdown(max(1, args.batch))
         bare = dataclasses.replace(profile, disable_custom_all_reduce=True)
         nccl_bd = CostModel(bare, settings, plan_for(bare, NCCL_ONLY)).breakdown(max(1, args.batch))
@@ -327,7 +378,9 @@ def _model(args, environ: dict, prog: str) -> int:
            "vllm_version": profile.vllm_version, "backends": list(plan.enabled),
            "backend": plan.pick(c.nbytes), "backend_us": round(c.time_us, 3),
            "nccl_only_tok_s": round(nccl_bd.tok_s, 3),
-           "vs_nccl_only": f"{(bd.tok_s / nccl_bd.tok_s - 1) * 100:+.1f} %"}
+           "vs_nccl_only": f"{(bd.tok_s / nccl_bd.tok_s - 1) * 100:+.1f} %",
+           "set_effects": effects.as_dict(),
+           "reduction_order": "untuned" if order_key is None else "changed"}
     if args.json:
         print(json.dumps(out))
     else:

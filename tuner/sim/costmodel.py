@@ -517,13 +517,16 @@ class CostModel:
 
     ``allreduce(nbytes)``: a served allreduce; ``nccl(nbytes, nranks)``: NCCL's collective alone;
     ``breakdown(batch)``: a decode step; ``prefill_ms(prompt_tokens)``: TTFT in ms. NCCL failures
-    raise NcclInitError (nothing enabled) or CollectiveCrash (zero chunk).
+    raise NcclInitError (nothing enabled) or CollectiveCrash (zero chunk). ``speed``: a set's
+    ``speed=F`` effect (faults.py): decode steps and prefills F times faster, allreduces as they are.
     """
 
-    def __init__(self, profile: Profile, settings: NcclSettings, plan: BackendPlan | None = None):
+    def __init__(self, profile: Profile, settings: NcclSettings, plan: BackendPlan | None = None,
+                 speed: float = 1.0):
         self.profile = profile
         self.settings = settings
         self.plan = plan or plan_for(profile)
+        self.speed = speed
 
     def tune(self, nranks: int | None = None) -> TuneModel:
         """NCCL's tuning tables (see :func:`tune_model`)."""
@@ -576,9 +579,9 @@ class CostModel:
         """Decode step with ``batch`` running streams (ms, tok/s per stream, allreduce share)."""
         p = self.profile
         batch = max(1, batch)
-        compute = p.compute_ms * (1.0 + p.batch_compute_slope * (batch - 1))
+        compute = p.compute_ms * (1.0 + p.batch_compute_slope * (batch - 1)) / self.speed
         cost = self.allreduce(p.decode_bytes * batch)
-        comm = p.allreduces_per_token * cost.time_us / 1000.0
+        comm = p.allreduces_per_token * cost.time_us / 1000.0 / self.speed
         step = compute + comm
         return Breakdown(batch, compute, comm, step, comm / step if step else 0.0,
                          1000.0 / step if step else float("inf"), cost)
@@ -597,7 +600,7 @@ class CostModel:
         tokens = max(1, prompt_tokens)
         cost = self.allreduce(self.prefill_bytes(tokens))
         return (p.prefill_fixed_ms + p.prefill_ms_per_token * tokens
-                + p.allreduces_per_token * cost.time_us / 1000.0)
+                + p.allreduces_per_token * cost.time_us / 1000.0) / self.speed
 
 
 def expected_tok_s(profile: Profile, settings: NcclSettings) -> float:

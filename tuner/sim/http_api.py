@@ -2,7 +2,23 @@
 with ``api = "tgi"`` text-generation-inference's (``/info``; no ``GET /v1/models`` before 2.3;
 any model name; no usage chunk; the role in every delta). ``stream_interval`` sends that many
 tokens per chunk (trtllm-serve's ``stream_interval``); ``ignores_ignore_eos`` ends an answer at
-its natural end whatever ``ignore_eos`` says (sglang PR #5264, TGI #1544)."""
+its natural end whatever ``ignore_eos`` says (sglang PR #5264, TGI #1544).
+
+Logprobs, in vLLM's shapes (vllm/entrypoints/openai/protocol.py ``ChatCompletionLogProb``,
+``ChatCompletionLogProbsContent``, ``CompletionLogProbs``; serving_chat.py / serving_completion.py
+``_create_completion_logprobs``, read at v0.11.0), values from greedy.py:
+
+* chat, ``"logprobs": true`` (``"top_logprobs": N``, 0-20, needs logprobs): ``choices[0].logprobs =
+  {"content": [{"token", "logprob", "bytes", "top_logprobs": [N x {"token", "logprob", "bytes"}]}]}``,
+  one entry per generated token (reasoning tokens too), the chosen token first among the top;
+* completions, ``"logprobs": N`` (0-20): ``choices[0].logprobs = {"tokens", "token_logprobs",
+  "top_logprobs": [{token: logprob} with max(N, 1) entries], "text_offset"}``, offsets counted from
+  the start of the generated text;
+* streamed, every chunk carries the logprobs of its own tokens (completions' ``text_offset`` goes on
+  across chunks); without logprobs the field is ``null``, as before.
+
+``temperature``, ``top_p`` and ``seed`` are accepted and change nothing: every answer is the greedy
+one (greedy.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +36,7 @@ if TYPE_CHECKING:
     from .server import Engine
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI / vLLM default for /v1/completions
+MAX_LOGPROBS = 20  # vLLM's default --max-logprobs
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -50,6 +67,28 @@ def _text_of(content) -> str:
     if isinstance(content, list):
         return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""
+
+
+def _logprobs_option(body: dict, chat: bool) -> int | None:
+    """How many top logprobs the request wants per token (None: no logprobs), checked as vLLM's
+    request models do (protocol.py ``check_logprobs``)."""
+    lp, top = body.get("logprobs"), body.get("top_logprobs") if chat else None
+    if chat:
+        if lp is not None and not isinstance(lp, bool):
+            raise _BadRequest(400, f"'logprobs' must be true or false on chat completions, got {lp!r}")
+        if top is not None:
+            if not lp:
+                raise _BadRequest(400, "when using `top_logprobs`, `logprobs` must be set to true.")
+            if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_LOGPROBS:
+                raise _BadRequest(400, f"`top_logprobs` must be an integer within 0-{MAX_LOGPROBS}, "
+                                       f"got {top!r}")
+        return (top or 0) if lp else None
+    if lp is None:
+        return None
+    if isinstance(lp, bool) or not isinstance(lp, int) or not 0 <= lp <= MAX_LOGPROBS:
+        raise _BadRequest(400, f"'logprobs' must be an integer within 0-{MAX_LOGPROBS} on "
+                               f"completions, got {lp!r}")
+    return lp
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -209,15 +248,44 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(body.get("sim_reasoning_tokens"), int):
                 reasoning = max(0, body["sim_reasoning_tokens"])
         stream_opts = (body.get("stream_options") or {}) if opts.api != "tgi" else {}  # TGI: no usage chunk
+        logprobs = _logprobs_option(body, chat)
         wrong = opts.faults.has("wrong-output") or eng.corrupts(prompt_tokens)
         tokens, finish = textgen.plan_tokens(
             question, max_tokens=max_tokens,
             ignore_eos=bool(body.get("ignore_eos", False)) and not opts.ignores_ignore_eos,
             reasoning_tokens=reasoning, wrong=wrong)
+        tokens, answer = eng.paths.answer(question, tokens, min(reasoning, len(tokens)))
         return {"chat": chat, "stream": bool(body.get("stream", False)),
                 "usage": isinstance(stream_opts, dict) and bool(stream_opts.get("include_usage")),
                 "prompt_tokens": prompt_tokens, "tokens": tokens, "finish": finish,
-                "max_tokens": max_tokens}
+                "max_tokens": max_tokens, "logprobs": logprobs, "answer": answer}
+
+    @staticmethod
+    def _logprobs(req: dict, first: int, last: int, offset: int = 0):
+        """The logprobs field for tokens ``first``..``last - 1`` (None when not asked for), and
+        the completions text offset after them."""
+        n = req["logprobs"]
+        if n is None:
+            return None, offset
+        ans = req["answer"]
+        if req["chat"]:
+            content = []
+            for i in range(first, last):
+                top = ans.top(i, max(1, n))
+                content.append({"token": top[0][0], "logprob": top[0][1],
+                                "bytes": list(top[0][0].encode()),
+                                "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())}
+                                                 for t, lp in top[:n]]})
+            return {"content": content}, offset
+        out: dict = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+        for i in range(first, last):
+            top = ans.top(i, max(1, n))
+            out["tokens"].append(top[0][0])
+            out["token_logprobs"].append(top[0][1])
+            out["top_logprobs"].append(dict(top[:max(1, n)]))
+            out["text_offset"].append(offset)
+            offset += len(top[0][0])
+        return out, offset
 
     def _paced(self, req: dict, req_no: int | None, factor: float):
         """Yield (index, kind, text) at each token's due time (absolute schedule). With
@@ -275,20 +343,22 @@ class Handler(BaseHTTPRequestHandler):
         n = len(req["tokens"])
         every = max(1, eng.opts.stream_interval)
         held: list[str] = []  # tokens of the chunk being filled (never mixing kinds)
+        offset = 0  # completions' text_offset across chunks
         for i, kind, text in self._paced(req, req_no, factor):
             held.append(text)
             nxt = req["tokens"][i + 1][0] if i + 1 < n else None
             if i < n - 1 and len(held) < every and nxt == kind:
                 continue
             fin = req["finish"] if i == n - 1 else None
+            lp, offset = self._logprobs(req, i + 1 - len(held), i + 1, offset)
             text, held = "".join(held), []
             if chat:
                 delta = self._delta(kind, text)
                 if tgi:  # TGI puts the role in every delta
                     delta = {"role": "assistant", **delta}
-                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+                choice = {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": fin}
             else:
-                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": fin}
+                choice = {"index": 0, "text": text, "logprobs": lp, "finish_reason": fin}
             self._sse({**base, "choices": [choice]})
         if req["usage"]:
             self._sse({**base, "choices": [], "usage": {
@@ -307,6 +377,7 @@ class Handler(BaseHTTPRequestHandler):
         usage = {"prompt_tokens": req["prompt_tokens"], "completion_tokens": n,
                  "total_tokens": req["prompt_tokens"] + n}
         rid = uuid.uuid4().hex
+        lp = self._logprobs(req, 0, n)[0]
         if req["chat"]:
             msg = {"role": "assistant", "content": "".join(content)}
             if reasoning:
@@ -315,12 +386,12 @@ class Handler(BaseHTTPRequestHandler):
                     msg[f] = "".join(reasoning)
             out = {"id": "chatcmpl-" + rid, "object": "chat.completion", "created": int(time.time()),
                    "model": eng.opts.model_name, "choices": [{
-                       "index": 0, "message": msg, "logprobs": None,
+                       "index": 0, "message": msg, "logprobs": lp,
                        "finish_reason": req["finish"]}], "usage": usage}
         else:
             out = {"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
                    "model": eng.opts.model_name, "choices": [{
-                       "index": 0, "text": "".join(content), "logprobs": None,
+                       "index": 0, "text": "".join(content), "logprobs": lp,
                        "finish_reason": req["finish"]}], "usage": usage}
         self._send_json(200, out)
 

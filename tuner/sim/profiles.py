@@ -20,6 +20,11 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
 * ``pcie-4x-acs``: 4 GPUs under one PCIe switch with ACS on: NCCL_P2P_DISABLE=1 wins at one
   stream, P2P wins with many.
 * ``pcie-8x-nccl-right``: one socket, every pair on P2P, LL at decode: knobs inside the noise.
+* ``pcie-8x-gates``: ``pcie-8x-mla`` with three set-bound behaviours (``set_faults``), for the
+  correctness and soak gates: ``NCCL_P2P_LEVEL=SYS`` corrupts answers (P2P across the socket
+  link, a bad link; ~+16 % tok/s), ``CUDA_DEVICE_MAX_CONNECTIONS=1`` hangs after 90 s of load
+  (~+12 %), ``NCCL_PROTO=LL`` is clean at ~+10 % (it changes the prefill protocol, so its greedy
+  answers part late at ``divergence_rate``); sets with two of them combine (speeds multiply).
 * ``pcie-4x-backends``: 4 RTX PRO 6000 on one PCIe switch tree serving a 32B model with vLLM
   0.30.0: custom allreduce is refused, NCCL carries decode by default; FlashInfer's PCIe IPC
   allreduce (``VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1``) decodes ~10 % faster.
@@ -114,6 +119,10 @@ class Profile:
     symm_mem_us: float = 0.0  # one torch symmetric-memory allreduce at the decode size
     fi_pcie_ipc_us: float = 0.0  # one FlashInfer PCIe IPC allreduce at the decode size
     backend_GBps: float = 20.0  # those backends' bandwidth above the decode size
+    # -- answers (greedy.py) and set-bound faults (faults.py, --fault-when syntax, ';' between)
+    set_faults: str = ""
+    divergence_rate: float = 0.03  # chosen: a 300-token answer parts, set with another reduction order
+    launch_divergence_rate: float = 0.003  # chosen: the same, one launch against the ideal path
 
     @property
     def ring_graph(self) -> tuple[int, float, str]:
@@ -384,9 +393,25 @@ _PCIE_4X_BACKENDS = dataclasses.replace(
     backend_GBps=20.0,  # chosen: the one-shot kernel's bandwidth above the decode size
 )
 
+# [922] noonghunna/club-3090 #922: vLLM's custom allreduce returned wrong data over a patched-driver
+#       P2P link while NCCL on the same link was right; the server kept answering.
+# [42354] vllm-project/vllm #42354: one NCCL 2.28.9 build hit a watchdog kill after ~20 minutes of
+#       load, another ran a clean 60-minute soak.
+# The three stories are bound to sets the default search space reaches within a budget of 12
+# (the triage's NCCL_P2P_LEVEL=SYS, the deployment-tuned and ll presets); speeds chosen so that the
+# broken sets are the fastest: a night that judges on speed alone recommends one of them.
+_PCIE_8X_GATES = dataclasses.replace(
+    _PCIE_8X_MLA,
+    name="pcie-8x-gates",
+    set_faults=("NCCL_P2P_LEVEL=SYS => corrupt,speed=1.08;"  # [922]-like: +7.4 % from P2P, x1.08
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 => hang-after-load=90,speed=1.12;"  # [42354]-like
+                "NCCL_PROTO=LL => speed=1.10"),  # the clean win
+)
+
 BUILTIN: dict[str, Profile] = {p.name: p for p in (_PCIE_8X_MLA, _NVLINK_8X, _NVLINK_8X_NCCL,
                                                    _FAST_TINY, _PCIE_8X_AMD_FALLBACK, _PCIE_4X_ACS,
-                                                   _PCIE_8X_NCCL_RIGHT, _PCIE_4X_BACKENDS)}
+                                                   _PCIE_8X_NCCL_RIGHT, _PCIE_4X_BACKENDS,
+                                                   _PCIE_8X_GATES)}
 DEFAULT_PROFILE = "pcie-8x-mla"
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
@@ -438,6 +463,15 @@ def _validate(p: Profile, source: str) -> Profile:
                            f"got {p.cpu_vendor!r}")
     if p.sockets < 1 or p.gpu_pcie_bw_GBps <= 0 or p.nvlink_bw_GBps < 0:
         raise ProfileError(f"{source}: sockets and gpu_pcie_bw_GBps must be positive")
+    if not (0.0 <= p.divergence_rate < 1.0 and 0.0 <= p.launch_divergence_rate < 1.0):
+        raise ProfileError(f"{source}: divergence_rate and launch_divergence_rate must be within "
+                           "[0, 1) (the share of 300-token answers that part)")
+    from .faults import FaultError, parse_when_list  # local: importable alone
+
+    try:
+        parse_when_list([p.set_faults], f"{source}: set_faults")
+    except FaultError as exc:
+        raise ProfileError(str(exc)) from None
     names = path_types(p.nccl_version)
     for key in ("gpu_path", "cross_path", "p2p_default_level", "graph_type_intra"):
         if key == "p2p_default_level" and p.p2p_default_level == "auto":

@@ -34,6 +34,12 @@ is followed by ``SIM SCHEDULE {"due": [...], "batch": [...]}``, those due times
 With NCCL_DEBUG=INFO and TUNING in NCCL_DEBUG_SUBSYS, each processed prompt logs rank 0's
 per-operation line for its prefill allreduce. A request whose allreduces run on a protocol NCCL
 would not have enabled (LL128 forced on PCIe) answers with corrupted text.
+
+Answers are greedy paths (greedy.py): deterministic per prompt and launch environment, parting late
+from the untuned launch's at the profile's ``divergence_rate`` when the set changes the reduction
+order (``launch_divergence_rate`` on any launch), with OpenAI logprobs on request (http_api.py).
+Set-bound faults (faults.py: ``corrupt``, ``hang-after-load=S``, ``speed=F``) are resolved once from
+the launch environment and logged in ``SIM MODEL``'s ``set_effects``.
 """
 
 from __future__ import annotations
@@ -49,10 +55,10 @@ import threading
 import time
 import uuid
 
-from . import raycluster, tgilog, vllmlog
+from . import greedy, raycluster, tgilog, vllmlog
 from .arbackends import BackendPlan, plan_for
 from .costmodel import CollectiveCrash, CostModel
-from .faults import FaultPlan
+from .faults import Effects, FaultPlan, parse_when_list
 from .http_api import Handler, SimHTTPServer, SimHTTPServer6
 from .libstub import map_stand_in
 from .ncclenv import EnvReport, NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
@@ -105,11 +111,16 @@ class ServeOptions:
 class Engine:
     """Shared state of the simulated engine: pacing, counters, fault triggers."""
 
-    def __init__(self, opts: ServeOptions, model: CostModel, log: NcclLog, workers: Workers):
+    def __init__(self, opts: ServeOptions, model: CostModel, log: NcclLog, workers: Workers,
+                 effects: Effects | None = None, paths: greedy.LaunchPaths | None = None):
         self.opts = opts
         self.model = model
         self.log = log
         self.workers = workers
+        self.effects = effects or Effects()
+        self.paths = paths or greedy.LaunchPaths(None, 0.0, 0.0, False)
+        self.busy_s = 0.0  # seconds with at least one stream decoding (closed intervals)
+        self.busy_since: float | None = None
         self.rng = random.Random(opts.seed)
         self.lock = threading.Lock()
         self.launch_factor = self._factor(opts.launch_noise)
@@ -204,14 +215,57 @@ class Engine:
 
     @contextlib.contextmanager
     def decoding(self):
-        """Count this stream as running while it decodes (sets the batch size)."""
+        """Count this stream as running while it decodes (sets the batch size and the load clock)."""
         with self.lock:
             self.active += 1
+            if self.active == 1:
+                self.busy_since = time.monotonic()
         try:
             yield
         finally:
             with self.lock:
                 self.active -= 1
+                if self.active == 0 and self.busy_since is not None:
+                    self.busy_s += time.monotonic() - self.busy_since
+                    self.busy_since = None
+
+    def load_s(self) -> float:
+        """Seconds of load so far, in the simulated clock (wall seconds x the time scale)."""
+        with self.lock:
+            busy = self.busy_s + (time.monotonic() - self.busy_since if self.busy_since else 0.0)
+        return busy * self.opts.faults.time_scale
+
+    def _hang_under_load(self) -> None:
+        """hang-after-load: stop every stream; the watchdog speaks ``watchdog_s`` later (both in
+        the simulated clock)."""
+        with self.lock:
+            if self.hung.is_set():
+                return
+            self.hung.set()
+            batch = max(1, self.active)
+        self.log.sim("HANG", {"after_load_s": round(self.load_s(), 3), "batch": batch})
+        threading.Thread(target=self._watchdog, args=(batch,), name="sim-watchdog", daemon=True).start()
+
+    def _watchdog(self, batch: int) -> None:
+        """PyTorch's watchdog line, once per rank (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
+        ``watchdogHandler``: "[Rank N] Watchdog caught collective operation timeout: <work> ran for
+        <ms> milliseconds before timing out."; the prefix is c10's log format; line 629 as a public torch
+        log shows it, the number moves between torch versions)."""
+        f = self.opts.faults
+        if self.stopping.wait(f.watchdog_s / f.time_scale):
+            return
+        p = self.model.profile
+        timeout_ms = int(f.watchdog_s * 1000)
+        seq = self.tokens_total * p.allreduces_per_token + self.requests
+        numel = p.hidden * batch
+        for rank in range(p.tp):
+            ns = time.time_ns()
+            stamp = time.strftime("%m%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns % 10**9:09d}"
+            ran = timeout_ms + 1 + self.rng.randrange(90)
+            self.log.line(f"[rank{rank}]:[E{stamp} ProcessGroupNCCL.cpp:629] [Rank {rank}] Watchdog caught "
+                          f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+                          f"NumelIn={numel}, NumelOut={numel}, Timeout(ms)={timeout_ms}) ran for {ran} "
+                          "milliseconds before timing out.")
 
     def count_token(self) -> None:
         with self.lock:
@@ -221,6 +275,9 @@ class Engine:
         """Before sending token ``sent`` (0-based) of a request: play mid-stream faults.
         Blocks forever (until shutdown) once the engine hangs."""
         f = self.opts.faults
+        hang = self.effects.hang_after_load_s
+        if hang is not None and not self.hung.is_set() and self.load_s() >= hang:
+            self._hang_under_load()
         if req_no is not None and req_no == f.target and sent == f.after_tokens:
             if f.has("crash-mid-stream"):
                 self.crash("crash-mid-stream")
@@ -358,6 +415,40 @@ def _drain(log: NcclLog, monitor: raycluster.RayLogMonitor | None) -> None:
     monitor.remove_files()
 
 
+#: Variables the untuned launch (the reduction order answers are compared with) does not set.
+_TUNED_PREFIXES = ("NCCL_", "VLLM_ALLREDUCE_", "VLLM_USE_NCCL_SYMM_MEM", "CUDA_DEVICE_MAX_CONNECTIONS")
+
+
+def untuned_model(p: Profile, environ: dict, missing: tuple = ()) -> CostModel:
+    """The cost model of this server without the set: no NCCL_* or vLLM allreduce variables."""
+    bare = {k: v for k, v in environ.items() if not k.startswith(_TUNED_PREFIXES)}
+    return CostModel(p, read_env(bare, p.nccl_version).settings, plan_for(p, bare, missing))
+
+
+def set_behaviour(p: Profile, faults: FaultPlan, environ: dict, model: CostModel,
+                  missing: tuple = ()) -> tuple[CostModel, Effects, str | None]:
+    """(the model with the set's speed, the set's effects, its reduction_key or None)."""
+    try:
+        custom = model.breakdown(1).allreduce.via == "custom"
+    except (CollectiveCrash, NcclInitError):
+        custom = False
+    effects = faults.effects(environ, custom, parse_when_list([p.set_faults], "profile set_faults"))
+    if effects.speed != 1.0:
+        model = CostModel(p, model.settings, model.plan, speed=effects.speed)
+    try:
+        key = greedy.reduction_key(model, untuned_model(p, environ, missing))
+    except (CollectiveCrash, NcclInitError):
+        key = "unknown"
+    return model, effects, key
+
+
+def _set_behaviour(opts: ServeOptions, p: Profile, environ: dict, model: CostModel):
+    model, effects, key = set_behaviour(p, opts.faults, environ, model, opts.missing)
+    launch_rate = 0.0 if environ.get("VLLM_BATCH_INVARIANT") == "1" else p.launch_divergence_rate
+    rng = random.Random(f"{opts.seed}-paths") if opts.seed is not None else random.Random()
+    return model, effects, greedy.LaunchPaths(key, p.divergence_rate, launch_rate, effects.corrupt, rng)
+
+
 def serve(opts: ServeOptions) -> int:
     """Run the simulated server until SIGTERM/SIGINT; returns the process exit status."""
     p = opts.profile
@@ -409,7 +500,8 @@ def serve(opts: ServeOptions) -> int:
     if opts.no_effect:
         log.sim("NO-EFFECT", sorted(set(opts.no_effect)))
     faults = opts.faults
-    engine = Engine(opts, model, log, workers)
+    model, effects, paths = _set_behaviour(opts, p, environ, model)
+    engine = Engine(opts, model, log, workers, effects, paths)
     bd = model.breakdown(1)
     cost = bd.allreduce
     log.sim("WORKERS", {"sim_id": workers.sim_id, "pids": workers.pids, "pgid": os.getpgrp()})
@@ -421,7 +513,11 @@ def serve(opts: ServeOptions) -> int:
                       "proto": cost.proto, "nchannels": cost.nchannels,
                       "nthreads": cost.nthreads, "faults": sorted(faults.modes),
                       "vllm_version": p.vllm_version, "backends": list(model.plan.enabled),
-                      "missing": sorted(opts.missing)})
+                      "missing": sorted(opts.missing), "set_effects": effects.as_dict(),
+                      "reduction_order": "untuned" if paths.set_key is None else "changed",
+                      "divergence_rate": p.divergence_rate,
+                      "launch_divergence_rate": 0.0 if not paths.launch_eps else p.launch_divergence_rate,
+                      "time_scale": faults.time_scale})
 
     httpd = None
     code = 0
