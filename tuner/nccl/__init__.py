@@ -41,7 +41,7 @@ from tuner.nccl.cnum import strtoll
 from tuner.nccl.conf import SettingsSource, conf_files, origin_of, plugin_sources, read_conf
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
-from tuner.nccl.diagnostics import DIAGNOSTICS_FROM, DIAGNOSTICS_VAR, DiagResult, diagnostics_env, read_diag
+from tuner.nccl.diagnostics import DIAGNOSTICS_VAR, DiagResult, diagnostics_env, read_diag
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
 from tuner.nccl.library import NEVER_LOADED, LoadedLibrary, build_id, is_nccl_library, library_version
 from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, strip_launcher, version_in_text
@@ -76,7 +76,6 @@ from tuner.nccl.xmlfiles import FILE_VARS, GRAPH_FILE_VAR, TOPO_FILE_VAR, read_x
 __all__ = [
     "CPU_KINDS",
     "DEBUG_FILE_VAR",
-    "DIAGNOSTICS_FROM",
     "DIAGNOSTICS_VAR",
     "FILE_VARS",
     "GRAPH_FILE_VAR",

@@ -12,15 +12,13 @@ by :mod:`tuner.server.p2phost`).
 from tuner.triage.bound import FixBound, fix_bound
 from tuner.triage.findings import triage
 from tuner.triage.model import Finding, FixSet, Triage
-from tuner.triage.p2pgates import CLEAN, AcsPort, Gate, HostP2p, P2pHealth, acs_words, p2p_health
+from tuner.triage.p2pgates import AcsPort, HostP2p, P2pHealth, acs_words, p2p_health
 
 __all__ = [
-    "CLEAN",
     "AcsPort",
     "Finding",
     "FixBound",
     "FixSet",
-    "Gate",
     "HostP2p",
     "P2pHealth",
     "Triage",

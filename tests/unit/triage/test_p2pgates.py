@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tuner.nccl import parse_log, read_diag
 from tuner.server import p2phost
-from tuner.triage import CLEAN, AcsPort, HostP2p, P2pHealth, p2p_health
+from tuner.triage import AcsPort, HostP2p, P2pHealth, p2p_health
+from tuner.triage.p2pgates import CLEAN
 
 TREES = Path(__file__).resolve().parents[2] / "fixtures" / "p2phost"
 GIB = 2**30
