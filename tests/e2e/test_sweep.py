@@ -59,9 +59,12 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     # The shell's tuning never reached the baseline, and every row's env is what the server saw,
     # plus the init-time NCCL logging nccl-tune adds to every launch to prove what NCCL read.
     # (SAW_ENV lists NCCL_* and CUDA_DEVICE_MAX_CONNECTIONS: the per-trial NCCL_DEBUG_FILE is one)
+    # The first baseline, its NCCL not yet known, also runs NCCL's own P2P check (2.31+); the
+    # final one does not: the first one's log said NCCL 2.21.5, which has none.
     def added(row) -> dict[str, str]:
         log = tmp_path / "r" / "s1" / "logs" / f"trial-{row['trial']:04d}.nccl" / "%h.%p.log"
-        return {**DEBUG_ENV, "NCCL_DEBUG_FILE": str(log)}
+        diag = {"NCCL_RUN_DIAGNOSTICS": "1"} if row["trial"] == 0 else {}
+        return {**DEBUG_ENV, "NCCL_DEBUG_FILE": str(log), **diag}
 
     assert _saw_env(base["log"]) == added(base)
     assert set(json.loads(base["removed_inherited"])) == {"NCCL_PROTO", "NCCL_DEBUG", "CUDA_DEVICE_MAX_CONNECTIONS"}
@@ -80,6 +83,9 @@ def test_sweep_records_what_the_server_saw(tmp_path, space_file):
     assert not server_processes(cfg)
     assert (tmp_path / "r" / "s1" / "trials_vs_baseline.png").stat().st_size > 10_000
     assert "Slower: NCCL_PROTO=Simple (trial 2" in res.stdout
+    assert "NCCL_RUN_DIAGNOSTICS" not in str(base.get("nccl_unlaunched", ""))  # nccl-tune's own check is no setting behind its back
+    # the host's P2P health, read after the first baseline, is in the report (this machine: no GPU on its bus)
+    assert "## P2P health" in (tmp_path / "r" / "s1" / "report.md").read_text()
 
 
 @pytest.mark.alone  # a verdict on timed launches: a busy machine shrinks the gain it measures (see test_verdicts.py)

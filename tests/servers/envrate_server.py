@@ -19,6 +19,11 @@ the seed and the launch's number: the launch-to-launch noise of a real relaunch,
 With ENVRATE_HOLD_FILE, a launch stays in its load while that file exists (a test holds a runner
 mid-trial for as long as it needs, whatever the machine's speed).
 
+With NCCL_RUN_DIAGNOSTICS=1 and ENVRATE_DIAG set, NCCL 2.31's init-diagnostics report on stdout, as
+src/include/diagnostics_log.h's DIAG_PRINT writes it (``host:pid NCCL DIAG ...``, whatever NCCL_DEBUG
+says): ENVRATE_DIAG=ok every pair verified, =write-mismatch GPU 0's writes to GPU 1 lost over PHB
+(src/diagnostics/p2p.cc, ncclDiagP2pReport's words). ENVRATE_NCCL_VERSION: the version line's (2.21.5).
+
 NCCL's log, as NCCL 2.21.5 writes it, only when NCCL_DEBUG is INFO or TRACE: the version line, a
 communicator line (rank 0 of ENVRATE_NRANKS, 2) and ``NAME set by environment to VALUE`` for each
 NCCL_* variable it got, except those named in ENVRATE_NO_ECHO (comma list): a server that
@@ -110,7 +115,7 @@ def _nccl_log(env) -> None:
         pid = os.getpid() * 10 + rank
         prefix = f"envrate:{pid}:{pid} [{rank}] NCCL INFO"
         if rank == 0:
-            print(f"{prefix} NCCL version 2.21.5+cuda12.4", flush=True)
+            print(f"{prefix} NCCL version {env.get('ENVRATE_NCCL_VERSION', '2.21.5')}+cuda12.4", flush=True)
         for name in sorted(env):
             if name.startswith("NCCL_") and name not in hidden and not name.startswith("NCCL_DEBUG"):
                 end = "." if env[name].lstrip("-").isdigit() else ""  # NCCL: "%lld." for integers, "%s" for text
@@ -119,6 +124,22 @@ def _nccl_log(env) -> None:
               f"localRank {rank} MNNVL 0", flush=True)
         print(f"{prefix} ncclCommInitRank comm 0x5555deadbee{rank} rank {rank} nranks {nranks} cudaDev {rank} "
               f"nvmlDev {rank} busId {rank + 1}8000 commId 0x6b1c - Init COMPLETE", flush=True)
+
+
+def _diag_report(env) -> None:
+    """NCCL's init-diagnostics report of rank 0 (src/diagnostics.cc, src/diagnostics/p2p.cc)."""
+    head = f"envrate:{os.getpid() * 10} NCCL DIAG"
+    print(f"{head} === NCCL Diagnostics ===", flush=True)
+    if env["ENVRATE_DIAG"] == "ok":
+        print(f"{head} [OK]   p2p: verified P2P access in both directions between every GPU pair (2 peer accesses)",
+              flush=True)
+    else:
+        print(f"{head} [INFO] p2p: write mismatch srcRank=0 srcCudaDev=0 srcNvmlDev=0 dstRank=1 dstCudaDev=1 "
+              "dstNvmlDev=1 path=PHB handle=CUMEM_POSIX_FD expected=0x00d1a60000000001 got=0x0000000000000000 "
+              "verify=0x0000000000000000; check the affected pair with 'nvidia-smi topo -p2p p', then check Linux "
+              "bare-metal IOMMU mode and PCIe ACS settings", flush=True)
+        print(f"{head} [INFO] p2p: only 1/2 GPU-to-GPU peer accesses passed verification", flush=True)
+    print(f"{head} NCCL diagnostics completed in 12.5 ms across 2 ranks", flush=True)
 
 
 def _worker_argv(fault: str) -> list[str]:
@@ -136,6 +157,8 @@ def main() -> int:
     print("SAW_ENV " + json.dumps(seen, sort_keys=True), flush=True)
     if env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
         _nccl_log(env)
+    if env.get("NCCL_RUN_DIAGNOSTICS") == "1" and env.get("ENVRATE_DIAG"):
+        _diag_report(env)
     fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
     if landscape.active(env) and landscape.holds(env, "ENVRATE_AR_WRONG"):
         fault = "wrong-answer"  # a set whose allreduce corrupts data answers wrongly too

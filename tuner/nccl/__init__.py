@@ -31,7 +31,8 @@ The leaves, lowest first:
   NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`);
 * :mod:`~tuner.nccl.conf`: the settings NCCL takes besides its environment (conf files, plugins:
   :func:`conf_files`, :func:`parse_conf`, :func:`plugin_sources`); :mod:`~tuner.nccl.library`: the
-  library file, its version and GNU build ID (:func:`build_id`).
+  library file, its version and GNU build ID (:func:`build_id`); :mod:`~tuner.nccl.diagnostics`:
+  NCCL's init diagnostics (2.31+: :func:`diagnostics_env`, :func:`read_diag`).
 """
 
 from tuner.nccl.benign import benign_warn
@@ -40,6 +41,7 @@ from tuner.nccl.cnum import strtoll
 from tuner.nccl.conf import SettingsSource, conf_files, origin_of, plugin_sources, read_conf
 from tuner.nccl.costmodel import CostTable, ModelGraph, Pick, allreduce_table, nccl_pick
 from tuner.nccl.decode import DecodeChoice, comm_channels, decode_effect, launch
+from tuner.nccl.diagnostics import DIAGNOSTICS_VAR, DiagResult, diagnostics_env, read_diag
 from tuner.nccl.files import DEBUG_FILE_VAR, TRIAL_PATTERN, DebugFile, debug_file_warnings, find_debug_files, has_pid
 from tuner.nccl.library import NEVER_LOADED, LoadedLibrary, build_id, is_nccl_library, library_version
 from tuner.nccl.lines import NCCL_LINE, NCCL_MARK, line_pid, strip_launcher, version_in_text
@@ -74,6 +76,7 @@ from tuner.nccl.xmlfiles import FILE_VARS, GRAPH_FILE_VAR, TOPO_FILE_VAR, read_x
 __all__ = [
     "CPU_KINDS",
     "DEBUG_FILE_VAR",
+    "DIAGNOSTICS_VAR",
     "FILE_VARS",
     "GRAPH_FILE_VAR",
     "HARDWARE_SELECTORS",
@@ -89,6 +92,7 @@ __all__ = [
     "CostTable",
     "DebugFile",
     "DecodeChoice",
+    "DiagResult",
     "LoadedLibrary",
     "LogSource",
     "ModelGraph",
@@ -116,6 +120,7 @@ __all__ = [
     "debug_file_warnings",
     "decode_effect",
     "default_p2p_level",
+    "diagnostics_env",
     "find_debug_files",
     "has_pid",
     "infeasible_reason",
@@ -135,6 +140,7 @@ __all__ = [
     "parse_sources",
     "plugin_sources",
     "read_conf",
+    "read_diag",
     "read_sources",
     "read_xml_file",
     "risky_reason",

@@ -63,6 +63,9 @@ _LEVEL_AND_MESSAGE = r"NCCL (?P<level>INFO|WARN|TRACE|ABORT|DIAG)\b ?(?P<msg>.*)
 NCCL_LINE = re.compile(  # the host begins a run of host characters: linear, not quadratic, in a long line
     r"(?:(?<![^\s:\[\]()])(?P<host>[^\s:\[\]()]+|\[[^\s\[\]]+\]):(?P<pid>\d+):(?P<tid>\d+) )?"
     r"\[(?P<dev>\d+)\](?P<mid>[^\n]*?) " + _LEVEL_AND_MESSAGE)
+#: NCCL's init-diagnostics line (2.31+), which has no thread and no device: ``<host>:<pid> NCCL DIAG
+#: <body>`` (src/include/diagnostics_log.h, ``DIAG_PRINT``: ``"%s:%d " fmt``, to stdout): ``host``, ``pid``, ``msg``.
+DIAG_LINE = re.compile(r"(?:(?<![^\s:\[\]()])(?P<host>[^\s:\[\]()]+):(?P<pid>\d+) )?NCCL DIAG\b ?(?P<msg>.*)$")
 #: NCCL's level and message anywhere in a text, prefix or not (an exception quoting a WARN):
 #: groups ``level``, ``msg``.
 NCCL_MARK = re.compile(r"\b" + _LEVEL_AND_MESSAGE)
@@ -145,7 +148,11 @@ def read_line(body: str, prefix_rank: int | None = None) -> NcclLine | None:
     if it is not an NCCL line; ``prefix_rank`` is the rank the wrapper named."""
     m = NCCL_LINE.search(body) if "NCCL " in body else None  # most lines of a log are not NCCL's
     if not m:
-        return None
+        d = DIAG_LINE.search(body) if "NCCL DIAG" in body else None
+        if d is None:
+            return None
+        process = f"{d.group('host')}:{d.group('pid')}" if d.group("host") else "?"
+        return NcclLine(process, -1, "DIAG", d.group("msg"), prefix_rank, process)  # -1: DIAG names no device
     process = f"{m.group('host')}:{m.group('pid')}" if m.group("host") else "?"
     thread = f"{process}:{m.group('tid')}" if m.group("host") and m.group("tid") else process
     return NcclLine(process, int(m.group("dev")), m.group("level"), m.group("msg"), prefix_rank, thread)

@@ -359,8 +359,9 @@ def _echoes_for(name: str, want: str, parsed: ParsedLog, version: NcclVersion | 
     return echoes
 
 
-#: NCCL variables a launch sets for its own logging, never part of a set.
-_LOGGING = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+#: What nccl-tune adds to a launch to make NCCL say things, never part of a set (the init
+#: diagnostics: :mod:`tuner.nccl.diagnostics`).
+_LOGGING = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_RUN_DIAGNOSTICS"})
 
 
 def unlaunched_echoes(launched_env: Mapping[str, str], parsed: ParsedLog) -> dict[str, str]:

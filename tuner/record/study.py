@@ -79,6 +79,9 @@ class StudyInfo:
     of the last sweep; 1, the single-stream probe, for a study stored before format version 4).
     ``trials``: the relaunch budget of the last sweep (``--trials`` or ``sweep.trials``, every
     relaunch counted), written when it starts; None for a study stored before format version 6.
+    ``p2p_health``: what the host of the first ok baseline showed about GPU P2P and what NCCL's
+    own P2P check said (:meth:`tuner.triage.P2pHealth.to_dict`: gates with their fixes, what was
+    not readable); ``{}``: not judged, or a study stored before this field.
     ``config_path``: the experiment file the last sweep was given, as typed (for the ``nccl-tune
     check`` a not-decided night proposes); ``""``: not known, or stored before this field.
     A sweep also empties ``stop_reason`` when it starts, so a study whose runners are all gone
@@ -116,6 +119,7 @@ class StudyInfo:
     judge_concurrency: int = 1
     trials: int | None = None
     config_path: str = ""
+    p2p_health: dict[str, Any] = field(default_factory=dict)
 
 
 STUDY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StudyInfo))

@@ -44,6 +44,7 @@ from tuner.report.text import (
     failed_section,
     levels_section,
     not_measured_section,
+    p2p_section,
     summary_table,
     triage_section,
     use_lines,
@@ -121,7 +122,7 @@ def night_report(records: Sequence[TrialRecord], info: StudyInfo, study_name: st
         trials=trials, skipped=skipped, closing=_not_drawn(study_name, figures, relaunches) + closing_blocks(info),
         intro=(f"This study was measured on {len(parts)} host types (GPU model and count, server command). Each is "
                "judged against its own baseline launches only; no verdict compares across types.") if several else "",
-        triage=triage_section(info), proof=proof_section(relaunches), not_measured=not_measured_section(skipped),
+        triage=triage_section(info), p2p=p2p_section(info), proof=proof_section(relaunches), not_measured=not_measured_section(skipped),
         failed=failed_section(trials, host_type=several))
 
 

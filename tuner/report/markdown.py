@@ -51,7 +51,7 @@ def _blocks(blocks: Sequence[Block]) -> list[str]:
 
 
 def _body(night: NightReport, part: Part, level: int) -> list[str]:
-    """One part: its "Use it" lines, the screen, the triage, the figures with the trials table
+    """One part: its "Use it" lines, the screen, the triage, the P2P health, the figures with the trials table
     and the per-level section under the first."""
     head = "#" * level
     lines: list[str] = []
@@ -59,6 +59,7 @@ def _body(night: NightReport, part: Part, level: int) -> list[str]:
         lines += [f"{head} Use the best set", "", *block_lines(Block("code", "\n".join(part.use), lang="sh"))]
     lines += section_lines(part.screen, 2)
     lines += section_lines(night.triage, level)
+    lines += section_lines(night.p2p, level)
     for stem, (heading, alt) in FIGURE_SECTIONS.items():
         fig = part.figure(stem)
         if fig is not None:

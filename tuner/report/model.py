@@ -121,7 +121,7 @@ class NightReport:
     none before any relaunch); ``verdict``: the verdict text (the part's paragraph, or each
     type's one after the other); ``intro``: the sentence before the verdicts of several types;
     the night's sections (None when they have nothing to say): ``triage`` (NCCL's model of the
-    machine), ``proof`` (what NCCL echoed), ``not_measured`` (the sets recorded without a
+    machine), ``p2p`` (the host's P2P health: what blocks GPU P2P, with its fix), ``proof`` (what NCCL echoed), ``not_measured`` (the sets recorded without a
     launch), ``failed`` (the failed relaunches); ``closing``: why the sweep stopped and how to
     open the study; ``trials``: every relaunch (the parts' rows) and ``skipped``: the sets not
     measured, the rows of trials.csv."""
@@ -134,6 +134,7 @@ class NightReport:
     closing: tuple[Block, ...]
     intro: str = ""
     triage: Section | None = None
+    p2p: Section | None = None
     proof: Section | None = None
     not_measured: Section | None = None
     failed: Section | None = None

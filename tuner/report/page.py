@@ -173,7 +173,7 @@ def page_sections(night: NightReport) -> tuple[list[PageSection], dict[str, Mark
         tail = [s for a in after for s in _shown(a, night.parts[0], "", figures)]
     sections += tail
     if not night.empty:
-        sections += [s for a in (night.triage, night.failed) for s in _shown(a, night.parts[0], "", figures)]
+        sections += [s for a in (night.triage, night.p2p, night.failed) for s in _shown(a, night.parts[0], "", figures)]
     sections += [PageSection("closing", "", night.closing)]
     return sections, figures.svgs
 

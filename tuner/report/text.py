@@ -30,7 +30,7 @@ from tuner.report.frame import backend_text, judged_order, launched_text, set_te
 from tuner.report.model import Block, NightReport, Section, table_block
 from tuner.report.story import Story
 from tuner.servers import BACKEND_SERVERS, KINDS, kind_named, kind_of
-from tuner.triage import Triage
+from tuner.triage import P2pHealth, Triage
 
 __all__ = [
     "CONSOLE_COLUMNS",
@@ -42,6 +42,7 @@ __all__ = [
     "levels_section",
     "not_measured_section",
     "note_lines",
+    "p2p_section",
     "print_results",
     "summary_table",
     "triage_section",
@@ -478,7 +479,8 @@ def print_results(night: NightReport, verdict: str, info: StudyInfo, console: Co
     """Print ``night`` (:func:`tuner.report.build.night_report`) to the terminal: each part's
     console table (on the study's metric, ``info.metric``), the ``verdict`` text (as
     :func:`tuner.report.outputs.write_outputs` returned it) and, for each part whose best set's
-    gain held, its ready-to-paste "Use it:" lines (:func:`export_lines`).
+    gain held, its ready-to-paste "Use it:" lines (:func:`export_lines`); then each gate that
+    blocks P2P on the host (:func:`_p2p_gate_lines`).
 
     ``console``: where to print (default: stdout). On a terminal rich lays the table out to its
     width; elsewhere every row is written whole on one line.
@@ -502,6 +504,11 @@ def print_results(night: NightReport, verdict: str, info: StudyInfo, console: Co
             console.out(f"\nUse it{f' on host type {k}' if len(parts) > 1 else ''}:", highlight=False)
             for line in part.use:
                 console.out(f"  {line}", highlight=False)
+    gates = _p2p_gate_lines(info)
+    if gates:  # what on the host blocks P2P, said where a user looks (report.md has the section whole)
+        console.out("", highlight=False)
+        for line in gates:
+            console.out(line, highlight=False)
 
 
 # -- tables and sections ---------------------------------------------------------------------
@@ -539,6 +546,22 @@ def triage_section(info: StudyInfo) -> Section | None:
         return None
     return Section("machine", "NCCL's model of the machine",
                    (Block("list", items=tuple(Triage.from_dict(info.triage).lines())),))
+
+
+def p2p_section(info: StudyInfo) -> Section | None:
+    """The "P2P health" section: each gate that blocks GPU P2P on the night's host, with its
+    documented fix (or the clean line), NCCL's own P2P check and what was not readable
+    (:class:`tuner.triage.P2pHealth`; None for a study judged before it was read)."""
+    if not info.p2p_health:
+        return None
+    return Section("p2p", "P2P health", (Block("list", items=tuple(P2pHealth.from_dict(info.p2p_health).lines())),))
+
+
+def _p2p_gate_lines(info: StudyInfo) -> list[str]:
+    """The terminal's P2P lines: each gate that blocks P2P, one line each (empty when none was found)."""
+    if not info.p2p_health:
+        return []
+    return [line for line in P2pHealth.from_dict(info.p2p_health).lines() if line.startswith("P2P gate")]
 
 
 def failed_section(df: pd.DataFrame, *, host_type: bool = False) -> Section | None:

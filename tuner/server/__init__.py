@@ -22,12 +22,13 @@ log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP
 :mod:`~tuner.server.behind` (NCCL settings the server sees that nccl-tune did not set),
 :mod:`~tuner.server.library` (the NCCL library the server mapped),
 :mod:`~tuner.server.preflight` (checks before the wait; its functions are called through the
-module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s).
+module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s and
+:mod:`~tuner.server.p2phost`'s: what the host shows about GPU P2P, ``p2phost.read_host()``).
 
 The leaves import each other by leaf path, never through this face.
 """
 
-from tuner.server import gpu, preflight
+from tuner.server import gpu, p2phost, preflight
 from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
@@ -55,6 +56,7 @@ __all__ = [
     "describe_pid",
     "gpu",
     "kill_leftover",
+    "p2phost",
     "port_holder",
     "port_in_use",
     "preflight",

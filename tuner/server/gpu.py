@@ -1,7 +1,8 @@
 """GPUs via NVML (nvidia-ml-py): memory, to prove a torn-down server freed its GPUs, the
 host's GPU model, count and driver for the trial records (:func:`describe`), and which GPUs a
 ``CUDA_VISIBLE_DEVICES`` names and what already computes on them (:func:`selected_uuids`,
-:func:`compute_processes`), so that two workers never share a GPU.
+:func:`compute_processes`), so that two workers never share a GPU; what NVML says of P2P between
+them (BAR1 sizes, the common-ancestor and P2P-status matrices: :func:`p2p_facts`).
 
 On a machine without NVIDIA GPUs every function degrades to "nothing to check".
 """
@@ -16,7 +17,19 @@ from typing import Any, TypeVar
 
 from tuner.errors import Interrupted
 
-__all__ = ["NO_GPU", "compute_processes", "count", "describe", "selected_uuids", "used_bytes", "wait_released"]
+__all__ = [
+    "NO_GPU",
+    "P2P_WORDS",
+    "TOPOLOGY_WORDS",
+    "P2pFacts",
+    "compute_processes",
+    "count",
+    "describe",
+    "p2p_facts",
+    "selected_uuids",
+    "used_bytes",
+    "wait_released",
+]
 
 _T = TypeVar("_T")
 
@@ -183,5 +196,65 @@ def compute_processes(visible: str | None) -> list[ComputeProcess] | None:
         return [ComputeProcess(i, uuid, int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
                 for i, uuid, handle in _chosen(nvml, visible)
                 for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+
+    return _query(ask)
+
+
+#: nvidia-smi's words for NVML's common ancestor of two GPUs (``nvmlGpuTopologyLevel_t``, nvml.h:
+#: INTERNAL 0, SINGLE 10, MULTIPLE 20, HOSTBRIDGE 30, NODE 40, SYSTEM 50), as ``nvidia-smi topo -m`` prints them.
+TOPOLOGY_WORDS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+#: nvidia-smi's words for NVML's P2P status (``nvmlGpuP2PStatus_t``, nvml.h; ``nvidia-smi topo -p2p``'s legend):
+#: OK, chipset not supported, GPU not supported, topology not supported, disabled by regkey, not supported, unknown.
+P2P_WORDS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DISABLED", 5: "NS", 6: "U"}
+
+
+@dataclass(frozen=True)
+class P2pFacts:
+    """What NVML says about P2P between the host's GPUs, in NVML's index order (PCI bus order):
+    ``bus_ids`` (``0000:41:00.0``, lower case), ``bar1_bytes`` and ``memory_bytes`` per GPU
+    (``nvmlDeviceGetBAR1MemoryInfo().bar1Total``, ``nvmlDeviceGetMemoryInfo().total``; None where
+    NVML would not say), and per pair ``(i, j)``, i < j: ``ancestor`` (:data:`TOPOLOGY_WORDS`,
+    ``nvmlDeviceGetTopologyCommonAncestor``) and ``read``/``write`` (:data:`P2P_WORDS`,
+    ``nvmlDeviceGetP2PStatus`` with ``NVML_P2P_CAPS_INDEX_READ``/``_WRITE``)."""
+
+    bus_ids: tuple[str, ...]
+    bar1_bytes: tuple[int | None, ...]
+    memory_bytes: tuple[int | None, ...]
+    ancestor: dict[tuple[int, int], str]
+    read: dict[tuple[int, int], str]
+    write: dict[tuple[int, int], str]
+
+
+def _or_none(ask: Callable[..., Any], *args: Any) -> int | None:
+    """``int(ask(*args))``, or None where the driver does not answer it."""
+    try:
+        return int(ask(*args))
+    except Interrupted:
+        raise
+    except Exception:  # one query a driver does not answer (a vGPU, an old GPU): that fact unknown
+        return None
+
+
+def p2p_facts() -> P2pFacts | None:
+    """:class:`P2pFacts` of every GPU NVML sees; None without NVML (no driver, no library)."""
+    def ask(nvml: Any) -> P2pFacts:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        bus = tuple(_text(nvml.nvmlDeviceGetPciInfo(h).busId).lower()[-12:] for h in handles)
+        bar1 = tuple(_or_none(lambda h: nvml.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total, h) for h in handles)
+        memory = tuple(_or_none(lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total, h) for h in handles)
+        ancestor: dict[tuple[int, int], str] = {}
+        read: dict[tuple[int, int], str] = {}
+        write: dict[tuple[int, int], str] = {}
+        for i, a in enumerate(handles):
+            for j in range(i + 1, len(handles)):
+                b = handles[j]
+                level = _or_none(nvml.nvmlDeviceGetTopologyCommonAncestor, a, b)
+                if level is not None:
+                    ancestor[i, j] = TOPOLOGY_WORDS.get(level, str(level))
+                for caps, into in ((nvml.NVML_P2P_CAPS_INDEX_READ, read), (nvml.NVML_P2P_CAPS_INDEX_WRITE, write)):
+                    status = _or_none(nvml.nvmlDeviceGetP2PStatus, a, b, caps)
+                    if status is not None:
+                        into[i, j] = P2P_WORDS.get(status, str(status))
+        return P2pFacts(bus, bar1, memory, ancestor, read, write)
 
     return _query(ask)

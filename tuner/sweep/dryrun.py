@@ -7,7 +7,9 @@ planning's forecast (:func:`tuner.planning.forecast`, the same planner the sweep
 the skips and their reasons, what only the night decides given with its bound (``up to F
 triage fix sets``, ``up to k screened sets``, ``up to k proposals``) and how the budget is
 spent, the reserved checks' slots inside it (``Budget: 12 relaunches: the baseline, up to 8
-sets, 2 confirmations (...), the final baseline``: every relaunch counts), and the night's clock
+sets, 2 confirmations (...), the final baseline``: every relaunch counts), the P2P health of
+this host (:func:`tuner.sweep.p2p.plan_p2p_lines`: each gate that blocks P2P with its documented
+fix), and the night's clock
 (:class:`tuner.planning.NightClock`: a relaunch's time by phase, the duration, the expected end
 and, with ``--until``/``--timeout``, which relaunches fit with the reserved checks' time kept, by
 the sweep's own limits, :class:`tuner.planning.NightLimits`).
@@ -62,6 +64,7 @@ from tuner.server import split_inherited
 from tuner.servers import BACKEND_SERVERS
 from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
+from tuner.sweep.p2p import plan_p2p_lines
 
 __all__ = ["p2p_default_line", "plan_lines"]
 
@@ -156,6 +159,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     every_k = baseline_every if baseline_every is not None else cfg.sweep.baseline_every
     rules = rules_before_the_night(cfg, study_dir, allow_unsafe=allow_unsafe)
     out.append(p2p_default_line(rules.facts(), _tp_size(cfg.server.command)))
+    out += plan_p2p_lines(version, cfg.server.env)  # what this host shows about P2P, before the night
     at = time.time() if now is None else now
     top_k = cfg.screen.top_k if cfg.screen else None
     budget, budget_said = _budget(cfg, space, rules, trials=trials, mode=mode, every_k=every_k, top_k=top_k,

@@ -37,6 +37,7 @@ from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
 from tuner.servers import BACKEND_SERVERS, kind_named
 from tuner.study import StudyStore
 from tuner.sweep import evidence
+from tuner.sweep.p2p import night_health
 from tuner.triage import Triage, triage
 
 __all__ = ["backend_check", "baseline_failed", "host_judgement", "learn", "measure_backends", "plan_fixes"]
@@ -76,8 +77,8 @@ def baseline_failed(finished: Sequence[TrialRecord], host_type: str) -> Baseline
 def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, space: SearchSpace, study_dir: Path,
           log: Callable[[str], None], detail: Callable[[str], None] | None = None) -> None:
     """After the first ok baseline: record in ``store`` the NCCL version, topology and
-    decode-allreduce backend its log showed (``found``) and the triage of the machine, and say
-    them: the triage's first line by ``log``, the rest by ``detail`` (default ``log``: the
+    decode-allreduce backend its log showed (``found``), the triage of the machine and its P2P
+    health (:func:`tuner.sweep.p2p.night_health`, NCCL's DIAG lines included), and say them: the triage's first line by ``log``, the rest by ``detail`` (default ``log``: the
     night's log file keeps them, the report has the triage whole)."""
     detail = detail or log
     topo = found.topology()
@@ -100,6 +101,10 @@ def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, sp
     store.update_info(triage=judged.to_dict())
     for i, line in enumerate(judged.lines()):
         (log if i == 0 else detail)(f"triage: {line}")
+    health = night_health(found.parsed.diag)  # the host again, with NCCL's own P2P check where it ran
+    store.update_info(p2p_health=health.to_dict())
+    for line in health.lines():
+        (log if line.startswith("P2P gate") else detail)(line)
 
 
 def _triage(found: evidence.Evidence, topo: Topology | None, cfg: ExperimentConfig, space: SearchSpace,

@@ -40,7 +40,7 @@ from tuner.measure import (
     run_probe,
     smoke_check,
 )
-from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource
+from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource, diagnostics_env
 from tuner.planning import Decision, Launch, flag_params
 from tuner.record import Kind, LevelResult, Status, TrialRecord
 from tuner.server import (
@@ -311,7 +311,8 @@ def relaunch(ctx: TrialContext, record: TrialRecord, *, env: dict[str, str], tri
     values; ``record.env`` has secrets as ``***``) and ``record.flags``; returns the record
     completed (status, cause, runs, medians, timings, what NCCL echoed) and the parsed log
     (None when it cannot be read); ``runs``: recorded runs to make. NCCL's init-time logging is
-    added to the launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set.
+    added to the launch (:func:`tuner.sweep.evidence.debug_env`), never to the record's set, and to a
+    baseline NCCL's init diagnostics (:func:`tuner.nccl.diagnostics_env`: 2.31+, its P2P check).
 
     A launch that fails in a way not plainly the set's (MachineFault, :mod:`tuner.server.machine`:
     an address in use, a start-up memory guard, a busy device, a container name in use, a crash
@@ -361,7 +362,9 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
     on_phase("launching", "")
     ctx.machine.before_launch(ctx.log, record.trial)
     wait_port_bindable(server_cfg.host, server_cfg.port, reuse_address=not ctx.strict_port)
-    server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg, Path(record.log))}, Path(record.log),
+    # a baseline also runs NCCL's own P2P check where its version has one (tuner/sweep/p2p.py)
+    diag = diagnostics_env(ctx.nccl_version, server_cfg.env) if record.kind is Kind.BASELINE else {}
+    server = ServerProcess(server_cfg, {**env, **evidence.debug_env(ctx.cfg, Path(record.log)), **diag}, Path(record.log),
                            flags=tuple(record.flags), varied=ctx.varied, set_env=env)
     record.removed_inherited = server.removed
     probe_started: float | None = None

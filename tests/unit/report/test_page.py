@@ -24,7 +24,8 @@ from tuner.report.page import HTML_FILE
 from tuner.report.svg import inline_svg
 
 INFO = StudyInfo(server_command=["vllm", "serve", "/models/m", "--tensor-parallel-size", "8"],
-                 storage_hint="sqlite:///results/night/study.db", min_effect=0.01, stop_reason="budget spent")
+                 storage_hint="sqlite:///results/night/study.db", min_effect=0.01, stop_reason="budget spent",
+                 p2p_health={"gates": [], "unread": [], "facts": "2 GPUs, IOMMU off", "diag": ""})
 #: What a browser would fetch: no such tag may appear.
 FETCHING_TAGS = {"script", "link", "img", "iframe", "object", "embed", "audio", "video", "source", "base"}
 EXTERNAL = re.compile(r"^\s*(https?:|//|file:|data:|javascript:)", re.I)
@@ -74,7 +75,7 @@ def written(tmp_path_factory) -> tuple[Path, Page, str]:
 def test_sections_come_in_a_readers_order(written):
     _, page, _ = written
     assert page.sections == ["verdict", "forest", "sets", "proof", "not-measured", "baselines", "effects", "history",
-                             "concurrency", "closing"]
+                             "concurrency", "p2p", "closing"]
 
 
 def test_each_figure_is_an_inline_svg_one_per_png(written):
@@ -151,7 +152,7 @@ def test_two_host_types_each_get_their_verdict_and_figures(tmp_path):
     page = parse(tmp_path / HTML_FILE)
     md = (tmp_path / "report.md").read_text()
     assert page.sections == ["verdict", "type-1", "forest-1", "sets-1", "baselines-1", "effects-1", "history-1",
-                             "type-2", "forest-2", "sets-2", "baselines-2", "effects-2", "history-2", "closing"]
+                             "type-2", "forest-2", "sets-2", "baselines-2", "effects-2", "history-2", "p2p", "closing"]
     titled = [line[2:].replace("`", "") for line in md_section(md, "Verdict").splitlines()
               if line.startswith("- Host type")]  # the HTML renders the `code` marks
     assert page.paragraphs["verdict"] == titled and len(titled) == 2
