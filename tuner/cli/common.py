@@ -176,7 +176,9 @@ def with_soak(cfg: Any, minutes: float | None) -> Any:
     """``cfg`` with ``--soak MINUTES`` in place of ``sweep.soak_minutes`` (None: as it is)."""
     if minutes is None:
         return cfg
-    return cfg.model_copy(update={"sweep": cfg.sweep.model_copy(update={"soak_minutes": minutes})})
+    import dataclasses
+
+    return dataclasses.replace(cfg, sweep=cfg.sweep.model_copy(update={"soak_minutes": minutes}))
 
 
 def study_name(text: str) -> str:

@@ -39,7 +39,7 @@ __all__ = ["WATCH_S", "SoakLevel", "SoakResult", "run_soak"]
 WATCH_S = 0.5
 #: Seconds the health route gets to answer while requests are stuck.
 _HEALTH_TIMEOUT_S = 5.0
-_LINE_CHARS = 240
+_LINE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -238,5 +238,8 @@ def _failed(run: _Run, exc: BaseException, c: int) -> None:
         return  # another worker's failure came first: this one is its consequence
     load = run.load_s()
     status, said = run.ask_health()
-    what = str(exc) if isinstance(exc, ProbeStalled) else f"{type(exc).__name__}: {exc}"
-    run.fail(_one_line(f"{what} at concurrency {c} after {load:.0f} s of load; {said}"), health=status)
+    if isinstance(exc, ProbeStalled):
+        text = f"no token for {exc.timeout_s:g} s at concurrency {c} after {load:.0f} s of load; {said} ({exc})"
+    else:
+        text = f"{type(exc).__name__} at concurrency {c} after {load:.0f} s of load; {said} ({exc})"
+    run.fail(_one_line(text), health=status)

@@ -452,8 +452,10 @@ class Sweep:
         """One relaunch of the set ``env`` + ``flags`` (``{}``/``[]`` and ``Kind.BASELINE``: the
         untuned baseline) outside planning, for a fixed design run through :meth:`run`
         (``steps``): asked, launched, probed, recorded and told to Optuna exactly as a night's
-        relaunch. Returns its record (any status); raises what :meth:`run` raises."""
-        return self._relaunch(*self._ask(TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck), env, flags))
+        relaunch; ``soak``: the config's soak after its probe (tuner.sweep.soak). Returns its
+        record (any status); raises what :meth:`run` raises."""
+        trial, launch, rec = self._ask(TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck), env, flags)
+        return self._relaunch(trial, launch, rec, soak_s=self.cfg.sweep.soak_s if soak else 0.0)
 
     # -- launch and measure ---------------------------------------------------------------------
     def _relaunch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, checking: bool = False,
