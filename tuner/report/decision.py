@@ -162,8 +162,8 @@ def _soak_reason(j: Judgement, s: SetJudgement) -> str:
     if not s.soak_failed:
         return ""
     if j.baseline_soak_failed:
-        return (f"The machine hangs under load: the untuned baseline failed the same soak ({j.baseline_soak}) as "
-                f"the set did ({s.soak}), so the set is not to blame; fix the machine (its P2P path, NCCL build, "
+        return (f"The machine hangs under load: the untuned baseline failed the same soak as the set did "
+                f"({j.baseline_soak}), so the set is not to blame; fix the machine (its P2P path, NCCL build, "
                 "driver) before choosing a set.")
     return (f"It hangs under load: its soak {s.soak}; the untuned baseline "
             + ("passed the same soak" if j.baseline_soak else "was not soaked") + ". Do not deploy it.")
@@ -193,6 +193,8 @@ def _decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialReco
     judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied and not s.cannot_act]
     if not judged:
         return _nothing_judged(j, records)
+    if j.winner is not None and j.sets[j.winner].soak_failed:
+        return _hangs(j)
     if j.winner is not None and j.confirmed is True:
         return _use(j)
     if all(math.isfinite(s.comparison.ci_high) and s.comparison.ci_high < 1.0 + effect
@@ -273,6 +275,22 @@ def _nothing_judged(j: Judgement, records: Sequence[TrialRecord]) -> Decision:
     why = ", ".join(w for w in (f"{failed} failed" if failed else "",
                                 f"{unapplied} not applied by NCCL" if unapplied else "") if w)
     return Decision(NOT_DECIDED, f"Not decided: no tuned set could be judged on speed ({why or 'none measured'})")
+
+
+def _hangs(j: Judgement) -> Decision:
+    """The set that looked best failed its soak: never recommended, with whose hang it is (the
+    set's, or the machine's when the untuned baseline failed the same soak)."""
+    assert j.winner is not None
+    s = j.sets[j.winner]
+    c = j.winner_comparison or s.comparison
+    assert c is not None
+    words = set_text(s.env, s.flags)
+    if j.baseline_soak_failed:
+        line = f"Not decided: the machine hangs under load, with or without {words}; keep the defaults and fix it"
+    else:
+        line = f"Not decided: {words} measured {_pct(c.ratio)} but hangs under load (failed soak); keep the defaults"
+    return Decision(NOT_DECIDED, line, (_soak_reason(j, s),), about=s.key, ratio=c.ratio, low=c.ci_low,
+                    high=c.ci_high)
 
 
 def _use(j: Judgement) -> Decision:
