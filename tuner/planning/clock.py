@@ -253,13 +253,11 @@ def relaunch_time(cfg: ExperimentConfig, records: Sequence[TrialRecord] = ()) ->
 
 class Fit(NamedTuple):
     """What of a night fits before its deadline: ``stage1`` first-stage relaunches, then the
-    reserved ``checks`` that fit (in order) and those that do not (``dropped``); ``soak_s``: the
-    soaks (s) of the checks kept (each confirmation's, the final baseline's where it fits)."""
+    reserved ``checks`` that fit (in order) and those that do not (``dropped``)."""
 
     stage1: int
     checks: tuple[Step, ...]
     dropped: tuple[Step, ...]
-    soak_s: float = 0.0
 
 
 def _soaks_kept(per: RelaunchTime, checks: Sequence[Step]) -> float:
@@ -287,9 +285,19 @@ class NightClock:
 
     def fit(self) -> Fit:
         """The relaunches that fit before the deadline by the rule of the module docstring."""
+        return self._lay()[0]
+
+    @property
+    def soak_s(self) -> float:
+        """Seconds of soak in the relaunches that fit: each confirmation's, and the final
+        baseline's where the deadline leaves it time (:attr:`RelaunchTime.soak_s` each)."""
+        return self._lay()[1]
+
+    def _lay(self) -> tuple[Fit, float]:
+        """:meth:`fit` and the soaks of the checks it keeps (s)."""
         soak = self.per.soak_s
         if self.deadline is None or not self.per.guard_s:
-            return Fit(self.stage1, self.checks, (), soak * len(self.checks))
+            return Fit(self.stage1, self.checks, ()), soak * len(self.checks)
         each, guard, t = self.per.seconds or 0.0, self.per.guard_s, self.now
         made = 0
         owed = _soaks_kept(self.per, self.checks)
@@ -312,7 +320,7 @@ class NightClock:
                 soaked += extra
             else:
                 dropped.append(step)
-        return Fit(made, tuple(kept), tuple(dropped), soaked)
+        return Fit(made, tuple(kept), tuple(dropped)), soaked
 
     @property
     def total(self) -> int:
@@ -326,7 +334,7 @@ class NightClock:
         :attr:`RelaunchTime.known`); None when nothing of it is known."""
         each = self.per.seconds
         f = self.fit()
-        return None if each is None else (f.stage1 + len(f.checks)) * each + f.soak_s
+        return None if each is None else (f.stage1 + len(f.checks)) * each + self.soak_s
 
     @property
     def end_at(self) -> float | None:
@@ -381,9 +389,10 @@ class NightClock:
             first = last + 1
         if f.checks:
             soaks = ""
-            if f.soak_s:
-                n = round(f.soak_s / self.per.soak_s)
-                soaks = f" with {n} soak{'s' if n != 1 else ''} of {span(self.per.soak_s)} ({span(f.soak_s)})"
+            soaked = self.soak_s
+            if soaked:
+                n = round(soaked / self.per.soak_s)
+                soaks = f" with {n} soak{'s' if n != 1 else ''} of {span(self.per.soak_s)} ({span(soaked)})"
             parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {', '.join(check_words(f.checks))}"
                          + soaks)
         return ", ".join(parts) or "none"
