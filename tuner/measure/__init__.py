@@ -21,13 +21,12 @@ from tuner.measure.readiness import ready_check
 from tuner.measure.results import ProbeResult, RunMetrics, format_result
 from tuner.measure.runs import run_probe
 from tuner.measure.smoke import smoke_check
-from tuner.measure.soak import SoakLevel, SoakResult, run_soak
+from tuner.measure.soak import SoakResult, run_soak
 
 __all__ = [
     "ModelName",
     "ProbeResult",
     "RunMetrics",
-    "SoakLevel",
     "SoakResult",
     "find_api_key",
     "find_model",
