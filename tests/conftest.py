@@ -46,6 +46,14 @@ def workers_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     return folder
 
 
+@pytest.fixture(autouse=True)
+def no_soak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No soak where a test's experiment file sets none (``NCCL_TUNE_SOAK_MINUTES=0``,
+    tuner.inputs.config.SOAK_ENV): the product's 10 minutes would make every night's
+    confirmation a long one; the soak's tests set ``sweep.soak_minutes`` or ``--soak``."""
+    monkeypatch.setenv("NCCL_TUNE_SOAK_MINUTES", "0")
+
+
 @pytest.fixture
 def nvml(monkeypatch: pytest.MonkeyPatch):
     """Factory: ``nvml(gpus, driver="550.54.15", processes=None)`` makes ``import pynvml`` give

@@ -25,12 +25,14 @@ MEASURED_WITHOUT = '"--noise", "0.01", '
 
 
 #: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6, the launches
-#: and probe notes of format 7, the unlaunched variables' sources and the loaded library of issue 33); an old
+#: and probe notes of format 7, the unlaunched variables' sources and the loaded library of issue 33, the soak
+#: of issue 34); an old
 #: store has them at their defaults.
 ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}", "warmup_s": "",
                  "backend_choice": "", "backend_applied": "", "backend_reason": "", "launches": "1",
                  "probe_notes": "[]", "nccl_unlaunched_from": "{}", "nccl_loaded": "", "nccl_library": "",
-                 "nccl_library_version": "", "nccl_build_id": ""}
+                 "nccl_library_version": "", "nccl_build_id": "", "soak_s": "", "soak_failure": "",
+                 "soak_concurrency": "[]", "soak_requests": "0", "soak_tok_s": ""}
 #: trials.csv columns computed by today's judgement, not stored (issue 21 changed how they are judged).
 JUDGED_COLUMNS = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "verdict", "verdict_note")
 

@@ -39,6 +39,12 @@ Faults, chosen by ``NCCL_NTHREADS`` (or ``ENVRATE_FAULT`` by name):
   256 slow-exit     on SIGTERM, takes 2 s to exit
   288 wrong-answer  answers the smoke question without "Paris" (also every set the allreduce
                     landscape lists in ENVRATE_AR_WRONG)
+  320 hang-load     serves, and from its ENVRATE_HANG_AFTER-th (10) completion request on every
+                    new stream stops before its first token and stays open, /health still 200;
+                    it prints PyTorch's watchdog line as the hang begins (torch waits its
+                    collective timeout, 10 min by default, first: this server's minutes are
+                    scaled to nothing). Also every launch whose environment holds ENVRATE_HANG_SET
+                    (``NAME=value``): a set that is fast and hangs after some load.
 NCCL_PROTO=LL128 always fails at start with an NCCL WARN, as on a PCIe box.
 """
 
@@ -58,7 +64,13 @@ import landscape
 import refserver
 
 FAULTS = {"64": "crash-start", "96": "hang-start", "128": "crash-mid", "160": "hang-mid",
-          "192": "http-500", "224": "orphans", "256": "slow-exit", "288": "wrong-answer"}
+          "192": "http-500", "224": "orphans", "256": "slow-exit", "288": "wrong-answer",
+          "320": "hang-load"}
+#: PyTorch's ProcessGroupNCCL watchdog line (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), as
+#: a vLLM TP worker prints it.
+WATCHDOG_LINE = ("[rank0]:[E1206 03:12:44.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, NumelIn=14336, NumelOut=14336, "
+                 "Timeout(ms)=600000) ran for 600021 milliseconds before timing out.")
 
 
 def rate_for(env) -> float:
@@ -151,6 +163,14 @@ def _worker_argv(fault: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def _hang_under_load(server, after: int) -> None:
+    """From the ``after``-th completion request on, new streams hang before their first token."""
+    while server.completions < after:
+        time.sleep(0.01)
+    server.opts["stall_after"] = 0
+    print(WATCHDOG_LINE, flush=True)
+
+
 def main() -> int:
     env = os.environ
     seen = {k: v for k, v in env.items() if k.startswith("NCCL_") or k == "CUDA_DEVICE_MAX_CONNECTIONS"}
@@ -162,6 +182,9 @@ def main() -> int:
     fault = env.get("ENVRATE_FAULT") or FAULTS.get(env.get("NCCL_NTHREADS", ""), "")
     if landscape.active(env) and landscape.holds(env, "ENVRATE_AR_WRONG"):
         fault = "wrong-answer"  # a set whose allreduce corrupts data answers wrongly too
+    hang_set = env.get("ENVRATE_HANG_SET", "")
+    if hang_set and env.get(hang_set.partition("=")[0]) == hang_set.partition("=")[2]:
+        fault = "hang-load"
     port = int(sys.argv[sys.argv.index("--port") + 1])
     hold = env.get("ENVRATE_HOLD_FILE")
     while hold and os.path.exists(hold):  # a test holds this launch in its load until it removes the file
@@ -184,6 +207,9 @@ def main() -> int:
     if fault == "wrong-answer":
         refserver._canned_answer = lambda prompt: "The capital is Lyon."
     done = threading.Event()
+    if fault == "hang-load":
+        threading.Thread(target=_hang_under_load, args=(server, int(env.get("ENVRATE_HANG_AFTER", "10"))),
+                         daemon=True).start()
 
     def on_term(_sig, _frame):
         if fault == "slow-exit":

@@ -19,8 +19,10 @@ from tuner.cli.common import (
     hold_gpus,
     positive,
     result_files,
+    soak_minutes,
     study_name,
     study_name_from,
+    with_soak,
 )
 from tuner.errors import ExitCode, InputError
 
@@ -49,6 +51,9 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--trials", type=positive(int), default=4,
                    help="relaunches, every one counted (the baselines' included): baseline, set, set, baseline, "
                         "then set, set, baseline again; at least 4")
+    c.add_argument("--soak", type=soak_minutes, metavar="MINUTES",
+                   help="minutes of sustained load the set's last launch and the baseline's last launch run "
+                        "after their probe, watched for a hang (default: sweep.soak_minutes, 10; 0: none)")
     c.add_argument("--study", type=study_name, help="the check's own study (default: check-<config>-<time>)")
     c.add_argument("--allow-unsafe", action="store_true", help="allow a set that forces LL128 or another unsafe value")
     c.add_argument("-v", "--verbose", action="store_true",
@@ -89,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.trials < CHECK_TRIALS:
         raise InputError(CLI, "--trials", args.trials, f"an integer >= {CHECK_TRIALS}",
                          "baseline, set, set, baseline is the smallest check that can say the set holds")
-    cfg = load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False,
-                      allow_unknown=args.allow_unknown)
+    cfg = with_soak(load_config(args.config, allow_unsafe=args.allow_unsafe, resolve_space=False,
+                                allow_unknown=args.allow_unknown), args.soak)
     metric = cfg.probe.metric
     against = (open_against(args.against, args.storage, args.results, metric, this_host(cfg).host_type)
                if args.against else None)

@@ -28,10 +28,12 @@ __all__ = [
     "request_arguments",
     "result_files",
     "server_arguments",
+    "soak_minutes",
     "study_name",
     "study_name_from",
     "until",
     "url",
+    "with_soak",
 ]
 
 #: The "file" an error names for a flag.
@@ -156,6 +158,27 @@ def fraction(text: str) -> float:
     if not 0 <= v < 0.5:
         raise argparse.ArgumentTypeError(f"{text!r}: a fraction in [0, 0.5), e.g. 0.01 for 1 %")
     return v
+
+
+def soak_minutes(text: str) -> float:
+    """``--soak MINUTES``: a number of minutes in [0, 1440] (0: no soak; 0.5 = 30 s)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 24 * 60:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted is a number of minutes in [0, 1440] "
+                                         "(0: no soak; fractions allowed, 0.5 = 30 s)")
+    return v
+
+
+def with_soak(cfg: Any, minutes: float | None) -> Any:
+    """``cfg`` with ``--soak MINUTES`` in place of ``sweep.soak_minutes`` (None: as it is)."""
+    if minutes is None:
+        return cfg
+    import dataclasses
+
+    return dataclasses.replace(cfg, sweep=cfg.sweep.model_copy(update={"soak_minutes": minutes}))
 
 
 def study_name(text: str) -> str:

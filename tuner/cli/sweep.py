@@ -23,9 +23,11 @@ from tuner.cli.common import (
     nonneg_int,
     positive,
     result_files,
+    soak_minutes,
     study_name,
     study_name_from,
     until,
+    with_soak,
 )
 from tuner.errors import ExitCode, InputError, Interrupted, NcclTuneError
 
@@ -62,6 +64,10 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--no-confirm", action="store_true",
                    help="do not relaunch the finalists to confirm their gain (frees their slots; then no set is "
                         "recommended)")
+    s.add_argument("--soak", type=soak_minutes, metavar="MINUTES",
+                   help="minutes of sustained load each finalist's confirmation runs after its probe, at the probe's "
+                        "concurrency levels, watched for a hang (a stall, the server's watchdog line); the final "
+                        "baseline gets the same where time allows (default: sweep.soak_minutes, 10; 0: none)")
     s.add_argument("--rebaseline", action="store_true", help="on resume, measure the baseline again")
     s.add_argument("--target", type=positive(float), help="tok/s goal: stop when a set's CI lower bound meets it")
     s.add_argument("--always", action="store_true", help="with --target: tune even if the baseline already meets it")
@@ -103,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(CLI, "--fresh", True, "without --storage (a study folder of its own)",
                          "a shared study is not removed by one worker; name a new --study instead")
     cfg, space = _load_inputs(args, check_program=not args.dry_run)  # a dry run says what is not on PATH
+    cfg = with_soak(cfg, args.soak)
     _check_fixed_env(cfg, space)
     _check_budget(args, cfg)
     if args.dry_run:

@@ -277,6 +277,34 @@ class ProbeConfig(FileModel):
 #: "Use it" for a true +10 % set from 5 % to 77-79 % of nights at tau 1 % (17 % to 48-53 % at 2 %,
 #: benchmarks/night_calibration.py --every); 5 costs the fewest sets on longer nights.
 DEFAULT_BASELINE_EVERY = 5
+#: Minutes of sustained load a finalist's confirmation launch runs before "use it" (and the final
+#: baseline, where the deadline leaves time). 10 min: a night of 12 relaunches at a few minutes
+#: each is one to two hours, and two confirmations plus the baseline's soak add 30 min at most;
+#: NCCL's and PyTorch's own limits are longer (the ProcessGroupNCCL collective timeout is 10 min
+#: by default, torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, so a stuck collective shows as a
+#: stall long before torch's watchdog line), and a hang that takes longer (vllm #42354's came at
+#: about 20 min) needs a soak of its own: ``--soak 60`` the night before a deployment.
+DEFAULT_SOAK_MINUTES = 10.0
+#: The environment variable that replaces :data:`DEFAULT_SOAK_MINUTES` where the experiment file
+#: sets no ``sweep.soak_minutes`` (a site's or a CI's own default; the tests' 0).
+SOAK_ENV = "NCCL_TUNE_SOAK_MINUTES"
+_SOAK_ACCEPTED = "a number of minutes in [0, 1440] (0: no soak; fractions allowed, 0.5 = 30 s)"
+
+
+def _default_soak() -> float:
+    from tuner.errors import InputError
+
+    raw = os.environ.get(SOAK_ENV)
+    if raw is None:
+        return DEFAULT_SOAK_MINUTES
+    try:
+        minutes = float(raw)
+    except ValueError:
+        minutes = -1.0
+    if not 0 <= minutes <= 24 * 60:
+        raise InputError("the environment", SOAK_ENV, raw, _SOAK_ACCEPTED,
+                         "it is sweep.soak_minutes' default where the experiment file sets none")
+    return minutes
 
 
 class SweepConfig(FileModel):
@@ -285,7 +313,10 @@ class SweepConfig(FileModel):
     (search: presets then the sampler; presets: presets only), ``seed`` of the sampler, a
     baseline re-measure every ``baseline_every`` relaunches (0: none between; the default,
     :data:`DEFAULT_BASELINE_EVERY`, measured by benchmarks/night_calibration.py --every), stop at
-    ``target`` tok/s.
+    ``target`` tok/s. ``soak_minutes``: the sustained load (min) each finalist's confirmation
+    launch runs after its probe, and the final baseline's where the deadline leaves time
+    (:data:`DEFAULT_SOAK_MINUTES`, its reasons there; 0: no soak; :data:`SOAK_ENV` replaces the
+    default).
 
     ``space`` is a bundled space's name or a path, looked up next to the experiment file, then in
     the current directory, then among the bundled spaces (:func:`tuner.inputs.locate.find_path`).
@@ -299,6 +330,12 @@ class SweepConfig(FileModel):
     seed: Annotated[int | None, _int(0)] = None
     baseline_every: Annotated[int, _int(0, 10_000)] = DEFAULT_BASELINE_EVERY
     target: Annotated[float | None, _above(0)] = None
+    soak_minutes: Annotated[float, Field(ge=0, le=24 * 60, allow_inf_nan=False, default_factory=_default_soak, description=_SOAK_ACCEPTED)]
+
+    @property
+    def soak_s(self) -> float:
+        """The soak's seconds (0: none)."""
+        return self.soak_minutes * 60.0
 
     @property
     def trials_given(self) -> bool:

@@ -89,7 +89,9 @@ class SetJudgement:
     new launches alone. ``not_applied``: name -> why, each NCCL variable NCCL did not apply and
     the backend choice (``backend_choice``, its catalogue name) when the server did not apply it;
     ``cannot_act``: why its variables cannot change the speed ("" when they can); ``stage1``: its
-    comparison on the stage-1 launches (what selected the finalists)."""
+    comparison on the stage-1 launches (what selected the finalists); ``soak``: its confirmation
+    launch's soak in words (:meth:`tuner.record.TrialRecord.soak_words`, ``""``: none),
+    ``soak_failed``: that soak failed (the set is never recommended)."""
 
     key: str
     env: dict[str, str]
@@ -104,6 +106,8 @@ class SetJudgement:
     cannot_act: str = ""
     stage1: stats.Comparison | None = None
     backend_choice: str = ""
+    soak: str = ""
+    soak_failed: bool = False
 
     @property
     def first_trial(self) -> int:
@@ -141,7 +145,9 @@ class Judgement:
     ``run_scale``: the night's robust run SD; ``forced``: the --force reason; ``level``: the
     concurrency judged; ``baseline_levels``: each ok baseline launch's robust level (tok/s,
     :func:`tuner.judging.stats.launch_level` at ``run_scale``, oldest first): the levels
-    ``drift`` and ``drift_trend`` are computed from and every ratio is interpolated between.
+    ``drift`` and ``drift_trend`` are computed from and every ratio is interpolated between;
+    ``baseline_soak``: the last soaked baseline launch's soak in words (``""``: none),
+    ``baseline_soak_failed``: it failed (the machine hangs under load, whatever the set).
 
     The report's text, figures and notebook take their numbers from here:
     :attr:`baseline_level`, ``drift``, :attr:`winner` (the set the verdict names) and
@@ -172,6 +178,8 @@ class Judgement:
     forced: str | None = None
     level: int = 1
     baseline_levels: list[float] = field(default_factory=list)
+    baseline_soak: str = ""
+    baseline_soak_failed: bool = False
 
     @property
     def baseline_level(self) -> float:
@@ -448,6 +456,7 @@ def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: in
     then name the winner."""
     assert j.noise is not None
     confirming = [s for s in j.sets.values() if s.confirm_trials]
+    _soaks(j, ordered, confirming)
     alpha = CONFIRM_ALPHA / FINALISTS  # fixed before the night: a later runner-up never moves a verdict given
     sc = j._scale()
     for s in confirming:
@@ -475,9 +484,26 @@ def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: in
                                     max(len(confirming), 1), 1.0 - alpha)
 
 
+def _soaks(j: Judgement, ordered: list[TrialRecord], confirming: list[SetJudgement]) -> None:
+    """The soaks of the confirmation launches and of the last soaked baseline launch (tuner.sweep.soak)."""
+    for s in confirming:
+        soaked = [r for r in ordered if r.trial in s.confirm_trials and r.soak_s is not None]
+        failed = next((r for r in soaked if r.soak_failure), None)
+        if soaked:
+            s.soak, s.soak_failed = (failed or soaked[-1]).soak_words(), failed is not None
+    bases = [r for r in ordered if r.kind is Kind.BASELINE and r.soak_s is not None]
+    if bases:
+        j.baseline_soak, j.baseline_soak_failed = bases[-1].soak_words(), bool(bases[-1].soak_failure)
+
+
 def _cannot_use(j: Judgement, s: SetJudgement) -> str:
     """Why a set confirmed on fresh launches still cannot be recommended ("" when it can)."""
     c = s.comparison
+    if s.soak_failed and j.baseline_soak_failed:
+        return (f"the machine hangs under load: the untuned baseline failed the same soak ({j.baseline_soak}), "
+                "so the set's soak failure is not the set's; no set is recommended until the machine lasts a soak")
+    if s.soak_failed:
+        return f"it failed its soak ({s.soak})"
     if s.not_applied or s.cannot_act:
         return "its variables cannot change the speed"
     if j.inconclusive is not None:

@@ -8,7 +8,8 @@ errors), :mod:`~tuner.measure.sse` (Server-Sent Events framing), :mod:`~tuner.me
 one stream carried, its token count), :mod:`~tuner.measure.stream` (one timed stream, the stall
 clock), :mod:`~tuner.measure.runs` (the probe loop and its stop rules), :mod:`~tuner.measure.smoke`
 (the smoke check), :mod:`~tuner.measure.bench` (the concurrency table),
-:mod:`~tuner.measure.readiness` (the readiness request). Errors are ``tuner.errors.ProbeError`` and
+:mod:`~tuner.measure.readiness` (the readiness request), :mod:`~tuner.measure.soak` (the soak: a
+sustained load watched for a hang). Errors are ``tuner.errors.ProbeError`` and
 its subclasses (exit status 1).
 
 The leaves import each other by leaf path, never through this face.
@@ -20,11 +21,13 @@ from tuner.measure.readiness import ready_check
 from tuner.measure.results import ProbeResult, RunMetrics, format_result
 from tuner.measure.runs import run_probe
 from tuner.measure.smoke import smoke_check
+from tuner.measure.soak import SoakResult, run_soak
 
 __all__ = [
     "ModelName",
     "ProbeResult",
     "RunMetrics",
+    "SoakResult",
     "find_api_key",
     "find_model",
     "format_result",
@@ -35,5 +38,6 @@ __all__ = [
     "refused_guess",
     "run_bench",
     "run_probe",
+    "run_soak",
     "smoke_check",
 ]

@@ -127,7 +127,9 @@ class RelaunchTime:
     """The expected time of one relaunch by phase (:class:`Phase`, s): ``load``, ``probe``,
     ``teardown`` and ``between`` (two relaunches of one runner); ``longest_s``: the longest
     measured relaunch (``wall_s``, s; None before one); ``levels``: the measured mean time (s)
-    of each concurrency level, part of ``probe``."""
+    of each concurrency level, part of ``probe``; ``soak_s``: the soak (s, ``sweep.soak_minutes``)
+    a finalist's confirmation adds after its probe, and the final baseline where the deadline
+    leaves it time (none of the measured phases holds it: :func:`relaunch_time` takes it out)."""
 
     load: Phase
     probe: Phase
@@ -135,6 +137,7 @@ class RelaunchTime:
     between: Phase
     longest_s: float | None = None
     levels: tuple[tuple[int, float], ...] = ()
+    soak_s: float = 0.0
 
     @property
     def known(self) -> bool:
@@ -169,10 +172,12 @@ class RelaunchTime:
             probe = probe[:-1] + "; of it " + ", ".join(f"C={c} {span(s)}" for c, s in self.levels) + ")"
         phases = ", ".join([self.load.text("load"), probe, self.teardown.text("teardown"),
                             self.between.text("between relaunches")])
+        soak = (f" A confirmation adds its soak, {span(self.soak_s)} (sweep.soak_minutes, --soak), and the final "
+                "baseline the same where the time allows." if self.soak_s else "")
         if self.seconds is None:
-            return f"A relaunch's time is not known yet: {phases}."
+            return f"A relaunch's time is not known yet: {phases}.{soak}"
         about = f"about {span(self.seconds)}" if self.known else f"at least {span(self.seconds)} (the known phases)"
-        return f"A relaunch takes {about}: {phases}."
+        return f"A relaunch takes {about}: {phases}.{soak}"
 
 
 def probe_tokens(pc: ProbeConfig) -> tuple[int, str]:
@@ -228,7 +233,7 @@ def relaunch_time(cfg: ExperimentConfig, records: Sequence[TrialRecord] = ()) ->
         else Phase(None, "set server.expected_load_s, or the first launch measures it"))
     tokens, how = probe_tokens(cfg.probe)
     rate = cfg.probe.expected_tok_s
-    probe = _mean([r.probe_s for r in ok if r.probe_s], "probes") or (
+    probe = _mean([r.probe_s - (r.soak_s or 0.0) for r in ok if r.probe_s], "probes") or (
         Phase(tokens / rate, f"{how} = {tokens} tokens a stream at probe.expected_tok_s {rate:g} tok/s")
         if rate is not None else Phase(None, f"{how} = {tokens} tokens a stream: set probe.expected_tok_s, "
                                              "or the baseline measures it"))
@@ -237,13 +242,13 @@ def relaunch_time(cfg: ExperimentConfig, records: Sequence[TrialRecord] = ()) ->
     gaps = _gaps(done)
     between = (Phase(statistics.median(gaps), f"measured: median of {len(gaps)}") if gaps
                else Phase(None, "measured from the second launch"))
-    walls = [r.wall_s for r in done if r.wall_s]
+    walls = [r.wall_s - (r.soak_s or 0.0) for r in done if r.wall_s]  # a soak is counted apart
     per_level: dict[int, list[float]] = {}
     for r in ok:
         for level in r.concurrency:
             per_level.setdefault(level.concurrency, []).append(level.wall_s)
     levels = tuple((c, statistics.fmean(w)) for c, w in per_level.items())
-    return RelaunchTime(load, probe, teardown, between, max(walls) if walls else None, levels)
+    return RelaunchTime(load, probe, teardown, between, max(walls) if walls else None, levels, cfg.sweep.soak_s)
 
 
 class Fit(NamedTuple):
@@ -253,6 +258,12 @@ class Fit(NamedTuple):
     stage1: int
     checks: tuple[Step, ...]
     dropped: tuple[Step, ...]
+
+
+def _soaks_kept(per: RelaunchTime, checks: Sequence[Step]) -> float:
+    """Seconds the soaks of the reserved ``checks`` take that a first-stage relaunch keeps before
+    a deadline: each confirmation's (the final baseline's soak is made only where time is left)."""
+    return per.soak_s * sum(1 for step in checks if step is Step.CONFIRM)
 
 
 @dataclass(frozen=True)
@@ -274,23 +285,42 @@ class NightClock:
 
     def fit(self) -> Fit:
         """The relaunches that fit before the deadline by the rule of the module docstring."""
+        return self._lay()[0]
+
+    @property
+    def soak_s(self) -> float:
+        """Seconds of soak in the relaunches that fit: each confirmation's, and the final
+        baseline's where the deadline leaves it time (:attr:`RelaunchTime.soak_s` each)."""
+        return self._lay()[1]
+
+    def _lay(self) -> tuple[Fit, float]:
+        """:meth:`fit` and the soaks of the checks it keeps (s)."""
+        soak = self.per.soak_s
         if self.deadline is None or not self.per.guard_s:
-            return Fit(self.stage1, self.checks, ())
+            return Fit(self.stage1, self.checks, ()), soak * len(self.checks)
         each, guard, t = self.per.seconds or 0.0, self.per.guard_s, self.now
         made = 0
+        owed = _soaks_kept(self.per, self.checks)
         for j in range(self.stage1):
-            if not (self.first_free and j == 0) and not fits(t, self.deadline, guard, kept_after(None, self.checks)):
+            if not (self.first_free and j == 0) and not fits(t + owed, self.deadline, guard,
+                                                             kept_after(None, self.checks)):
                 break
             t, made = t + each, made + 1
         kept: list[Step] = []
         dropped: list[Step] = []
+        soaked = 0.0
         for i, step in enumerate(self.checks):
-            if fits(t, self.deadline, guard, kept_after(step, self.checks[i + 1:])):
+            extra = soak if step is Step.CONFIRM else 0.0
+            if fits(t + extra, self.deadline, guard, kept_after(step, self.checks[i + 1:])):
                 kept.append(step)
-                t += each
+                t += each + extra
+                if step is Step.FINAL_BASELINE and soak and fits(t - each + soak, self.deadline, guard):
+                    extra = soak  # the baseline's soak, where the time allows
+                    t += soak
+                soaked += extra
             else:
                 dropped.append(step)
-        return Fit(made, tuple(kept), tuple(dropped))
+        return Fit(made, tuple(kept), tuple(dropped)), soaked
 
     @property
     def total(self) -> int:
@@ -304,7 +334,7 @@ class NightClock:
         :attr:`RelaunchTime.known`); None when nothing of it is known."""
         each = self.per.seconds
         f = self.fit()
-        return None if each is None else (f.stage1 + len(f.checks)) * each
+        return None if each is None else (f.stage1 + len(f.checks)) * each + self.soak_s
 
     @property
     def end_at(self) -> float | None:
@@ -358,7 +388,13 @@ class NightClock:
             parts.append(f"{_numbers(first, last)}: {what}")
             first = last + 1
         if f.checks:
-            parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {', '.join(check_words(f.checks))}")
+            soaks = ""
+            soaked = self.soak_s
+            if soaked:
+                n = round(soaked / self.per.soak_s)
+                soaks = f" with {n} soak{'s' if n != 1 else ''} of {span(self.per.soak_s)} ({span(soaked)})"
+            parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {', '.join(check_words(f.checks))}"
+                         + soaks)
         return ", ".join(parts) or "none"
 
 

@@ -47,14 +47,16 @@ class NightLimits:
         return steps[max(made, len(steps) - min(left, len(steps))):]
 
     def allows(self, spent: int, now: float, guard_s: float, *, step: Step | None = None, made: int = 0,
-               count_budget: bool = True, what: str = "another relaunch") -> tuple[bool, str]:
+               count_budget: bool = True, what: str = "another relaunch", soak_s: float = 0.0) -> tuple[bool, str]:
         """``(True, "")`` when a relaunch may start at ``now`` (Unix s), else ``(False, why)``.
 
         ``step`` None: a first-stage relaunch, within the first stage's share, keeping every
         reserved check still owed after it; a reserved ``step`` (or the retry of a silent
         runner's trial, :attr:`Step.RETRY`): within the whole budget, keeping what
         :func:`kept_after` says. ``count_budget`` False: time only (a trial whose slot its failure
-        frees). Each relaunch is counted at ``guard_s`` (s) before the deadline."""
+        frees). Each relaunch is counted at ``guard_s`` (s) before the deadline, a confirmation
+        with its soak (``soak_s``, s) after it, and a first-stage one keeps each confirmation's
+        soak too (the final baseline's soak is made only where time is left)."""
         stage1 = step is None
         if count_budget and spent >= (self.budget.screening if stage1 else self.budget.trials):
             return False, self.budget.spent_words() if stage1 else f"relaunch budget of {self.budget.trials} spent"
@@ -62,11 +64,14 @@ class NightLimits:
             return True, ""
         checks = self.checks_left(spent, made)
         then = kept_after(step, checks if stage1 else self.budget.steps[made + 1:])
-        if fits(now, self.deadline, guard_s, then):
+        soaks = soak_s * sum(1 for s in checks if s is Step.CONFIRM) if stage1 else (
+            soak_s if step is Step.CONFIRM else 0.0)
+        if fits(now + soaks, self.deadline, guard_s, then):
             return True, ""
         kept = (f" and the {then} reserved check{'s' if then != 1 else ''} after it (~{span(then * guard_s)}: "
                 f"{', '.join(check_words(checks[-then:]))})" if then else "")
-        return False, f"{self.deadline_words}: {what} (~{span(guard_s)}){kept} would not fit"
+        soaked = f" and {span(soaks)} of soak" if soaks else ""
+        return False, f"{self.deadline_words}: {what} (~{span(guard_s)}){kept}{soaked} would not fit"
 
     def kept_deadline(self, guard_s: float, spent: int) -> float | None:
         """The Unix time (s) work outside the budget (the screen's runs) must end by: the deadline

@@ -103,6 +103,15 @@ time in seconds):
 ``probe_notes``       how the probe adapted, one line each: a model name not from the model list,
                       answers that ended before max_tokens, multi-token chunks (empty: none, or
                       stored before this field)
+``soak_s``            seconds of sustained load the launch ran after its probe (a finalist's
+                      confirmation, the final baseline: tuner.measure.soak), None: no soak
+                      (not asked, or stored before this field)
+``soak_failure``      why the soak failed, one line (a stall, the server's watchdog line, /health
+                      answering while requests were stuck); ``""``: passed, or no soak
+``soak_concurrency``  the concurrency levels the soak cycled (empty: no soak)
+``soak_requests``     requests the soak completed
+``soak_tok_s``        output tok/s under the soak's load (completion tokens / its seconds), None
+                      when it completed nothing or made none
 ===================== ======================================================================
 """
 
@@ -259,6 +268,11 @@ class TrialRecord:
     teardown_problem: str = ""
     launches: int = 1
     probe_notes: list[str] = field(default_factory=list)
+    soak_s: float | None = None
+    soak_failure: str = ""
+    soak_concurrency: list[int] = field(default_factory=list)
+    soak_requests: int = 0
+    soak_tok_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -269,6 +283,20 @@ class TrialRecord:
     def set_key(self) -> str:
         """Canonical text of the set (env and flags): the identity that is never measured twice."""
         return set_key(self.env, self.flags)
+
+    def soak_words(self) -> str:
+        """The soak in words: ``10 min at concurrency 1,4: passed (812 requests, 1520 tok/s)`` or
+        ``... : failed: <why>``; ``""`` when the launch made none."""
+        if self.soak_s is None:
+            return ""
+        s = self.soak_s
+        length = f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min"
+        levels = ",".join(map(str, self.soak_concurrency)) or "1"
+        head = f"{length} at concurrency {levels}"
+        if self.soak_failure:
+            return f"{head}: failed: {self.soak_failure}"
+        rate = f", {self.soak_tok_s:.0f} tok/s" if self.soak_tok_s is not None else ""
+        return f"{head}: passed ({self.soak_requests} requests{rate})"
 
     def concurrency_tok_s(self) -> dict[int, float]:
         """Aggregate tok/s per measured concurrency level C."""
@@ -298,7 +326,8 @@ JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "d
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
                                          "nccl_sources", "nccl_unlaunched", "nccl_unlaunched_from", "nccl_ranks",
-                                         "nccl_channels", "nccl_warnings", "host", "probe_notes"})
+                                         "nccl_channels", "nccl_warnings", "host", "probe_notes",
+                                         "soak_concurrency"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.
 JUDGEMENT_COLUMNS: tuple[str, ...] = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high",
                                       "verdict", "verdict_note")

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuner.judging import CONFIRM_ALPHA, Judgement, LevelJudgement, gain_pct, stats
+from tuner.judging import CONFIRM_ALPHA, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
 from tuner.record import Kind, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import set_text
 
@@ -134,11 +134,39 @@ def _gates(j: Judgement, info: StudyInfo, d: Decision) -> tuple[tuple[str, str],
         conf = f"held: {_pct(s.confirmation.ratio)} on fresh launches of {set_text(s.env, s.flags)}"
     else:
         conf = f"failed: {_pct(s.confirmation.ratio)} on fresh launches, {s.confirmation.note}"
-    out = [("confirmation", conf), ("launch noise", j.noise_warning or "as assumed")]
+    out = [("confirmation", conf)]
+    soak = _soak_gate(j, s)
+    if soak:
+        out.append(("soak", soak))
+    out.append(("launch noise", j.noise_warning or "as assumed"))
     notes = [f"{k}: {info.space_notes[k]}" for k in d.env if info.space_notes.get(k)]
     if notes:
         out.append(("space notes", "; ".join(notes)))
     return tuple(out)
+
+
+def _soak_gate(j: Judgement, s: SetJudgement | None) -> str:
+    """The soak gate in words: the set's confirmation soak, and the baseline's when it failed too
+    (the machine hangs, not the set); ``""`` when no soak was made."""
+    said = s.soak if s is not None else ""
+    if not said:
+        return f"baseline: {j.baseline_soak}" if j.baseline_soak_failed else ""
+    if s is not None and s.soak_failed and j.baseline_soak_failed:
+        return (f"{said}; the untuned baseline failed the same soak ({j.baseline_soak}): the machine hangs under "
+                "load, not the set")
+    return said
+
+
+def _soak_reason(j: Judgement, s: SetJudgement) -> str:
+    """Why a set that failed its soak is not recommended, one sentence (``""``: it did not fail one)."""
+    if not s.soak_failed:
+        return ""
+    if j.baseline_soak_failed:
+        return (f"The machine hangs under load: the untuned baseline failed the same soak as the set did "
+                f"({j.baseline_soak}), so the set is not to blame; fix the machine (its P2P path, NCCL build, "
+                "driver) before choosing a set.")
+    return (f"It hangs under load: its soak {s.soak}; the untuned baseline "
+            + ("passed the same soak" if j.baseline_soak else "was not soaked") + ". Do not deploy it.")
 
 
 def _decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialRecord] = (),
@@ -165,6 +193,8 @@ def _decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialReco
     judged = [s for s in j.sets.values() if s.comparison is not None and not s.not_applied and not s.cannot_act]
     if not judged:
         return _nothing_judged(j, records)
+    if j.winner is not None and j.sets[j.winner].soak_failed:
+        return _hangs(j)
     if j.winner is not None and j.confirmed is True:
         return _use(j)
     if all(math.isfinite(s.comparison.ci_high) and s.comparison.ci_high < 1.0 + effect
@@ -201,7 +231,9 @@ def _no_gain_found(j: Judgement, info: StudyInfo, judged: list, records: Sequenc
     reasons = [f"No set of the {_n(len(judged), 'set')} measured beat the baseline beyond the noise on all its "
                "launches" + (f"; this night can see a gain of {can * 100:.1f} % or more, so one of "
                              f"{effect * 100:g} % is not ruled out." if math.isfinite(can) else ".")]
-    if best.confirmation is not None and j.confirmed is False:
+    if best.soak_failed:
+        reasons.append(_soak_reason(j, best))
+    elif best.confirmation is not None and j.confirmed is False:
         reasons.append(f"Its confirmation on a fresh relaunch of the set and of the baseline measured "
                        f"{_pct(best.confirmation.ratio)}.")
     command = confirm_command(j, best.key, info, records, study) if c.ratio > 1.0 + effect else None
@@ -245,16 +277,33 @@ def _nothing_judged(j: Judgement, records: Sequence[TrialRecord]) -> Decision:
     return Decision(NOT_DECIDED, f"Not decided: no tuned set could be judged on speed ({why or 'none measured'})")
 
 
+def _hangs(j: Judgement) -> Decision:
+    """The set that looked best failed its soak: never recommended, with whose hang it is (the
+    set's, or the machine's when the untuned baseline failed the same soak)."""
+    assert j.winner is not None
+    s = j.sets[j.winner]
+    c = j.winner_comparison or s.comparison
+    assert c is not None
+    words = set_text(s.env, s.flags)
+    if j.baseline_soak_failed:
+        line = f"Not decided: the machine hangs under load, with or without {words}; keep the defaults and fix it"
+    else:
+        line = f"Not decided: {words} measured {_pct(c.ratio)} but hangs under load (failed soak); keep the defaults"
+    return Decision(NOT_DECIDED, line, (_soak_reason(j, s),), about=s.key, ratio=c.ratio, low=c.ci_low,
+                    high=c.ci_high)
+
+
 def _use(j: Judgement) -> Decision:
     assert j.winner is not None
     s = j.sets[j.winner]
     c = j.winner_comparison or s.comparison
     assert c is not None and s.confirmation is not None
     words = set_text(s.env, s.flags)
+    soak = (f"It lasted its soak: {s.soak}.",) if s.soak else ()
     return Decision(USE, f"Use {words}: {_pct(c.ratio)} ({_interval(c.ci_low, c.ci_high)}), confirmed on fresh "
                          "launches",
                     (f"It held on a fresh relaunch of the set and of the baseline ({_pct(s.confirmation.ratio)} on "
-                     "those alone).",),
+                     "those alone).", *soak),
                     key=s.key, env=dict(s.env), flags=tuple(s.flags), about=s.key, ratio=c.ratio, low=c.ci_low,
                     high=c.ci_high)
 
@@ -282,7 +331,9 @@ def _not_decided(j: Judgement, info: StudyInfo, judged: list, records: Sequence[
     else:
         failed = j.winner is not None and j.confirmed is False
         line = f"Not decided: {words} looked best at {_pct(c.ratio)}" + (", not confirmed" if failed else "") + can_words
-        if failed and best.confirmation is not None:
+        if failed and best.soak_failed:
+            reasons.append(_soak_reason(j, best))
+        elif failed and best.confirmation is not None:
             reasons.append(f"On a fresh relaunch of the set and of the baseline it measured "
                            f"{_pct(best.confirmation.ratio)}, not enough to tell from the noise.")
         elif not failed:

@@ -141,8 +141,11 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 _STUDY_NOTES = ("one baseline launch",)
 
 
-def _unconfirmed(c: stats.Comparison) -> str:
-    """Why a confirmation did not confirm: a fresh gain the noise cannot tell from none, or none."""
+def _unconfirmed(c: stats.Comparison, s: SetJudgement | None = None) -> str:
+    """Why a confirmation did not confirm: the set failed its soak (``s``), a fresh gain the noise
+    cannot tell from none, or none."""
+    if s is not None and s.soak_failed:
+        return f"failed soak: {s.soak}"
     if math.isfinite(c.ratio) and c.ratio > 1.0:
         return f"not confirmed: {c.gain_pct:+.1f} % on the new launches, within their noise"
     return "the gain did not hold on the new launches alone"
@@ -181,12 +184,12 @@ def _row_judgement(record: TrialRecord, j: Judgement) -> dict[str, Any]:
             return _cols(None, Verdict.PENDING, c.note)
         verdict = Verdict.FASTER if c.verdict is Verdict.FASTER else Verdict.FAILED_CONFIRMATION
         return _cols(c, verdict, "confirmed on the new launches alone" if verdict is Verdict.FASTER
-                     else _unconfirmed(c))
+                     else _unconfirmed(c, s))
     if s.not_applied:
         return _cols(s.comparison, Verdict.NOT_APPLIED, "not applied: " + not_applied_text(s))
     if s.verdict is Verdict.FAILED_CONFIRMATION:
         return _cols(s.comparison, Verdict.FAILED_CONFIRMATION,
-                     _unconfirmed(s.confirmation) if s.confirmation is not None else "not confirmed")
+                     _unconfirmed(s.confirmation, s) if s.confirmation is not None else "not confirmed")
     note = s.comparison.note
     if s.comparison.verdict is Verdict.SLOWER and len(s.launches) < 2:
         note = "one launch" + (f"; {note}" if note else "")  # a slower set is never measured twice

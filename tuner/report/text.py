@@ -358,7 +358,10 @@ def _headline(j: Judgement, judged: list[SetJudgement], min_effect: float, pendi
         elif j.confirmed is False:
             assert s.confirmation is not None
             why = s.confirmation.note.split(", but ", 1)
-            if len(why) == 1 and s.confirmation.ratio > 1.0:
+            if s.soak_failed and len(why) > 1:
+                parts.append(f"{claim} looked best and its gain held on a fresh relaunch of the set and of the "
+                             f"baseline ({fresh}), but {why[1]}: it is not recommended.")
+            elif len(why) == 1 and s.confirmation.ratio > 1.0:
                 parts.append(f"{claim} looked best, but it was not confirmed: on a fresh relaunch of the set and of "
                              f"the baseline it measured {fresh} not above 1, so this night cannot tell it from "
                              "noise.")

@@ -17,7 +17,28 @@ from dataclasses import dataclass, field
 
 from tuner.nccl import SilentWhy
 
-__all__ = ["ModelRoute", "ServerKind", "option_value"]
+__all__ = ["HANG_LINES", "ModelRoute", "ServerKind", "option_value"]
+
+#: Lines that say a collective hung or its communicator died, printed by whatever server runs
+#: NCCL, so every kind sees them (a kind adds its own to ``hang_lines``). PyTorch's
+#: ProcessGroupNCCL watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, ``watchdogHandler``:
+#: "[Rank N] Watchdog caught collective operation timeout: WorkNCCL(...) ran for N milliseconds
+#: before timing out."; the heartbeat monitor: "ProcessGroupNCCL's watchdog got stuck for N
+#: seconds without making progress" and "Heartbeat monitor timed out!"; a communicator aborted
+#: after an async error: "NCCL communicator was aborted"); NCCL's own error strings
+#: (src/init.cc, ``ncclGetErrorString``: "unhandled cuda error", "unhandled system error",
+#: "internal error - please report this issue", "remote process exited or there was a network
+#: error") and its result names (``ncclRemoteError``, ...).
+HANG_LINES: tuple[str, ...] = (
+    r"Watchdog caught collective operation timeout",
+    r"watchdog got stuck for \d+ seconds",
+    r"Heartbeat monitor timed out",
+    r"NCCL communicator was aborted",
+    r"unhandled (?:cuda|system) error",
+    r"internal error - please report this issue to the NCCL developers",
+    r"remote process exited or there was a network error",
+    r"\bnccl(?:Internal|System|UnhandledCuda|Remote)Error\b",
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +99,9 @@ class ServerKind:
     ``v``), ``fatal_lines`` (the engine died), ``benign_lines`` (never a cause), ``machine_lines``
     (a start-up failure that is the machine's: a memory guard measured before NCCL loads),
     ``warmup_lines`` (a kernel compile or CUDA-graph capture: a late first token is waited for),
-    ``log_prefixes`` (regexes of its per-process tags, stripped before a line is read).
+    ``log_prefixes`` (regexes of its per-process tags, stripped before a line is read),
+    ``hang_lines`` (a collective hung or its communicator died while it served: the soak fails on
+    one; :data:`HANG_LINES`, which every kind sees, then its own).
     Its probe quirks: ``honours_ignore_eos`` (False: an answer may end before ``max_tokens``);
     several tokens per stream chunk are read from the stream itself, whatever the kind. Its environment:
     ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
@@ -124,10 +147,11 @@ class ServerKind:
     port_lines: tuple[str, ...] = ()
     model_list_note: str = ""
     any_model_example: str = ""
+    hang_lines: tuple[str, ...] = HANG_LINES
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
-                     "machine_lines", "warmup_lines", "log_prefixes", "wrapper_lines", "port_lines"):
+                     "machine_lines", "warmup_lines", "log_prefixes", "wrapper_lines", "port_lines", "hang_lines"):
             object.__setattr__(self, f"_{name}", _compile(getattr(self, name)))
 
     def _match(self, name: str, text: str) -> re.Match[str] | None:
@@ -174,6 +198,11 @@ class ServerKind:
     def is_fatal(self, text: str) -> bool:
         """True when a log line's text says this kind's engine died."""
         return self._match("fatal_lines", text) is not None
+
+    def is_hang(self, text: str) -> bool:
+        """True when a log line's text says a collective hung or the engine died (a hang line or
+        a fatal line of this kind): what a soak fails on."""
+        return self._match("hang_lines", text) is not None or self.is_fatal(text)
 
     def is_benign(self, text: str) -> bool:
         """True when a log line's text is one this kind prints on healthy starts."""

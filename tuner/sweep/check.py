@@ -285,6 +285,9 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
         return CheckVerdict(None, f"cannot be judged: trial {failed.trial}, a launch of {who}, {failed.status}"
                                   f"{': ' + failed.cause if failed.cause else ''}{log}")
     sets = [r for r in launched if r.kind is not Kind.BASELINE]
+    soaked = _soak_verdict(launched, checked)
+    if soaked is not None:
+        return soaked
     not_applied = {k: v for r in sets for k, v in r.nccl_not_applied.items()}
     if not_applied:
         said = "; ".join(f"{k}: {v}" for k, v in not_applied.items())
@@ -334,6 +337,23 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
     return CheckVerdict(False, f"no longer holds: {what}, at or below 1: {tail}", c, used)
 
 
+def _soak_verdict(launched: Sequence[TrialRecord], checked: CheckedSet) -> CheckVerdict | None:
+    """The check's verdict when the set failed its soak: it does not hold (it hangs under load),
+    or, when the baseline failed its soak too, it cannot be judged (the machine hangs); None
+    when the set's soak passed or none was made."""
+    hung = next((r for r in launched if r.kind is not Kind.BASELINE and r.soak_failure), None)
+    if hung is None:
+        return None
+    base = next((r for r in reversed(launched) if r.kind is Kind.BASELINE and r.soak_s is not None), None)
+    if base is not None and base.soak_failure:
+        return CheckVerdict(None, f"cannot be judged: the machine hangs under load: the untuned baseline failed the "
+                                  f"same soak (trial {base.trial}: {base.soak_words()}) as the set (trial {hung.trial}: "
+                                  f"{hung.soak_words()}); fix the machine, then check again")
+    base_words = "the untuned baseline passed the same soak" if base is not None else "the baseline was not soaked"
+    return CheckVerdict(False, f"no longer holds: {checked.words()} ({checked.name}) hangs under load: trial "
+                               f"{hung.trial}'s soak {hung.soak_words()}; {base_words}: remove it from the deployment")
+
+
 def _baseline_moved(launched: Sequence[TrialRecord], bases: list[list[float]], noise: LaunchNoise,
                     scale: float | None) -> str:
     """Why the check's baseline launches disagree beyond the launch noise ("" when they agree):
@@ -357,22 +377,26 @@ def run_check(cfg: ExperimentConfig, checked: CheckedSet, options: SweepOptions)
     relaunches) as study ``options.study``, through a :class:`tuner.sweep.runner.Sweep` and its
     :meth:`~tuner.sweep.runner.Sweep.relaunch_set`. The first set launch is kind ``preset``
     (named ``checked.name``), the others ``confirm``; the baseline's after the first are
-    re-measures. Stops at the first failed launch, and after the first baseline when the set's
+    re-measures; the last set launch and the last baseline launch run the soak
+    (``sweep.soak_minutes``, tuner.sweep.soak). Stops at the first failed launch, and after the first baseline when the set's
     variables cannot act (:func:`tuner.judging.cannot_act_on`). Returns the sweep (its ``store``
     holds the records); raises what :meth:`tuner.sweep.runner.Sweep.run` raises but
     BaselineFailed, which the records say."""
     space = check_space(checked, Path(f"(nccl-tune check {checked.name})"))
     sweep = Sweep(cfg, space, options)
     order = design(options.trials or CHECK_TRIALS)
+    last_set = max(i for i, is_baseline in enumerate(order) if not is_baseline)
+    last_base = max(i for i, is_baseline in enumerate(order) if is_baseline)
 
     def steps() -> None:
         sets = 0
         for i, is_baseline in enumerate(order):
             if is_baseline:
-                rec = sweep.relaunch_set(Kind.BASELINE, {}, [], recheck=i > 0)
+                rec = sweep.relaunch_set(Kind.BASELINE, {}, [], recheck=i > 0, soak=i == last_base)
             else:
                 kind = Kind.PRESET if sets == 0 else Kind.CONFIRM
-                rec = sweep.relaunch_set(kind, dict(checked.env), list(checked.flags), preset=checked.name)
+                rec = sweep.relaunch_set(kind, dict(checked.env), list(checked.flags), preset=checked.name,
+                                         soak=i == last_set)
                 sets += 1
             if not rec.ok:
                 return

@@ -187,6 +187,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                + ("; the finalists' confirmations and the final baseline right after them keep their slots at the end"
                   if plan.slots is None or plan.slots.reserved else "; no check keeps a slot here")
                + "; a baseline launch found to be an outlier is re-measured once, in a set's slot.")
+    out.append(_soak_line(cfg, confirm=confirm))
     out += _clock_lines(plan, cfg, records, timeout_s, until, at, unused=not budget_said)
     limits = NightLimits.of(plan.slots or Budget(plan.budget), at, timeout_s, until)
     found = reach(space, rules, budget=budget, baseline_every=every_k, screen_top_k=top_k, confirm=confirm,
@@ -199,6 +200,20 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
         out.append("Risky but reversible values are in the space (a trial that hangs is torn down and recorded as failed):")
         out += [f"  - {why}" for why in risky]
     return out
+
+
+def _soak_line(cfg: ExperimentConfig, *, confirm: bool) -> str:
+    """What the soak gate does on this night (tuner.sweep.soak), or that it is off."""
+    minutes = cfg.sweep.soak_minutes
+    if not minutes:
+        return "Soak: off (sweep.soak_minutes = 0): a set is recommended on its speed and checks alone."
+    if not confirm:
+        return "Soak: none (--no-confirm): only a finalist's confirmation runs it."
+    levels = ",".join(map(str, cfg.probe.concurrency or (1,)))
+    return (f"Soak: {minutes:g} min at concurrency {levels} after each confirmation's probe, on the same launch "
+            "(sweep.soak_minutes, --soak): a stall of probe.stall_timeout_s, a watchdog line in the server's log "
+            "or a request that fails makes the set 'failed soak', never recommended; the final baseline gets "
+            "the same soak where the time allows, so a machine that hangs anyway is not blamed on the set.")
 
 
 def backend_lines(info: StudyInfo, cfg: ExperimentConfig, space: SearchSpace, *, force: bool) -> list[str]:

@@ -54,12 +54,14 @@ from tuner.planning import (
     clock_budget,
     counts_in_budget,
     final_baseline_owed,
+    fits,
     load_decode_context,
     outlier_baseline,
     reach,
     reach_lines,
     relaunch_time,
     rules_before_the_night,
+    span,
     target_met,
     unused_line,
 )
@@ -214,9 +216,10 @@ class Sweep:
               what: str = "another relaunch") -> tuple[bool, str]:
         """Whether a relaunch (``step`` None: a first-stage one) may start now, and why not
         (:meth:`tuner.planning.NightLimits.allows`)."""
-        guard = self._per().guard_s if self.limits.deadline is not None else 0.0
+        per = self._per()
+        guard = per.guard_s if self.limits.deadline is not None else 0.0
         return self.limits.allows(self._spent(), time.time(), guard, step=step, made=self._check_at or 0,
-                                  count_budget=count_budget, what=what)
+                                  count_budget=count_budget, what=what, soak_s=per.soak_s)
 
     def _clock(self) -> NightClock:
         """The rest of the night from now, on the measured (else configured) relaunch time."""
@@ -433,7 +436,8 @@ class Sweep:
              flags: list[str] | None = None) -> tuple[optuna.Trial, Launch, TrialRecord]:
         return self.launcher.ask(rec, self.rules.key_of, env, flags)
 
-    def _baseline(self, *, recheck: bool, limit: int | None = None, checking: bool = False) -> TrialRecord | None:
+    def _baseline(self, *, recheck: bool, limit: int | None = None, checking: bool = False,
+                  soak_s: float = 0.0) -> TrialRecord | None:
         """Measure the untuned baseline (a trial like the others, so the sampler learns from it);
         with ``limit``, not when trials asked before it (any runner's) spend that many relaunches
         (then None)."""
@@ -441,19 +445,23 @@ class Sweep:
         if limit is not None and self.runners.over_budget(trial, limit):
             self.store.drop(trial, _SPENT_BEFORE)
             return None
-        return self._relaunch(trial, launch, rec, checking=checking)
+        return self._relaunch(trial, launch, rec, checking=checking, soak_s=soak_s)
 
     def relaunch_set(self, kind: Kind, env: dict[str, str], flags: list[str], *, preset: str = "",
-                     recheck: bool = False) -> TrialRecord:
+                     recheck: bool = False, soak: bool = False) -> TrialRecord:
         """One relaunch of the set ``env`` + ``flags`` (``{}``/``[]`` and ``Kind.BASELINE``: the
         untuned baseline) outside planning, for a fixed design run through :meth:`run`
         (``steps``): asked, launched, probed, recorded and told to Optuna exactly as a night's
-        relaunch. Returns its record (any status); raises what :meth:`run` raises."""
-        return self._relaunch(*self._ask(TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck), env, flags))
+        relaunch; ``soak``: the config's soak after its probe (tuner.sweep.soak). Returns its
+        record (any status); raises what :meth:`run` raises."""
+        trial, launch, rec = self._ask(TrialRecord(trial=-1, kind=kind, preset=preset, recheck=recheck), env, flags)
+        return self._relaunch(trial, launch, rec, soak_s=self.cfg.sweep.soak_s if soak else 0.0)
 
     # -- launch and measure ---------------------------------------------------------------------
-    def _relaunch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, checking: bool = False) -> TrialRecord:
-        """One relaunch of ``trial`` under ``launch``; records it and tells Optuna. A tuned set
+    def _relaunch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, checking: bool = False,
+                  soak_s: float = 0.0) -> TrialRecord:
+        """One relaunch of ``trial`` under ``launch`` (``soak_s``: its soak after the probe, s;
+        tuner.sweep.soak); records it and tells Optuna. A tuned set
         that ends ``machine_fault`` gets the baseline check (:meth:`_baseline_check`); a relaunch
         left ``machine_fault`` (the baseline's own, or a set's whose baseline check failed) ends
         the night with MachineFailed (exit 8), unless ``checking`` (the check itself: its set says it)."""
@@ -470,7 +478,7 @@ class Sweep:
                                           varied=frozenset([*self.space.choices(), *self.store.planned_only]),
                                           runs=runs_wanted(self.cfg.probe, self._baselines()),
                                           night={"relaunch": index, "of": of, "end_at": night.end_at, "label": label},
-                                          on_fault=on_fault)
+                                          on_fault=on_fault, soak_s=soak_s)
         self._record(trial, rec, label, found)
         if failed and not checking:
             raise MachineFailed(failed[0])
@@ -608,12 +616,34 @@ class Sweep:
             return
         confirmed = next(s for s in j.sets.values() if s.first_trial == entry.equals_trial)
         gain = confirmed.comparison.gain_pct if confirmed.comparison else float("nan")
+        soak = self.cfg.sweep.soak_s
         self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
-                          "then the baseline; the gain must hold on those launches alone")
-        done = self._relaunch(trial, launch, rec)
+                          + (f"with a {span(soak)} soak at concurrency {self._soak_levels()} after its probe, "
+                             if soak else "")
+                          + "then the baseline; the gain must hold on those launches alone")
+        done = self._relaunch(trial, launch, rec, soak_s=soak)
         if not done.ok:
             self.outcome.confirm_skipped = (f"its confirmation relaunch (trial {done.trial}) {done.status}"
                                             + (f": {done.cause}" if done.cause else ""))
+
+    def _soak_levels(self) -> str:
+        return ",".join(map(str, self.cfg.probe.concurrency or (1,)))
+
+    def _baseline_soak(self) -> float:
+        """The final baseline's soak (s): the finalists' soak, where a confirmation of this host
+        type was soaked and the deadline leaves its time (so a machine that hangs anyway is not
+        blamed on the set); else 0, said."""
+        soak = self.cfg.sweep.soak_s
+        soaked = any(r.kind is Kind.CONFIRM and r.soak_s is not None and r.host_type == self.host.host_type
+                     for r in self.store.finished())
+        if not soak or not soaked:
+            return 0.0
+        deadline = self.limits.deadline
+        if deadline is not None and not fits(time.time() + soak, deadline, self._per().guard_s):
+            self.progress.log(f"the final baseline is relaunched without its {span(soak)} soak: "
+                              f"{self.limits.deadline_words or 'the deadline'} leaves no time for it")
+            return 0.0
+        return soak
 
     def _final_baseline(self) -> None:
         """The final baseline re-measure, right after the confirmations (their fresh baseline,
@@ -622,7 +652,7 @@ class Sweep:
         if not final_baseline_owed(self._baselines(), self.store.finished(), self.host.host_type):
             return
         fits, why = self._fits(Step.FINAL_BASELINE, what="the final baseline")
-        if fits and self._baseline(recheck=True, limit=self.budget) is not None:
+        if fits and self._baseline(recheck=True, limit=self.budget, soak_s=self._baseline_soak()) is not None:
             return
         why = why or _SPENT_BEFORE
         self.outcome.final_baseline_skipped = why

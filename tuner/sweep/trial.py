@@ -31,6 +31,7 @@ from tuner.judging import runs_of, stats
 from tuner.measure import (
     ModelName,
     ProbeResult,
+    SoakResult,
     find_api_key,
     find_model,
     make_client,
@@ -57,6 +58,7 @@ from tuner.server import (
 from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
+from tuner.sweep.soak import soak_fields, soak_launch
 
 __all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "relaunch", "runs_wanted"]
 
@@ -123,7 +125,8 @@ class TrialContext:
     ``on_server(identity)``: told the launch's identity before and after the spawn (the sweep
     stores it with the trial, so another runner of this host can tear it down if this one dies);
     ``gpu_floor``: each GPU's lowest used memory (bytes) seen before a launch of the night (what a
-    wait after a memory guard waits for); ``last_fault``: the last machine-suspect failure."""
+    wait after a memory guard waits for); ``last_fault``: the last machine-suspect failure;
+    ``soak_s``: the soak (s) this relaunch runs after its probe (0: none; tuner.sweep.soak)."""
 
     cfg: ExperimentConfig
     study_dir: Path
@@ -140,6 +143,7 @@ class TrialContext:
     said: set[str] = field(default_factory=set)
     machine: MachineClock = field(default_factory=MachineClock)
     behind: tuple[SettingsSource, ...] = ()
+    soak_s: float = 0.0
 
     def say_once(self, key: str, text: str) -> None:
         """``log(text)`` the first time the night meets ``key`` (a probe note is said once a night)."""
@@ -246,14 +250,15 @@ class Launcher:
 
     def launch(self, trial: optuna.Trial, launch: Launch, rec: TrialRecord, *, night: dict[str, Any],
                version: NcclVersion | None, varied: frozenset[str], runs: int,
-               on_fault: Callable[[TrialRecord], bool] | None = None,
+               on_fault: Callable[[TrialRecord], bool] | None = None, soak_s: float = 0.0,
                ) -> tuple[TrialRecord, evidence.Evidence | None]:
         """Relaunch ``trial`` under ``launch`` as ``rec`` (``runs`` recorded runs, the rules of
         NCCL ``version``, ``varied``: the names the study varies); ``night``: the relaunch's place
         in the night (``relaunch``, ``of``, ``end_at``, ``label``). ``on_fault(rec)``: called under
         the trial's heartbeat when the relaunch ends ``machine_fault`` (the sweep's baseline
         check, which may settle ``rec``'s status and cause); True from it relaunches the set once
-        more (the baseline served only after a longer wait), a machine-suspect failure then the set's. Returns what :func:`relaunch`
+        more (the baseline served only after a longer wait), a machine-suspect failure then the set's.
+        ``soak_s``: the soak (s) after the probe (0: none). Returns what :func:`relaunch`
         returns; raises what it raises, the trial then recorded interrupted."""
         index, label = night["relaunch"], night["label"]
         rec.status, rec.runner, rec.started_at = Status.RUNNING, runner_id(), time.time()
@@ -265,7 +270,8 @@ class Launcher:
             self.behind = tuple(settings_behind(self.cfg.server, varied=varied))
         ctx = TrialContext(self.cfg, self.study_dir, self.runner_file, self.signals, self.progress.log, version,
                            varied, self.strict_port, on_server=lambda identity: self.store.set_server(trial_id, identity),
-                           gpu_floor=self.gpu_floor, said=self.said, machine=self.machine, behind=self.behind)
+                           gpu_floor=self.gpu_floor, said=self.said, machine=self.machine, behind=self.behind,
+                           soak_s=soak_s)
         on_phase = self.progress.phases(index, f"trial {trial.number}: {label}",
                                         lambda state: self.store.set_phase(trial_id, state), night)
         try:
@@ -451,15 +457,16 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
-             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult]]:
+             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult], SoakResult | None]:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
     :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
     launcher (crashed, hung, unhealthy, with the log's root cause; a refused guessed model name
     names the key to set). The listener is checked to be ours right before the recorded runs and
     after them (ForeignListener otherwise). ``found``: the model name readiness found. How the
     model was named, answers that ended early and multi-token chunks are said once a night and
-    kept in ``record.probe_notes``. Returns the probe's result and the concurrency levels, for
-    the record once the teardown is done."""
+    kept in ``record.probe_notes``. With ``ctx.soak_s``, the soak last (:func:`soak_launch`: its
+    failure is the record's ``soak_failure``, never the trial's status). Returns the probe's
+    result, the concurrency levels and the soak, for the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
@@ -506,7 +513,15 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
                                     endpoint=pc.endpoint, api_key=key))
             server.check_listener("after the concurrency table")
-    return result, levels
+        soaked = None
+        if ctx.soak_s > 0:
+            on_phase("soak", f"{ctx.soak_s / 60:g} min at concurrency {','.join(map(str, pc.concurrency or (1,)))}")
+            soaked = soak_launch(server, pc, url=url, model=model, api_key=key, seconds=ctx.soak_s,
+                                 log=Path(record.log))
+            ctx.log(f"trial {record.trial}: soak {'passed' if soaked.passed else 'failed: ' + soaked.failure}")
+            if soaked.passed:
+                server.check_listener("after the soak")
+    return result, levels, soaked
 
 
 def counted_in_order(text: str, n: int) -> bool:
@@ -544,9 +559,11 @@ def _checks(ctx: TrialContext, client: httpx.Client, model: str, record: TrialRe
                               f"{res.answer[:120]!r}, not 1..{n} in order (corrupted output?)")
 
 
-def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResult], *, auto: bool) -> None:
-    """The recorded runs and their medians, and the concurrency levels, into the record
+def _summarise(record: TrialRecord, result: ProbeResult, levels: list[LevelResult], soaked: SoakResult | None,
+               *, auto: bool) -> None:
+    """The recorded runs and their medians, the concurrency levels and the soak, into the record
     (ProbeResult's definitions)."""
+    soak_fields(record, soaked)
     runs = result.runs
     if levels:
         record.concurrency = levels

@@ -235,7 +235,7 @@ def test_probe_problems(tmp_path, space, probe, key, value, accepted):
     ("seed = -1", "sweep.seed", "-1", "an integer in [0, inf]"),
     ("baseline_every = -1", "sweep.baseline_every", "-1", "an integer in [0, 10000]"),
     ("target = 0", "sweep.target", "0", "a number above 0"),
-    ("budget = 3", "sweep.budget", "3", "the keys baseline_every, mode, seed, space, target, trials"),
+    ("budget = 3", "sweep.budget", "3", "the keys baseline_every, mode, seed, soak_minutes, space, target, trials"),
 ])
 def test_sweep_problems(tmp_path, space, sweep, key, value, accepted):
     err = _one(tmp_path, SERVER + f"[sweep]\nspace = \"{space}\"\n{sweep}\n")
