@@ -616,7 +616,8 @@ class Sweep:
             return
         confirmed = next(s for s in j.sets.values() if s.first_trial == entry.equals_trial)
         gain = confirmed.comparison.gain_pct if confirmed.comparison else float("nan")
-        soak = self.cfg.sweep.soak_s
+        # a set soaks once: the best set's second slot (no runner-up could be the best) is a fresh launch only
+        soak = self.cfg.sweep.soak_s if not confirmed.confirm_trials else 0.0
         self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
                           + (f"with a {span(soak)} soak at concurrency {self._soak_levels()} after its probe, "
                              if soak else "")
