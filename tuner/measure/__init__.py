@@ -7,13 +7,15 @@ table), :mod:`~tuner.measure.client` (the HTTP client, API key, model name, HTTP
 errors), :mod:`~tuner.measure.sse` (Server-Sent Events framing), :mod:`~tuner.measure.tally` (what
 one stream carried, its token count), :mod:`~tuner.measure.stream` (one timed stream, the stall
 clock), :mod:`~tuner.measure.runs` (the probe loop and its stop rules), :mod:`~tuner.measure.smoke`
-(the smoke check), :mod:`~tuner.measure.bench` (the concurrency table),
+(the smoke check), :mod:`~tuner.measure.answers` (the correctness gate's greedy answers),
+:mod:`~tuner.measure.bench` (the concurrency table),
 :mod:`~tuner.measure.readiness` (the readiness request). Errors are ``tuner.errors.ProbeError`` and
 its subclasses (exit status 1).
 
 The leaves import each other by leaf path, never through this face.
 """
 
+from tuner.measure.answers import Answer, TokenLogprob, answers_from_json, answers_to_json, take_answers
 from tuner.measure.bench import format_table, levels_to_json, run_bench
 from tuner.measure.client import ModelName, find_api_key, find_model, make_client, refused_guess
 from tuner.measure.readiness import ready_check
@@ -22,9 +24,13 @@ from tuner.measure.runs import run_probe
 from tuner.measure.smoke import smoke_check
 
 __all__ = [
+    "Answer",
     "ModelName",
     "ProbeResult",
     "RunMetrics",
+    "TokenLogprob",
+    "answers_from_json",
+    "answers_to_json",
     "find_api_key",
     "find_model",
     "format_result",
@@ -36,4 +42,5 @@ __all__ = [
     "run_bench",
     "run_probe",
     "smoke_check",
+    "take_answers",
 ]

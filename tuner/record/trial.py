@@ -103,6 +103,12 @@ time in seconds):
 ``probe_notes``       how the probe adapted, one line each: a model name not from the model list,
                       answers that ended before max_tokens, multi-token chunks (empty: none, or
                       stored before this field)
+``answers_checked``   True when the correctness gate compared this launch's greedy answers with
+                      the reference answers (:mod:`tuner.judging.answers`); False: not checked
+                      (the gate off, the baseline's own reference, or stored before this field)
+``answers_diverge``   the gate's finding in one line: ``prompt 2 parted at token 14: baseline
+                      ' Paris' vs set ' Lyon'`` (beyond tolerance: status ``wrong_output``;
+                      within: the fork it tolerated), ``""``: identical, or not checked
 ===================== ======================================================================
 """
 
@@ -161,6 +167,8 @@ class Status(StrEnum):
     HUNG = "hung"                      #: no token for stall_timeout_s
     UNHEALTHY = "unhealthy"            #: ready, but requests fail (e.g. HTTP 500)
     INVALID_OUTPUT = "invalid_output"  #: the smoke or counting check failed
+    WRONG_OUTPUT = "wrong_output"      #: measured, but its greedy answers part from the baseline's beyond tolerance
+    FAILED_SOAK = "failed_soak"        #: measured, but it hung or failed under the soak's sustained load
     INTERRUPTED = "interrupted"        #: the runner died mid-trial (retried once on resume)
     MACHINE_FAULT = "machine_fault"    #: the machine, not the set, failed (port held): not the set's fault
     RUNNING = "running"                #: in flight (seen mid-sweep)
@@ -259,6 +267,8 @@ class TrialRecord:
     teardown_problem: str = ""
     launches: int = 1
     probe_notes: list[str] = field(default_factory=list)
+    answers_checked: bool = False
+    answers_diverge: str = ""
 
     @property
     def ok(self) -> bool:

@@ -29,8 +29,10 @@ from tuner.errors import Interrupted, MachineFault, NcclTuneError, ProbeError, T
 from tuner.inputs import ExperimentConfig, ProbeConfig
 from tuner.judging import runs_of, stats
 from tuner.measure import (
+    Answer,
     ModelName,
     ProbeResult,
+    answers_to_json,
     find_api_key,
     find_model,
     make_client,
@@ -39,6 +41,7 @@ from tuner.measure import (
     run_bench,
     run_probe,
     smoke_check,
+    take_answers,
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource
 from tuner.planning import Decision, Launch, flag_params
@@ -58,7 +61,7 @@ from tuner.study import Host, RunnerFile, StudyStore, runner_id
 from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 
-__all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "relaunch", "runs_wanted"]
+__all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "answers_path", "relaunch", "runs_wanted"]
 
 #: Seconds waited after a machine-suspect failure where NVML cannot show the GPUs' memory: the
 #: driver gives a killed server's memory back a few seconds after it exits (vllm PR #57362, sglang
@@ -173,6 +176,12 @@ def wait_for_machine(ctx: TrialContext, record: TrialRecord, fault: MachineFault
     ctx.log(f"trial {record.trial}: {fault.cause}; waiting {wait:.0f} s (no NVML to see the GPUs' "
             f"memory freed), then {then} (not yet the set's fault)")
     time.sleep(wait)
+
+
+def answers_path(study_dir: Path, number: int) -> Path:
+    """Where trial ``number``'s greedy answers are kept (the correctness gate's, JSON:
+    :func:`tuner.measure.answers_to_json`): ``results/<study>/answers/trial-NNNN.json``."""
+    return study_dir / "answers" / f"trial-{number:04d}.json"
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -392,7 +401,12 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             finally:
                 probe_ended = time.monotonic()  # before the teardown, which teardown_s times
         server.check_listener_gone()  # an unseen listener must go with our server: else it was not ours
-        _summarise(record, *measured, auto=not isinstance(ctx.cfg.probe.repeats, int))  # only answers proven ours reach it
+        result, levels, answers = measured
+        _summarise(record, result, levels, auto=not isinstance(ctx.cfg.probe.repeats, int))  # only answers proven ours reach it
+        if answers:
+            path = answers_path(ctx.study_dir, record.trial)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(answers_to_json(answers), encoding="utf-8")
         record.status, record.cause = Status.OK, ""
     except MachineFault:
         raise
@@ -448,15 +462,16 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
-             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult]]:
+             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult], list[Answer]]:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
     :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
     launcher (crashed, hung, unhealthy, with the log's root cause; a refused guessed model name
     names the key to set). The listener is checked to be ours right before the recorded runs and
     after them (ForeignListener otherwise). ``found``: the model name readiness found. How the
     model was named, answers that ended early and multi-token chunks are said once a night and
-    kept in ``record.probe_notes``. Returns the probe's result and the concurrency levels, for
-    the record once the teardown is done."""
+    kept in ``record.probe_notes``. With ``[gates] answers`` on, the gate's prompts are answered
+    greedily last (:func:`tuner.measure.take_answers`). Returns the probe's result, the
+    concurrency levels and the answers, for the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
@@ -503,7 +518,18 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
                                     endpoint=pc.endpoint, api_key=key))
             server.check_listener("after the concurrency table")
-    return result, levels
+        answers: list[Answer] = []
+        gates = ctx.cfg.gates
+        if gates.answers:
+            on_phase("answers", f"{len(gates.prompts)} prompts x {gates.max_tokens} tokens")
+            try:
+                answers = take_answers(client, url, model=model, prompts=gates.prompts, max_tokens=gates.max_tokens,
+                                       kind=kind, seed=gates.seed, stall_timeout_s=pc.stall_timeout_s,
+                                       endpoint=pc.endpoint)
+            except ProbeError as exc:
+                raise server.request_failure(exc, "during the correctness gate's answers") from None
+            server.check_listener("after the answers")
+    return result, levels, answers
 
 
 def counted_in_order(text: str, n: int) -> bool:
