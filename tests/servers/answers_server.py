@@ -11,6 +11,8 @@ sends none (a server that ignores the field).
 Environment:
   ANSWERS_CORRUPT_WHEN  ``NAME=value``: a launch whose environment has it answers garbage from
                         token ANSWERS_CORRUPT_AT (2) on, on every prompt (a corrupting allreduce)
+  ANSWERS_CORRUPT_UNLESS ``NAME=value``: every launch whose environment lacks it corrupts the same way
+                        (the machine's default path is the corrupting one: club-3090 #922)
   ANSWERS_NEAR_TIE      token index F where every launch's model is nearly tied (margin 0.2 nats
                         between its token and the alternative)
   ANSWERS_FORK_WHEN     ``NAME=value``: a launch whose environment has it takes the alternative at
@@ -44,7 +46,9 @@ def _word(seed: int, i: int, alt: bool = False) -> str:
 def answer_tokens(prompt: str, n: int) -> list[str]:
     """This launch's answer to ``prompt``: ``n`` tokens."""
     seed = zlib.crc32(prompt.encode("utf-8", "replace"))
-    corrupt_at = int(os.environ.get("ANSWERS_CORRUPT_AT", "2")) if _has(os.environ.get("ANSWERS_CORRUPT_WHEN", "")) else None
+    unless = os.environ.get("ANSWERS_CORRUPT_UNLESS", "")
+    corrupt = _has(os.environ.get("ANSWERS_CORRUPT_WHEN", "")) or (bool(unless) and not _has(unless))
+    corrupt_at = int(os.environ.get("ANSWERS_CORRUPT_AT", "2")) if corrupt else None
     tie = os.environ.get("ANSWERS_NEAR_TIE")
     fork_at = int(tie) if tie and _has(os.environ.get("ANSWERS_FORK_WHEN", "")) else None
     out = []

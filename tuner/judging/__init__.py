@@ -9,7 +9,7 @@ set judged at each concurrency level, the headline at the one the config names) 
 baseline's, forks told from corruption).
 """
 
-from tuner.judging.answers import REFERENCE_PRESET, AnswerCheck, judge_answers, self_divergence
+from tuner.judging.answers import REFERENCE_PRESET, judge_answers, self_divergence
 from tuner.judging.judge import (
     CONFIRM_ALPHA,
     FINALISTS,
@@ -55,7 +55,6 @@ __all__ = [
     "REFERENCE_PRESET",
     "SINGLE_STREAM",
     "UNKNOWN_TYPE",
-    "AnswerCheck",
     "Comparison",
     "Judgement",
     "LaunchNoise",

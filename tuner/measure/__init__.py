@@ -15,7 +15,7 @@ its subclasses (exit status 1).
 The leaves import each other by leaf path, never through this face.
 """
 
-from tuner.measure.answers import Answer, TokenLogprob, answers_from_json, answers_to_json, take_answers
+from tuner.measure.answers import Answer, answers_from_json, answers_to_json, take_answers
 from tuner.measure.bench import format_table, levels_to_json, run_bench
 from tuner.measure.client import ModelName, find_api_key, find_model, make_client, refused_guess
 from tuner.measure.readiness import ready_check
@@ -28,7 +28,6 @@ __all__ = [
     "ModelName",
     "ProbeResult",
     "RunMetrics",
-    "TokenLogprob",
     "answers_from_json",
     "answers_to_json",
     "find_api_key",
