@@ -180,6 +180,12 @@ class Status(StrEnum):
         return self not in (Status.OK, Status.RUNNING, Status.SKIPPED)
 
     @property
+    def gated(self) -> bool:
+        """True for a failed relaunch a gate failed after its probe (wrong output, failed soak):
+        its measured tok/s stay in the record and in trials.csv, for the report, never judged."""
+        return self in (Status.WRONG_OUTPUT, Status.FAILED_SOAK)
+
+    @property
     def blames_set(self) -> bool:
         """True when the failure is the set's (told to the sampler as infeasible)."""
         return self.failed and self not in (Status.INTERRUPTED, Status.MACHINE_FAULT)

@@ -30,7 +30,7 @@ def answer(tokens, prompt="p", margins=None, alt=None):
 
 
 def parted(at, other=" y", n=48):
-    return WORDS[:at] + [other] + WORDS[at + 1:n]
+    return [*WORDS[:at], other, *WORDS[at + 1:n]]
 
 
 def test_identical_answers_are_within_and_say_how_much_was_compared():
