@@ -26,12 +26,15 @@ the baseline's token index there):
    top alternatives given when it is not among them) is under :data:`FORK_MARGIN_NATS`: a near
    tie that rounding can flip; beyond otherwise: the baseline was sure and the launch answered
    otherwise.
-4. Without logprobs: beyond when it parted before :data:`EARLY_TOKENS`, within after (a late
+4. Without logprobs: suspect when it parted before :data:`EARLY_TOKENS`, within after (a late
    divergence cannot be told from a fork without logprobs; the prompts,
    ``tuner.inputs.config.DEFAULT_GATE_PROMPTS``, are chosen to leave little room for one).
 
-A launch is beyond tolerance when any prompt is (:func:`judge_answers`), and the finding names
-the prompt, the token and the first differing tokens of both answers (:class:`AnswerCheck`).
+A launch is beyond tolerance (:func:`judge_answers`) when any prompt is beyond by its logprobs
+(rule 3), or when :data:`EARLY_PROMPTS` prompts (all of them, with fewer) are suspect by rule 4:
+one early fork on one prompt is a chance a clean set has, the same fork on two prompts at once
+is not, and a corrupting allreduce garbles every answer. The finding names the prompt, the
+token and the first differing tokens of both answers (:class:`AnswerCheck`).
 ``benchmarks/correctness_gate.py`` measures the false-alarm rate of these constants on
 synthetic greedy paths (benchmarks/results/correctness_gate.txt).
 """
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from tuner.measure import Answer
 
 __all__ = [
+    "EARLY_PROMPTS",
     "EARLY_TOKENS",
     "FORK_MARGIN_NATS",
     "REFERENCE_PRESET",
@@ -61,15 +65,21 @@ __all__ = [
 #: baseline's token e times likelier than the other) leaves room for that while a token the
 #: baseline was sure of (several nats) flipping is not rounding.
 FORK_MARGIN_NATS = 1.0
-#: Without logprobs: a divergence before this baseline token is corruption, at or after it a
+#: Without logprobs: a divergence before this baseline token is suspect, at or after it a
 #: fork. Forks need a near tie, rare on the gate's low-entropy prompts and, where they happen,
 #: seldom in the first tokens (Thinking Machines 2025: 1,000 runs agreed on their first 102);
 #: a corrupting allreduce garbles from the first tokens on (club-3090 #922: 0 % speculative
-#: acceptance). benchmarks/correctness_gate.py measures the false alarms it leaves.
-EARLY_TOKENS = 32
+#: acceptance). A clean set's chance of an early fork grows with the window (32 tokens gave 8 %
+#: false alarms at 0.1 nats of rounding noise in benchmarks/correctness_gate.py, 16 about a
+#: quarter of that), while a corruption from the first tokens is caught by any window past them.
+EARLY_TOKENS = 16
 #: The preset name of the reference configuration's launch (tuner/sweep/gate.py): the baseline with
 #: the server's own allreduce off and NCCL_P2P_DISABLE=1, whose answers the baseline's are checked against.
 REFERENCE_PRESET = "answers reference"
+#: Without logprobs, the prompts that must part early (rule 4) for a launch to be beyond
+#: tolerance: with a chance q per prompt that a clean set forks early, two of four prompts do with
+#: about 6 q^2 (benchmarks/correctness_gate.py measures it).
+EARLY_PROMPTS = 2
 #: Tokens of each answer quoted from the divergence on.
 QUOTED = 3
 
@@ -199,6 +209,7 @@ def judge_answers(baseline: Sequence[Answer], answers: Sequence[Answer], *,
     ``forks_at``: :func:`self_divergence`."""
     by_prompt = {a.prompt: a for a in answers}
     first_within: AnswerCheck | None = None
+    suspects: list[AnswerCheck] = []  # parted early without logprobs (rule 4)
     compared, tokens = 0, 0
     for i, base in enumerate(baseline):
         ans = by_prompt.get(base.prompt)
@@ -206,10 +217,20 @@ def judge_answers(baseline: Sequence[Answer], answers: Sequence[Answer], *,
             continue
         compared, tokens = compared + 1, max(tokens, len(base.tokens))
         within, d, why = compare_answer(base, ans, forks_at=(forks_at or {}).get(i))
-        if not within:
+        if not within and d is not None and _margin(base, d) is None:
+            suspects.append(AnswerCheck(False, i + 1, base.prompt, d, why))
+        elif not within:
             return AnswerCheck(False, i + 1, base.prompt, d, why, len(baseline), len(base.tokens))
-        if d is not None and first_within is None:
+        elif d is not None and first_within is None:
             first_within = AnswerCheck(True, i + 1, base.prompt, d, why)
+    if suspects and len(suspects) >= min(EARLY_PROMPTS, compared):
+        s = suspects[0]
+        return AnswerCheck(False, s.prompt, s.prompt_text, s.divergence,
+                           f"{s.why}, on {len(suspects)} of {compared} prompts", compared, tokens)
+    if suspects and first_within is None:
+        s = suspects[0]
+        first_within = AnswerCheck(True, s.prompt, s.prompt_text, s.divergence,
+                                   f"{s.why}, on 1 prompt of {compared} only: a chance fork")
     if first_within is not None:
         return AnswerCheck(True, first_within.prompt, first_within.prompt_text, first_within.divergence,
                            first_within.why, compared, tokens)

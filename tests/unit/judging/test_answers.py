@@ -85,7 +85,7 @@ def test_the_boundary_of_the_margin():
 
 
 def test_the_baseline_parting_from_itself_makes_that_point_tolerated():
-    ref = [answer(WORDS[:48], "a"), answer(WORDS[:48], "b")]
+    ref = [answer(WORDS[:48], "a", margins=[5.0] * 48), answer(WORDS[:48], "b", margins=[5.0] * 48)]
     remeasure = [answer(WORDS[:48], "a"), answer(parted(6), "b")]
     forks = self_divergence(ref, [remeasure])
     assert forks == {1: 6}
@@ -113,16 +113,28 @@ def test_an_answer_that_ends_early_parts_where_it_ended():
 
 def test_the_finding_names_the_prompt_the_token_and_both_answers():
     prompt = "What is the capital of France? Answer in a long and detailed paragraph, please."
-    base = [answer(WORDS[:48], "other"), answer([" The", " capital", " is", " Paris", "."], prompt)]
+    base = [answer(WORDS[:48], "other"), answer([" The", " capital", " is", " Paris", "."], prompt, margins=[4.0] * 5)]
     check = judge_answers(base, [answer(WORDS[:48], "other"),
                                  answer([" The", " capital", " is", " Lyon", "!"], prompt)])
     assert not check.within and check.prompt == 2
     assert check.finding.startswith("prompt 2 ('What is the capital of France? Answer in a lo...') parted at token 3: ")
     assert check.finding.endswith("baseline ' Paris' '.' vs set ' Lyon' '!'")
     assert check.words().startswith("wrong output: prompt 2")
+    assert "led by 4.00 nats" in check.why
 
 
 def test_a_prompt_the_launch_did_not_answer_is_not_compared():
     base = [answer(WORDS[:48], "a"), answer(WORDS[:48], "b")]
     check = judge_answers(base, [answer(WORDS[:48], "b")])
     assert check.within and check.prompts == 1
+
+
+def test_without_logprobs_one_early_prompt_is_a_chance_fork_two_are_corruption():
+    base = [answer(WORDS[:48], p) for p in "abcd"]
+    one = judge_answers(base, [answer(parted(3), "a"), *(answer(WORDS[:48], p) for p in "bcd")])
+    assert one.within and one.prompt == 1 and "a chance fork" in one.why
+    two = judge_answers(base, [answer(parted(3), "a"), answer(parted(9), "b"),
+                               *(answer(WORDS[:48], p) for p in "cd")])
+    assert not two.within and two.prompt == 1 and "on 2 of 4 prompts" in two.why
+    # a single prompt parting early is all the evidence there is
+    assert not judge_answers(base[:1], [answer(parted(3), "a")]).within
