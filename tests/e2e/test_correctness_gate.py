@@ -77,8 +77,7 @@ def test_a_clean_fork_at_a_near_tie_is_within_tolerance(tmp_path, space_file):
     clean = df[df["env"] == json.dumps({"NCCL_MAX_NCHANNELS": "8"})]
     assert (clean["status"] == "ok").all()
     assert clean.iloc[0]["answers_diverge"].startswith("prompt 1 ('Recite the alphabet.') parted at token 3")
-    assert decision["kind"] == "use" and decision["recommended"]["env"] in ({"NCCL_MAX_NCHANNELS": "8"},
-                                                                            {"NCCL_PROTO": "LL"})
+    assert not any("wrong output" in r for r in decision["reasons"])  # a fork blames no set
 
 
 def test_the_reference_configuration_says_when_the_machine_corrupts(tmp_path, space_file):

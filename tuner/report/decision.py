@@ -142,6 +142,12 @@ def _answers_gate(d: Decision, records: Sequence[TrialRecord]) -> Decision:
     for text, rs in wrong.items():
         speed = f", at {rs[0].output_tok_s:.1f} tok/s" if rs[0].output_tok_s else ""
         said.append(f"{text} gave wrong output (trial {rs[0].trial}{speed}): {rs[0].answers_diverge}; never recommended.")
+    if d.recommends and set_text(dict(d.env), list(d.flags)) not in wrong:
+        mine = [r for r in records if r.answers_checked and r.kind is not Kind.BASELINE
+                and set_text(r.env, r.flags) == set_text(dict(d.env), list(d.flags))]
+        if mine:
+            said.insert(0, f"Its answers matched the baseline's on its {_n(len(mine), 'launch', 'launches')} "
+                           "(the correctness gate: greedy answers compared token by token).")
     if not said:
         return d
     if d.recommends and set_text(dict(d.env), list(d.flags)) in wrong:
