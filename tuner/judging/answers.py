@@ -183,7 +183,7 @@ def compare_answer(baseline: Answer, answer: Answer, *, forks_at: int | None = N
     if margin is not None:
         if margin < FORK_MARGIN_NATS:
             return True, d, f"a near tie: the baseline's margin there was {margin:.2f} nats"
-        return False, d, f"the baseline's token led by {margin:.2f} nats (a fork needs under {FORK_MARGIN_NATS:g})"
+        return False, d, f"the baseline's token led by {margin:.2f} nats, a fork needs under {FORK_MARGIN_NATS:g}"
     if d.token >= EARLY_TOKENS:
         return True, d, f"parted late (token {d.token} >= {EARLY_TOKENS}), no logprobs to tell a fork from corruption"
     return False, d, f"parted early (before token {EARLY_TOKENS}) and no logprobs show a near tie"
