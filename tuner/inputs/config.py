@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "PROGRAM_ACCEPTED",
     "ExperimentConfig",
+    "GatesConfig",
     "ProbeConfig",
     "ServerConfig",
     "SmokeCheck",
@@ -515,6 +516,37 @@ class ScreenConfig(FileModel):
         return out
 
 
+#: The correctness gate's prompts unless ``gates.prompts`` names others: answers with little room
+#: for a second greedy path (a fixed text, a fixed sequence, a fixed computation), so a clean set's
+#: answers part from the baseline's late or not at all, and a corrupting one's at once
+#: (tuner/judging/answers.py says why the rule depends on that).
+DEFAULT_GATE_PROMPTS = (
+    "Recite Article 1 of the Universal Declaration of Human Rights, then explain each of its phrases in order.",
+    "List the first thirty chemical elements in order of atomic number, one per line: number, name, symbol.",
+    "Write the numbers from one to one hundred in English words, separated by commas.",
+    "Compute the greatest common divisor of 1071 and 462 with Euclid's algorithm, showing every step.",
+)
+#: Tokens per gate answer unless ``gates.max_tokens`` says otherwise.
+DEFAULT_GATE_TOKENS = 256
+
+
+class GatesConfig(FileModel):
+    """The correctness gate (tuner/judging/answers.py), off unless asked (it costs every launch
+    ``len(prompts) x max_tokens`` tokens of decode): ``answers`` (true: every launch answers
+    ``prompts`` greedily, ``max_tokens`` tokens each with ``seed``, and a set whose answers part from
+    the baseline's beyond tolerance is ``wrong_output``; false: off), ``reference`` (true: once a
+    night the baseline is relaunched in the reference configuration, the server's own allreduce off
+    and NCCL_P2P_DISABLE=1, and its answers compared with the baseline's: one relaunch of the
+    budget)."""
+
+    answers: Annotated[bool, Field(description="true or false")] = False
+    prompts: Annotated[tuple[Annotated[str, _TEXT], ...], BeforeTuple, Field(
+        min_length=1, max_length=32, description="a list of 1 to 32 non-empty prompts")] = DEFAULT_GATE_PROMPTS
+    max_tokens: Annotated[int, _int(8, 4096)] = DEFAULT_GATE_TOKENS
+    seed: Annotated[int, _int(0, 2**31 - 1)] = 0
+    reference: Annotated[bool, Field(description="true or false")] = False
+
+
 class _ExperimentFile(FileModel):
     server: Annotated[ServerConfig, Field(description="a [server] table with at least 'command'")]
     probe: Annotated[ProbeConfig, Field(description="a [probe] table")]
@@ -522,6 +554,7 @@ class _ExperimentFile(FileModel):
     nccl: Annotated[NcclConfig, Field(description="an [nccl] table")]
     screen: Annotated[ScreenConfig | None, Field(description="a [screen] table with at least 'command'")] = None
     model: Annotated[ModelConfig | None, Field(description="a [model] table with 'config'")] = None
+    gates: Annotated[GatesConfig, Field(description="a [gates] table")] = Field(default_factory=GatesConfig)
 
     @model_validator(mode="after")
     def _screen_sizes(self) -> _ExperimentFile:
@@ -550,7 +583,7 @@ class _ExperimentFile(FileModel):
 class ExperimentConfig:
     """A whole experiment file: ``server``, ``probe``, ``sweep``, ``nccl``, where it came from,
     ``notices``: what NCCL would adjust or not read, said before any launch, and the optional
-    ``screen`` and ``model`` tables.
+    ``screen`` and ``model`` tables; ``gates``: the correctness gate's (:class:`GatesConfig`).
 
     ``written``: the file as parsed, before its ``${NAME}`` references were expanded
     (:mod:`tuner.inputs.envexpand`); empty for a config built in code.
@@ -565,6 +598,7 @@ class ExperimentConfig:
     screen: ScreenConfig | None = None
     model: ModelConfig | None = None
     written: Mapping[str, Any] = field(default_factory=dict)
+    gates: GatesConfig = field(default_factory=GatesConfig)
 
     def written_command(self) -> list[str]:
         """``server.command`` as the file wrote it (``${NAME}`` and ``{port}`` unexpanded),
@@ -616,14 +650,15 @@ def load_config(path: str | os.PathLike[str], *, allow_unsafe: bool = False,
         raise input_error(str(file), exc, _ExperimentFile) from None
     return ExperimentConfig(path=file, server=parsed.server, probe=parsed.probe, sweep=parsed.sweep,
                             nccl=parsed.nccl, notices=context.notices, screen=parsed.screen, model=parsed.model,
-                            written=written)
+                            written=written, gates=parsed.gates)
 
 
 def _numeric_key(key: str) -> type | None:
     """int or float for a numeric key of the file (``server.port``), else None: a ``${NAME}``
     that is the whole value of such a key becomes a number."""
     section, _, name = key.partition(".")
-    models: dict[str, type[FileModel]] = {"server": ServerConfig, "probe": ProbeConfig, "sweep": SweepConfig}
+    models: dict[str, type[FileModel]] = {"server": ServerConfig, "probe": ProbeConfig, "sweep": SweepConfig,
+                                          "gates": GatesConfig}
     model = models.get(section)
     if model is None or name not in model.model_fields:
         return None

@@ -4,9 +4,12 @@
 comparison of a set with the baseline, the headline about the best of K sets, confirmations,
 the runs a launch needs), :mod:`~tuner.judging.judge` (a study's records to sets, each judged
 against its host type's baseline on the study's metric) and :mod:`~tuner.judging.levels` (every
-set judged at each concurrency level, the headline at the one the config names).
+set judged at each concurrency level, the headline at the one the config names) and
+:mod:`~tuner.judging.answers` (the correctness gate's rule: a launch's greedy answers against the
+baseline's, forks told from corruption).
 """
 
+from tuner.judging.answers import REFERENCE_PRESET, judge_answers, self_divergence
 from tuner.judging.judge import (
     CONFIRM_ALPHA,
     FINALISTS,
@@ -49,6 +52,7 @@ __all__ = [
     "MIN_RUNS",
     "OUTLIER_PRIORS",
     "PRIOR_LAUNCH_SIGMA",
+    "REFERENCE_PRESET",
     "SINGLE_STREAM",
     "UNKNOWN_TYPE",
     "Comparison",
@@ -64,6 +68,7 @@ __all__ = [
     "gain_pct",
     "host_type_groups",
     "judge",
+    "judge_answers",
     "judge_by_host_type",
     "judge_levels",
     "launch_level",
@@ -75,5 +80,6 @@ __all__ = [
     "robust_run_sigma",
     "runs_for_precision",
     "runs_of",
+    "self_divergence",
     "verdict_words",
 ]

@@ -64,6 +64,10 @@ SERVER_API_KEY_ENV = tuple(name for kind in KINDS for name in kind.api_key_env)
 #: counted as :mod:`tuner.measure.tally` says (``max_tokens`` with a ``length`` finish, or chunks).
 DROPPABLE_FIELDS: dict[str, re.Pattern[str]] = {
     "stream_options": re.compile(r"stream[ _-]?options|include[ _-]?usage", re.IGNORECASE),
+    # the correctness gate's (tuner.measure.answers): a server without them answers all the same
+    "top_logprobs": re.compile(r"top[ _-]?logprobs", re.IGNORECASE),
+    "logprobs": re.compile(r"logprobs", re.IGNORECASE),
+    "seed": re.compile(r"\bseed\b", re.IGNORECASE),
 }
 
 #: Longest a body is read once its answer is known (s): an error body, checked per chunk.

@@ -86,6 +86,8 @@ class RunMetrics:
     chunk); ``chunked``: most chunks carried several tokens (TPOT and ITL not measurable);
     ``ended_early``: the answer ended before ``max_tokens`` although ``ignore_eos`` was set, and
     was measured for the tokens that came (:func:`tuner.measure.tally.run_metrics`).
+    ``pieces``: each content chunk's text, in order; ``logprobs``: one ``(token, logprob, {top
+    token: logprob})`` per token when the request asked for them and the server sent them.
     """
 
     ttft_s: float
@@ -105,6 +107,8 @@ class RunMetrics:
     first_chunk_tokens: float = 1.0
     chunked: bool = False
     ended_early: bool = False
+    pieces: tuple[str, ...] = ()
+    logprobs: tuple[tuple[str, float | None, dict[str, float]], ...] = ()
 
     @property
     def tokens_counted(self) -> bool:

@@ -41,6 +41,7 @@ SSE/JSON, an error event or object in the stream), and those of :mod:`tuner.meas
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -83,6 +84,7 @@ def stream_once(
     endpoint: Endpoint | str = "chat",
     ignore_eos: bool = True,
     min_tokens: int | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> RunMetrics:
     """Stream one completion and time it (the request and the stall rules: module docstring;
     the definitions: :mod:`tuner.measure.results`, :mod:`tuner.measure.tally`; SSE:
@@ -95,13 +97,15 @@ def stream_once(
     server that ignores ``ignore_eos``) with at least ``min_tokens`` tokens is measured for the
     tokens that came (``RunMetrics.ended_early``); False (the smoke check) takes the answer as it
     ends. A stall before the first token, after the response headers came, is
-    ``ProbeFirstTokenLate``.
+    ``ProbeFirstTokenLate``. ``extra``: more request fields (``seed``, ``logprobs``); one a 400
+    names (:data:`tuner.measure.client.DROPPABLE_FIELDS`) is dropped as ``stream_options`` is.
 
     Raises ProbeHTTPError, ProbeStalled (ProbeNoAnswer: no response headers), ProbeDisconnected, ProbeConnectError, ProbeIncomplete
     (ended before max_tokens with ignore_eos: finish_reason abort/stop, usage short), ProbeError
     (no tokens, bad SSE/JSON, an error event or object in the stream).
     """
     path, body = _request(endpoint, model, prompt, max_tokens, ignore_eos)
+    body.update(extra or {})
     dropped = tuple(sorted(refused_fields(client) & body.keys()))  # refused before: sent without
     for name in dropped:
         del body[name]
@@ -178,7 +182,7 @@ def stream_once(
     if retry:
         return stream_once(client, base_url, model=model, prompt=prompt, max_tokens=max_tokens,
                            stall_timeout_s=stall_timeout_s, endpoint=endpoint, ignore_eos=ignore_eos,
-                           min_tokens=min_tokens)
+                           min_tokens=min_tokens, extra=extra)
     if not tally.times and unframed:
         auth = client.headers.get("Authorization", "")
         message = unframed_error(unframed, auth[7:] if auth.startswith("Bearer ") else None)

@@ -44,6 +44,8 @@ class Tally:
         self.usage_tokens: int | None = None
         self.first_usage: int | None = None  # usage.completion_tokens carried by the first token chunk
         self.finish_reason: str | None = None
+        self.pieces: list[str] = []  # each content chunk's text, in order
+        self.logprobs: list[Any] = []  # each token's logprob entry, as the server sent it (OpenAI shape)
 
     def feed(self, obj: Any, event: str, now: float) -> bool:
         """Take one payload; True when it carries a token or a finish (resets the stall clock)."""
@@ -69,6 +71,7 @@ class Tally:
                 c = delta.get("content")
                 if c and isinstance(c, str):
                     self.content.append(c)
+                    self.pieces.append(c)
                     self.content_deltas += 1
                     token = True
                 r = delta.get("reasoning") or delta.get("reasoning_content")
@@ -82,8 +85,10 @@ class Tally:
             c = ch.get("text")
             if c and isinstance(c, str):
                 self.content.append(c)
+                self.pieces.append(c)
                 self.content_deltas += 1
                 token = True
+        self._logprobs(ch.get("logprobs"))
         if token:
             self.times.append(now)
             if len(self.times) == 1 and counted is not None:
@@ -93,6 +98,28 @@ class Tally:
             self.finish_reason = str(fr)
             return True
         return token
+
+    def _logprobs(self, lp: Any) -> None:
+        """Keep a choice's ``logprobs``: chat's ``{"content": [{token, logprob, top_logprobs}]}``
+        or completions' ``{"tokens", "token_logprobs", "top_logprobs"}`` (OpenAI API reference,
+        "logprobs"), one entry per token as ``(token, logprob, {top token: logprob})``."""
+        if not isinstance(lp, dict):
+            return
+        content = lp.get("content")
+        if isinstance(content, list):
+            for item in content:
+                if isinstance(item, dict) and isinstance(item.get("token"), str):
+                    top = {t["token"]: t["logprob"] for t in item.get("top_logprobs") or []
+                           if isinstance(t, dict) and isinstance(t.get("token"), str)
+                           and isinstance(t.get("logprob"), (int, float))}
+                    self.logprobs.append((item["token"], item.get("logprob"), top))
+            return
+        tokens, values, tops = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs")
+        if isinstance(tokens, list):
+            for i, tok in enumerate(tokens):
+                value = values[i] if isinstance(values, list) and i < len(values) else None
+                top = tops[i] if isinstance(tops, list) and i < len(tops) and isinstance(tops[i], dict) else {}
+                self.logprobs.append((str(tok), value, dict(top)))
 
     def progress(self, max_tokens: int) -> str:
         """How far the stream got, for an error message ("after 12 token chunks of max_tokens=64")."""
@@ -172,4 +199,6 @@ def run_metrics(tally: Tally, t_send: float, max_tokens: int, ignore_eos: bool, 
         first_chunk_tokens=first,
         chunked=chunked,
         ended_early=early,
+        pieces=tuple(tally.pieces),
+        logprobs=tuple(tally.logprobs),
     )

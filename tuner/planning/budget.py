@@ -11,7 +11,10 @@ slots (:class:`Budget`): one confirmation of the best set, one more from
 N >= :data:`RUNNER_UP_FROM` (the runner-up's when it could be the best, else the best set's
 second), and the final baseline launch, which comes right after the last
 confirmation and is its fresh baseline. ``--no-confirm`` and ``--no-final-baseline`` free their
-slots. The first stage (the baseline, its re-measures, the tuned sets) spends what is left:
+slots. The correctness gate's reference check (``[gates] reference``: the baseline relaunched once
+in the reference configuration, tuner/sweep/gate.py) is made right after the first baseline, so it
+is the first stage's, counted like the baseline (:attr:`Budget.reference`). The first stage (the
+baseline, the reference check, its re-measures, the tuned sets) spends what is left:
 :attr:`Budget.screening`. A night that cannot hold the baseline and its reserved checks is refused
 before anything starts (:meth:`Budget.problem`). The reserved checks are worded once,
 :func:`check_words`, wherever the night names them (the budget, the clock, the sweep's stops).
@@ -60,6 +63,7 @@ class Budget:
     trials: int
     confirm: bool = True
     final_baseline: bool = True
+    reference: bool = False
 
     @property
     def confirmations(self) -> int:
@@ -92,13 +96,13 @@ class Budget:
     @property
     def minimum(self) -> int:
         """The smallest ``trials`` this night's checks allow: the baseline and the reserved checks."""
-        return 1 + Budget(max(self.trials, 0), self.confirm, self.final_baseline).reserved
+        return 1 + int(self.reference) + Budget(max(self.trials, 0), self.confirm, self.final_baseline).reserved
 
     def problem(self) -> str | None:
         """Why the budget is too small (names the value, the minimum and what the slots hold), None when it fits."""
         if self.trials >= self.minimum:
             return None
-        held = ["the baseline", *check_words(self.steps)]
+        held = ["the baseline", *(["the reference check"] if self.reference else []), *check_words(self.steps)]
         return (f"{self.trials} relaunch{'es' if self.trials != 1 else ''} cannot hold {', '.join(held[:-1])} and "
                 f"{held[-1]}: at least {self.minimum} are needed, more to leave room for sets (--no-confirm and "
                 "--no-final-baseline free their slots)")
@@ -108,8 +112,9 @@ class Budget:
         confirmations (the best set, then the runner-up or the best set again), the final baseline``; ``remeasures``:
         baseline re-measures planned in the first stage, ``sets``: the sets it leaves room for
         (default: what the first stage leaves after the baseline and the re-measures)."""
-        left = max(0, self.screening - 1 - remeasures) if sets is None else sets
-        parts = ["the baseline"]
+        left = max(0, self.screening - 1 - int(self.reference) - remeasures) if sets is None else sets
+        parts = ["the baseline"] + (["the reference check (the baseline's answers against the reference "
+                                     "configuration's)"] if self.reference else [])
         if remeasures:
             parts.append(f"{remeasures} baseline re-measure{'s' if remeasures != 1 else ''}")
         parts.append(f"up to {left} set{'s' if left != 1 else ''}" if left else "no tuned set")

@@ -30,6 +30,7 @@ class Step(StrEnum):
     PROPOSAL = "proposal"              #: the sampler's next proposal (forecast: ``up_to`` of them)
     CONFIRM = "confirm"                #: reserved: the winner relaunched once more
     FINAL_BASELINE = "final baseline"  #: reserved: the drift check after the last tuned relaunch
+    REFERENCE = "reference check"      #: the correctness gate's reference configuration, right after the baseline
     DONE = "done"                      #: nothing is left to relaunch: ``reason``
 
 
@@ -64,7 +65,7 @@ class PlanEntry:
     def launches(self) -> bool:
         """True for the entries that relaunch the server."""
         return self.step in (Step.BASELINE, Step.REMEASURE, Step.RETRY, Step.SET, Step.PROPOSAL, Step.CONFIRM,
-                             Step.FINAL_BASELINE)
+                             Step.FINAL_BASELINE, Step.REFERENCE)
 
 
 class ScreenedSet(NamedTuple):

@@ -85,7 +85,7 @@ class Plan:
     def stage1(self) -> int:
         """First-stage relaunches with every slot full (the baseline, re-measures (:attr:`remeasures`),
         the sets and proposals within the budget; at most :attr:`tuner.planning.budget.Budget.screening`)."""
-        n = sum(1 if e.step is Step.BASELINE else (e.up_to or 0)
+        n = sum(1 if e.step in (Step.BASELINE, Step.REFERENCE) else (e.up_to or 0)
                 if e.step in (Step.FIXES, Step.SCREENED, Step.PROPOSAL) else 1 if e.step is Step.SET and not e.reach
                 else 0 for e in self.entries)
         # every re-measure: those among the slots' sets and the proposals have no entry of their own
@@ -126,7 +126,7 @@ class _Run:
 
 
 def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_every: int, *, fixes: int,
-             screened: int, skip_doubtful: bool) -> _Run:
+             screened: int, skip_doubtful: bool, reference: bool = False) -> _Run:
     """One imagined stage 1 of ``budget`` relaunches (the baseline, re-measures, sets): the
     planner's steps with every launch a success, then the sampler's proposals while it has room."""
     ledger: list[TrialRecord] = []
@@ -153,7 +153,9 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
     planner.fixes = [ScreenedSet(f"fix: {i + 1}", {_FIX: str(i + 1)}) for i in range(fixes)]
     baseline = add(TrialRecord(trial=-1, kind=Kind.BASELINE, status=Status.OK))
     entries = [PlanEntry(Step.BASELINE, kind=Kind.BASELINE)]
-    spent, since, sampler, remeasures = 1, 0, False, 0
+    if reference:  # the correctness gate's reference configuration, right after the baseline
+        entries.append(PlanEntry(Step.REFERENCE, "answers reference"))
+    spent, since, sampler, remeasures = 1 + int(reference), int(reference), False, 0
     while True:
         within = spent < budget
         if within and planner.remeasure_due(since, budget - spent):
@@ -194,7 +196,8 @@ def _imagine(space: SearchSpace, rules: Rules, mode: str, budget: int, baseline_
 
 
 def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseline_every: int = 0,
-             screen_top_k: int | None = None, confirm: bool = True, final_baseline: bool = True) -> Plan:
+             screen_top_k: int | None = None, confirm: bool = True, final_baseline: bool = True,
+             reference: bool = False) -> Plan:
     """The plan of a night of ``budget`` relaunches (every one counted) over ``space`` in
     ``mode`` (``search`` or ``presets``), judged by ``rules``; ``screen_top_k``: the screen's
     ``top_k`` with a ``[screen]`` (None without); the other options are the sweep's. Stage 1
@@ -203,14 +206,16 @@ def forecast(space: SearchSpace, rules: Rules, *, mode: str, budget: int, baseli
     k = screen_top_k or 0
     bound = fix_bound(space.choices())
     f = bound.most
-    slots = Budget(budget, confirm, final_baseline)
+    slots = Budget(budget, confirm, final_baseline, reference)
     stage1 = slots.screening
-    main = _imagine(space, rules, mode, stage1, baseline_every, fixes=f, screened=k, skip_doubtful=False)
-    most = _imagine(space, rules, mode, stage1, baseline_every, fixes=0, screened=0, skip_doubtful=True)
+    main = _imagine(space, rules, mode, stage1, baseline_every, fixes=f, screened=k, skip_doubtful=False,
+                    reference=reference)
+    most = _imagine(space, rules, mode, stage1, baseline_every, fixes=0, screened=0, skip_doubtful=True,
+                    reference=reference)
     # the screened sets reached when the triage proposes none (its slot comes first)
     screened_most = k if not f else sum(
         1 for e in _imagine(space, rules, mode, stage1, baseline_every, fixes=0, screened=k,
-                            skip_doubtful=False).entries if _SLOT in e.env and not e.reach)
+                            skip_doubtful=False, reference=reference).entries if _SLOT in e.env and not e.reach)
     # what the most favourable night reaches (a set skipped there for its doubt is reached, and may run)
     reached_at_most = {e.name for e in most.entries if e.step in (Step.SET, Step.SKIP) and not e.reach}
     doubtful = any(e.doubt for e in main.entries)

@@ -100,7 +100,7 @@ class Planner:
                  problems: Callable[[dict[str, str]], list[str]],
                  key_of: Callable[[dict[str, str], list[str]], str] = set_key,
                  decode_bytes: int | None = None, judged_at: str | None = None, baseline_every: int = 0,
-                 confirm: bool = True, final_baseline: bool = True, trials: int = 0,
+                 confirm: bool = True, final_baseline: bool = True, trials: int = 0, reference: bool = False,
                  refusal: Callable[[dict[str, str], list[str]], str | None] | None = None) -> None:
         self.space = space
         self.mode = mode
@@ -111,7 +111,7 @@ class Planner:
         self.decode_bytes = decode_bytes
         self.judged_at = judged_at or (f"{decode_bytes} B" if decode_bytes is not None else None)
         self.baseline_every = baseline_every
-        self.budget = Budget(trials, confirm, final_baseline)
+        self.budget = Budget(trials, confirm, final_baseline, reference)
         #: the reserved checks in the night's order: each confirmation slot, then the final baseline
         self.reserved = self.budget.steps
         self.screened: list[ScreenedSet] = []
@@ -124,14 +124,15 @@ class Planner:
     @classmethod
     def judging_by(cls, rules: Rules, space: SearchSpace, mode: str, *, records: Callable[[], list[TrialRecord]],
                    busy_keys: Callable[[], set[str]], baseline_every: int = 0, confirm: bool = True,
-                   final_baseline: bool = True, trials: int = 0) -> Planner:
+                   final_baseline: bool = True, trials: int = 0, reference: bool = False) -> Planner:
         """A night's planner judging by ``rules``: its problems, set identity, backend refusal and
         the decode sizes identity is judged at; the other arguments as for the constructor."""
         decode = rules.decode
         return cls(space, mode, records=records, busy_keys=busy_keys, problems=rules.problems, key_of=rules.key_of,
                    decode_bytes=decode.nbytes if decode is not None else None,
                    judged_at=decode.sizes_text() if decode is not None else None, baseline_every=baseline_every,
-                   confirm=confirm, final_baseline=final_baseline, trials=trials, refusal=rules.backend_problem)
+                   confirm=confirm, final_baseline=final_baseline, trials=trials, reference=reference,
+                   refusal=rules.backend_problem)
 
     def screened_first(self, sets: Sequence[ScreenedSet],
                        check: Callable[[dict[str, str]], str | None] | None = None) -> None:

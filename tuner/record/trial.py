@@ -112,6 +112,12 @@ time in seconds):
 ``soak_requests``     requests the soak completed
 ``soak_tok_s``        output tok/s under the soak's load (completion tokens / its seconds), None
                       when it completed nothing or made none
+``answers_checked``   True when the correctness gate compared this launch's greedy answers with
+                      the reference answers (:mod:`tuner.judging.answers`); False: not checked
+                      (the gate off, the baseline's own reference, or stored before this field)
+``answers_diverge``   the gate's finding in one line: ``prompt 2 parted at token 14: baseline
+                      ' Paris' vs set ' Lyon'`` (beyond tolerance: status ``wrong_output``;
+                      within: the fork it tolerated), ``""``: identical, or not checked
 ===================== ======================================================================
 """
 
@@ -170,6 +176,8 @@ class Status(StrEnum):
     HUNG = "hung"                      #: no token for stall_timeout_s
     UNHEALTHY = "unhealthy"            #: ready, but requests fail (e.g. HTTP 500)
     INVALID_OUTPUT = "invalid_output"  #: the smoke or counting check failed
+    WRONG_OUTPUT = "wrong_output"      #: measured, but its greedy answers part from the baseline's beyond tolerance
+    FAILED_SOAK = "failed_soak"        #: measured, but it hung or failed under the soak's sustained load
     INTERRUPTED = "interrupted"        #: the runner died mid-trial (retried once on resume)
     MACHINE_FAULT = "machine_fault"    #: the machine, not the set, failed (port held): not the set's fault
     RUNNING = "running"                #: in flight (seen mid-sweep)
@@ -179,6 +187,12 @@ class Status(StrEnum):
     def failed(self) -> bool:
         """True for a finished relaunch that gave no measurement."""
         return self not in (Status.OK, Status.RUNNING, Status.SKIPPED)
+
+    @property
+    def gated(self) -> bool:
+        """True for a failed relaunch a gate failed after its probe (wrong output, failed soak):
+        its measured tok/s stay in the record and in trials.csv, for the report, never judged."""
+        return self in (Status.WRONG_OUTPUT, Status.FAILED_SOAK)
 
     @property
     def blames_set(self) -> bool:
@@ -273,6 +287,8 @@ class TrialRecord:
     soak_concurrency: list[int] = field(default_factory=list)
     soak_requests: int = 0
     soak_tok_s: float | None = None
+    answers_checked: bool = False
+    answers_diverge: str = ""
 
     @property
     def ok(self) -> bool:

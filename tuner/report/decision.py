@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tuner.judging import CONFIRM_ALPHA, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
-from tuner.record import Kind, StudyInfo, TrialRecord, Verdict
+from tuner.judging import CONFIRM_ALPHA, REFERENCE_PRESET, Judgement, LevelJudgement, SetJudgement, gain_pct, stats
+from tuner.record import Kind, Status, StudyInfo, TrialRecord, Verdict
 from tuner.report.frame import set_text
 
 __all__ = [
@@ -119,8 +119,58 @@ def decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialRecor
            min_effect: float | None = None, study: str = "") -> Decision:
     """The :class:`Decision` of judgement ``j`` (None: nothing judged) for the study ``info``,
     with its gates (:func:`_gates`); see :func:`_decide`."""
-    d = _decide(j, info, records=records, min_effect=min_effect, study=study)
-    return replace(d, gates=_gates(j, info, d)) if j is not None else d
+    d = _answers_gate(_decide(j, info, records=records, min_effect=min_effect, study=study), records)
+    return replace(d, gates=_gates(j, info, d) + _answers_outcome(d, records)) if j is not None else d
+
+
+def _answers_gate(d: Decision, records: Sequence[TrialRecord]) -> Decision:
+    """``d`` with the correctness gate's findings among its reasons: the machine's problem first
+    (the baseline's answers beyond tolerance of the reference configuration's), then each set that
+    gave wrong output, with the prompt and the first tokens that differ. A recommended set with a
+    launch of wrong output is never recommended (not decided instead)."""
+    said: list[str] = []
+    for r in records:
+        if r.preset == REFERENCE_PRESET and r.answers_diverge:
+            said.append(f"The untuned baseline's answers part from the reference configuration's (trial {r.trial}: "
+                        f"the server's own allreduce off, NCCL_P2P_DISABLE=1): {r.answers_diverge}. The machine's "
+                        "default allreduce path may be corrupting answers; sets were compared with the reference "
+                        "configuration's answers.")
+    wrong: dict[str, list[TrialRecord]] = {}
+    for r in records:
+        if r.status is Status.WRONG_OUTPUT:
+            wrong.setdefault(set_text(r.env, r.flags), []).append(r)
+    for text, rs in wrong.items():
+        speed = f", at {rs[0].output_tok_s:.1f} tok/s" if rs[0].output_tok_s else ""
+        said.append(f"{text} gave wrong output (trial {rs[0].trial}{speed}): {rs[0].answers_diverge}; never recommended.")
+    if d.recommends and set_text(dict(d.env), list(d.flags)) not in wrong:
+        mine = [r for r in records if r.answers_checked and r.kind is not Kind.BASELINE
+                and set_text(r.env, r.flags) == set_text(dict(d.env), list(d.flags))]
+        if mine:
+            said.insert(0, f"Its answers matched the baseline's on its {_n(len(mine), 'launch', 'launches')} "
+                           "(the correctness gate: greedy answers compared token by token).")
+    if not said:
+        return d
+    if d.recommends and set_text(dict(d.env), list(d.flags)) in wrong:
+        return Decision(NOT_DECIDED, "Not decided: the fastest set gave wrong output on one of its launches",
+                        (*said, "Keep the defaults."), about=d.about, ratio=d.ratio, low=d.low, high=d.high)
+    return replace(d, reasons=(*d.reasons, *said))
+
+
+def _answers_outcome(d: Decision, records: Sequence[TrialRecord]) -> tuple[tuple[str, str], ...]:
+    """The correctness gate's outcome for the set ``d`` is about (a gate of :attr:`Decision.gates`),
+    none when no launch was checked."""
+    if not any(r.answers_checked for r in records):
+        return ()
+    mine = [r for r in records if r.kind is not Kind.BASELINE and r.answers_checked and d.about is not None
+            and set_text(r.env, r.flags) == set_text(dict(d.env), list(d.flags))] if d.env or d.flags else []
+    if not mine:
+        return (("correctness", "the sets' answers were compared with the baseline's (no set recommended)"),)
+    bad = next((r for r in mine if r.status is Status.WRONG_OUTPUT), None)
+    if bad is not None:
+        return (("correctness", f"wrong output: {bad.answers_diverge}"),)
+    forks = [r.answers_diverge for r in mine if r.answers_diverge]
+    return (("correctness", f"answers matched the baseline's on {len(mine)} launch{'es' if len(mine) != 1 else ''}"
+             + (f" (within tolerance: {forks[0]})" if forks else "")),)
 
 
 def _gates(j: Judgement, info: StudyInfo, d: Decision) -> tuple[tuple[str, str], ...]:

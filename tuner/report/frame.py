@@ -220,7 +220,7 @@ def trials_frame(records: Sequence[TrialRecord], *, min_effect: float, metric: M
     rows = []
     for r in relaunches:
         row: dict[str, Any] = {name: field_json(name, getattr(r, name)) for name in FIELDS}
-        if not r.ok:
+        if not r.ok and not r.status.gated:
             row["output_tok_s"] = None  # a failed relaunch has no tok/s, never 0
             row["decode_tok_s"] = None
         for name in JSON_FIELDS:

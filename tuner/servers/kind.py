@@ -103,7 +103,12 @@ class ServerKind:
     ``hang_lines`` (a collective hung or its communicator died while it served: the soak fails on
     one; :data:`HANG_LINES`, which every kind sees, then its own).
     Its probe quirks: ``honours_ignore_eos`` (False: an answer may end before ``max_tokens``);
-    several tokens per stream chunk are read from the stream itself, whatever the kind. Its environment:
+    several tokens per stream chunk are read from the stream itself, whatever the kind;
+    ``takes_seed`` and ``takes_logprobs`` (False: the correctness gate's answers are asked without
+    ``seed`` / ``logprobs``; a server that refuses one with a 400 is asked again without it
+    anyway); ``reference_flags``: the server flags of the correctness gate's reference
+    configuration (its own allreduce path off, so NCCL carries every allreduce: vLLM's and
+    SGLang's ``--disable-custom-all-reduce``; empty: the kind has none). Its environment:
     ``env_prefixes`` (its own variables), ``api_key_env`` (the variable it reads its API key
     from), ``nccl_overrides`` (NCCL variables it overwrites itself, with why). ``launch_line``
     (a snippet with ``{tp}``, ``{env}`` and ``{flags}``) is what the report tells a user to paste.
@@ -137,6 +142,9 @@ class ServerKind:
     warmup_lines: tuple[str, ...] = ()
     log_prefixes: tuple[str, ...] = ()
     honours_ignore_eos: bool = True
+    takes_seed: bool = True
+    takes_logprobs: bool = True
+    reference_flags: tuple[str, ...] = ()
     env_prefixes: tuple[str, ...] = ()
     api_key_env: tuple[str, ...] = ()
     nccl_overrides: dict[str, str] = field(default_factory=dict)

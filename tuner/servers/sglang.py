@@ -44,6 +44,8 @@ SGLANG = ServerKind(
     log_prefixes=(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ?",),
     benign_lines=(r"Ignore import error when loading sglang\.srt\.models\.", r"Fail to set RLIMIT_NOFILE"),
     honours_ignore_eos=True,
+    # sglang/srt/server_args.py, ServerArgs.disable_custom_all_reduce: NCCL carries every allreduce
+    reference_flags=("--disable-custom-all-reduce",),
     env_prefixes=("SGLANG_",),
     nccl_overrides={"CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets it to 4 itself (sglang/srt/server_args.py, "
                                                    "_set_envs_and_config)"},

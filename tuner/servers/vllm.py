@@ -69,6 +69,9 @@ VLLM = ServerKind(
     model_options=("--model",),
     model_after="serve",
     default_port=8000,
+    # custom allreduce off: NCCL carries every allreduce (vllm/engine/arg_utils.py,
+    # EngineArgs.disable_custom_all_reduce), the correctness gate's reference configuration
+    reference_flags=("--disable-custom-all-reduce",),
     version_lines=(r"vLLM API server version (?P<v>\d\S*)", r"Initializing an? (?:V\d )?LLM engine \(v(?P<v2>\d[^)\s]*)\)"),
     nccl_version_lines=(r"\bvLLM is using nccl==(?P<v>\d+\.\d+\.\d+)",),
     fatal_lines=(r"EngineDeadError", r"EngineCore encountered a fatal error"),

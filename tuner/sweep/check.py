@@ -15,13 +15,16 @@ checked, so there is no Bonferroni division. The launch noise is the ``--against
 (:attr:`tuner.judging.Judgement.noise`, this host type's: its prior pooled with what that night
 measured), else the prior (:data:`tuner.judging.PRIOR_LAUNCH_SIGMA`) pooled with the check's own
 launches. It *no longer holds* when that bound is at or below 1 (exit 6); it *cannot be judged*
-(exit 7) when a launch failed, NCCL did not apply one of its variables, its variables cannot act
+(exit 7) when a launch failed (one that gave wrong output, the correctness gate's
+``wrong_output``, which a check runs unless ``[gates] answers = false``, makes it no longer hold),
+NCCL did not apply one of its variables, its variables cannot act
 on this server, or the check's baseline launches differ by more than
 :data:`tuner.judging.judge.OUTLIER_PRIORS` SDs of the launch noise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -43,7 +46,7 @@ from tuner.judging import (
     stats,
 )
 from tuner.planning import flag_params
-from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict, set_key
+from tuner.record import Kind, Metric, Status, StudyInfo, TrialRecord, Verdict, set_key
 from tuner.study import StudyStore, default_storage, hide_password, open_study
 from tuner.sweep.runner import Sweep, SweepOptions
 
@@ -279,6 +282,9 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
     check", never "still" faster."""
     launched = [r for r in records if r.kind.relaunched]
     failed = next((r for r in launched if not r.ok), None)
+    if failed is not None and failed.status is Status.WRONG_OUTPUT:
+        return CheckVerdict(False, f"no longer holds: trial {failed.trial}, a launch of the set {checked.words()}, gave "
+                                   f"wrong output ({failed.answers_diverge}): remove it from the deployment")
     if failed is not None:
         who = "the untuned baseline" if failed.kind is Kind.BASELINE else f"the set {checked.words()}"
         log = f"; server log {failed.log}" if failed.log else ""
@@ -372,6 +378,15 @@ def _baseline_moved(launched: Sequence[TrialRecord], bases: list[list[float]], n
             "temperature); find why, then check again")
 
 
+def with_answers_gate(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` with the correctness gate's answers on (a check runs it) unless its file turns it
+    off (``[gates] answers = false``): a deployed set that now corrupts answers no longer holds."""
+    written = cfg.written.get("gates")
+    if isinstance(written, dict) and "answers" in written:
+        return cfg
+    return dataclasses.replace(cfg, gates=cfg.gates.model_copy(update={"answers": True}))
+
+
 def run_check(cfg: ExperimentConfig, checked: CheckedSet, options: SweepOptions) -> Sweep:
     """Relaunch the baseline and ``checked`` in :func:`design` order (``options.trials``
     relaunches) as study ``options.study``, through a :class:`tuner.sweep.runner.Sweep` and its
@@ -383,7 +398,7 @@ def run_check(cfg: ExperimentConfig, checked: CheckedSet, options: SweepOptions)
     holds the records); raises what :meth:`tuner.sweep.runner.Sweep.run` raises but
     BaselineFailed, which the records say."""
     space = check_space(checked, Path(f"(nccl-tune check {checked.name})"))
-    sweep = Sweep(cfg, space, options)
+    sweep = Sweep(with_answers_gate(cfg), space, options)
     order = design(options.trials or CHECK_TRIALS)
     last_set = max(i for i, is_baseline in enumerate(order) if not is_baseline)
     last_base = max(i for i, is_baseline in enumerate(order) if is_baseline)

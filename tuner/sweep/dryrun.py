@@ -167,7 +167,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
                                   deadline=deadline_at(at, timeout_s, until), words=deadline_name(timeout_s, until, at),
                                   now=at)
     plan = forecast(space, rules, mode=mode, budget=budget, baseline_every=every_k, screen_top_k=top_k, confirm=confirm,
-                    final_baseline=final_baseline)
+                    final_baseline=final_baseline, reference=cfg.gates.answers and cfg.gates.reference)
     if rules.decode is not None:
         d, facts = rules.decode, rules.facts()
         gpus = f" on {facts.topology.nranks} GPUs" if facts.topology is not None else ""
@@ -292,6 +292,11 @@ def _relaunch_lines(plan: Plan, cfg: ExperimentConfig, notes: list[str], every_k
         number = f"{first}-{n}" if n > first else f"{first}"
         if e.step is Step.BASELINE:
             out.append(f"Relaunches in order: {number}. the untuned baseline")
+        elif e.step is Step.REFERENCE:
+            flags = " ".join(cfg.server.server_kind().reference_flags)
+            out.append(f"  {number}. the correctness gate's reference check: the baseline with NCCL_P2P_DISABLE=1"
+                       + (f" {flags}" if flags else "") + " (its answers against the baseline's; [gates] reference = "
+                       "false skips it)")
         elif e.step is Step.REMEASURE:
             out.append(f"  {number}. baseline re-measure (every {every_k} relaunches"
                        + (f"; {e.reason})" if e.reason else ")"))

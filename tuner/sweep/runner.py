@@ -69,6 +69,7 @@ from tuner.record import Kind, Status, TrialRecord
 from tuner.server import SignalGuard, split_inherited
 from tuner.study import RunnerFile, StudyStore, default_storage, heartbeat_settings, open_study, runner_id, this_host
 from tuner.sweep import evidence
+from tuner.sweep.gate import REFERENCE_ENV, REFERENCE_PRESET, check_answers, reference_record
 from tuner.sweep.lessons import backend_check, baseline_failed, host_judgement, learn, measure_backends, plan_fixes
 from tuner.sweep.prelaunch import before_first_launch, budget_words
 from tuner.sweep.progress import Progress, start_lines, trial_details, trial_lines
@@ -189,7 +190,8 @@ class Sweep:
         self.planner = Planner.judging_by(
             self.rules, space, self.opt.mode or "", records=lambda: self.store.records(relaunched_only=False),
             busy_keys=lambda: self.runners.busy_keys(self.rules.key_of), baseline_every=self.opt.baseline_every or 0,
-            confirm=options.confirm, final_baseline=options.final_baseline, trials=self.budget)
+            confirm=options.confirm, final_baseline=options.final_baseline, trials=self.budget,
+            reference=config.gates.answers and config.gates.reference)
         #: the budget with its reserved checks' slots, and the Unix time no relaunch may end after
         self.limits = NightLimits.of(self.planner.budget, time.time(), options.timeout_s, options.until)
         self.signals = SignalGuard()
@@ -248,7 +250,7 @@ class Sweep:
                               f"{self.budget} relaunches until then")
             return
         self.budget = budget
-        self.planner.budget = Budget(budget, self.opt.confirm, self.opt.final_baseline)
+        self.planner.budget = Budget(budget, self.opt.confirm, self.opt.final_baseline, self.planner.budget.reference)
         self.planner.reserved = self.planner.budget.steps
         self.limits = dataclasses.replace(self.limits, budget=self.planner.budget)
         self.store.update_info(trials=budget)
@@ -309,6 +311,7 @@ class Sweep:
             return
         self._fill_budget(measured=True)
         self._check_backend()
+        self._reference_check()
         plan_fixes(self.store.info(), self.planner, self.progress.log)
         if self.cfg.screen:  # nccl-tests under many sets, the bound, the best sets first
             stage = screen.run_stage(
@@ -328,6 +331,30 @@ class Sweep:
                                                        or self.outcome.final_baseline_skipped):
             self.outcome.next_run = self.limits.next_run(self._spent(), confirm_owed=bool(self.outcome.confirm_skipped),
                                                          each_s=self._per().seconds)
+
+    def _reference_check(self) -> None:
+        """Once a night, right after the first baseline (``[gates] reference``): the baseline
+        relaunched in the correctness gate's reference configuration (:mod:`tuner.sweep.gate`);
+        it counts in the budget (the plan's reference check). Not made when the study has one
+        for this host type, or the budget's first stage has no slot left."""
+        gates = self.cfg.gates
+        if not (gates.answers and gates.reference) or reference_record(self.store, self.host.host_type) is not None:
+            return
+        fits, why = self._fits(what="the correctness gate's reference check")
+        if not fits:
+            self.progress.log(f"the correctness gate's reference check was skipped: {why}")
+            return
+        flags = list(self.cfg.server.server_kind().reference_flags)
+        refused = self.store.plan_also({**{k: ("unset", v) for k, v in REFERENCE_ENV.items()},
+                                        **{f: ("unset", "on") for f in flags}})
+        if refused:
+            self.progress.log(f"the correctness gate's reference check was skipped: the study searches "
+                              f"{', '.join(refused)} with other values")
+            return
+        self.progress.log("correctness gate: the baseline relaunched once in the reference configuration ("
+                          + " ".join([*flags, *(f"{k}={v}" for k, v in REFERENCE_ENV.items())])
+                          + "), to check its answers")
+        self.relaunch_set(Kind.PRESET, dict(REFERENCE_ENV), flags, preset=REFERENCE_PRESET)
 
     def _stopped_at_baseline(self) -> bool:
         """Measure the untuned baseline when the study has none (or ``--rebaseline``); True when
@@ -479,6 +506,9 @@ class Sweep:
                                           runs=runs_wanted(self.cfg.probe, self._baselines()),
                                           night={"relaunch": index, "of": of, "end_at": night.end_at, "label": label},
                                           on_fault=on_fault, soak_s=soak_s)
+        if self.cfg.gates.answers:  # the correctness gate settles the status before the sampler is told
+            check_answers(rec, store=self.store, study_dir=self.dir, host_type=self.host.host_type,
+                          log=self.progress.log)
         self._record(trial, rec, label, found)
         if failed and not checking:
             raise MachineFailed(failed[0])

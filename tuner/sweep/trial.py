@@ -29,9 +29,11 @@ from tuner.errors import Interrupted, MachineFault, NcclTuneError, ProbeError, T
 from tuner.inputs import ExperimentConfig, ProbeConfig
 from tuner.judging import runs_of, stats
 from tuner.measure import (
+    Answer,
     ModelName,
     ProbeResult,
     SoakResult,
+    answers_to_json,
     find_api_key,
     find_model,
     make_client,
@@ -40,6 +42,7 @@ from tuner.measure import (
     run_bench,
     run_probe,
     smoke_check,
+    take_answers,
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource, diagnostics_env
 from tuner.planning import Decision, Launch, flag_params
@@ -60,7 +63,7 @@ from tuner.sweep import evidence
 from tuner.sweep.progress import Progress
 from tuner.sweep.soak import soak_fields, soak_launch
 
-__all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "relaunch", "runs_wanted"]
+__all__ = ["MACHINE_BACKOFF_S", "MACHINE_WAIT_S", "Launcher", "answers_path", "relaunch", "runs_wanted"]
 
 #: Seconds waited after a machine-suspect failure where NVML cannot show the GPUs' memory: the
 #: driver gives a killed server's memory back a few seconds after it exits (vllm PR #57362, sglang
@@ -177,6 +180,12 @@ def wait_for_machine(ctx: TrialContext, record: TrialRecord, fault: MachineFault
     ctx.log(f"trial {record.trial}: {fault.cause}; waiting {wait:.0f} s (no NVML to see the GPUs' "
             f"memory freed), then {then} (not yet the set's fault)")
     time.sleep(wait)
+
+
+def answers_path(study_dir: Path, number: int) -> Path:
+    """Where trial ``number``'s greedy answers are kept (the correctness gate's, JSON:
+    :func:`tuner.measure.answers_to_json`): ``results/<study>/answers/trial-NNNN.json``."""
+    return study_dir / "answers" / f"trial-{number:04d}.json"
 
 
 def log_path(study_dir: Path, number: int) -> Path:
@@ -401,7 +410,12 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             finally:
                 probe_ended = time.monotonic()  # before the teardown, which teardown_s times
         server.check_listener_gone()  # an unseen listener must go with our server: else it was not ours
-        _summarise(record, *measured, auto=not isinstance(ctx.cfg.probe.repeats, int))  # only answers proven ours reach it
+        result, levels, answers, soaked = measured
+        _summarise(record, result, levels, soaked, auto=not isinstance(ctx.cfg.probe.repeats, int))  # only answers proven ours reach it
+        if answers:
+            path = answers_path(ctx.study_dir, record.trial)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(answers_to_json(answers), encoding="utf-8")
         record.status, record.cause = Status.OK, ""
     except MachineFault:
         raise
@@ -457,16 +471,19 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
 
 
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
-             want: int, found: ModelName | None = None) -> tuple[ProbeResult, list[LevelResult], SoakResult | None]:
+             want: int, found: ModelName | None = None,
+             ) -> tuple[ProbeResult, list[LevelResult], list[Answer], SoakResult | None]:
     """Smoke and counting checks, warm-up and recorded runs (one probe loop,
     :func:`tuner.measure.run_probe`), the concurrency table; a failed request is judged by the
     launcher (crashed, hung, unhealthy, with the log's root cause; a refused guessed model name
     names the key to set). The listener is checked to be ours right before the recorded runs and
     after them (ForeignListener otherwise). ``found``: the model name readiness found. How the
     model was named, answers that ended early and multi-token chunks are said once a night and
-    kept in ``record.probe_notes``. With ``ctx.soak_s``, the soak last (:func:`soak_launch`: its
-    failure is the record's ``soak_failure``, never the trial's status). Returns the probe's
-    result, the concurrency levels and the soak, for the record once the teardown is done."""
+    kept in ``record.probe_notes``. With ``[gates] answers`` on, the gate's prompts are answered
+    greedily (:func:`tuner.measure.take_answers`); with ``ctx.soak_s``, the soak last (a hang it
+    finds must not cost the answers; :func:`soak_launch`: its failure is the record's
+    ``soak_failure``, never the trial's status). Returns the probe's result, the concurrency
+    levels, the answers and the soak, for the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)
     phase = ["check"]
@@ -513,6 +530,17 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                                     prompt=pc.prompt, stall_timeout_s=pc.stall_timeout_s,
                                     endpoint=pc.endpoint, api_key=key))
             server.check_listener("after the concurrency table")
+        answers: list[Answer] = []
+        gates = ctx.cfg.gates
+        if gates.answers:
+            on_phase("answers", f"{len(gates.prompts)} prompts x {gates.max_tokens} tokens")
+            try:
+                answers = take_answers(client, url, model=model, prompts=gates.prompts, max_tokens=gates.max_tokens,
+                                       kind=kind, seed=gates.seed, stall_timeout_s=pc.stall_timeout_s,
+                                       endpoint=pc.endpoint)
+            except ProbeError as exc:
+                raise server.request_failure(exc, "during the correctness gate's answers") from None
+            server.check_listener("after the answers")
         soaked = None
         if ctx.soak_s > 0:
             on_phase("soak", f"{ctx.soak_s / 60:g} min at concurrency {','.join(map(str, pc.concurrency or (1,)))}")
@@ -521,7 +549,7 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
             ctx.log(f"trial {record.trial}: soak {'passed' if soaked.passed else 'failed: ' + soaked.failure}")
             if soaked.passed:
                 server.check_listener("after the soak")
-    return result, levels, soaked
+    return result, levels, answers, soaked
 
 
 def counted_in_order(text: str, n: int) -> bool:

@@ -250,7 +250,7 @@ def test_missing_space_file(tmp_path):
 
 
 @pytest.mark.parametrize("text,key,value,accepted", [
-    ('colour = "blue"\n' + SERVER, "colour", '"blue"', "the keys model, nccl, probe, screen, server, sweep"),
+    ('colour = "blue"\n' + SERVER, "colour", '"blue"', "the keys gates, model, nccl, probe, screen, server, sweep"),
     ("server = 5\n", "server", "5", "a [server] table"),
     ("[probe]\nrepeats = 3\n", "server", "(missing)", "a [server] table with at least 'command'"),
     ("[server]\nport = 8000\n", "server.command", "(missing)", "a non-empty list of strings"),

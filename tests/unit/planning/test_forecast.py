@@ -122,3 +122,21 @@ def test_the_triages_slot_comes_first_and_the_screen_keeps_its_bound(tmp_path):
     # three fixes would leave none
     assert (screened.step, screened.up_to) == (Step.SCREENED, 2)
     assert "the last 2 only if the triage relaunches fewer than 3 sets" in screened.reason
+
+
+def test_the_reference_check_takes_one_relaunch_right_after_the_baseline(tmp_path):
+    plain, gated = _plan(tmp_path), _plan(tmp_path, reference=True)
+    assert _steps(gated)[:2] == [(Step.BASELINE, ""), (Step.REFERENCE, "answers reference")]
+    assert gated.stage1() == plain.stage1()  # the same share, one of its relaunches the check's
+    assert gated.entries[-4].step is Step.PROPOSAL and gated.entries[-4].up_to == plain.entries[8].up_to - 1
+    assert gated.budget_words() == ("10 relaunches: the baseline, the reference check (the baseline's answers against "
+                                    "the reference configuration's), up to 5 sets, 2 confirmations (the best set and "
+                                    "the runner-up), the final baseline")
+
+
+def test_a_budget_too_small_for_the_reference_check_says_so():
+    from tuner.planning import Budget
+
+    assert Budget(4, confirm=True, final_baseline=True, reference=True).minimum == 4
+    why = Budget(3, confirm=True, final_baseline=True, reference=True).problem()
+    assert why is not None and "the baseline, the reference check, 1 confirmation and the final baseline" in why
