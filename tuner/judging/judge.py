@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tuner.judging import stats
+from tuner.judging.answers import REFERENCE_PRESET
 from tuner.record import Kind, Metric, StudyInfo, TrialRecord, Verdict
 from tuner.servers import nccl_cannot_act_at_decode
 
@@ -108,6 +109,9 @@ class SetJudgement:
     backend_choice: str = ""
     soak: str = ""
     soak_failed: bool = False
+    #: False when every launch of the set was the correctness gate's reference configuration
+    #: (measured for its answers, never a candidate: tuner.judging.answers.REFERENCE_PRESET).
+    candidate: bool = True
 
     @property
     def first_trial(self) -> int:
@@ -312,7 +316,8 @@ def _judge_launches(ordered: list[TrialRecord], metric: Metric, min_effect: floa
         launch = runs_at(r, metric, level)
         if not launch:
             continue
-        s = sets.setdefault(r.set_key, SetJudgement(r.set_key, dict(r.env), list(r.flags), [], []))
+        s = sets.setdefault(r.set_key, SetJudgement(r.set_key, dict(r.env), list(r.flags), [], [], candidate=False))
+        s.candidate = s.candidate or r.preset != REFERENCE_PRESET
         s.trials.append(r.trial)
         s.launches.append(launch)
         s.positions.append(i)
@@ -436,7 +441,8 @@ def _finalists(stage1: Judgement) -> tuple[list[str], list[str]]:
     :meth:`Judgement.confirm_design`). None on an inconclusive night."""
     if stage1.inconclusive is not None:
         return [], []
-    able = [s for s in stage1.sets.values() if not s.not_applied and not s.cannot_act and s.comparison is not None
+    able = [s for s in stage1.sets.values() if s.candidate and not s.not_applied and not s.cannot_act
+            and s.comparison is not None
             and s.comparison.verdict not in (Verdict.SLOWER, Verdict.SLOWER_BELOW_MIN, Verdict.NOT_ENOUGH_RUNS)
             and s.comparison.ratio >= 1.0 + stage1.min_effect]
     able.sort(key=lambda s: s.comparison.ratio if s.comparison else 0.0, reverse=True)

@@ -120,3 +120,14 @@ def test_the_recommendable_gain_is_the_confirmation_tests():
     # more finalists, a stricter level: a larger gain needed
     assert stats.recommendable_gain(run_sigma=0.01, noise=j.noise, runs_per_launch=4, finalists=2) > \
         stats.recommendable_gain(run_sigma=0.01, noise=j.noise, runs_per_launch=4, finalists=1)
+
+
+def test_the_correctness_gates_reference_launch_is_never_a_finalist():
+    """The reference configuration (custom allreduce off, P2P off) is launched for its answers:
+    faster or not, it is never confirmed nor recommended."""
+    from tuner.judging import REFERENCE_PRESET
+
+    records = night(np.random.default_rng(15), tau=0.005, gain=0.10, k=4)
+    records[4].preset = REFERENCE_PRESET  # the +10 % set, launched as the reference
+    j = judge(records, metric=Metric.OUTPUT)
+    assert records[4].set_key not in j.finalists and not j.sets[records[4].set_key].candidate
