@@ -129,7 +129,7 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
               "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     after = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
-    assert after.user_attrs["format_version"] == FORMAT_VERSION == 9
+    assert after.user_attrs["format_version"] == FORMAT_VERSION == 10
     assert after.user_attrs["config_path"] == str(path)  # format 9: the check command a decision names
     assert {t.number: t.values for t in after.trials if t.number in kept} == kept  # nothing recorded is lost
     assert len(after.trials) > len(kept)  # and the night went on

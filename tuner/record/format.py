@@ -73,6 +73,15 @@ Versions:
    (:class:`tuner.record.study.StudyInfo`), so a "Not decided" decision can name the ``nccl-tune
    check`` command that would confirm its set; a version-8 study reads it as ``""`` (the command
    then says ``CONFIG``).
+10. The gates (issue 34). Each trial stores its soak (:class:`tuner.record.trial.TrialRecord`:
+    ``soak_s``, ``soak_failure``, ``soak_concurrency``, ``soak_requests``, ``soak_tok_s``: the
+    sustained load a finalist's confirmation and the final baseline ran, tuner.measure.soak) and
+    the correctness gate's finding (``answers_checked``, ``answers_diverge``); two statuses are
+    new, ``wrong_output`` and ``failed_soak``. The study stores ``p2p_health``
+    (:attr:`tuner.record.study.StudyInfo.p2p_health`: what the host and NCCL's own check say
+    blocks GPU peer-to-peer). A version-9 trial reads them as no soak (None, ``""``, ``[]``, 0,
+    None) and not checked (False, ``""``); a version-9 study reads ``p2p_health`` as ``{}`` (not
+    judged).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -87,7 +96,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 #: The version of a study stored without one.
 UNVERSIONED = 1
 
