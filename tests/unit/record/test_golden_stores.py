@@ -27,6 +27,7 @@ GOLDEN = {
     7: ("c355452", "output"),
     8: ("4e7ab52", "output"),
     9: ("5022a40", "output"),
+    10: ("8f4159a", "output"),
 }
 
 
@@ -98,6 +99,11 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     assert all(r.nccl_unlaunched_from == {} for r in records)
     # 9: the experiment file the sweep was given
     assert (info.config_path != "") == (version >= 9)
+    # 10: the host's P2P health, and the correctness gate's check of each tuned launch (no soak: no confirmation)
+    assert (info.p2p_health != {}) == (version >= 10)
+    tuned = [r for r in ok if r.kind is not Kind.BASELINE]
+    assert tuned and all(r.answers_checked == (version >= 10) and r.answers_diverge == "" for r in tuned)
+    assert all(r.soak_s is None and r.soak_failure == "" for r in records)
 
 
 @pytest.mark.parametrize("version", sorted(GOLDEN))
