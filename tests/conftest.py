@@ -54,6 +54,14 @@ def no_soak(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NCCL_TUNE_SOAK_MINUTES", "0")
 
 
+@pytest.fixture(autouse=True)
+def no_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No correctness gate where a test's experiment file sets no ``[gates] answers``
+    (``NCCL_TUNE_ANSWERS=0``, tuner.inputs.config.ANSWERS_ENV): every launch would answer 4 x 256
+    tokens more; the gate's tests set ``answers = true``."""
+    monkeypatch.setenv("NCCL_TUNE_ANSWERS", "0")
+
+
 @pytest.fixture
 def nvml(monkeypatch: pytest.MonkeyPatch):
     """Factory: ``nvml(gpus, driver="550.54.15", processes=None)`` makes ``import pynvml`` give

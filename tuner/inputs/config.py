@@ -528,18 +528,35 @@ DEFAULT_GATE_PROMPTS = (
 )
 #: Tokens per gate answer unless ``gates.max_tokens`` says otherwise.
 DEFAULT_GATE_TOKENS = 256
+#: The environment variable that replaces ``gates.answers``' default (on) where the experiment
+#: file sets none: ``0``/``false`` or ``1``/``true`` (a site's or a CI's own default; the tests' off).
+ANSWERS_ENV = "NCCL_TUNE_ANSWERS"
+
+
+def _default_answers() -> bool:
+    from tuner.errors import InputError
+
+    raw = os.environ.get(ANSWERS_ENV)
+    if raw is None:
+        return True
+    value = {"1": True, "true": True, "0": False, "false": False}.get(raw.strip().lower())
+    if value is None:
+        raise InputError("the environment", ANSWERS_ENV, raw, "0, 1, true or false",
+                         "it is gates.answers' default where the experiment file sets none")
+    return value
 
 
 class GatesConfig(FileModel):
-    """The correctness gate (tuner/judging/answers.py), off unless asked (it costs every launch
-    ``len(prompts) x max_tokens`` tokens of decode): ``answers`` (true: every launch answers
+    """The correctness gate (tuner/judging/answers.py), on unless the file or :data:`ANSWERS_ENV`
+    turns it off (it costs every launch ``len(prompts) x max_tokens`` tokens of decode, about 15 s
+    at 70 tok/s with the defaults: nothing beside a model load): ``answers`` (true: every launch answers
     ``prompts`` greedily, ``max_tokens`` tokens each with ``seed``, and a set whose answers part from
     the baseline's beyond tolerance is ``wrong_output``; false: off), ``reference`` (true: once a
     night the baseline is relaunched in the reference configuration, the server's own allreduce off
     and NCCL_P2P_DISABLE=1, and its answers compared with the baseline's: one relaunch of the
     budget)."""
 
-    answers: Annotated[bool, Field(description="true or false")] = False
+    answers: Annotated[bool, Field(default_factory=_default_answers, description="true or false")]
     prompts: Annotated[tuple[Annotated[str, _TEXT], ...], BeforeTuple, Field(
         min_length=1, max_length=32, description="a list of 1 to 32 non-empty prompts")] = DEFAULT_GATE_PROMPTS
     max_tokens: Annotated[int, _int(8, 4096)] = DEFAULT_GATE_TOKENS

@@ -392,7 +392,7 @@ class NightClock:
             soaked = self.soak_s
             if soaked:
                 n = round(soaked / self.per.soak_s)
-                soaks = f" with {n} soak{'s' if n != 1 else ''} of {span(self.per.soak_s)} ({span(soaked)})"
+                soaks = f" with {'up to ' if n > 1 else ''}{n} soak{'s' if n != 1 else ''} of {span(self.per.soak_s)} ({span(soaked)})"
             parts.append(f"{_numbers(first, first + len(f.checks) - 1)} reserved: {', '.join(check_words(f.checks))}"
                          + soaks)
         return ", ".join(parts) or "none"

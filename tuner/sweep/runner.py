@@ -648,7 +648,8 @@ class Sweep:
         gain = confirmed.comparison.gain_pct if confirmed.comparison else float("nan")
         # a set soaks once: the best set's second slot (no runner-up could be the best) is a fresh launch only
         soak = self.cfg.sweep.soak_s if not confirmed.confirm_trials else 0.0
-        self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %): relaunched once more, "
+        again = " (no runner-up could be the best: a second fresh launch of it)" if confirmed.confirm_trials else ""
+        self.progress.log(f"confirming trial {entry.equals_trial}'s set ({gain:+.1f} %){again}: relaunched once more, "
                           + (f"with a {span(soak)} soak at concurrency {self._soak_levels()} after its probe, "
                              if soak else "")
                           + "then the baseline; the gain must hold on those launches alone")
