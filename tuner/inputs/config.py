@@ -556,7 +556,7 @@ class GatesConfig(FileModel):
     and NCCL_P2P_DISABLE=1, and its answers compared with the baseline's: one relaunch of the
     budget)."""
 
-    answers: Annotated[bool, Field(default_factory=_default_answers, description="true or false")]
+    answers: bool = Field(default_factory=_default_answers, description="true or false")
     prompts: Annotated[tuple[Annotated[str, _TEXT], ...], BeforeTuple, Field(
         min_length=1, max_length=32, description="a list of 1 to 32 non-empty prompts")] = DEFAULT_GATE_PROMPTS
     max_tokens: Annotated[int, _int(8, 4096)] = DEFAULT_GATE_TOKENS

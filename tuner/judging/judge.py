@@ -174,6 +174,9 @@ class Judgement:
     #: The set each reserved confirmation slot relaunches, in order: the finalists, and the best
     #: set once more in a slot no runner-up that could be the best takes (:func:`_finalists`).
     confirm_slots: list[str] = field(default_factory=list)
+    #: Every stage-1 set that could be a finalist, best first (:func:`_finalists`): a slot whose
+    #: set failed its soak passes to the best of these that did not.
+    ranked: list[str] = field(default_factory=list)
     noise_warning: str | None = None
     data_noise: float | None = None
     inconclusive: str | None = None
@@ -297,7 +300,7 @@ def judge(records: Sequence[TrialRecord], *, metric: Metric, min_effect: float =
     for key, s1 in stage1.sets.items():
         if key in out.sets:
             out.sets[key].stage1 = s1.comparison
-    out.finalists, out.confirm_slots = _finalists(stage1)
+    out.finalists, out.confirm_slots, out.ranked = _finalists(stage1)
     _confirm(out, ordered, metric, level)
     return out
 
@@ -431,28 +434,29 @@ def _inconclusive(j: Judgement, levels: list[float], repeated: list[list[list[fl
             "night again with --baseline-every 2")
 
 
-def _finalists(stage1: Judgement) -> tuple[list[str], list[str]]:
+def _finalists(stage1: Judgement) -> tuple[list[str], list[str], list[str]]:
     """The stage-1 sets to confirm, best first, and the set of each of the :data:`FINALISTS`
     confirmation slots. A finalist is not slower, able to act, applied and at least the minimum
     effect above the baseline by its point estimate (below it "use it" is never said). The
     runner-up is one only while it could be the best: its stage-1 interval reaches the best set's
     ratio; otherwise (or with no runner-up) its slot relaunches the best set once more, so the
     claim rests on two fresh launches of it (still at CONFIRM_ALPHA / FINALISTS:
-    :meth:`Judgement.confirm_design`). None on an inconclusive night."""
+    :meth:`Judgement.confirm_design`). Also every set that could be one, best first. None on an
+    inconclusive night."""
     if stage1.inconclusive is not None:
-        return [], []
+        return [], [], []
     able = [s for s in stage1.sets.values() if s.candidate and not s.not_applied and not s.cannot_act
             and s.comparison is not None
             and s.comparison.verdict not in (Verdict.SLOWER, Verdict.SLOWER_BELOW_MIN, Verdict.NOT_ENOUGH_RUNS)
             and s.comparison.ratio >= 1.0 + stage1.min_effect]
     able.sort(key=lambda s: s.comparison.ratio if s.comparison else 0.0, reverse=True)
     if not able:
-        return [], []
+        return [], [], []
     best = able[0]
     assert best.comparison is not None
     chosen = [best.key] + [s.key for s in able[1:FINALISTS]
                            if s.comparison is not None and s.comparison.ci_high >= best.comparison.ratio]
-    return chosen, chosen + [best.key] * (FINALISTS - len(chosen))
+    return chosen, chosen + [best.key] * (FINALISTS - len(chosen)), [s.key for s in able]
 
 
 def _confirm(j: Judgement, ordered: list[TrialRecord], metric: Metric, level: int) -> None:

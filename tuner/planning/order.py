@@ -319,10 +319,16 @@ class Planner:
         """The next reserved confirmation: the set of the first slot (:meth:`finalists`) whose
         set has fewer ok confirm launches than the slots so far give it (a resumed night does not
         confirm twice; an interrupted one is retried) and is not in flight on any runner,
-        relaunched once more (kind confirm); None when every slot is done or there is none."""
+        relaunched once more (kind confirm); None when every slot is done or there is none. A
+        set's second slot passes to the best stage-1 set that holds none, when the set failed its
+        soak in its first (it can no longer be recommended: the slot would measure it for nothing)."""
         busy = self._busy()
         owed: dict[str, int] = {}
-        for key in self.finalists(judgement):
+        slots = self.finalists(judgement)
+        for index, key in enumerate(slots):
+            if judgement.sets[key].soak_failed and key in slots[:index]:  # it hangs: its second slot to the next
+                key = next((k for k in getattr(judgement, "ranked", []) if k in judgement.sets
+                            and not judgement.sets[k].soak_failed and k not in slots), key)
             owed[key] = owed.get(key, 0) + 1
             s = judgement.sets[key]
             if len(s.confirm_trials) >= owed[key] or self.key_of(s.env, s.flags) in busy:

@@ -311,6 +311,13 @@ def test_the_confirmations_follow_the_finalists_in_their_slots(store):
     assert planner(store, trials=12).confirmation(j) is None  # both slots done
     j.confirm_slots = []
     assert planner(store, trials=12).confirmation(j) is None  # no finalist: none, even with a winner
+    # the best set failed its soak in its first slot: its second passes to the best set left
+    hung = launch(3, Kind.CONFIRM, simple, 76.0)
+    hung.soak_s, hung.soak_failure = 15.0, "no token for 30 s at concurrency 1 after 12 s of load"
+    j = judge([*records, hung], metric=Metric.OUTPUT)
+    j.confirm_slots, j.ranked = [slots[0], slots[0]], [slots[0], slots[1]]
+    moved = planner(store, trials=12).confirmation(j)
+    assert moved is not None and moved.env == ll
 
 
 def test_an_outlier_baseline_is_read_from_the_noise_warning():
