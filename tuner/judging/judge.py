@@ -258,10 +258,11 @@ class Judgement:
 
     def confirm_design(self) -> tuple[int, int]:
         """``(sets, launches)``: the confirmation's Bonferroni count, always :data:`FINALISTS`
-        (the most a night confirms: testing the best set alone at the full CONFIRM_ALPHA when
-        the runner-up drops out said "use it" for a no-effect set in 6.5 % of simulated nights at
-        tau 2 %, benchmarks/results/night_calibration_slots.txt), and how many fresh launches the
-        best set gets (:attr:`confirm_slots`; 1 before stage 1 chose them)."""
+        (the most a night confirms, fixed before the night, also when the runner-up drops out and
+        the best set takes both slots: the claim's level never depends on the night's data), and
+        how many fresh launches the best set gets (:attr:`confirm_slots`; 1 before stage 1 chose
+        them). benchmarks/results/night_calibration_slots.txt has what the second launch did to
+        the false "use it" rate (1000 no-effect nights a cell: 2.6-3.8 %, 3.3-4.0 % before)."""
         if not self.confirm_slots:
             return FINALISTS, 1
         return FINALISTS, self.confirm_slots.count(self.confirm_slots[0])
