@@ -24,6 +24,7 @@ def _config(tmp_path):
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "2"')
     text = text.replace("max_tokens = 96", "max_tokens = 16").replace("repeats = 6", "repeats = 2")
     text = text.replace("baseline_every = 2\n", "")  # the default cadence: this clock is not the demo's
+    text = re.sub(r"^soak_minutes = .*\n", "", text, flags=re.M)  # nor its soak: the tests' default, none
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/default.toml"')
     cfg = tmp_path / "sim.toml"
     cfg.write_text(text)

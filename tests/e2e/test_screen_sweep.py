@@ -142,7 +142,7 @@ def test_two_stage_sweep_finds_a_near_best_set_in_six_relaunches(tmp_path, space
     assert page.sections.index("sets") < page.sections.index("screen") < page.sections.index("baselines")
     assert page.figures["screen"] == [True] and "Tuner plugin" in (study / "report.html").read_text()
     assert set(page.sections) <= {"verdict", "forest", "sets", "screen", "proof", "not-measured", "baselines",
-                                  "effects", "history", "concurrency", "machine", "failed", "closing"}, page.sections
+                                  "effects", "history", "concurrency", "machine", "p2p", "failed", "closing"}, page.sections
     for path in study.rglob("*"):
         if path.is_file() and path.suffix != ".db":
             assert SECRET not in path.read_text(errors="replace"), path

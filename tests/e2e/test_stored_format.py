@@ -32,7 +32,8 @@ ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{
                  "backend_choice": "", "backend_applied": "", "backend_reason": "", "launches": "1",
                  "probe_notes": "[]", "nccl_unlaunched_from": "{}", "nccl_loaded": "", "nccl_library": "",
                  "nccl_library_version": "", "nccl_build_id": "", "soak_s": "", "soak_failure": "",
-                 "soak_concurrency": "[]", "soak_requests": "0", "soak_tok_s": ""}
+                 "soak_concurrency": "[]", "soak_requests": "0", "soak_tok_s": "", "answers_checked": "False",
+                 "answers_diverge": ""}
 #: trials.csv columns computed by today's judgement, not stored (issue 21 changed how they are judged).
 JUDGED_COLUMNS = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "verdict", "verdict_note")
 

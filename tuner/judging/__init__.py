@@ -12,7 +12,6 @@ baseline's, forks told from corruption).
 from tuner.judging.answers import REFERENCE_PRESET, judge_answers, self_divergence
 from tuner.judging.judge import (
     CONFIRM_ALPHA,
-    FINALISTS,
     OUTLIER_PRIORS,
     UNKNOWN_TYPE,
     Judgement,
@@ -48,7 +47,6 @@ from tuner.judging.stats import (
 __all__ = [
     "CONFIRM_ALPHA",
     "DEFAULT_MIN_EFFECT",
-    "FINALISTS",
     "MIN_RUNS",
     "OUTLIER_PRIORS",
     "PRIOR_LAUNCH_SIGMA",

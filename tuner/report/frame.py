@@ -144,8 +144,8 @@ _STUDY_NOTES = ("one baseline launch",)
 def _unconfirmed(c: stats.Comparison, s: SetJudgement | None = None) -> str:
     """Why a confirmation did not confirm: the set failed its soak (``s``), a fresh gain the noise
     cannot tell from none, or none."""
-    if s is not None and s.soak_failed:
-        return f"failed soak: {s.soak}"
+    if s is not None and s.soak_failed:  # the row says what ran; why it failed is the reasons' and soak_failure's
+        return f"failed soak: {s.soak.split(': failed', 1)[0]}"
     if math.isfinite(c.ratio) and c.ratio > 1.0:
         return f"not confirmed: {c.gain_pct:+.1f} % on the new launches, within their noise"
     return "the gain did not hold on the new launches alone"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tests.helpers import trial_record
-from tuner.judging import CONFIRM_ALPHA, FINALISTS, judge, stats
+from tuner.judging import CONFIRM_ALPHA, judge, stats
+from tuner.judging.judge import FINALISTS
 from tuner.record import Metric, Verdict
 
 

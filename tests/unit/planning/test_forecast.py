@@ -130,8 +130,8 @@ def test_the_reference_check_takes_one_relaunch_right_after_the_baseline(tmp_pat
     assert gated.stage1() == plain.stage1()  # the same share, one of its relaunches the check's
     assert gated.entries[-4].step is Step.PROPOSAL and gated.entries[-4].up_to == plain.entries[8].up_to - 1
     assert gated.budget_words() == ("10 relaunches: the baseline, the reference check (the baseline's answers against "
-                                    "the reference configuration's), up to 5 sets, 2 confirmations (the best set and "
-                                    "the runner-up), the final baseline")
+                                    "the reference configuration's), up to 5 sets, 2 confirmations (the best set, then "
+                                    "the runner-up or the best set again), the final baseline")
 
 
 def test_a_budget_too_small_for_the_reference_check_says_so():
