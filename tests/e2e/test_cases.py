@@ -149,6 +149,18 @@ def test_19_bursty_delivery_keeps_output_tok_s_flags_timing(tmp_path):
     assert df["tpot_s"].isna().all() and df["ttft_s"].isna().all()
 
 
+def test_19_a_decode_study_on_a_server_that_always_bursts_stops_at_the_baseline(tmp_path):
+    """probe.metric = "decode_tok_s" on the same server: its bursty runs are made again, still
+    burst, and the night stops at the baseline (exit 4) saying which metric measures the server,
+    no set launched; the relaunch is recorded as the baseline's."""
+    cfg = case_config(tmp_path, "19-bursty-delivery", **{"[probe]\n": '[probe]\nmetric = "decode_tok_s"\n'})
+    res, df = sweep(tmp_path, cfg, "--no-final-baseline")
+    assert res.returncode == 4, res.stderr[-2000:]
+    assert "decode tok/s, the study's metric, was not measurable" in res.stderr
+    assert "3 more made again did too" in res.stderr and 'probe.metric = "output_tok_s"' in res.stderr
+    assert list(df["kind"]) == ["baseline"] and list(df["status"]) == ["unhealthy"]
+
+
 def test_the_cases_readme_lists_every_case():
     readme = (CASES / "README.md").read_text()
     assert [f.name for f in CASES.iterdir() if f.is_dir() and f.name not in readme] == []

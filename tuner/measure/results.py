@@ -167,6 +167,8 @@ class ProbeResult:
     """
 
     runs: list[RunMetrics] = field(default_factory=list)
+    #: Runs whose tokens came in a burst, made again (``run_probe``'s ``redo_bursts``): not in ``runs``.
+    bursts: list[RunMetrics] = field(default_factory=list)
 
     def _median(self, attr: str, timing: bool = False) -> float | None:
         if timing and not (self.decode_measurable if attr == "decode_tok_s" else self.timing_measurable):
@@ -279,6 +281,21 @@ class ProbeResult:
         return (f"answers ended before probe.max_tokens = {max_tokens} ({came[0]}-{came[-1]} tokens came; {who}): "
                 "tok/s is measured over the tokens that came; to measure full answers lower probe.max_tokens "
                 f"(to about {came[0]}) or set probe.prompt to one that asks for a long answer")
+
+    def burst_note(self) -> str:
+        """One line when runs whose tokens came in a burst were made again
+        (:attr:`bursts`), or when recorded runs still did (TTFT/TPOT/decode tok/s empty), or ``""``."""
+        if not self.decode_measurable:
+            n = sum(not r.timing_measurable for r in self.runs)
+            return (f"the tokens of {n} of {len(self.runs)} recorded runs arrived in a burst (most within a few ms, "
+                    "a server or host too busy to send them as they were made)"
+                    + (f", and {len(self.bursts)} more made again did too" if self.bursts else "")
+                    + ": TTFT, TPOT and decode tok/s are not measurable; output tok/s (tokens / E2E) is")
+        if self.bursts:
+            return (f"{len(self.bursts)} run{'s' if len(self.bursts) != 1 else ''} whose tokens arrived in a burst "
+                    "(a server or host too busy to send them as they were made) "
+                    f"{'were' if len(self.bursts) != 1 else 'was'} made again, so every recorded run is paced")
+        return ""
 
     def chunk_note(self) -> str:
         """One line when chunks carried several tokens each, or ``""``."""

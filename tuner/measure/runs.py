@@ -96,6 +96,7 @@ def run_probe(
     client: httpx.Client | None = None,
     api_key: str | None = None,
     min_tokens: int | None = MIN_MEASURED_TOKENS,
+    redo_bursts: int = 0,
 ) -> ProbeResult:
     """The probe loop of ``nccl-tune probe`` and of the sweep: ``warmup`` unrecorded streams,
     then recorded streams until the stop rule says enough, all on one keep-alive client.
@@ -109,6 +110,12 @@ def run_probe(
 
     ``min_tokens``: an answer that ends before ``max_tokens`` with at least this many tokens
     is measured for what came (``RunMetrics.ended_early``; None: an error, ProbeIncomplete).
+
+    ``redo_bursts``: a recorded run whose tokens arrived in a burst
+    (:func:`tuner.measure.results.is_burst`: a starved host or server thread delivered them at
+    once) is made again, at most this many times a probe, and kept aside in
+    ``ProbeResult.bursts``, not given to ``on_run``. A metric read from per-token times (decode
+    tok/s) needs every recorded run paced; output tok/s does not (0: no redo).
 
     The first failing stream raises (``stream_once``'s errors); the runs recorded before it
     were given to ``on_run``. Returns a ProbeResult of the recorded runs (medians).
@@ -135,6 +142,9 @@ def run_probe(
             if on_event is not None:
                 on_event("probing", _run_detail(rule, len(result.runs) + 1))
             m = once()
+            if not m.timing_measurable and len(result.bursts) < redo_bursts:
+                result.bursts.append(m)
+                continue
             result.runs.append(m)
             if on_run is not None:
                 on_run(len(result.runs) - 1, m)

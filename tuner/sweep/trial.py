@@ -46,7 +46,7 @@ from tuner.measure import (
 )
 from tuner.nccl import DEBUG_FILE_VAR, NcclVersion, SettingsSource, diagnostics_env
 from tuner.planning import Decision, Launch, flag_params
-from tuner.record import Kind, LevelResult, Status, TrialRecord
+from tuner.record import Kind, LevelResult, Metric, Status, TrialRecord
 from tuner.server import (
     PORT_WAIT_S,
     ServerIdentity,
@@ -507,12 +507,16 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
                 _checks(ctx, client, model, record)
             result = run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
                                warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
-                               endpoint=pc.endpoint, client=client, on_event=on_event)
+                               endpoint=pc.endpoint, client=client, on_event=on_event,
+                               redo_bursts=want if pc.metric is Metric.DECODE else 0)
         except ProbeError as exc:
             raise server.request_failure(refused_guess(exc, named) if named else exc, f"during {phase[0]}") from None
+        if pc.metric is Metric.DECODE and not result.decode_measurable:
+            raise TrialFailed(Status.UNHEALTHY, f"decode tok/s, the study's metric, was not measurable: "
+                              f"{result.burst_note()}. Measure this server with probe.metric = \"output_tok_s\"")
         notes = [("model", named.note), ("counting", result.counting_note()),
                  ("early", result.early_note(pc.max_tokens, kind.title, kind.honours_ignore_eos)),
-                 ("chunks", result.chunk_note())]
+                 ("chunks", result.chunk_note()), ("bursts", result.burst_note())]
         for topic, note in notes:
             if note:
                 record.probe_notes.append(note)

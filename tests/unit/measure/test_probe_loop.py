@@ -131,3 +131,36 @@ def test_format_result_says_what_the_count_is():
     assert "(=max_tokens)" in text and "lower bound" not in text and "decode tok/s" in text
     text = format_result(ProbeResult([exact, guess]))
     assert "(counted: a lower bound)" in text and "(a lower bound)" in text.splitlines()[3]
+
+
+@pytest.mark.parametrize("bursty_runs, redo", [((2,), 3), ((1, 2, 3), 3), ((1, 2), 1)])
+def test_a_run_whose_tokens_came_in_a_burst_is_made_again(ref, bursty_runs, redo):
+    """The server bursts on the streams given (1-based, warm-up excluded; a redo is a stream of its
+    own): each is kept aside in ``bursts`` and made again while ``redo_bursts`` lasts; after that a
+    burst is recorded, and decode tok/s says it is not measurable."""
+    url = ref(rate=500.0)
+    server = ref.server(url)
+    streams: list[str] = []
+
+    def on_event(phase: str, detail: str) -> None:
+        if phase == "probing":
+            streams.append(detail)
+            server.opts["burst_after"] = 0 if len(streams) in bursty_runs else None
+
+    res = run_probe(url, model="ref-model", prompt="x", max_tokens=40, warmup=1, repeats=3, on_event=on_event,
+                    redo_bursts=redo)
+    # a loaded machine may burst a paced stream too: the rule holds whatever the arrival times said
+    assert not any(m.timing_measurable for m in res.bursts) and len(res.runs) == 3
+    assert len(streams) == 3 + len(res.bursts) and min(len(bursty_runs), redo) <= len(res.bursts) <= redo
+    if len(res.bursts) < redo:
+        assert res.decode_measurable
+    if len(bursty_runs) > redo:
+        assert not res.decode_measurable and "not measurable" in res.burst_note()
+    assert (res.decode_tok_s is not None) == res.decode_measurable and "made again" in res.burst_note()
+
+
+def test_without_redo_a_burst_is_recorded(ref):
+    url = ref(rate=2000.0, burst_after=0)
+    res = run_probe(url, model="ref-model", prompt="x", max_tokens=40, warmup=0, repeats=2)
+    assert not res.bursts and len(res.runs) == 2 and res.decode_tok_s is None
+    assert res.output_tok_s is not None and "2 of 2 recorded runs" in res.burst_note()
