@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -46,14 +47,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The correctness gate's answer length in the tests' nights (the product's 256 would add
+#: about 15 s of answers to every launch of a ``check``, which runs the gate).
+TEST_GATE_TOKENS = 32
+
+
 def write_config(path: Path, *, command: list[str], space: Path, trials: int = 4, port: int | None = None,
                  max_tokens: int = 60, repeats: int = 3, extra_server: str = "", extra_probe: str = "",
                  extra_sweep: str = "", ready_timeout_s: float = 20, stall_timeout_s: float = 5,
                  baseline_every: int = 0) -> Path:
     """Write an experiment TOML for a test server; returns its path. ``trials`` counts every
     relaunch (the checks' slots included); ``baseline_every`` is 0 unless a test asks for
-    re-measures (the product's default is 5: these nights are counted by their sets)."""
+    re-measures (the product's default is 5: these nights are counted by their sets). Unless
+    ``extra_sweep`` holds a ``[gates]`` table, the correctness gate's answers are 32 tokens
+    (:data:`TEST_GATE_TOKENS`) where a check turns the gate on."""
     port = port or free_port()
+    if "[gates]" not in extra_sweep:
+        extra_sweep += f"\n[gates]\nmax_tokens = {TEST_GATE_TOKENS}\n"
     cmd = ", ".join(f'"{a}"' for a in command)
     path.write_text(f"""
 [server]
@@ -76,6 +86,18 @@ baseline_every = {baseline_every}
 {extra_sweep}
 """)
     return path
+
+
+def example_text(name: str, *, gates: bool = False) -> str:
+    """The text of ``examples/NAME`` for a test's night: its soak (``sweep.soak_minutes``) and
+    its correctness gate (``[gates] answers``) off unless ``gates``, since they add about 45 s of
+    sustained load and 2 s of answers a launch to a night that tests something else (the gates'
+    own tests keep them)."""
+    text = (ROOT / "examples" / name).read_text()
+    if not gates:
+        text = re.sub(r"^soak_minutes = .*$", "soak_minutes = 0", text, flags=re.M)
+        text = re.sub(r"^answers = true", "answers = false", text, flags=re.M)
+    return text
 
 
 def envrate_command() -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import ROOT, cli, free_port
+from tests.helpers import ROOT, cli, example_text, free_port
 from tuner.errors import ExitCode
 
 # NCCL_P2P_LEVEL=SYS is 7 % faster on the pcie profile: ranks 3->4 and 7->0 leave SHM for P2P
@@ -22,7 +22,7 @@ FASTER = "NCCL_P2P_LEVEL=SYS"
 
 def _config(tmp_path: Path, *extra: str, name: str = "sim") -> Path:
     """examples/sim.toml with a free port, a seeded simulator, short loads, shorter probes."""
-    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = example_text("sim.toml")
     flags = "".join(f', "{e}"' for e in ("--seed", "3", *extra))
     text = text.replace("port = 8477", f"port = {free_port()}")
     text = text.replace('"--load-time", "1"]', f'"--load-time", "0.3"{flags}]')

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tests.helpers import ROOT, cli, free_port
+from tests.helpers import ROOT, cli, example_text, free_port
 from tuner.inputs.space import load_space
 
 SKIPPED = ("ll", "ring-ll", "tree-ll", "max-connections-1", "channels-8", "ll-allreduce", "ring-ll-allreduce")
 
 
 def test_sets_equal_at_the_decode_size_are_relaunched_once(tmp_path):
-    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = example_text("sim.toml")
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
     text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 6", "repeats = 2")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT}/search_spaces/safe.toml"')

@@ -8,13 +8,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.helpers import ROOT, cli, free_port, server_processes, start_cli
+from tests.helpers import cli, example_text, free_port, server_processes, start_cli
 from tuner.diagnose import decode_pick, load_diagnosis
 
 
 def sim_config(tmp_path: Path, profile: str = "pcie-8x-mla", extra: str = "") -> Path:
     """examples/sim.toml with a free port (and another profile or extra server flags)."""
-    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = example_text("sim.toml")
     text = text.replace("port = 8477", f"port = {free_port()}").replace("pcie-8x-mla", profile)
     text = text.replace('"--load-time", "1"]', f'"--load-time", "0.5"{extra}]')
     path = tmp_path / "sim.toml"

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from tests.helpers import ROOT, envrate_command, free_port, run_cli, write_config
+from tests.helpers import ROOT, envrate_command, example_text, free_port, run_cli, write_config
 from tuner.study.storage import StudyStore, default_storage, open_study
 
 NOT_REACHED = re.compile(r"^NOT REACHED: (\d+) presets? of the space \(([^)]*)\): the budget of (\d+) relaunches is "
@@ -24,7 +24,7 @@ NOT_REACHED = re.compile(r"^NOT REACHED: (\d+) presets? of the space \(([^)]*)\)
 def _sim(tmp_path, *, trials: bool = True, load: bool = True):
     """examples/sim.toml (load 2 s and 70 tok/s expected) on a free port, its space by absolute
     path; without ``trials`` no sweep.trials, without ``load`` no server.expected_load_s."""
-    text = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    text = example_text("sim.toml").replace("port = 8477", f"port = {free_port()}")
     text = text.replace('space = "search_spaces/', f'space = "{ROOT}/search_spaces/')
     # the budget these tests reason about, whatever the demo's own (tuned for a stable decision)
     text = re.sub(r"^trials = \d+.*\n", "trials = 8\n", text, flags=re.M)

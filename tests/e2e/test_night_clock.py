@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from tests.helpers import ROOT, cli, free_port
+from tests.helpers import ROOT, cli, example_text, free_port
 from tuner.inputs.config import load_config
 from tuner.planning import relaunch_time
 from tuner.study.storage import StudyStore, default_storage, open_study
@@ -20,7 +20,7 @@ from tuner.study.storage import StudyStore, default_storage, open_study
 
 def _config(tmp_path):
     """examples/sim.toml (its clock hints kept) with a 2 s load and a short probe: the time is mostly the load."""
-    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = example_text("sim.toml")
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "2"')
     text = text.replace("max_tokens = 96", "max_tokens = 16").replace("repeats = 6", "repeats = 2")
     text = text.replace("baseline_every = 2\n", "")  # the default cadence: this clock is not the demo's

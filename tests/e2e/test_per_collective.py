@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 
-from tests.helpers import ROOT, cli, envrate_command, free_port, write_config
+from tests.helpers import ROOT, cli, envrate_command, example_text, free_port, write_config
 
 SPACE = """
 [[presets]]
@@ -54,7 +54,7 @@ def test_an_older_nccl_skips_the_preset_without_a_relaunch(tmp_path, space_file)
 
 
 def test_a_newer_nccl_launches_it_as_written(tmp_path):
-    text = (ROOT / "examples" / "sim.toml").read_text()  # the simulator's profile loads NCCL 2.27.3
+    text = example_text("sim.toml")  # the simulator's profile loads NCCL 2.27.3
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
     text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 6", "repeats = 2")
     (tmp_path / "space.toml").write_text(SPACE)

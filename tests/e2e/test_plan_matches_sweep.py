@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import ROOT, SERVERS, cli, envrate_command, free_port, standin_command, write_config
+from tests.helpers import ROOT, SERVERS, cli, envrate_command, example_text, free_port, standin_command, write_config
 from tuner.record.trial import Kind, TrialRecord
 from tuner.study.storage import StudyStore, default_storage, open_study
 
@@ -312,7 +312,7 @@ def test_the_screens_best_within_their_bound_then_the_presets_as_announced(tmp_p
 
 def _sim_config(tmp_path: Path, space: Path) -> Path:
     """examples/sim.toml (the pcie-8x-mla box), shortened, on ``space``."""
-    text = (ROOT / "examples" / "sim.toml").read_text()
+    text = example_text("sim.toml")
     text = text.replace("port = 8477", f"port = {free_port()}").replace('"--load-time", "1"', '"--load-time", "0.3"')
     text = text.replace("max_tokens = 96", "max_tokens = 24").replace("repeats = 6", "repeats = 2")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{space}"')

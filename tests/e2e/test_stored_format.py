@@ -12,7 +12,7 @@ import io
 import optuna
 import pytest
 
-from tests.helpers import ROOT, STORES, cli, envrate_command, free_port, old_store, write_config
+from tests.helpers import STORES, cli, envrate_command, example_text, free_port, old_store, write_config
 from tuner.record import FORMAT_VERSION, Status
 from tuner.study import StudyStore, open_study
 
@@ -104,7 +104,7 @@ def test_report_refuses_a_store_of_a_newer_format(tmp_path):
 def test_a_resume_on_another_metric_is_refused_before_any_launch(tmp_path):
     """The old decode study, resumed with the same settings but probe.metric = output_tok_s."""
     old_store("decode", tmp_path)
-    cfg = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    cfg = example_text("sim.toml").replace("port = 8477", f"port = {free_port()}")
     cfg = cfg.replace(MEASURED_WITHOUT, "")
     cfg = cfg.replace('space = "search_spaces/default.toml"', f'space = "{SPACE}"')
     (tmp_path / "decode.toml").write_text(cfg)
@@ -121,7 +121,7 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
     out = old_store("output", tmp_path, commit="c355452")
     before = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
     kept = {t.number: t.values for t in before.trials}
-    config = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {free_port()}")
+    config = example_text("sim.toml").replace("port = 8477", f"port = {free_port()}")
     config = config.replace(MEASURED_WITHOUT, "")
     config = config.replace('space = "search_spaces/default.toml"', f'space = "{SPACE}"')
     path = tmp_path / "sim.toml"

@@ -9,13 +9,13 @@ import os
 import signal
 from pathlib import Path
 
-from tests.helpers import ROOT, free_port, run_cli, server_processes, start_cli, wait_for_log
+from tests.helpers import ROOT, example_text, free_port, run_cli, server_processes, start_cli, wait_for_log
 from tuner.study.inflight import host_name
 
 
 def _sim(path: Path, port: int, load: str = "1", ready_timeout_s: int = 60) -> Path:
     """examples/sim.toml on ``port`` with a ``load``-second load (its space path made absolute)."""
-    text = (ROOT / "examples" / "sim.toml").read_text().replace("port = 8477", f"port = {port}")
+    text = example_text("sim.toml").replace("port = 8477", f"port = {port}")
     text = text.replace('"--load-time", "1"]', f'"--load-time", "{load}"]')
     text = text.replace("ready_timeout_s = 60", f"ready_timeout_s = {ready_timeout_s}")
     text = text.replace('space = "search_spaces/default.toml"', f'space = "{ROOT / "search_spaces" / "default.toml"}"')
