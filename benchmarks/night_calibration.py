@@ -212,10 +212,14 @@ class _Launcher:
         bases = [r.output_tok_s_runs for r in self.records if r.kind is Kind.BASELINE and len(r.output_tok_s_runs) >= 2]
         return stats.runs_for_precision(bases, CI_TARGET, MAX_REPEATS) if bases else MAX_REPEATS
 
+    def effect(self, env: dict[str, str]) -> float:
+        """The set's true speed factor: ``1 + gain`` for the true set, 1 for any other."""
+        return 1.0 + self.gain if self.true_env is not None and env == self.true_env else 1.0
+
     def launch(self, kind: Kind, env: dict[str, str], name: str = "", *, recheck: bool = False) -> TrialRecord:
         c, i = self.cell, len(self.records)
         n = self.runs_wanted()
-        effect = 1.0 + self.gain if self.true_env is not None and env == self.true_env else 1.0
+        effect = self.effect(env)
         trend = math.exp(math.log1p(c.drift) * i / max(self.expected - 1, 1))
         launch_term = math.exp(self.rng.normal(0.0, c.tau))
         runs = BASE_TOK_S * effect * trend * launch_term * np.exp(self.rng.normal(0.0, c.sigma, n))

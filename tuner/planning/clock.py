@@ -225,13 +225,18 @@ def _gaps(records: Sequence[TrialRecord]) -> list[float]:
 def relaunch_time(cfg: ExperimentConfig, records: Sequence[TrialRecord] = ()) -> RelaunchTime:
     """One relaunch's expected time (:class:`RelaunchTime`) from the study's finished
     relaunches ``records`` (measured phases win) and ``cfg`` (``server.expected_load_s``, the
-    probe's tokens at ``probe.expected_tok_s``: :func:`probe_tokens`)."""
+    probe's tokens, :func:`probe_tokens`, and with ``[gates] answers`` the gate's prompts x
+    ``max_tokens``, at ``probe.expected_tok_s``)."""
     done = [r for r in records if r.kind.relaunched and r.status not in (Status.RUNNING, Status.INTERRUPTED)]
     ok = [r for r in done if r.status is Status.OK]
     load = _mean([r.load_s for r in ok if r.load_s is not None], "launches") or (
         Phase(cfg.server.expected_load_s, "server.expected_load_s") if cfg.server.expected_load_s is not None
         else Phase(None, "set server.expected_load_s, or the first launch measures it"))
     tokens, how = probe_tokens(cfg.probe)
+    gates = cfg.gates
+    if gates.answers:  # every launch answers the correctness gate's prompts after its probe (tuner.sweep.trial._measure)
+        tokens += len(gates.prompts) * gates.max_tokens
+        how += f" + the correctness gate's {len(gates.prompts)} answers x {gates.max_tokens}"
     rate = cfg.probe.expected_tok_s
     probe = _mean([r.probe_s - (r.soak_s or 0.0) for r in ok if r.probe_s], "probes") or (
         Phase(tokens / rate, f"{how} = {tokens} tokens a stream at probe.expected_tok_s {rate:g} tok/s")

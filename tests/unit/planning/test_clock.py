@@ -30,12 +30,12 @@ CHECKS = (Step.CONFIRM, Step.CONFIRM, Step.FINAL_BASELINE)
 NOON = datetime(2026, 3, 2, 12, 0).timestamp()
 
 
-def _cfg(tmp_path: Path, server: str = "", probe: str = "") -> ExperimentConfig:
+def _cfg(tmp_path: Path, server: str = "", probe: str = "", gates: str = "") -> ExperimentConfig:
     (tmp_path / "space.toml").write_text('[variables.NCCL_PROTO]\nvalues = ["LL"]\n')
     path = tmp_path / "exp.toml"
     path.write_text(f'[server]\ncommand = ["srv", "--port", "{{port}}"]\n{server}\n'
                     f'[probe]\nmax_tokens = 100\nwarmup = 1\nrepeats = 4\n{probe}\n'
-                    f'[sweep]\nspace = "{tmp_path / "space.toml"}"\n')
+                    f'[sweep]\nspace = "{tmp_path / "space.toml"}"\n' + (f"[gates]\n{gates}\n" if gates else ""))
     return load_config(path, check_program=False)
 
 
@@ -60,6 +60,17 @@ def test_concurrency_levels_add_their_requests_to_the_probe(tmp_path):
     assert one is not None and three is not None
     # a bench warm-up, then 3 levels x 4 requests a stream: (5 + 1 + 12) runs against 5
     assert three / one == pytest.approx(18 / 5)
+
+
+def test_the_correctness_gates_answers_add_their_tokens_to_the_probe(tmp_path):
+    off = relaunch_time(_cfg(tmp_path, probe="expected_tok_s = 50", gates="answers = false"))
+    on = relaunch_time(_cfg(tmp_path, probe="expected_tok_s = 50", gates="answers = true\nmax_tokens = 64"))
+    assert off.probe.seconds == pytest.approx(5 * 100 / 50) and "correctness gate" not in off.probe.source
+    assert on.probe.seconds == pytest.approx((5 * 100 + 4 * 64) / 50)  # 4 default prompts x 64 tokens after the runs
+    assert "+ the correctness gate's 4 answers x 64 = 756 tokens a stream" in on.probe.source
+    three = relaunch_time(_cfg(tmp_path, probe="expected_tok_s = 50",
+                               gates='answers = true\nmax_tokens = 10\nprompts = ["a", "b", "c"]'))
+    assert three.probe.seconds == pytest.approx((500 + 30) / 50)
 
 
 def test_unknown_phases_are_said_never_guessed(tmp_path):
