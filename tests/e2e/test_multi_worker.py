@@ -98,7 +98,21 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
                          "--no-confirm", env=_worker_env(ports[i], str(i)))
 
     procs = [start(i) for i in range(3)]
-    _wait_for(lambda: _mid_trial(results[0], "multi", ports[0], after=1), 90, "runner 0's second relaunch")
+
+    def tuned_in_flight() -> bool:
+        """Runner 0 measures a tuned set (a lost baseline is not retried: the loop re-measures
+        it when owed), its server up: the trial's own log shows the server's start."""
+        try:
+            records = _records(pg_url, "multi")
+        except KeyError:  # the runners have not created the study yet
+            return False
+        running = [r.trial for r in records if r.status is Status.RUNNING
+                   and r.kind in (Kind.PRESET, Kind.SEARCH) and r.runner.endswith(f":{procs[0].pid}")]
+        log = results[0] / "multi" / "logs" / f"trial-{running[0]:04d}.log" if running else None
+        return log is not None and log.exists() and "SAW_ENV" in log.read_text() and _mid_trial(
+            results[0], "multi", ports[0], after=1)
+
+    _wait_for(tuned_in_flight, 90, "runner 0 measuring a tuned set")
     killed_pid = procs[0].pid
     left = _servers(ports[0])
     procs[0].send_signal(signal.SIGKILL)
@@ -116,7 +130,9 @@ def test_three_workers_one_killed_mid_trial(tmp_path: Path, pg_url: str):
     assert not [r.trial for r in relaunched if r.status is Status.RUNNING]
     # every relaunch counts (re-measures too): stage 1's 9 and the final baseline's slot, never one more
     budgeted = [r for r in relaunched if counts_in_budget(r)]
-    assert len(budgeted) == 10 and all(r.status is Status.OK for r in budgeted), [(r.trial, r.status) for r in budgeted]
+    assert len(budgeted) == 10 and all(r.status is Status.OK for r in budgeted), "\n".join(
+        f"{r.trial} {r.kind.value} {r.status.value} {r.preset!r} {r.env} retry_of={r.retry_of_trial} recheck={r.recheck} "
+        f"runner={r.runner} budget={counts_in_budget(r)}" for r in relaunched)
     interrupted = [r for r in relaunched if r.status is Status.INTERRUPTED]
     assert len(interrupted) == 1, [(r.trial, r.kind, r.cause) for r in interrupted]
     lost = interrupted[0]

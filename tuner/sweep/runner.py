@@ -461,6 +461,10 @@ class Sweep:
 
     def _ask(self, rec: TrialRecord | None, env: dict[str, str] | None = None,
              flags: list[str] | None = None) -> tuple[optuna.Trial, Launch, TrialRecord]:
+        # Servers dead runners left are torn down before the trial is asked, not between its
+        # budget check and its record: other runners wait only so long for an asked trial to say
+        # what it launches (UNDECIDED_WAIT_S), and a teardown on a loaded host outlasted it once.
+        self.runners.reap()
         return self.launcher.ask(rec, self.rules.key_of, env, flags)
 
     def _baseline(self, *, recheck: bool, limit: int | None = None, checking: bool = False,
@@ -498,7 +502,7 @@ class Sweep:
         of = max(night.total, index)
         self.progress.plan(of, night.end_at)
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
-        self.runners.reap()  # a retry of a dead runner's trial first ends the server it left
+        self.runners.reap()  # a retry of a dead runner's trial first ends the server it left (done in _ask: a no-op)
         failed: list[str] = []
         on_fault = None if rec.kind is Kind.BASELINE else (lambda r: self._baseline_check(r, failed))
         rec, found = self.launcher.launch(trial, launch, rec, version=self.facts().version,
@@ -607,8 +611,8 @@ class Sweep:
         an outlier (:func:`tuner.planning.outlier_baseline`) and a stage-1 slot is free,
         relaunch the baseline (a re-measure; it counts in the budget and takes a set's slot).
         True when it was relaunched."""
-        if self.outcome.outlier_remeasured is not None:
-            return False
+        if self.outcome.outlier_remeasured is not None or self.runners.baseline_in_flight():
+            return False  # done, or another runner of the study is relaunching the baseline now
         bases = self._baselines()
         j = self._judge()
         trial = outlier_baseline(j)
