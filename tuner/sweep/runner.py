@@ -502,7 +502,7 @@ class Sweep:
         of = max(night.total, index)
         self.progress.plan(of, night.end_at)
         label = rec.preset or ("baseline re-measure" if rec.kind is Kind.BASELINE and rec.recheck else rec.kind.value)
-        self.runners.reap()  # a retry of a dead runner's trial first ends the server it left (done in _ask: a no-op)
+        self.runners.reap()  # a runner found dead since the ask: its server ends before this launch
         failed: list[str] = []
         on_fault = None if rec.kind is Kind.BASELINE else (lambda r: self._baseline_check(r, failed))
         rec, found = self.launcher.launch(trial, launch, rec, version=self.facts().version,
