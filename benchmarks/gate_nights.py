@@ -61,7 +61,7 @@ from tuner.inputs.config import DEFAULT_GATE_PROMPTS, DEFAULT_GATE_TOKENS, DEFAU
 from tuner.inputs.space import Preset, SearchSpace
 from tuner.measure import Answer, answers_to_json
 from tuner.measure.answers import TOP_LOGPROBS, TokenLogprob
-from tuner.planning import Planner, Step, counts_in_budget, final_baseline_owed, outlier_baseline
+from tuner.planning import Planner, Step, final_baseline_owed
 from tuner.record import Kind, Status, StudyInfo, TrialRecord
 from tuner.report.frame import trials_frame
 from tuner.report.text import confirmed_row, verdict_paragraph
@@ -221,27 +221,7 @@ def _play(box: Box, night: _GatedLauncher, space: SearchSpace, *, soak_s: float)
     planner = Planner(space, "presets", records=lambda: list(records), busy_keys=set, problems=lambda env: [],
                       baseline_every=box.baseline_every, trials=box.trials)
     first = night.gated(Kind.BASELINE, {})
-    since, outlier_done = 0, False
-    while (left := planner.budget.screening - sum(1 for r in records if counts_in_budget(r))) > 0:  # Sweep._fits
-        if planner.remeasure_due(since, left):
-            night.gated(Kind.BASELINE, {}, recheck=True)
-            since = 0
-            continue
-        if not outlier_done:  # Sweep._outlier_remeasure: once, the latest baseline launch named
-            named = outlier_baseline(nc._judgement(records))
-            if named is not None and named == [r for r in records if r.kind is Kind.BASELINE][-1].trial:
-                outlier_done = True
-                night.gated(Kind.BASELINE, {}, recheck=True)
-                since = 0
-                continue
-        step = planner.next_launch()
-        if step.step is Step.DONE:
-            break
-        decision = planner.judge(step.env, step.flags, baseline=first)
-        if not decision.launch:
-            raise RuntimeError(f"the planner would not launch {step.name}: {decision.reason}")
-        night.gated(step.kind, step.env, step.name)
-        since += 1
+    nc.first_stage(planner, records, first, night.gated)
     for check in planner.reserved:  # Sweep._confirm per slot, then Sweep._final_baseline
         if check is Step.CONFIRM:
             j = nc._judgement(records)

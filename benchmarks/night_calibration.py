@@ -71,7 +71,7 @@ import statistics
 import sys
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import astuple, dataclass, fields, replace
 from pathlib import Path
@@ -239,6 +239,37 @@ def _judgement(records: Sequence[TrialRecord]) -> Judgement:
     return groups.get(HOST_TYPE) or judge([], metric=METRIC)
 
 
+def first_stage(planner: Planner, records: list[TrialRecord], first: TrialRecord,
+                launch: Callable[..., TrialRecord], *, outlier_done: bool = False) -> None:
+    """Stage 1 as ``tuner.sweep.runner.Sweep._first_stage`` plays it, into ``records``: while its
+    share of the budget lasts (``Sweep._fits``), a baseline re-measure when due, the outlier
+    re-measure once (``Sweep._outlier_remeasure``), else the planner's next launch checked by
+    ``Planner.judge`` against ``first`` (the first baseline). ``launch(kind, env, name="", *,
+    recheck=False)`` relaunches and returns the record (appended to ``records``). Raises
+    RuntimeError when the planner would not launch what it planned."""
+    since = 0
+    while (left := planner.budget.screening - sum(1 for r in records if counts_in_budget(r))) > 0:  # Sweep._fits
+        if planner.remeasure_due(since, left):
+            launch(Kind.BASELINE, {}, recheck=True)
+            since = 0
+            continue
+        if not outlier_done:  # Sweep._outlier_remeasure: once, the latest baseline launch named
+            named = outlier_baseline(_judgement(records))
+            if named is not None and named == [r for r in records if r.kind is Kind.BASELINE][-1].trial:
+                outlier_done = True
+                launch(Kind.BASELINE, {}, recheck=True)
+                since = 0
+                continue
+        step = planner.next_launch()
+        if step.step is Step.DONE:
+            break
+        decision = planner.judge(step.env, step.flags, baseline=first)
+        if not decision.launch:
+            raise RuntimeError(f"the planner would not launch {step.name}: {decision.reason}")
+        launch(step.kind, step.env, step.name)
+        since += 1
+
+
 def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = None) -> Night:
     """One night of ``cell`` in the sweep's order, judged and reported by the product (see the
     module docstring); ``gain`` overrides the true set's gain (fraction)."""
@@ -248,27 +279,7 @@ def play_night(cell: Cell, rng: np.random.Generator, *, gain: float | None = Non
     planner = Planner(space, "presets", records=lambda: list(records), busy_keys=set, problems=lambda env: [],
                       baseline_every=cell.baseline_every, trials=cell.budget)
     first = night.launch(Kind.BASELINE, {})
-    since_baseline, outlier_done = 0, not hasattr(Judgement, "noise_warning")
-    while (left := planner.budget.screening - sum(1 for r in records if counts_in_budget(r))) > 0:  # Sweep._fits
-        if planner.remeasure_due(since_baseline, left):
-            night.launch(Kind.BASELINE, {}, recheck=True)
-            since_baseline = 0
-            continue
-        if not outlier_done:  # Sweep._outlier_remeasure: once, the latest baseline launch named
-            named = outlier_baseline(_judgement(records))
-            if named is not None and named == [r for r in records if r.kind is Kind.BASELINE][-1].trial:
-                outlier_done = True
-                night.launch(Kind.BASELINE, {}, recheck=True)
-                since_baseline = 0
-                continue
-        step = planner.next_launch()
-        if step.step is Step.DONE:
-            break
-        decision = planner.judge(step.env, step.flags, baseline=first)
-        if not decision.launch:
-            raise RuntimeError(f"the planner would not launch {step.name}: {decision.reason}")
-        night.launch(step.kind, step.env, step.name)
-        since_baseline += 1
+    first_stage(planner, records, first, night.launch, outlier_done=not hasattr(Judgement, "noise_warning"))
     for check in planner.reserved:  # each confirmation slot, then the final baseline (Sweep._loop)
         if check is Step.CONFIRM:
             j0 = _judgement(records)
