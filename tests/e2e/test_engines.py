@@ -155,8 +155,10 @@ SCRIPT = """#!/bin/sh
 #SBATCH --job-name=probe
 #SBATCH --output=out-%x-%A_%3a.txt   # a comment after the option
 #SBATCH --array=0-1
+echo "start $SLURM_ARRAY_TASK_ID" >> trace
 echo "task $SLURM_ARRAY_TASK_ID job $SLURM_JOB_ID array $SLURM_ARRAY_JOB_ID count $SLURM_ARRAY_TASK_COUNT on $SLURMD_NODENAME port ${PORT:-none} args $*"
 sleep 0.2
+echo "end $SLURM_ARRAY_TASK_ID" >> trace
 exit $((SLURM_ARRAY_TASK_ID % 3))
 #SBATCH --array=0-99
 """
@@ -200,6 +202,23 @@ def test_sbatch_runs_each_index_of_an_array(tmp_path, script, spec, indices):
     res = _sbatch(tmp_path, "-W", "-a", spec, "--output=out-%a.txt", str(script))
     assert res.returncode == max(i % 3 for i in indices), res.stderr
     assert sorted(_outs(tmp_path)) == sorted(f"out-{i}.txt" for i in indices)
+
+
+@pytest.mark.parametrize("args,nodes", [
+    (("--array=0-2%1", "--exclusive"), ["n1", "n2", "n3"]),  # the limit: one at a time on three free nodes
+    (("--array=0-2", "--exclusive"), ["n1"]),                # --exclusive: one node, one task on it at a time
+])
+def test_sbatch_runs_one_task_at_a_time_when_told(tmp_path, script, args, nodes):
+    res = _sbatch(tmp_path, "--wait", *args, str(script), nodes=nodes)
+    assert res.returncode == 2, res.stderr
+    events = (tmp_path / "trace").read_text().split()
+    assert events[0::2] == ["start", "end"] * 3 and events[1::2] == ["0", "0", "1", "1", "2", "2"], events
+
+
+@pytest.mark.parametrize("spelling", [("--array=0,2",), ("--array", "0,2"), ("-a0,2",), ("-a", "0,2")])
+def test_sbatch_reads_every_spelling_of_array(tmp_path, script, spelling):
+    res = _sbatch(tmp_path, "--wait", *spelling, "-o", "out-%a.txt", str(script))
+    assert res.returncode == 2 and sorted(_outs(tmp_path)) == ["out-0.txt", "out-2.txt"], res.stderr
 
 
 @pytest.mark.parametrize("spec", ["3-1", "0-1001", "a-b", "0-4:0", "1,,2", "0-3%0", "-1", "0-3%x"])
