@@ -66,7 +66,9 @@ def test_a_faster_set_that_corrupts_answers_is_wrong_output_and_the_clean_one_is
     assert "NCCL_PROTO=LL gave wrong output" in report and "'Recite the alphabet.'" in report
     assert "NCCL_PROTO=LL gave wrong output" in (study / "report.html").read_text()
     log = (study / "night.log").read_text()
-    assert "-> wrong_output: wrong output: prompt 1 ('Recite the alphabet.') parted at token 2" in log
+    said = [ln for ln in log.splitlines() if "wrong output: prompt 1 ('Recite the alphabet.') parted at token 2" in ln]
+    assert len(said) == 1, said  # the gate's line, once; the trial's line points to it
+    assert "then wrong_output (said above)" in log
     # every launch kept its answers; the sampler was told the corrupting set failed
     assert len(list((study / "answers").glob("trial-*.json"))) == int(df["kind"].isin(
         ["baseline", "preset", "confirm"]).sum())

@@ -22,7 +22,7 @@ env = { NCCL_PROTO = "AllReduce:LL" }
 name = "ring-ll-allreduce"
 env = { NCCL_ALGO = "allreduce:ring", NCCL_PROTO = "AllReduce:LL;Broadcast:Simple" }
 """
-NEEDS = "needs NCCL 2.24+: launched only if the baseline's NCCL is"
+NEEDS = "needs NCCL 2.24+: launched once the baseline shows an NCCL that new"
 
 
 def test_the_dry_run_says_which_presets_need_a_newer_nccl(tmp_path):

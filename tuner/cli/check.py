@@ -20,6 +20,7 @@ from tuner.cli.common import (
     positive,
     result_files,
     soak_minutes,
+    storage_default,
     study_name,
     study_name_from,
     with_soak,
@@ -45,8 +46,8 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--against", type=study_name,
                    help="the study whose launch noise judges the check (and whose sets --set NAME names); "
                         "without it, the prior")
-    c.add_argument("--storage", help="Optuna storage of --against and of the check's own study "
-                                     "(default: SQLite in results/<study>/)")
+    c.add_argument("--storage", default=storage_default(), help="Optuna storage of --against and of the check's own study "
+                                     "(default: $NCCL_TUNE_STORAGE, else SQLite in results/<study>/)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results root")
     c.add_argument("--trials", type=positive(int), default=4,
                    help="relaunches, every one counted (the baselines' included): baseline, set, set, baseline, "

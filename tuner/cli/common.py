@@ -5,6 +5,7 @@ registry a command holds its GPUs in."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -39,8 +40,18 @@ __all__ = [
 #: The "file" an error names for a flag.
 CLI = "(command line)"
 #: ``--storage``'s help in the views of every study (studies, status).
-VIEW_STORAGE_HELP = "Optuna storage URL (default: every SQLite results/<study>/study.db under --results)"
+#: The environment variable a ``--storage`` left out is read from: a shared study's URL (its
+#: password) need not be on a worker's command line, where ``ps`` on the host shows it.
+STORAGE_ENV = "NCCL_TUNE_STORAGE"
+VIEW_STORAGE_HELP = ("Optuna storage URL (default: $NCCL_TUNE_STORAGE, else every SQLite results/<study>/study.db "
+                     "under --results)")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def storage_default() -> str | None:
+    """``--storage``'s default: ``$NCCL_TUNE_STORAGE`` (:data:`STORAGE_ENV`) when set and not
+    empty, else None (the study's own SQLite file)."""
+    return os.environ.get(STORAGE_ENV) or None
 
 
 def duration(text: str) -> float:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import Help, study_name
+from tuner.cli.common import Help, storage_default, study_name
 from tuner.errors import ExitCode
 
 __all__ = ["add_parser", "run"]
@@ -19,8 +19,8 @@ def add_parser(sub: Any) -> None:
                                        "they agree", formatter_class=Help)
     c.add_argument("study_a", type=study_name, metavar="STUDY_A", help="the first night (A)")
     c.add_argument("study_b", type=study_name, metavar="STUDY_B", help="the second night (B)")
-    c.add_argument("--storage", help="Optuna storage URL of A, and of B without --storage-b "
-                                     "(default: results/<study>/study.db)")
+    c.add_argument("--storage", default=storage_default(), help="Optuna storage URL of A, and of B without --storage-b "
+                                     "(default: $NCCL_TUNE_STORAGE, else results/<study>/study.db)")
     c.add_argument("--storage-b", help="Optuna storage URL of B (default: --storage, else results/<STUDY_B>/study.db)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results root")
     c.add_argument("--json", action="store_true", help="print JSON")

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import CLI, Help, figures_argument, fraction, study_name
+from tuner.cli.common import CLI, Help, figures_argument, fraction, storage_default, study_name
 from tuner.errors import ExitCode, InputError
 
 __all__ = ["add_parser", "run"]
@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
     """The ``report`` subparser and its arguments, on ``sub`` (argparse's subparsers)."""
     r = sub.add_parser("report", help="rebuild trials.csv, plots and report.md from the storage", formatter_class=Help)
     r.add_argument("--study", type=study_name, help="study name (without it: the studies there are, in the error)")
-    r.add_argument("--storage", help="Optuna storage URL (default: SQLite in results/<study>/)")
+    r.add_argument("--storage", default=storage_default(), help="Optuna storage URL (default: $NCCL_TUNE_STORAGE, else SQLite in results/<study>/)")
     r.add_argument("--results", type=Path, default=Path("results"), help="results root")
     r.add_argument("--min-effect", type=fraction, default=None,
                    help="smallest gain worth calling faster (default: what the sweep stored)")

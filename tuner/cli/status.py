@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import VIEW_STORAGE_HELP, Help, study_name
+from tuner.cli.common import VIEW_STORAGE_HELP, Help, storage_default, study_name
 from tuner.errors import ExitCode
 
 __all__ = ["add_parser", "run"]
@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
     st = sub.add_parser("status", help="a night from its storage (any host): the trial in flight and its phase, "
                                        "the expected end, the best set so far", formatter_class=Help)
     st.add_argument("--study", type=study_name, help="study name (default: the one running study)")
-    st.add_argument("--storage", help=VIEW_STORAGE_HELP)
+    st.add_argument("--storage", default=storage_default(), help=VIEW_STORAGE_HELP)
     st.add_argument("--results", type=Path, default=Path("results"), help="results root")
     st.add_argument("--json", action="store_true", help="print JSON")
 

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.common import VIEW_STORAGE_HELP, Help
+from tuner.cli.common import VIEW_STORAGE_HELP, Help, storage_default
 from tuner.errors import ExitCode
 
 __all__ = ["add_parser", "run"]
@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
     """The ``studies`` subparser and its arguments, on ``sub`` (argparse's subparsers)."""
     v = sub.add_parser("studies", help="list the studies of a storage: state, relaunches and decision",
                        formatter_class=Help)
-    v.add_argument("--storage", help=VIEW_STORAGE_HELP)
+    v.add_argument("--storage", default=storage_default(), help=VIEW_STORAGE_HELP)
     v.add_argument("--results", type=Path, default=Path("results"), help="results root")
     v.add_argument("--json", action="store_true", help="print JSON")
 

@@ -24,6 +24,7 @@ from tuner.cli.common import (
     positive,
     result_files,
     soak_minutes,
+    storage_default,
     study_name,
     study_name_from,
     until,
@@ -44,9 +45,9 @@ def add_parser(sub: Any) -> None:
                         "confirmations); the checks' slots are kept inside it (default: the config's sweep.trials; without "
                         "one, under --until/--timeout what fits before the deadline, else 12)")
     s.add_argument("--study", type=study_name, help="study name (default: the config file's stem)")
-    s.add_argument("--storage", help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
+    s.add_argument("--storage", default=storage_default(), help="Optuna storage: postgresql://user:pass@host/db (several hosts), "
                                      "journal:///shared/folder/study.log (hosts sharing a filesystem; no "
-                                     "heartbeat) (default: SQLite in results/<study>/)")
+                                     "heartbeat) (default: $NCCL_TUNE_STORAGE, else SQLite in results/<study>/)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results root")
     s.add_argument("--space", type=Path, help="a search-space TOML, or a bundled space's name such as safe "
                    "(default: the config's sweep.space)")
@@ -151,10 +152,13 @@ def run(args: argparse.Namespace) -> int:
         progress.log(f"sweep ended: {outcome.stop_reason}; {n} relaunch{'es' if n != 1 else ''} this run")
     except NcclTuneError as exc:
         error = exc
-        record_stop(store, str(exc))
+        if sweep.outcome.relaunches:  # a run stopped before its first relaunch leaves the study as it was
+            record_stop(store, str(exc))
     records = store.records(relaunched_only=False)
-    if error is not None and not records:
-        raise error  # refused before any launch (a held port, say): the error alone, no empty report
+    if error is not None and (not records or not sweep.outcome.relaunches):
+        # refused before any launch of its own (a held port, another runner's night): the error alone; the
+        # study's report and stop reason stay what its own runs wrote
+        raise error
     if error is not None:
         progress.log(_stopped_message(error))
     from tuner import report  # matplotlib and the rest: seconds, only for a night that reaches its end

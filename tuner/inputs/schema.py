@@ -182,7 +182,7 @@ def check_nccl(name: str, text: str, ctx: LoadContext | None = None) -> NcclChec
         # a value only a newer NCCL reads: accepted while the version is unknown, judged by
         # that release here and launched only if the baseline's NCCL is one (tuner.planning)
         wrong, version = None, since
-        note = f"{ctx.file}: {name}={text} needs NCCL {since_text(since)}: launched only if the baseline's NCCL is"
+        note = f"{ctx.file}: {name}={text} needs NCCL {since_text(since)}: launched once the baseline shows an NCCL that new"
         if note not in ctx.notices:
             ctx.notices.append(note)
     if not wrong:

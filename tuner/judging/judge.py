@@ -272,7 +272,7 @@ class Judgement:
 
 
 def _ok_time_order(records: Sequence[TrialRecord]) -> list[TrialRecord]:
-    return sorted((r for r in records if r.ok and r.kind.relaunched),
+    return sorted((r for r in records if r.status.measured and r.kind.relaunched),
                   key=lambda r: (r.started_at if r.started_at is not None else math.inf, r.trial))
 
 

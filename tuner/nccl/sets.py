@@ -53,13 +53,13 @@ def version_problems(env: Mapping[str, str], version: NcclVersion | None) -> lis
 
 def version_doubts(env: Mapping[str, str], version: NcclVersion | None) -> list[tuple[str, str]]:
     """While ``version`` is unknown, the values of ``env`` only a newer NCCL than the oldest
-    supported reads: one ``(key, "needs NCCL 2.24+: launched only if the baseline's NCCL is")``
+    supported reads: one ``(key, "needs NCCL 2.24+: launched once the baseline shows an NCCL that new")``
     for the newest release any of them needs, or nothing."""
     needs = _needs(env) if version is None else []
     if not needs:
         return []
     name, since = max(needs, key=lambda n: n[1])
-    return [(name, f"needs NCCL {since_text(since)}: launched only if the baseline's NCCL is")]
+    return [(name, f"needs NCCL {since_text(since)}: launched once the baseline shows an NCCL that new")]
 
 
 _PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"),

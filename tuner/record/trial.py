@@ -195,6 +195,14 @@ class Status(StrEnum):
         return self in (Status.WRONG_OUTPUT, Status.FAILED_SOAK)
 
     @property
+    def measured(self) -> bool:
+        """True when the relaunch's probe figures stand and are judged: ``ok``, or ``failed_soak``
+        (the soak runs after the probe, so the speed was measured before the set hung; the set is
+        never recommended, :func:`tuner.judging.judge.judge`). A wrong-output launch's figures are
+        not judged: its answers say the server computed something else."""
+        return self in (Status.OK, Status.FAILED_SOAK)
+
+    @property
     def blames_set(self) -> bool:
         """True when the failure is the set's (told to the sampler as infeasible)."""
         return self.failed and self not in (Status.INTERRUPTED, Status.MACHINE_FAULT)

@@ -119,7 +119,8 @@ def decide(j: Judgement | None, info: StudyInfo, *, records: Sequence[TrialRecor
            min_effect: float | None = None, study: str = "") -> Decision:
     """The :class:`Decision` of judgement ``j`` (None: nothing judged) for the study ``info``,
     with its gates (:func:`_gates`); see :func:`_decide`."""
-    d = _answers_gate(_decide(j, info, records=records, min_effect=min_effect, study=study), records)
+    d = _soak_failures(_answers_gate(_decide(j, info, records=records, min_effect=min_effect, study=study), records),
+                       records)
     return replace(d, gates=_gates(j, info, d) + _answers_outcome(d, records)) if j is not None else d
 
 
@@ -154,6 +155,21 @@ def _answers_gate(d: Decision, records: Sequence[TrialRecord]) -> Decision:
         return Decision(NOT_DECIDED, "Not decided: the fastest set gave wrong output on one of its launches",
                         (*said, "Keep the defaults."), about=d.about, ratio=d.ratio, low=d.low, high=d.high)
     return replace(d, reasons=(*d.reasons, *said))
+
+
+def _soak_failures(d: Decision, records: Sequence[TrialRecord]) -> Decision:
+    """``d`` with each set that failed its soak (``failed_soak``) among its reasons, unless ``d``
+    is about that set (its own reasons say it already): the report says why a fast set that hangs
+    under load is not recommended."""
+    said: dict[str, str] = {}
+    mine = set_text(dict(d.env), list(d.flags)) if d.about is not None else None
+    for r in records:
+        text = set_text(r.env, r.flags)
+        hung = r.status is Status.FAILED_SOAK or (r.ok and r.soak_failure and r.kind is not Kind.BASELINE)  # or stored before
+        if hung and text != mine and text not in said:
+            said[text] = (f"{text} hung under load (trial {r.trial}, its soak: {r.soak_failure}); "
+                          "never recommended.")
+    return replace(d, reasons=(*d.reasons, *said.values())) if said else d
 
 
 def _answers_outcome(d: Decision, records: Sequence[TrialRecord]) -> tuple[tuple[str, str], ...]:

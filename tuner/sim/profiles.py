@@ -22,8 +22,9 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
 * ``pcie-8x-nccl-right``: one socket, every pair on P2P, LL at decode: knobs inside the noise.
 * ``pcie-8x-gates``: ``pcie-8x-mla`` with three set-bound behaviours (``set_faults``), for the
   correctness and soak gates: ``NCCL_P2P_LEVEL=SYS`` corrupts answers (P2P across the socket
-  link, a bad link; ~+16 % tok/s), ``CUDA_DEVICE_MAX_CONNECTIONS=1`` hangs after 90 s of load
-  (~+12 %), ``NCCL_PROTO=LL`` is clean at ~+10 % (it changes the prefill protocol, so its greedy
+  link, a bad link; ~+16 % tok/s), ``CUDA_DEVICE_MAX_CONNECTIONS=1`` with ``NCCL_MAX_NCHANNELS=16``
+  (the deployment-tuned preset; neither alone) hangs after 90 s of load (~+12 %),
+  ``NCCL_PROTO=LL`` is clean at ~+10 % (it changes the prefill protocol, so its greedy
   answers part late at ``divergence_rate``); sets with two of them combine (speeds multiply).
 * ``pcie-4x-backends``: 4 RTX PRO 6000 on one PCIe switch tree serving a 32B model with vLLM
   0.30.0: custom allreduce is refused, NCCL carries decode by default; FlashInfer's PCIe IPC
@@ -404,7 +405,9 @@ _PCIE_8X_GATES = dataclasses.replace(
     _PCIE_8X_MLA,
     name="pcie-8x-gates",
     set_faults=("NCCL_P2P_LEVEL=SYS => corrupt,speed=1.08;"  # [922]-like: +7.4 % from P2P, x1.08
-                "CUDA_DEVICE_MAX_CONNECTIONS=1 => hang-after-load=90,speed=1.12;"  # [42354]-like
+                # [42354]-like; chosen: bound to the deployment's own set, one CUDA connection with
+                # 16 channels, neither alone, so one fast set of the night hangs (the night)
+                "CUDA_DEVICE_MAX_CONNECTIONS=1&NCCL_MAX_NCHANNELS=16 => hang-after-load=90,speed=1.12;"
                 "NCCL_PROTO=LL => speed=1.10"),  # the clean win
 )
 

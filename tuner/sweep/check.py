@@ -281,7 +281,7 @@ def judge_check(records: Sequence[TrialRecord], checked: CheckedSet, *, metric: 
     when it never confirmed the set (:func:`never_confirmed`): then the set is "faster on this
     check", never "still" faster."""
     launched = [r for r in records if r.kind.relaunched]
-    failed = next((r for r in launched if not r.ok), None)
+    failed = next((r for r in launched if not r.status.measured), None)  # a failed soak: _soak_verdict's
     if failed is not None and failed.status is Status.WRONG_OUTPUT:
         return CheckVerdict(False, f"no longer holds: trial {failed.trial}, a launch of the set {checked.words()}, gave "
                                    f"wrong output ({failed.answers_diverge}): remove it from the deployment")
@@ -413,7 +413,7 @@ def run_check(cfg: ExperimentConfig, checked: CheckedSet, options: SweepOptions)
                 rec = sweep.relaunch_set(kind, dict(checked.env), list(checked.flags), preset=checked.name,
                                          soak=i == last_set)
                 sets += 1
-            if not rec.ok:
+            if not rec.status.measured:  # a failed soak still gets the baseline's soak: whose hang is it
                 return
             probe = TrialRecord(trial=-1, kind=Kind.PRESET, env=dict(checked.env), flags=list(checked.flags))
             if i == 0 and cannot_act_on(sweep.store.info(), [probe]):

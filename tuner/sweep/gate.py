@@ -71,7 +71,7 @@ def check_answers(rec: TrialRecord, *, store: StudyStore, study_dir: Path, host_
     ``answers_checked``, ``answers_diverge``, and for a set beyond tolerance status
     ``wrong_output`` with the finding as its cause. Nothing to do without its answers or the
     baseline's."""
-    answers = read_answers(study_dir, rec.trial) if rec.ok else []
+    answers = read_answers(study_dir, rec.trial) if rec.status.measured else []  # a failed soak answered first
     if not answers:
         return
     bases = [(r.trial, a) for r in store.ok_baselines(host_type) if (a := read_answers(study_dir, r.trial))]

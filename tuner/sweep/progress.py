@@ -175,6 +175,8 @@ def trial_lines(rec: TrialRecord, label: str) -> list[str]:
     variables the launch did not set; the rest is :func:`trial_details`."""
     if rec.ok:
         summary = f"{rec.output_tok_s:.1f} tok/s (runs {', '.join(f'{r:.1f}' for r in rec.output_tok_s_runs)})"
+    elif rec.status.gated and rec.output_tok_s is not None:  # its gate's line, just before, says why
+        summary = f"{rec.output_tok_s:.1f} tok/s, then {rec.status} (said above)"
     else:
         summary = f"{rec.status}: {rec.cause}"
     flags = f" {' '.join(rec.flags)}" if rec.flags else ""

@@ -658,7 +658,7 @@ class Sweep:
                              if soak else "")
                           + "then the baseline; the gain must hold on those launches alone")
         done = self._relaunch(trial, launch, rec, soak_s=soak)
-        if not done.ok:
+        if not done.status.measured:  # a failed soak is a confirmation made: the verdict says it
             self.outcome.confirm_skipped = (f"its confirmation relaunch (trial {done.trial}) {done.status}"
                                             + (f": {done.cause}" if done.cause else ""))
 

@@ -417,6 +417,8 @@ def _launch_once(ctx: TrialContext, record: TrialRecord, env: dict[str, str], tr
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(answers_to_json(answers), encoding="utf-8")
         record.status, record.cause = Status.OK, ""
+        if record.soak_failure and record.kind is not Kind.BASELINE:  # a baseline that hangs is the machine's
+            record.status, record.cause = Status.FAILED_SOAK, record.soak_failure
     except MachineFault:
         raise
     except TrialFailed as exc:
@@ -482,7 +484,7 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
     kept in ``record.probe_notes``. With ``[gates] answers`` on, the gate's prompts are answered
     greedily (:func:`tuner.measure.take_answers`); with ``ctx.soak_s``, the soak last (a hang it
     finds must not cost the answers; :func:`soak_launch`: its failure is the record's
-    ``soak_failure``, never the trial's status). Returns the probe's result, the concurrency
+    ``soak_failure``; :func:`relaunch` then makes a set's launch ``failed_soak``, a baseline's stays ok). Returns the probe's result, the concurrency
     levels, the answers and the soak, for the record once the teardown is done."""
     pc, url = ctx.cfg.probe, ctx.cfg.server.base_url
     key = find_api_key(ctx.cfg.server.api_key, os.environ, ctx.cfg.server.env)

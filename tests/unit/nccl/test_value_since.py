@@ -69,7 +69,7 @@ def test_a_set_is_judged_by_the_release_it_needs_while_the_version_is_unknown():
     env = {"NCCL_ALGO": "AllReduce:Tree", "NCCL_PROTO": "AllReduce:LL"}
     assert set_since(env) == V224 and set_since({"NCCL_PROTO": "LL"}) == OLDEST_SUPPORTED
     assert cross_problems(env) == []  # not 2.18's reading: one unmatched item leaving AllReduce nothing
-    assert version_doubts(env, None) == [("NCCL_ALGO", "needs NCCL 2.24+: launched only if the baseline's NCCL is")]
+    assert version_doubts(env, None) == [("NCCL_ALGO", "needs NCCL 2.24+: launched once the baseline shows an NCCL that new")]
     assert version_doubts(env, NcclVersion(2, 27, 3)) == [] and version_doubts({"NCCL_PROTO": "LL"}, None) == []
     assert version_problems(env, None) == [] and version_problems(env, NcclVersion(2, 24, 3)) == []
     old = version_problems(env, NcclVersion(2, 21, 5))
@@ -90,7 +90,7 @@ def test_the_loader_keeps_a_newer_value_while_the_version_is_unknown():
 
     ctx = LoadContext()
     assert check_nccl("NCCL_PROTO", "allreduce:ll", ctx).wrong is None
-    assert any("needs NCCL 2.24+: launched only if the baseline's NCCL is" in n for n in ctx.notices)
+    assert any("needs NCCL 2.24+: launched once the baseline shows an NCCL that new" in n for n in ctx.notices)
     old = check_nccl("NCCL_PROTO", "AllReduce:LL", LoadContext(version=NcclVersion(2, 21, 5))).wrong
     assert old is not None and "NCCL 2.21.5 does not understand the per-collective syntax" in old
     never = check_nccl("NCCL_PROTO", "AllReduce:LL;LL", LoadContext()).wrong

@@ -210,7 +210,9 @@ def test_gates_profile_three_sets():
     base = model_json()
     assert base["set_effects"] == {"corrupt": False, "hang_after_load_s": None, "speed": 1.0}
     corrupt = model_json("--env", "NCCL_P2P_LEVEL=SYS")
-    hang = model_json("--env", "CUDA_DEVICE_MAX_CONNECTIONS=1")
+    hang = model_json("--env", "CUDA_DEVICE_MAX_CONNECTIONS=1", "--env", "NCCL_MAX_NCHANNELS=16")
+    for alone in ("CUDA_DEVICE_MAX_CONNECTIONS=1", "NCCL_MAX_NCHANNELS=16"):  # the hang needs both
+        assert model_json("--env", alone)["set_effects"]["hang_after_load_s"] is None
     clean = model_json("--env", "NCCL_PROTO=LL")
     ratio = {k: v["tok_s_per_stream"] / base["tok_s_per_stream"] for k, v in
              (("corrupt", corrupt), ("hang", hang), ("clean", clean))}
