@@ -22,6 +22,12 @@ the server is vLLM 0.8.2 on Ray (raycluster.py): rank 0 runs in this process wit
 environment, the workers get the environment of ``ray start`` and what vLLM copies (no
 ``NCCL_*``), and their output comes back through Ray's log files, prefixed and folded.
 
+Across nodes (``opts.nodes``, nodes.py): the head (node rank 0) listens on the master address
+before step 2 and plays NCCL's init only once every other node joined, so ``/health`` answers
+only then; a headless node (rank > 0) joins, prints its ranks' lines and waits. A node that goes
+away ends the head (exit 1, vLLM's "Worker proc ... died unexpectedly" line), and a lost head ends
+a node (exit 1).
+
 Endpoints: ``GET /health`` (200, empty body), ``GET /v1/models``, ``GET /metrics`` (a few vLLM
 Prometheus counters), ``POST /v1/chat/completions`` and ``POST /v1/completions``, streaming (SSE
 over chunked transfer encoding, one token per chunk, role-only first chunk for chat, usage chunk

@@ -131,3 +131,9 @@ def test_init_messages_of_a_four_node_ring_cross_at_every_rank():
         assert f"Channel 00/0 : {(rank - 1) % 4}[0] -> {rank}[0] [receive] via NET/Socket/0" in text
         assert f"Channel 00/0 : {rank}[0] -> {(rank + 1) % 4}[0] [send] via NET/Socket/0" in text
         assert "via P2P" not in text and "via SHM" not in text
+
+
+def test_nccl_hostid_is_echoed_as_get_host_hash_does():
+    report = read_env({"NCCL_HOSTID": "spark-b"}, SPARK2.nccl_version)
+    assert report.info[0] == "NCCL_HOSTID set by environment to spark-b"
+    assert not any("HOSTID" in t for t in read_env({}, SPARK2.nccl_version).info)
