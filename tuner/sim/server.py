@@ -318,12 +318,24 @@ class Engine:
         os._exit(1)
 
 
-def _install_signals(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set ``stop`` (the main thread does the teardown)."""
+def _install_signals(stop: threading.Event, signalled: threading.Event | None = None) -> None:
+    """SIGTERM/SIGINT set ``stop`` (the main thread does the teardown) and ``signalled``."""
     if threading.current_thread() is not threading.main_thread():
         return
+
+    def handler(*_) -> None:
+        if signalled is not None:
+            signalled.set()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, handler)
+
+
+def _lost_unasked(watched: Head | Member, signalled: threading.Event) -> bool:
+    """A peer node went away before this process was told to stop: a group-wide SIGTERM reaches
+    every node at once, so a loss within a moment of our own signal is the teardown's."""
+    return watched.lost is not None and not signalled.wait(0.3)
 
 
 def _exit_line(log: NcclLog, text: str) -> None:
@@ -525,8 +537,8 @@ def _serve(opts: ServeOptions, head: Head | None = None) -> int:
         log.line(f"ValueError: {exc}")
         _exit_line(log, "code=1 reason=vllm-env")
         return 1
-    stop = threading.Event()
-    _install_signals(stop)
+    stop, signalled = threading.Event(), threading.Event()
+    _install_signals(stop, signalled)
     comm_id = None
     if head is not None:
         comm_id = head.gather(log.host, stop, rendezvous_timeout_s())
@@ -619,10 +631,11 @@ def _serve(opts: ServeOptions, head: Head | None = None) -> int:
                          "unexpectedly, shutting down executor.")
                 code = 1
                 break
-    if head is not None and head.lost is not None:
-        log.line(f"ERROR [multiproc_executor.py] Worker proc VllmWorker-{head.lost * p.gpus_per_node} "
-                 f"died unexpectedly, shutting down executor. (node {head.lost}: "
-                 f"{head.hosts.get(head.lost)}, its connection to {head.spec.where} closed)")
+    lost = head.lost if head is not None and _lost_unasked(head, signalled) else None
+    if head is not None and lost is not None:
+        log.line(f"ERROR [multiproc_executor.py] Worker proc VllmWorker-{lost * p.gpus_per_node} "
+                 f"died unexpectedly, shutting down executor. (node {lost}: "
+                 f"{head.hosts.get(lost)}, its connection to {head.spec.where} closed)")
         code = 1
     return _teardown(log, httpd, workers, engine, faults, code, monitor)
 
@@ -633,8 +646,8 @@ def _serve_member(opts: ServeOptions, member: Member) -> int:
     p = opts.profile
     environ, debug, log = _setup(opts, p)
     spec = member.spec
-    stop = threading.Event()
-    _install_signals(stop)
+    stop, signalled = threading.Event(), threading.Event()
+    _install_signals(stop, signalled)
     try:
         plan = plan_for(p, environ, opts.missing)
     except ValueError as exc:
@@ -669,7 +682,7 @@ def _serve_member(opts: ServeOptions, member: Member) -> int:
                      "unexpectedly, shutting down executor.")
             code = 1
             break
-    if member.lost is not None:
+    if _lost_unasked(member, signalled):
         log.line(f"ERROR [multiproc_executor.py] Lost the head node: its connection at {spec.where} "
                  "closed, shutting down executor.")
         code = 1

@@ -111,6 +111,20 @@ def test_the_gid_set_runs_on_ib_and_a_node_that_loses_the_head_exits(sim, tmp_pa
     assert "Lost the head node" in node.text()
 
 
+def test_a_teardown_that_signals_every_node_is_not_a_lost_node(sim, tmp_path):
+    master = free_port()
+    head = _node(sim, 0, master, tmp_path)
+    node = _node(sim, 1, master, tmp_path)
+    head.wait_ready(timeout=60)
+    node.wait_line("SIM NODE", timeout=30)
+    head.signal_group(signal.SIGTERM)  # as a launcher stops every node
+    node.signal_group(signal.SIGTERM)
+    assert head.proc.wait(timeout=30) == 0 and node.proc.wait(timeout=30) == 0
+    head.wait_line("SIM EXIT code=0")
+    node.wait_line("SIM EXIT code=0")
+    assert "died unexpectedly" not in head.text() and "Lost the head" not in node.text()
+
+
 def test_a_head_whose_master_port_is_taken_exits_with_torchs_error(sim, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
