@@ -420,6 +420,10 @@ def _model(args, environ: dict, prog: str) -> int:
            "vs_nccl_only": f"{(bd.tok_s / nccl_bd.tok_s - 1) * 100:+.1f} %",
            "set_effects": effects.as_dict(),
            "reduction_order": "untuned" if order_key is None else "changed"}
+    if profile.gpus_per_node:
+        from .ncclnet import net_choice
+
+        out["network"] = net_choice(profile, settings.raw).name
     if args.json:
         print(json.dumps(out))
     else:

@@ -69,6 +69,7 @@ from .http_api import Handler, SimHTTPServer, SimHTTPServer6
 from .libstub import map_stand_in
 from .ncclenv import EnvReport, NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
 from .nccllog import DebugConfig, NcclLog, host_name, node_layout, op_message, output_plan
+from .ncclnet import net_choice
 from .ncclstdio import open_sink
 from .nodes import Head, Member, NodeSpec, rendezvous_timeout_s
 from .procs import Workers
@@ -583,7 +584,8 @@ def _serve(opts: ServeOptions, head: Head | None = None) -> int:
                       "reduction_order": "untuned" if paths.set_key is None else "changed",
                       "divergence_rate": p.divergence_rate,
                       "launch_divergence_rate": 0.0 if not paths.launch_eps else p.launch_divergence_rate,
-                      "time_scale": faults.time_scale})
+                      "time_scale": faults.time_scale,
+                      **({"network": net_choice(p, model.settings.raw).name} if p.gpus_per_node else {})})
 
     httpd = None
     code = 0

@@ -65,6 +65,7 @@ def test_two_nodes_serve_after_both_joined_on_the_socket_fallback(sim, tmp_path)
     assert text.index("SIM NODES ") < text.index("SIM READY ")
     assert head.sim_json("NODES")["hosts"] == {"0": "spark-a", "1": "spark-b"}
     assert head.sim_json("MODEL")["tok_s"] == pytest.approx(24, rel=0.05)  # the cost model's, not timed
+    assert head.sim_json("MODEL")["network"] == "Socket"
     assert node.sim_json("NODE")["ranks"] == [1]
 
     files = _nccl_files(tmp_path)
@@ -96,6 +97,7 @@ def test_the_gid_set_runs_on_ib_and_a_node_that_loses_the_head_exits(sim, tmp_pa
     head.wait_ready(timeout=60)
     node.wait_line("SIM NODE", timeout=30)
     assert head.sim_json("MODEL")["tok_s"] == pytest.approx(40, rel=0.05)
+    assert head.sim_json("MODEL")["network"] == "IB"
     for host, lines in _nccl_files(tmp_path).items():
         assert any(ln.endswith("NCCL INFO Using network IB") for ln in lines), host
         assert any(ln.endswith("NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.") for ln in lines)
