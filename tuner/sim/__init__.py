@@ -15,6 +15,8 @@ core never imports it) used to develop and test nccl-tune without GPUs. Modules:
 * ``ncclstdio``: where a process's NCCL lines physically go (NCCL_DEBUG_FILE, or stdout cut in
   4096-byte blocks as on a real server's pipe); ``raycluster``: vLLM 0.8.2 on Ray (the workers'
   environment, Ray's log prefixes and folding);
+* ``ncclnet``: NCCL's network between nodes (the IB or Socket plugin, NET lines, cross-node
+  channels); ``nodes``: the TCP rendezvous of a server across nodes (one process per node);
 * ``startup``: a server's start and every rank's lines; ``server``: the engine and its life
   cycle; ``http_api``: the OpenAI endpoints; ``procs`` / ``worker``: TP worker processes;
   ``faults``: failure modes, set-bound ones too; ``textgen``: answers; ``greedy``: their greedy

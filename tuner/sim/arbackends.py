@@ -222,6 +222,9 @@ def _custom(p: Profile, v: tuple, symm_live: bool) -> tuple[bool, int, list]:
     sizes = (2, 4, 6, 8, 16) if v >= (0, 27, 0) else (2, 4, 6, 8)
     if p.disable_custom_all_reduce or p.tp == 1:
         return False, 0, []
+    if p.nnodes > 1:  # in_the_same_node_as(group, source_rank=0) is not all True
+        return False, 0, [("WARNING", "custom_all_reduce.py:91",
+                           "Custom allreduce is disabled because this process group spans across nodes.")]
     if p.tp not in sizes:
         return False, 0, [("WARNING", "custom_all_reduce.py:104",
                            f"Custom allreduce is disabled due to an unsupported world size: "

@@ -16,6 +16,7 @@ import sys
 
 from . import faults as faults_mod
 from .arbackends import MISSING_PACKAGES, plan_for, vtuple
+from .nodes import DEFAULT_MASTER_PORT, NodeSpec
 from .profiles import BUILTIN, DEFAULT_PROFILE, ProfileError, load_profile
 
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
@@ -154,6 +155,18 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="with --first-token-delay: log a warm-up line (a graph compile), or nothing")
     s.add_argument("--teardown-s", type=float, default=None, metavar="S",
                    help="slow-teardown delay in seconds (default: SIM_TEARDOWN_S, else 3)")
+    n = s.add_argument_group("a server across nodes (vLLM's multi-node flags; profiles roce-2x-spark, "
+                             "roce-4x-spark): one process per node, the head (node rank 0) serves HTTP once "
+                             "every node joined its rendezvous; NCCL's lines show NCCL_TUNE_NODE as host")
+    n.add_argument("--nnodes", type=int, default=1, metavar="N",
+                   help="nodes the server spans: the profile's (TP / GPUs per node)")
+    n.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank, 0 = the head")
+    n.add_argument("--master-addr", default="127.0.0.1", metavar="ADDR",
+                   help="the head's rendezvous address (a real TCP socket)")
+    n.add_argument("--master-port", type=int, default=DEFAULT_MASTER_PORT, metavar="PORT",
+                   help="the head's rendezvous port")
+    n.add_argument("--headless", action="store_true",
+                   help="no HTTP server (node ranks > 0 run so whether given or not)")
 
     sub.add_parser("all-reduce-perf", add_help=False,
                    help="print nccl-tests all_reduce_perf output (see its --help)")
@@ -254,11 +267,36 @@ def no_effect_vars(cli: list[str] | None, environ: dict) -> tuple[str, ...]:
     return tuple(n for n in re.split(r"[,\s]+", environ.get("SIM_NO_EFFECT", "")) if n)
 
 
+def node_spec(args, profile) -> NodeSpec | None:
+    """The serve flags of a server across nodes, checked against the profile (None: one node).
+    Raises ProfileError naming the flag, its value and what is accepted."""
+    if not 1 <= args.nnodes <= 64:
+        raise ProfileError(f"--nnodes must be within 1-64, got {args.nnodes}")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise ProfileError(f"--node-rank must be within 0-{args.nnodes - 1} (--nnodes {args.nnodes}), "
+                           f"got {args.node_rank}")
+    if not 1 <= args.master_port <= 65535:
+        raise ProfileError(f"--master-port must be within 1-65535, got {args.master_port}")
+    if args.headless and args.node_rank == 0:
+        raise ProfileError("--headless is for node ranks > 0: node rank 0 is the head, which serves HTTP")
+    spans = sorted(name for name, p in BUILTIN.items() if p.nnodes > 1)
+    if profile.nnodes != args.nnodes:
+        what = (f"spans {profile.nnodes} nodes (TP {profile.tp}, {profile.gpus_per_node} GPU(s) per node)"
+                if profile.nnodes > 1 else "is one node")
+        raise ProfileError(f"--nnodes {args.nnodes}: profile {profile.name} {what}; give --nnodes "
+                           f"{profile.nnodes}, or a profile across nodes ({', '.join(spans)})")
+    if args.nnodes == 1:
+        return None
+    return NodeSpec(args.nnodes, args.node_rank, args.master_addr, args.master_port,
+                    args.headless or args.node_rank > 0)
+
+
 def _serve(args, environ: dict, prog: str) -> int:
     from .server import ServeOptions, serve
 
     try:
         profile = load_profile(args.profile or environ.get("SIM_PROFILE"))
+        nodes = node_spec(args, profile)
         plan = faults_mod.parse_faults(args.fault, after_tokens=args.fault_after,
                                        on_request=args.fault_request, teardown_s=args.teardown_s,
                                        environ=environ, when=args.fault_when,
@@ -276,7 +314,7 @@ def _serve(args, environ: dict, prog: str) -> int:
         environ, "SIM_LAUNCH_NOISE", float, 0.005, prog)
     seed = args.seed if args.seed is not None else _env_default(environ, "SIM_SEED", int, None, prog)
     workers = args.workers if args.workers is not None else _env_default(
-        environ, "SIM_WORKERS", int, profile.tp - 1, prog)
+        environ, "SIM_WORKERS", int, (profile.gpus_per_node or profile.tp) - 1, prog)
     reasoning = args.reasoning_tokens if args.reasoning_tokens is not None else _env_default(
         environ, "SIM_REASONING_TOKENS", int, 0, prog)
     for name, value in (("--load-time", load), ("--noise", noise), ("--launch-noise", launch),
@@ -313,7 +351,8 @@ def _serve(args, environ: dict, prog: str) -> int:
                         ray=ray, ray_nodes=args.ray_nodes, ray_start_env=start_env, log_schedule=args.log_schedule,
                         missing=missing, api=args.api, tgi_version=args.tgi_version,
                         stream_interval=args.stream_interval, ignores_ignore_eos=args.ignores_ignore_eos,
-                        first_token_delay_s=args.first_token_delay, first_token_log=args.first_token_log)
+                        first_token_delay_s=args.first_token_delay, first_token_log=args.first_token_log,
+                        nodes=nodes)
     if args.stream_interval < 1:
         print(f"{prog} serve: --stream-interval must be >= 1, got {args.stream_interval}", file=sys.stderr)
         return 2
@@ -381,6 +420,10 @@ def _model(args, environ: dict, prog: str) -> int:
            "vs_nccl_only": f"{(bd.tok_s / nccl_bd.tok_s - 1) * 100:+.1f} %",
            "set_effects": effects.as_dict(),
            "reduction_order": "untuned" if order_key is None else "changed"}
+    if profile.gpus_per_node:
+        from .ncclnet import net_choice
+
+        out["network"] = net_choice(profile, settings.raw).name
     if args.json:
         print(json.dumps(out))
     else:
@@ -417,7 +460,8 @@ def main(argv: list[str] | None = None, prog: str = DEFAULT_PROG) -> int:
     if args.command == "profiles":
         for name, p in BUILTIN.items():
             print(f"{name:16s} tp={p.tp} link={p.link} layers={p.layers} hidden={p.hidden} "
-                  f"nccl={p.nccl_version} model={p.model} load_time_s={p.load_time_s}")
+                  f"nccl={p.nccl_version} model={p.model} load_time_s={p.load_time_s}"
+                  + (f" nodes={p.nnodes}" if p.nnodes > 1 else ""))
         return 0
     if args.command == "faults":
         for name, what in faults_mod.FAULT_MODES.items():

@@ -13,7 +13,8 @@
    Simple's; NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE the others) sets the chunk and the number of
    pipeline loops; a chunk that rounds down to 0 makes ``DIVUP(nBytes, loopSize)`` divide by zero.
 4. **Realised time** on the simulated hardware: the pair's base latency plus every ring hop on
-   its real transport (P2P, SHM through host memory, or sockets), the launched channels and
+   its real transport (P2P, SHM through host memory, sockets, or IB between nodes: ncclnet.py;
+   NCCL's tuning tables stay those of one node there), the launched channels and
    threads, the profile's bandwidth ceilings, the extra pipeline loops; parameters and their
    sources are in ``profiles.py``. NCCL's model does not see these departures, which is why its
    pick is not always the fastest: the landscape a tuner explores.
@@ -405,6 +406,9 @@ def check_init(profile: Profile, settings: NcclSettings) -> None:
     """Raise NcclInitError where the communicator init fails: a protocol buffer that wrapped
     negative in its C ``int`` cannot be allocated (the transports size their buffers from
     ``comm->buffSizes``, src/transport/p2p.cc and shm.cc)."""
+    from .ncclnet import check_net
+
+    check_net(profile, settings.raw)
     for proto in PROTOS:
         if settings.buffsizes[proto] < 0:
             raise NcclInitError([warn("Cuda failure 'out of memory'", "include/alloc.h:292")],
@@ -425,7 +429,8 @@ def p2p_level(profile: Profile, settings: NcclSettings, ngpus: int | None = None
 def _hops(profile: Profile, settings: NcclSettings, ngpus: int | None = None) -> list[tuple[float, str]]:
     """(share of ring hops, transport): P2P where allowed (src/graph/paths.cc
     ``ncclTopoCheckP2p``: path type at most the P2P level, NCCL_P2P_DISABLE=1 forbids), else
-    SHM, else sockets when NCCL_SHM_DISABLE=1."""
+    SHM, else sockets when NCCL_SHM_DISABLE=1. On a profile across nodes the hops that leave a node
+    run on the NET plugin NCCL picks (ncclnet.py): ``"IB"``, or ``"NET"`` for its sockets."""
     names = path_types(settings.version)
     level = p2p_level(profile, settings, ngpus)
 
@@ -434,6 +439,13 @@ def _hops(profile: Profile, settings: NcclSettings, ngpus: int | None = None) ->
             return "P2P"
         return "NET" if settings.shm_disable else "SHM"
 
+    if profile.gpus_per_node:  # a server across nodes: nnodes of the ring's hops leave a node
+        from .ncclnet import net_choice
+
+        net = "IB" if net_choice(profile, settings.raw).name == "IB" else "NET"
+        share = profile.nnodes / max(1, ngpus or profile.tp)
+        mix = [(1.0 - share, transport(profile.gpu_path)), (share, net)]
+        return [(s, t) for s, t in mix if s > 0]
     mix = [(1.0 - profile.cross_fraction, transport(profile.gpu_path))]
     if profile.cross_fraction > 0:
         mix.append((profile.cross_fraction, transport(profile.cross_path)))
@@ -463,6 +475,8 @@ def realized_core(profile: Profile, settings: NcclSettings, tm: TuneModel, algo:
             base *= profile.shm_hop_factor
         elif t == "NET":
             base = HW_LAT_US["net"][algo][pi] * profile.net_hop_factor
+        elif t == "IB":
+            base = HW_LAT_US["net"][algo][pi] * profile.ib_hop_factor
         hop += share * base
     latency = BASE_LAT_US[algo][proto] + steps * hop + (nc - 1) * profile.channel_sync_us
     per_channel = profile.channel_bw_GBps * min(1.0, min(nt, NCCL_LL128_MAX_NTHREADS)
@@ -473,6 +487,8 @@ def realized_core(profile: Profile, settings: NcclSettings, tm: TuneModel, algo:
         bus = min(bus, profile.shm_bw_cap_GBps)
     if "NET" in used:
         bus = min(bus, profile.net_bw_cap_GBps)
+    if "IB" in used:
+        bus = min(bus, profile.ib_bw_cap_GBps)
     # What each protocol and algorithm delivers of the bus: NCCL's own factors (tuning.cc).
     # Ring and Tree are modelled; other algorithms (NVLS on a TOML profile) reuse Tree's.
     if algo == "Ring":
@@ -562,6 +578,10 @@ class CostModel:
         c = self.nccl(nbytes)
         parts = dict(c.parts, overhead=p.op_overhead_us,
                      connections=_connections_us(p, self.settings))
+        if p.gpus_per_node and "IB" in {t for _, t in _hops(p, self.settings)}:
+            from .ncclnet import qps_us
+
+            parts["qps"] = qps_us(p, self.settings.raw)
         total = max(1.0, sum(parts.values()))
         base = {"flashinfer": p.flashinfer_us, "symm_mem": p.symm_mem_us,
                 "flashinfer_pcie_ipc": p.fi_pcie_ipc_us}.get(via, 0.0)

@@ -350,6 +350,8 @@ def read_env(environ: dict, version: str = "2.27.3") -> EnvReport:
     NcclInitError where NCCL's init fails (an NCCL_ALGO / NCCL_PROTO that parseList refuses)."""
     env = load_conf_file(environ)
     msgs: list[Message] = []
+    if (host_id := env.get("NCCL_HOSTID")) is not None:  # src/misc/utils.cc getHostHashOnce
+        msgs.append(info(f"NCCL_HOSTID set by environment to {host_id}", "ENV"))
     ints = {name: _load_int(env, name, msgs) for name in INT_PARAMS}
     p2p_disable, p2p_level = _p2p(env, version, msgs)
     names_algo = algos(version)

@@ -22,6 +22,7 @@ import time
 from .costmodel import TuneModel, hop_transports, select
 from .ncclconst import ALGO_UPPER, FUNCS, PROTO_UPPER, PROTOS, shm_via, version_tuple
 from .ncclenv import Message, NcclSettings, info
+from .ncclnet import NetChoice, net_choice, via
 from .ncclstdio import Sink
 from .nccltopo import graph_messages, topology_messages
 from .profiles import Profile
@@ -67,9 +68,15 @@ class DebugConfig:
         return self.info and "TUNING" in self.mask
 
 
+#: nccl-tune's name for the node a process plays (its local node mode sets it): the host NCCL's
+#: lines show, in place of the machine's name.
+NODE_VAR = "NCCL_TUNE_NODE"
+
+
 def host_name() -> str:
-    """NCCL's ``getHostName(.., '.')``: the host name up to the first dot."""
-    return socket.gethostname().split(".")[0]
+    """NCCL's ``getHostName(.., '.')``: the host name up to the first dot; the node's name
+    (``NCCL_TUNE_NODE``) when nccl-tune plays several nodes on one machine."""
+    return (os.environ.get(NODE_VAR) or socket.gethostname()).split(".")[0]
 
 
 def body(msg: Message, dev: int, version: str, now: float | None = None) -> tuple[str, str]:
@@ -209,10 +216,13 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
     comm line counts nodes and local ranks (node_layout) and the GPU is the local one; the
     transports stay those of one node."""
     n, nch = tm.nranks, tm.nchannels
-    _, local, local_n = node_layout(n, nodes, rank)
+    node, local, local_n = node_layout(n, nodes, rank)
     if nodes <= 1:
         local, local_n = rank, n
-    out = topology_messages(profile, settings.version, n) + graph_messages(profile, settings.version, n)
+    net = net_choice(profile, settings.raw, node) if profile.gpus_per_node else None
+    ngpus = local_n if net is not None else n
+    out = list(net.messages) if net is not None else []
+    out += topology_messages(profile, settings.version, ngpus) + graph_messages(profile, settings.version, ngpus)
     out += [info(f"comm 0x{comm_id + rank * 0x400:x} rank {rank} nRanks {n} nNodes {max(1, min(nodes, n))} "
                 f"localRanks {local_n} localRank {local} MNNVL 0", "INIT")]
     if rank == 0:
@@ -230,8 +240,11 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
     kinds = [t for s, t in hop_transports(profile, settings, n)]
     hop = kinds[-1] if (crossing and len(kinds) > 1) else kinds[0]
     nxt = (rank + 1) % n
+    if net is not None:
+        out += _net_channels(net, n, nodes, rank, nch)
+        hop = "" if node_layout(n, nodes, nxt)[0] != node else hop
     read = "/read" if profile.link == "nvlink" and profile.compute_capability >= 80 else ""
-    for c in range(nch):
+    for c in range(nch if hop else 0):
         if hop == "P2P":
             kind = "CUMEM" if settings.cumem else "IPC"
             text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] via P2P/{kind}{read}"
@@ -242,7 +255,8 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
         else:
             text = f"Channel {c:02d}/0 : {rank}[{rank}] -> {nxt}[{nxt}] [send] via NET/Socket/0"
             out.append(info(text, "INIT", "NET"))
-    suffix = ", use ring PXN 0 GDR 0" if version_tuple(settings.version) >= (2, 24, 0) else ""
+    gdr = int(net is not None and net.gdr)
+    suffix = f", use ring PXN 0 GDR {gdr}" if version_tuple(settings.version) >= (2, 24, 0) else ""
     out += [info(f"Connected all rings{suffix}", "INIT"), info("Connected all trees", "INIT")]
     out += list(tuning_echoes) + list(tm.messages)
     t = tm.thresholds
@@ -256,6 +270,25 @@ def init_messages(profile: Profile, settings: NcclSettings, tm: TuneModel, rank:
     out.append(info(f"ncclCommInitRank comm 0x{comm_id + rank * 0x400:x} rank {rank} nranks {n} "
                     f"cudaDev {local} nvmlDev {local} busId {bus_id(local)} commId "
                     f"0x{comm_id ^ 0x5EED5EED5EED:x} - Init COMPLETE", "INIT"))
+    return out
+
+
+def _net_channels(net: NetChoice, n: int, nodes: int, rank: int, nch: int) -> list[Message]:
+    """A rank's ring connections that leave its node (src/transport/net.cc): the ``[receive]``
+    lines from the previous rank and the ``[send]`` lines to the next, each channel on its NIC
+    (reallogs 04: ``Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0``)."""
+    node = node_layout(n, nodes, rank)[0]
+    prev, nxt = (rank - 1) % n, (rank + 1) % n
+    dev = node_layout(n, nodes, rank)[1]
+    out = []
+    if node_layout(n, nodes, prev)[0] != node:
+        pdev = node_layout(n, nodes, prev)[1]
+        out += [info(f"Channel {c:02d}/0 : {prev}[{pdev}] -> {rank}[{dev}] [receive] via {via(net, c)}",
+                     "INIT", "NET") for c in range(nch)]
+    if node_layout(n, nodes, nxt)[0] != node:
+        ndev = node_layout(n, nodes, nxt)[1]
+        out += [info(f"Channel {c:02d}/0 : {rank}[{dev}] -> {nxt}[{ndev}] [send] via {via(net, c)}",
+                     "INIT", "NET") for c in range(nch)]
     return out
 
 

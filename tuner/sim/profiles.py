@@ -29,6 +29,12 @@ field's comment in :class:`Profile` says where its value comes from; the built-i
 * ``pcie-4x-backends``: 4 RTX PRO 6000 on one PCIe switch tree serving a 32B model with vLLM
   0.30.0: custom allreduce is refused, NCCL carries decode by default; FlashInfer's PCIe IPC
   allreduce (``VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1``) decodes ~10 % faster.
+* ``roce-2x-spark`` / ``roce-4x-spark``: one server spanning 2 / 4 DGX Spark nodes (one GB10 each,
+  TP = nodes) over 200G RoCE, NCCL 2.28.9, played by ``serve --nnodes N --node-rank R`` (one
+  process per node). In the container the profile plays, NCCL's automatic RoCE GID choice does not
+  work, so the untuned launch decodes on the socket fallback (~24 tok/s); ``NCCL_IB_GID_INDEX=3``
+  puts it on IB (~40 tok/s); ``NCCL_IB_DISABLE=1`` keeps sockets. The mechanism and its sources
+  are in ``ncclnet.py``.
 
 TOML files use the same keys (plus ``extends = "<built-in>"``). Times in ms (``*_ms``) or us
 (``*_us``), sizes in bytes, bandwidths in GB/s (1 GB/s = 1000 bytes/us).
@@ -124,6 +130,22 @@ class Profile:
     set_faults: str = ""
     divergence_rate: float = 0.03  # chosen: a 300-token answer parts, set with another reduction order
     launch_divergence_rate: float = 0.003  # chosen: the same, one launch against the ideal path
+    # -- a server spanning nodes (ncclnet.py); 0 GPUs per node = every rank on one node
+    gpus_per_node: int = 0
+    net_ib_ports: str = ""  # RoCE/IB ports NET/IB lists, comma-separated: "rocep1s0f1:1/RoCE,..."
+    net_if: str = ""  # the IP interface (NET/IB's OOB, NET/Socket's device)
+    net_first_ip: str = "192.168.100.15"  # node k's address: the last number + k
+    ib_gid_auto: bool = True  # NCCL's own RoCE GID choice (NCCL_IB_GID_INDEX unset) works here
+    ib_gid_index: int = 3  # the GID index that carries RoCE v2 on this fabric
+    net_gdr: bool = False  # GPU and NIC support GPU Direct RDMA (NET lines say /GDRDMA)
+    ib_hop_factor: float = 1.0  # a cross-node hop on IB / NCCL's NET hwLat
+    ib_bw_cap_GBps: float = 22.0  # bus bandwidth ceiling across nodes on IB
+    ib_qps_us: float = 0.0  # per-allreduce change per doubling of NCCL_IB_QPS_PER_CONNECTION
+
+    @property
+    def nnodes(self) -> int:
+        """Nodes one server spans: TP / GPUs per node (1 for a one-node profile)."""
+        return self.tp // self.gpus_per_node if self.gpus_per_node else 1
 
     @property
     def ring_graph(self) -> tuple[int, float, str]:
@@ -411,10 +433,65 @@ _PCIE_8X_GATES = dataclasses.replace(
                 "NCCL_PROTO=LL => speed=1.10"),  # the clean win
 )
 
+# [gb10]  timothystewart6/vllm-gb10 PR #24: two GB10 nodes over RoCE, MiniMax-M2: ~40+ t/s privileged,
+#         ~24 t/s in an unprivileged container; NCCL_IB_DISABLE=1 "cuts throughput ~4x"; RoCE needs
+#         NCCL_IB_GID_INDEX=3 (RoCE v2, IPv4-mapped); NCCL_NET_GDR_LEVEL=0 (GDR unsafe on GB10).
+# [log04] two DGX Spark, NCCL 2.28.9 (reallogs 04): ports rocep1s0f1:1/RoCE and roceP2p1s0f1:1/RoCE
+#         [RO], OOB enp1s0f1np1 at 192.168.100.15/16, 16 channels, "GDR 0", busbw 21.99 GB/s.
+# [mm2]   MiniMax-M2 config.json: num_hidden_layers 62, hidden_size 3072.
+_ROCE_2X_SPARK = dataclasses.replace(
+    _PCIE_8X_MLA,
+    name="roce-2x-spark",
+    model="sim/minimax-m2-tp2",
+    nccl_version="2.28.9",  # [log04]
+    cuda_version="13.0",  # [log04]
+    gpu_name="NVIDIA GB10",
+    compute_capability=121,  # NVIDIA CUDA GPUs table: GB10 = 12.1
+    tp=2,
+    gpus_per_node=1,
+    layers=62,  # [mm2]
+    hidden=3072,  # [mm2]
+    compute_ms=20.9,  # chosen with op_overhead_us: [gb10] ~40 tok/s on IB
+    batch_compute_slope=0.1,  # chosen: [gb10] 43 t/s avg at concurrency 4
+    link="pcie",
+    graph_type_intra="SYS",  # chosen: the ring leaves the node at every hop (no LL128 across the NET)
+    graph_nchannels=8,  # [log04]: 16 channels (twice the search's)
+    graph_bw_intra_GBps=3.0,  # chosen: 16 x 3 x 0.5 ~ [log04]'s busbw
+    gpu_path="SYS",
+    cross_path="SYS",
+    cross_fraction=0.0,
+    cpu_vendor="ARM",
+    cpu_model=-1,
+    sockets=1,
+    gpu_pcie_bw_GBps=24.0,
+    net_hop_factor=25.7,  # chosen: a TCP hop between the nodes: [gb10] ~24 tok/s on sockets
+    net_bw_cap_GBps=5.5,  # chosen: [gb10] "~4x" below IB
+    op_overhead_us=20.0,  # chosen: launch, skew and sync around each served allreduce
+    net_ib_ports="rocep1s0f1:1/RoCE,roceP2p1s0f1:1/RoCE",  # [log04]
+    net_if="enp1s0f1np1",  # [log04]
+    net_first_ip="192.168.100.15",  # [log04]
+    ib_gid_auto=False,  # chosen: the unprivileged container of [gb10] (see ncclnet.py)
+    ib_gid_index=3,  # [gb10]
+    net_gdr=False,  # [log04]: "use ring PXN 0 GDR 0" on GB10 at 2.28.9
+    ib_hop_factor=1.0,  # chosen: NCCL's own NET latency
+    ib_bw_cap_GBps=22.0,  # [log04]: busbw 21.99 GB/s
+    ib_qps_us=-0.3,  # chosen: a sub-noise gain per doubling (NCCL's guide: ECMP, many flows)
+    load_time_s=1.0,
+    noise=0.02,
+)
+
+_ROCE_4X_SPARK = dataclasses.replace(
+    _ROCE_2X_SPARK,
+    name="roce-4x-spark",
+    model="sim/minimax-m2-tp4",
+    tp=4,
+    compute_ms=12.0,  # chosen: a quarter of the weights per node; the ring pays 6 hops
+)
+
 BUILTIN: dict[str, Profile] = {p.name: p for p in (_PCIE_8X_MLA, _NVLINK_8X, _NVLINK_8X_NCCL,
                                                    _FAST_TINY, _PCIE_8X_AMD_FALLBACK, _PCIE_4X_ACS,
                                                    _PCIE_8X_NCCL_RIGHT, _PCIE_4X_BACKENDS,
-                                                   _PCIE_8X_GATES)}
+                                                   _PCIE_8X_GATES, _ROCE_2X_SPARK, _ROCE_4X_SPARK)}
 DEFAULT_PROFILE = "pcie-8x-mla"
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Profile)}
@@ -466,6 +543,9 @@ def _validate(p: Profile, source: str) -> Profile:
                            f"got {p.cpu_vendor!r}")
     if p.sockets < 1 or p.gpu_pcie_bw_GBps <= 0 or p.nvlink_bw_GBps < 0:
         raise ProfileError(f"{source}: sockets and gpu_pcie_bw_GBps must be positive")
+    if p.gpus_per_node < 0 or (p.gpus_per_node and p.tp % p.gpus_per_node):
+        raise ProfileError(f"{source}: gpus_per_node must be 0 (one node) or divide tp ({p.tp}), "
+                           f"got {p.gpus_per_node}")
     if not (0.0 <= p.divergence_rate < 1.0 and 0.0 <= p.launch_divergence_rate < 1.0):
         raise ProfileError(f"{source}: divergence_rate and launch_divergence_rate must be within "
                            "[0, 1) (the share of 300-token answers that part)")

@@ -22,6 +22,12 @@ the server is vLLM 0.8.2 on Ray (raycluster.py): rank 0 runs in this process wit
 environment, the workers get the environment of ``ray start`` and what vLLM copies (no
 ``NCCL_*``), and their output comes back through Ray's log files, prefixed and folded.
 
+Across nodes (``opts.nodes``, nodes.py): the head (node rank 0) listens on the master address
+before step 2 and plays NCCL's init only once every other node joined, so ``/health`` answers
+only then; a headless node (rank > 0) joins, prints its ranks' lines and waits. A node that goes
+away ends the head (exit 1, vLLM's "Worker proc ... died unexpectedly" line), and a lost head ends
+a node (exit 1).
+
 Endpoints: ``GET /health`` (200, empty body), ``GET /v1/models``, ``GET /metrics`` (a few vLLM
 Prometheus counters), ``POST /v1/chat/completions`` and ``POST /v1/completions``, streaming (SSE
 over chunked transfer encoding, one token per chunk, role-only first chunk for chat, usage chunk
@@ -63,7 +69,9 @@ from .http_api import Handler, SimHTTPServer, SimHTTPServer6
 from .libstub import map_stand_in
 from .ncclenv import EnvReport, NcclInitError, drop_vars, load_conf_file, read_env, relevant_env
 from .nccllog import DebugConfig, NcclLog, host_name, node_layout, op_message, output_plan
+from .ncclnet import net_choice
 from .ncclstdio import open_sink
+from .nodes import Head, Member, NodeSpec, rendezvous_timeout_s
 from .procs import Workers
 from .profiles import Profile
 from .startup import NCCL, failure_lines, rank_lines, run_startup
@@ -106,6 +114,7 @@ class ServeOptions:
     ignores_ignore_eos: bool = False  # accepts ignore_eos and ends at the natural end anyway
     first_token_delay_s: float = 0.0  # the launch's first request: its first token this much later
     first_token_log: str = "compile"  # meanwhile: "compile" logs a warm-up line, "none" nothing
+    nodes: NodeSpec | None = None  # a server across nodes (nodes.py); None: one node
 
 
 class Engine:
@@ -310,12 +319,24 @@ class Engine:
         os._exit(1)
 
 
-def _install_signals(stop: threading.Event) -> None:
-    """SIGTERM/SIGINT set ``stop`` (the main thread does the teardown)."""
+def _install_signals(stop: threading.Event, signalled: threading.Event | None = None) -> None:
+    """SIGTERM/SIGINT set ``stop`` (the main thread does the teardown) and ``signalled``."""
     if threading.current_thread() is not threading.main_thread():
         return
+
+    def handler(*_) -> None:
+        if signalled is not None:
+            signalled.set()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, handler)
+
+
+def _lost_unasked(watched: Head | Member, signalled: threading.Event) -> bool:
+    """A peer node went away before this process was told to stop: a group-wide SIGTERM reaches
+    every node at once, so a loss within a moment of our own signal is the teardown's."""
+    return watched.lost is not None and not signalled.wait(0.3)
 
 
 def _exit_line(log: NcclLog, text: str) -> None:
@@ -340,17 +361,21 @@ def _without_effect(speed: CostModel, names: tuple, environ: dict, p: Profile) -
 
 
 def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, environ: dict,
-           plan: BackendPlan):
+           plan: BackendPlan, comm_id: int | None = None):
     """Play the start: (model or None, workers, outcome, Ray log monitor or None, the model
-    that sets the speed). Prints rank 0's lines (and, on Ray, the workers' as Ray shows them)."""
+    that sets the speed). Prints this process's rank's lines (and, on Ray, the workers' as Ray
+    shows them); across nodes, this node's first rank is node rank x GPUs per node, and
+    ``comm_id`` the head's."""
     try:
         report, init_error = read_env(environ, p.nccl_version), None
     except NcclInitError as exc:
         report, init_error = None, exc
     model = CostModel(p, report.settings, plan) if report is not None else None
     outcome = run_startup(p, report, model, init_error)
-    comm_id = random.getrandbits(44) << 4
-    nodes = max(1, opts.ray_nodes) if opts.ray else 1
+    comm_id = random.getrandbits(44) << 4 if comm_id is None else comm_id
+    spec = opts.nodes if opts.nodes is not None and opts.nodes.nnodes > 1 else None
+    nodes = spec.nnodes if spec else max(1, opts.ray_nodes) if opts.ray else 1
+    rank0 = spec.node_rank * (p.gpus_per_node or 1) if spec else 0
     # On Ray the workers' NCCL reads another environment: theirs sets the lines and the speed.
     w_env, w_report, w_model = environ, report, model
     monitor = logs = None
@@ -362,15 +387,15 @@ def _start(opts: ServeOptions, p: Profile, log: NcclLog, debug: DebugConfig, env
     payloads = []
     for r in range(1, opts.workers + 1):
         node = node_layout(p.tp, nodes, r)[0]
-        r_host = host if node == 0 else f"{host}-node{node}"
-        lines = rank_lines(p, opts.model_name, w_debug, w_report, w_model, outcome, r, comm_id,
+        r_host = host if node == 0 or spec else f"{host}-node{node}"
+        lines = rank_lines(p, opts.model_name, w_debug, w_report, w_model, outcome, rank0 + r, comm_id,
                            host=r_host, nodes=nodes, plain_vllm=opts.ray)
         out_plan = output_plan(w_merged, w_debug, p.nccl_version, opts.stdout_buffering, r_host)
         payloads.append({"lines": lines, "nccl_output": out_plan})
     ignore = opts.faults.has("orphan-workers") or opts.faults.has("stuck-workers")
     workers = Workers(opts.workers, uuid.uuid4().hex[:12], ignore, environ, payloads,
                       environs=[w_env] * opts.workers if opts.ray else None, logs=logs)
-    for kind, text in rank_lines(p, opts.model_name, debug, report, model, outcome, 0, comm_id,
+    for kind, text in rank_lines(p, opts.model_name, debug, report, model, outcome, rank0, comm_id,
                                  pid=os.getpid(), tid=threading.get_native_id(), nodes=nodes,
                                  plain_vllm=opts.ray):
         if kind == NCCL:
@@ -450,10 +475,23 @@ def _set_behaviour(opts: ServeOptions, p: Profile, environ: dict, model: CostMod
 
 
 def serve(opts: ServeOptions) -> int:
-    """Run the simulated server until SIGTERM/SIGINT; returns the process exit status."""
-    p = opts.profile
-    if opts.ray:
-        p = dataclasses.replace(p, vllm_version=raycluster.RAY_VLLM_VERSION)
+    """Run the simulated server until SIGTERM/SIGINT; returns the process exit status. With
+    ``opts.nodes`` across several nodes: the head listens for the others first (nodes.py), a
+    headless node plays its ranks without HTTP (``_serve_member``)."""
+    spec = opts.nodes
+    if spec is None or spec.nnodes <= 1:
+        return _serve(opts)
+    if spec.node_rank > 0:
+        return _serve_member(opts, Member(spec))
+    head = Head(spec)
+    try:
+        return _serve(opts, head)
+    finally:
+        head.close()
+
+
+def _setup(opts: ServeOptions, p: Profile):
+    """(environment, debug config, NCCL log) of a launch; prints ``SIM ENV``."""
     environ = drop_vars(opts.environ, opts.ignore_vars)
     map_stand_in(p.nccl_version)  # the NCCL a real server's processes map (libstub.py)
     merged = load_conf_file(environ)
@@ -461,6 +499,22 @@ def serve(opts: ServeOptions) -> int:
     sink = open_sink(output_plan(merged, debug, p.nccl_version, opts.stdout_buffering), os.getpid())
     log = NcclLog(debug=debug, version=p.nccl_version, sink=sink)
     log.sim("ENV", relevant_env(merged))
+    return environ, debug, log
+
+
+def _serve(opts: ServeOptions, head: Head | None = None) -> int:
+    """The server of one node, or the head of several."""
+    p = opts.profile
+    if opts.ray:
+        p = dataclasses.replace(p, vllm_version=raycluster.RAY_VLLM_VERSION)
+    environ, debug, log = _setup(opts, p)
+    if head is not None and (error := head.listen()) is not None:
+        # torch's TCPStore, as vLLM's head reports a taken master port
+        log.line(f"RuntimeError: The server socket has failed to listen on any local network address. "
+                 f"port: {head.spec.master_port}, useIpv6: {int(':' in head.spec.master_addr)}, "
+                 f"code: -{error.errno}, name: {error.strerror}")
+        _exit_line(log, "code=1 reason=master-port")
+        return 1
     if opts.ignore_vars:
         log.sim("IGNORED", sorted(set(opts.ignore_vars)))
     if opts.api == "tgi":  # TGI's launcher and router lines, no vLLM line (tgilog.py)
@@ -484,9 +538,22 @@ def serve(opts: ServeOptions) -> int:
         log.line(f"ValueError: {exc}")
         _exit_line(log, "code=1 reason=vllm-env")
         return 1
-    stop = threading.Event()
-    _install_signals(stop)
-    model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ, plan)
+    stop, signalled = threading.Event(), threading.Event()
+    _install_signals(stop, signalled)
+    comm_id = None
+    if head is not None:
+        comm_id = head.gather(log.host, stop, rendezvous_timeout_s())
+        if comm_id is None:
+            if stop.is_set():
+                _exit_line(log, "code=0")
+                return 0
+            log.line(f"ERROR [multiproc_executor.py] Timed out waiting for {head.spec.nnodes - 1} "
+                     f"node(s) to join at {head.spec.where}; joined: {sorted(head.conns)}")
+            _exit_line(log, "code=1 reason=rendezvous")
+            return 1
+        log.sim("NODES", {"nnodes": head.spec.nnodes, "hosts": head.hosts, "master": head.spec.where})
+        head.watch(lambda _rank: stop.set())
+    model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ, plan, comm_id)
     if outcome.failure is not None:
         workers.wait_logged()
         for text in failure_lines(outcome):
@@ -517,7 +584,8 @@ def serve(opts: ServeOptions) -> int:
                       "reduction_order": "untuned" if paths.set_key is None else "changed",
                       "divergence_rate": p.divergence_rate,
                       "launch_divergence_rate": 0.0 if not paths.launch_eps else p.launch_divergence_rate,
-                      "time_scale": faults.time_scale})
+                      "time_scale": faults.time_scale,
+                      **({"network": net_choice(p, model.settings.raw).name} if p.gpus_per_node else {})})
 
     httpd = None
     code = 0
@@ -565,7 +633,72 @@ def serve(opts: ServeOptions) -> int:
                          "unexpectedly, shutting down executor.")
                 code = 1
                 break
+    lost = head.lost if head is not None and _lost_unasked(head, signalled) else None
+    if head is not None and lost is not None:
+        log.line(f"ERROR [multiproc_executor.py] Worker proc VllmWorker-{lost * p.gpus_per_node} "
+                 f"died unexpectedly, shutting down executor. (node {lost}: "
+                 f"{head.hosts.get(lost)}, its connection to {head.spec.where} closed)")
+        code = 1
     return _teardown(log, httpd, workers, engine, faults, code, monitor)
+
+
+def _serve_member(opts: ServeOptions, member: Member) -> int:
+    """A headless node: join the head, play this node's ranks, wait; exit 1 when the head goes
+    away, 0 on SIGTERM/SIGINT."""
+    p = opts.profile
+    environ, debug, log = _setup(opts, p)
+    spec = member.spec
+    stop, signalled = threading.Event(), threading.Event()
+    _install_signals(stop, signalled)
+    try:
+        plan = plan_for(p, environ, opts.missing)
+    except ValueError as exc:
+        log.line(f"ValueError: {exc}")
+        _exit_line(log, "code=1 reason=vllm-env")
+        return 1
+    answer = member.join(log.host, stop, rendezvous_timeout_s())
+    if answer is None:
+        if stop.is_set():
+            _exit_line(log, "code=0")
+            return 0
+        log.line(f"ERROR [multiproc_executor.py] Node {spec.node_rank} could not join the head at "
+                 f"{spec.where}: no answer")
+        _exit_line(log, "code=1 reason=rendezvous")
+        return 1
+    member.watch(lambda _rank: stop.set())
+    _model, workers, outcome, monitor, _speed = _start(opts, p, log, debug, environ, plan,
+                                                       int(answer.get("comm_id", 0)))
+    code = 0
+    if outcome.failure is not None:
+        for text in failure_lines(outcome):
+            log.line(text)
+        stop.set()
+        code = 1
+    else:
+        log.sim("NODE", {"node_rank": spec.node_rank, "nnodes": spec.nnodes, "host": log.host,
+                         "ranks": _node_ranks(p, spec), "master": spec.where,
+                         "pids": [os.getpid(), *workers.pids], "pgid": os.getpgrp()})
+    while not stop.wait(0.2):
+        if workers.dead() and not workers.stopping and not stop.wait(0.3):
+            log.line(f"ERROR [multiproc_executor.py] Worker proc VllmWorker-{workers.dead()[0]} died "
+                     "unexpectedly, shutting down executor.")
+            code = 1
+            break
+    if _lost_unasked(member, signalled):
+        log.line(f"ERROR [multiproc_executor.py] Lost the head node: its connection at {spec.where} "
+                 "closed, shutting down executor.")
+        code = 1
+    member.close()
+    workers.terminate()
+    _drain(log, monitor)
+    _exit_line(log, f"code={code}")
+    return code
+
+
+def _node_ranks(p: Profile, spec: NodeSpec) -> list[int]:
+    """The global ranks node ``spec.node_rank`` runs (blocks of GPUs per node)."""
+    per = p.gpus_per_node or p.tp
+    return list(range(spec.node_rank * per, (spec.node_rank + 1) * per))
 
 
 def _teardown(log: NcclLog, httpd, workers: Workers, engine: Engine, faults: FaultPlan,
