@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from tuner.inputs.schema import FileModel, problem
 
@@ -36,7 +36,8 @@ class NodesConfig(FileModel):
     ``--dist-init-addr`` port)."""
 
     count: Annotated[int, Field(ge=1, le=1024, description="an integer in [1, 1024]")] = 1
-    hosts: Annotated[tuple[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")], ...] | None, Field(
+    hosts: Annotated[tuple[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")], ...] | None,
+                     BeforeValidator(lambda raw: tuple(raw) if isinstance(raw, list) else raw), Field(
         description="a list of node names (letters, digits, '.', '-', '_', ':'), one per node, first = head")] = None
     launch: Annotated[Literal["local", "srun"], Field(description="local or srun")] = "local"
     dist_port: Annotated[int, Field(ge=1, le=65535, description="an integer in [1, 65535]")] = DEFAULT_DIST_PORT
