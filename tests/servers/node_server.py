@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import refserver  # noqa: E402
+import refserver
 
 
 def nccl_lines(host: str, rank: int, nranks: int) -> list[str]:

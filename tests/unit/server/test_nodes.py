@@ -38,7 +38,7 @@ def _left(tmp_path: Path) -> list[str]:
     rows = (tmp_path / "pids").read_text().split("\n") if (tmp_path / "pids").exists() else []
     alive = []
     for row in filter(None, rows):
-        host, pid = row.split()
+        _host, pid = row.split()
         try:
             if psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE:
                 alive.append(row)
