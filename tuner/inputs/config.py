@@ -46,7 +46,7 @@ from tuner.inputs.schema import (
 from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
-from tuner.servers import KIND_NAMES, ServerKind, kind_of
+from tuner.servers import KIND_NAMES, KINDS, ServerKind, kind_of
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -158,8 +158,8 @@ class ServerConfig(FileModel):
             kind = self.server_kind()
             raise_all("server", [detail(("command",), list(self.command),
                                         "the node placeholders {node_rank}, {nnodes}, {head} and {dist_port} in "
-                                        "the command, or a kind with a multi-node mode (server.kind = \"vllm\" "
-                                        "or \"sglang\")",
+                                        "the command, or a kind with a multi-node mode (server.kind = "
+                                        + " or ".join(f'"{k.name}"' for k in KINDS if k.node_flags) + ")",
                                         f"server.nodes.count = {nodes.count} but {kind.title} has no multi-node "
                                         "flags nccl-tune knows")])
         if nodes.launch == "srun" and nodes.hosts is None and not os.environ.get("SLURM_JOB_NODELIST"):

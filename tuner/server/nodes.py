@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from tuner.inputs import ServerConfig
 from tuner.launchers import split_label
 from tuner.redaction import redact_argv, scrub
 from tuner.server.logpump import LogPump
 
-__all__ = ["HOSTID_VAR", "NODE_VAR", "Node", "NodeSet", "node_env", "node_log"]
+__all__ = ["HOSTID_VAR", "NODE_VAR", "Node", "NodeSet", "node_env", "node_log", "nodes_plan"]
 
 #: The played node's name (nccl-tune's own variable, never NCCL's).
 NODE_VAR = "NCCL_TUNE_NODE"
@@ -41,6 +42,26 @@ HOSTID_VAR = "NCCL_HOSTID"
 #: srun's line for a task that ended (src/srun/.../launch.c, ``_task_finish``): "srun: error:
 #: HOST: task R: Exited with exit code N".
 _TASK_EXIT = re.compile(r"\btask (\d+): (Exited with exit code \d+|Killed|Terminated|Segmentation fault.*)")
+
+
+def nodes_plan(server: ServerConfig) -> list[str]:
+    """The dry run's words for ``[server.nodes]`` (empty on one host): the nodes, how they are
+    launched, and the last node's command."""
+    nodes = server.nodes
+    if not nodes.spans:
+        return []
+    names = nodes.names()
+    if nodes.launch == "srun" and nodes.hosts is None:
+        shown = "the allocation's first nodes (scontrol show hostnames $SLURM_JOB_NODELIST), the first the head"
+    else:
+        shown = f"{names[0]} (the head: HTTP, readiness and the probe), {', '.join(names[1:])}"
+    how = ("played on this machine, each its own process group with NCCL_TUNE_NODE and NCCL_HOSTID its name "
+           "(launch = local)" if nodes.launch == "local" else
+           "one Slurm step: srun --nodes=N --ntasks-per-node=1 --label --multi-prog <trial>.multiprog.conf "
+           "(launch = srun), its labelled output split into each node's log")
+    last = server.node_argv(nodes.count - 1, nodes.head(names))
+    return [f"Nodes: the server spans {nodes.count} nodes: {shown}; {how}; rendezvous on port {nodes.dist_port}.",
+            f"  node {nodes.count - 1}'s command: {shlex.join(redact_argv(last))}"]
 
 
 def node_log(head_log: Path, rank: int) -> Path:

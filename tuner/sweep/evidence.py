@@ -19,7 +19,6 @@ a set, a fingerprint or the "removed inherited" list.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from tuner.nccl import (
 )
 from tuner.planning import flag_params
 from tuner.record import TrialRecord
+from tuner.server import node_log
 from tuner.servers import (
     BACKEND_SERVERS,
     Backend,
@@ -70,10 +70,10 @@ def nccl_dir(log: Path) -> Path:
 def node_logs(log: Path) -> list[Path]:
     """The logs of a server's other nodes beside its head's ``log`` (``trial-0003.node1.log``...,
     :func:`tuner.server.node_log`), in rank order; empty on one host."""
-    found = log.parent.glob(f"{log.stem}.node*{log.suffix}")
-    ranked = [(int(m.group(1)), p) for p in found if (m := re.fullmatch(rf"{re.escape(log.stem)}\.node(\d+)"
-                                                                        rf"{re.escape(log.suffix)}", p.name))]
-    return [p for _, p in sorted(ranked)]
+    found: list[Path] = []
+    while (path := node_log(log, len(found) + 1)).exists():
+        found.append(path)
+    return found
 
 
 def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
