@@ -15,7 +15,8 @@ nRanks N nNodes N`` (src/init.cc); to NCCL_DEBUG_FILE (``%h`` the host, ``%p`` t
 A headless node exits 1 with ``RuntimeError: ... head node ... closed`` when the head goes away;
 the head exits 1 when a node's connection drops. Faults by environment: NODE_FAIL_RANK=R makes
 node R print ``RuntimeError: node_fail: injected`` and exit 1 at start; NODE_SERVER_PIDFILE
-appends ``host pid`` of every node (a test checks nothing of any node is left).
+appends ``host pid`` of every node (a test checks nothing of any node is left); NODE_SERVER_LOAD_S
+(s) is each node's "model load" before the rendezvous, printed as ``loading``.
 """
 
 import argparse
@@ -90,6 +91,9 @@ def main() -> None:
     print(f"node {args.node_rank}/{args.nnodes} on {host} starting", flush=True)
     if os.environ.get("NODE_FAIL_RANK") == str(args.node_rank):
         die("RuntimeError: node_fail: injected")
+    if float(os.environ.get("NODE_SERVER_LOAD_S", "0")) > 0:
+        print(f"node {args.node_rank} loading", flush=True)
+        time.sleep(float(os.environ["NODE_SERVER_LOAD_S"]))
     if args.node_rank > 0:
         deadline = time.monotonic() + 60
         while True:
