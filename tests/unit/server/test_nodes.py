@@ -128,3 +128,48 @@ def test_srun_mode_says_which_task_ended(tmp_path):
     assert "node 1 (node-b) ended (srun: Exited with exit code 1)" in caught.value.cause
     assert "node_fail: injected" in caught.value.cause
     assert _left(tmp_path) == []
+
+
+def test_a_dead_runners_srun_step_is_cancelled_by_its_name(tmp_path, monkeypatch):
+    """After a runner SIGKILL the next runner stops the step by the handle it recorded: squeue
+    lists it by name, scancel cancels JOBID.STEPID (stand-ins that log what they were asked)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "asked"
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\necho \"squeue $*\" >> {asked}\n"
+                                    f"[ -e {tmp_path}/cancelled ] || echo \"77.0 $STEP\"\n")
+    (bin_dir / "scancel").write_text(f"#!/bin/sh\necho \"scancel $*\" >> {asked}\ntouch {tmp_path}/cancelled\n")
+    for tool in ("squeue", "scancel"):
+        (bin_dir / tool).chmod(0o755)
+    path = f"{LAUNCHERS}{os.pathsep}{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    cfg = _cfg(NodesConfig(count=2, hosts=("127.0.0.1", "node-b"), launch="srun", dist_port=free_port()))
+    server = ServerProcess(cfg, {}, tmp_path / "t.log", inherited=_env(tmp_path, PATH=path))
+    server.start()
+    try:
+        server.wait_ready(30, ready_check=one_token_request(cfg))
+        identity = server.identity()
+        step = f"nccl-tune-{server.marker[:12]}"
+        assert identity.launcher == ("srun", f"--job-name={step}", "nccl-tune-leftover")
+        monkeypatch.setenv("PATH", path)
+        monkeypatch.setenv("SLURM_JOB_ID", "77")
+        monkeypatch.setenv("STEP", step)
+        kill_leftover(identity, grace_s=2)
+        assert wait_for(lambda: _left(tmp_path) == [])
+        said = asked.read_text()
+        assert "squeue --steps --jobs=77" in said and "scancel 77.0" in said
+    finally:
+        server.teardown()
+
+
+@pytest.mark.parametrize("command", [["srun", "-n", "1", "vllm", "serve"], ["docker", "run", "img", "vllm", "serve"],
+                                     ["env", "A=1", "podman", "run", "img"]])
+def test_a_launcher_inside_a_command_spanning_nodes_is_refused(command):
+    from tuner.errors import LauncherRefused
+    from tuner.inputs import ServerConfig
+    from tuner.server import preflight
+
+    cfg = ServerConfig(command=(*command, "--port", "{port}"), kind="vllm", nodes=NodesConfig(count=2))
+    check = preflight.launcher_check(cfg)
+    assert check.problem is not None and "remove the launcher" in check.problem
+    assert check.refused is LauncherRefused
+    assert preflight.launcher_check(ServerConfig(command=tuple(command), kind="vllm")).problem is None
