@@ -19,7 +19,6 @@ import pytest
 
 from tests.helpers import ROOT, cli, free_port, start_cli, wait_for_log
 
-NODE_SERVER = ROOT / "tests" / "servers" / "node_server.py"
 FIXTURE_SPACE = ROOT / "tests" / "fixtures" / "spaces" / "network-2node.toml"
 #: NCCL's network variables (issue 36): a recommended set holding one of them is "the network fix"
 NETWORK = {"NCCL_IB_DISABLE", "NCCL_IB_GID_INDEX", "NCCL_NET_GDR_LEVEL", "NCCL_IB_QPS_PER_CONNECTION",
@@ -70,33 +69,16 @@ def _night(cfg: Path, study_dir: Path, names: tuple[str, ...], needle: str) -> d
 
 def test_a_two_node_night_against_the_stand_in_survives_a_runner_kill(tmp_path):
     names = ("spark-a", "spark-b")
+    text = (ROOT / "tests" / "fixtures" / "nodes-standin.toml").read_text()  # docs/USAGE.md's example
+    text = re.sub(r"^port = \d+", f"port = {free_port()}\nenv = {{ NODE_SERVER_LOAD_S = \"1.5\" }}", text, flags=re.M)
+    text = re.sub(r"^dist_port = \d+", f"dist_port = {free_port()}", text, flags=re.M)
+    text = text.replace('"tests/', f'"{ROOT}/tests/')
     cfg = tmp_path / "nodes.toml"
-    cfg.write_text(f"""
-[server]
-command = ["{sys.executable}", "{NODE_SERVER}", "--port", "{{port}}"]
-kind = "vllm"
-port = {free_port()}
-ready_timeout_s = 60
-teardown_grace_s = 5
-env = {{ NODE_SERVER_LOAD_S = "1.5" }}
-[server.nodes]
-count = 2
-hosts = ["{names[0]}", "{names[1]}"]
-dist_port = {free_port()}
-[probe]
-max_tokens = 30
-repeats = 2
-stall_timeout_s = 10
-[sweep]
-space = "{FIXTURE_SPACE}"
-mode = "presets"
-trials = 4
-soak_minutes = 0
-[gates]
-max_tokens = 16
-""")
+    cfg.write_text(text)
     answer = _night(cfg, tmp_path / "r" / "nodes", names, "node 0 loading")
     assert answer["decision"]["line"]
+    df = pd.read_csv(tmp_path / "r" / "nodes" / "trials.csv")
+    assert all(json.loads(u) == {} for u in df[df["status"] == "ok"]["nccl_unlaunched"])  # NCCL_HOSTID is ours
     proof = (tmp_path / "r" / "nodes" / "trials.csv").read_text()
     assert "2 of 2 ranks on 2 nodes (spark-a 1/1, spark-b 1/1)" in proof
 

@@ -34,8 +34,9 @@ def nccl_lines(host: str, rank: int, nranks: int) -> list[str]:
     pid = os.getpid()
     pre = f"{host}:{pid}:{pid} [{rank}] NCCL INFO "
     lines = [f"{pre}NCCL version 2.21.5+cuda12.4"]
+    # NCCL_TUNE_NODE is nccl-tune's, never read by NCCL; NCCL_HOSTID is echoed (src/misc/utils.cc, getHostHash)
     for name in sorted(k for k in os.environ if k.startswith("NCCL_") and k not in ("NCCL_DEBUG_FILE",)):
-        if name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_HOSTID"):
+        if name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_TUNE_NODE"):
             continue
         lines.append(f"{pre}{name} set by environment to {os.environ[name]}")
     lines.append(f"{pre}comm 0x{0x5550 + rank:x} rank {rank} nRanks {nranks} nNodes {nranks} localRanks 1 "

@@ -35,7 +35,7 @@ from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LINE_CAP_BYTES, LogPump
-from tuner.server.nodes import node_log, nodes_plan
+from tuner.server.nodes import NODE_IDENTITY, node_log, nodes_plan
 from tuner.server.ownership import describe_pid
 from tuner.server.ports import PORT_WAIT_S, port_holder, port_in_use, wait_port_bindable
 from tuner.server.process import ServerProcess
@@ -47,6 +47,7 @@ __all__ = [
     "HANDLED",
     "LINE_CAP_BYTES",
     "MARKER",
+    "NODE_IDENTITY",
     "PORT_WAIT_S",
     "WARMUP_SILENCE_S",
     "LogPump",

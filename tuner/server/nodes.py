@@ -33,12 +33,14 @@ from tuner.launchers import split_label
 from tuner.redaction import redact_argv, scrub
 from tuner.server.logpump import LogPump
 
-__all__ = ["HOSTID_VAR", "NODE_VAR", "Node", "NodeSet", "node_env", "node_log", "nodes_plan"]
+__all__ = ["HOSTID_VAR", "NODE_IDENTITY", "NODE_VAR", "Node", "NodeSet", "node_env", "node_log", "nodes_plan"]
 
 #: The played node's name (nccl-tune's own variable, never NCCL's).
 NODE_VAR = "NCCL_TUNE_NODE"
 #: NCCL's host identity override (src/misc/utils.cc, getHostHash, NCCL 2.12 and later).
 HOSTID_VAR = "NCCL_HOSTID"
+#: What nccl-tune sets on each node of a server spanning nodes: its own, never a set's nor the machine's.
+NODE_IDENTITY = frozenset({NODE_VAR, HOSTID_VAR})
 #: srun's line for a task that ended (src/srun/.../launch.c, ``_task_finish``): "srun: error:
 #: HOST: task R: Exited with exit code N".
 _TASK_EXIT = re.compile(r"\btask (\d+): (Exited with exit code \d+|Killed|Terminated|Segmentation fault.*)")

@@ -42,7 +42,7 @@ from tuner.nccl import (
 )
 from tuner.planning import flag_params
 from tuner.record import TrialRecord
-from tuner.server import node_log
+from tuner.server import NODE_IDENTITY, node_log
 from tuner.servers import (
     BACKEND_SERVERS,
     Backend,
@@ -173,7 +173,8 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
         return None
     lines = text.splitlines()
     since = record.started_at - 1.0 if record.started_at else None
-    for node in node_logs(path):  # a server spanning nodes: every node's own log (their NCCL lines)
+    nodes = node_logs(path)
+    for node in nodes:  # a server spanning nodes: every node's own log (their NCCL lines)
         try:
             text += "\n" + node.read_text(errors="replace")
         except OSError:
@@ -196,6 +197,8 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
                           "echo": r.echo, "source": r.source_text(), "why": r.why} for r in conf.rows]
     record.nccl_sources = list(parsed.sources)
     record.nccl_unlaunched = unlaunched_echoes({**server_env, **launched}, parsed)
+    for own in NODE_IDENTITY if nodes else ():  # each node's identity is nccl-tune's (NCCL_HOSTID: its name)
+        record.nccl_unlaunched.pop(own, None)
     record.nccl_unlaunched_from = {k: w for k in record.nccl_unlaunched if (w := origin_of(k, behind))}
     if record.nccl_loaded is False and parsed.info_lines == 0:
         record.nccl_proof = [{**row, "why": NEVER_LOADED} if row["status"] != "confirmed" else row
