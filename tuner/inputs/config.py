@@ -167,6 +167,8 @@ class ServerConfig(FileModel):
                                         "srun inside a Slurm allocation (salloc, sbatch: SLURM_JOB_NODELIST set), "
                                         "or server.nodes.hosts naming the nodes",
                                         "no allocation here (SLURM_JOB_NODELIST unset) and no hosts named")])
+        if nodes.launch == "srun" and nodes.hosts is not None and "host" not in self.model_fields_set:
+            object.__setattr__(self, "host", nodes.hosts[0])  # readiness and the probe go to the head (frozen model)
         return self
 
     @field_validator("command", mode="before")

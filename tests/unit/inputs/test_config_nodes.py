@@ -55,6 +55,14 @@ def test_sglang_gets_dist_init_addr(tmp_path):
     assert cfg.server.node_argv(1, "spark-a")[-6:] == ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr",
                                                        "spark-a:29555"]
     assert cfg.server.argv()[-1] == "spark-a:29555"  # srun: the head is the first host
+    assert cfg.server.host == "spark-a"  # probed on the head
+
+
+def test_srun_probes_the_head_unless_host_is_set(tmp_path):
+    nodes = 'count = 2\nhosts = ["spark-a", "spark-b"]\nlaunch = "srun"'
+    assert _load(tmp_path, _server(VLLM, nodes)).server.host == "spark-a"
+    assert _load(tmp_path, _server(VLLM, nodes, 'host = "10.0.0.7"')).server.host == "10.0.0.7"
+    assert _load(tmp_path, _server(VLLM, 'count = 2\nhosts = ["a", "b"]')).server.host == "127.0.0.1"  # local
 
 
 @pytest.mark.parametrize("args", [
