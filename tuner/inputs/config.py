@@ -32,6 +32,7 @@ from pydantic import (
 
 from tuner.inputs import envexpand
 from tuner.inputs.locate import bundled_space_names, find_path
+from tuner.inputs.nodes import NODE_PLACEHOLDERS, NodesConfig, fill_node, uses_node_placeholders
 from tuner.inputs.schema import (
     FileModel,
     LoadContext,
@@ -45,7 +46,7 @@ from tuner.inputs.schema import (
 from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
-from tuner.servers import KIND_NAMES, ServerKind, kind_of
+from tuner.servers import KIND_NAMES, KINDS, ServerKind, kind_of
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -65,7 +66,7 @@ PROGRAM_ACCEPTED = "an existing executable file or a program on PATH"
 #: An argument that is only a placeholder (``{port}``, ``--port={port}``); braces inside longer
 #: arguments (``python -c`` code, JSON) are passed as written.
 PLACEHOLDER = re.compile(r"(?:--[\w-]+=)?\{([a-z_]+)\}")
-PLACEHOLDERS = ("port", "python")
+PLACEHOLDERS = ("port", "python", *NODE_PLACEHOLDERS)
 #: The space of a file that names none: the bundled ``default`` (tuner/inputs/spaces/default.toml).
 DEFAULT_SPACE = Path("default")
 #: The bundled spaces' names, for the accepted values of ``sweep.space``.
@@ -126,6 +127,8 @@ class ServerConfig(FileModel):
     how long one launch takes to be ready, for the night's clock before a launch measured it
     (:mod:`tuner.planning.clock`; measured loads replace it). ``kind``: the server kind
     (:data:`tuner.servers.KIND_NAMES`), forcing the one the command and log would name.
+    ``nodes``: ``[server.nodes]``, a server that spans nodes (:mod:`tuner.inputs.nodes`;
+    ``command`` is then the head's, :meth:`node_argv` each node's).
     """
 
     command: Annotated[tuple[str, ...], Field(
@@ -144,6 +147,29 @@ class ServerConfig(FileModel):
     expected_load_s: Annotated[float | None, _above(0, example=" (s), e.g. 2160 for a 36-minute load")] = None
     kind: Annotated[Literal[KIND_NAMES] | None, Field(  # type: ignore[valid-type]
         description=f"one of {', '.join(KIND_NAMES)}")] = None
+    nodes: Annotated[NodesConfig, Field(description="a [server.nodes] table")] = Field(default_factory=NodesConfig)
+
+    @model_validator(mode="after")
+    def _nodes(self) -> ServerConfig:
+        nodes = self.nodes
+        if not nodes.spans:
+            return self
+        if not uses_node_placeholders(self.command) and self.server_kind().node_flags is None:
+            kind = self.server_kind()
+            raise_all("server", [detail(("command",), list(self.command),
+                                        "the node placeholders {node_rank}, {nnodes}, {head} and {dist_port} in "
+                                        "the command, or a kind with a multi-node mode (server.kind = "
+                                        + " or ".join(f'"{k.name}"' for k in KINDS if k.node_flags) + ")",
+                                        f"server.nodes.count = {nodes.count} but {kind.title} has no multi-node "
+                                        "flags nccl-tune knows")])
+        if nodes.launch == "srun" and nodes.hosts is None and not os.environ.get("SLURM_JOB_NODELIST"):
+            raise_all("server", [detail(("nodes", "launch"), nodes.launch,
+                                        "srun inside a Slurm allocation (salloc, sbatch: SLURM_JOB_NODELIST set), "
+                                        "or server.nodes.hosts naming the nodes",
+                                        "no allocation here (SLURM_JOB_NODELIST unset) and no hosts named")])
+        if nodes.launch == "srun" and nodes.hosts is not None and "host" not in self.model_fields_set:
+            object.__setattr__(self, "host", nodes.hosts[0])  # readiness and the probe go to the head (frozen model)
+        return self
 
     @field_validator("command", mode="before")
     @classmethod
@@ -155,7 +181,7 @@ class ServerConfig(FileModel):
             raise problem(accepted, f"shlex: {exc}") from None
         if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise problem(accepted)
-        unknown = [detail((i,), a, "the placeholders {port} and {python}",
+        unknown = [detail((i,), a, "the placeholders {port}, {python}, {node_rank}, {nnodes}, {head} and {dist_port}",
                           f"{{{m.group(1)}}} is not a placeholder nccl-tune fills")
                    for i, a in enumerate(argv) if (m := PLACEHOLDER.fullmatch(a)) and m.group(1) not in PLACEHOLDERS]
         raise_all("command", unknown)
@@ -166,12 +192,23 @@ class ServerConfig(FileModel):
 
     def argv(self, port: int | None = None) -> list[str]:
         """The command with ``{port}`` replaced, ``{python}`` replaced by this interpreter
-        (sys.executable: the simulator runs in nccl-tune's own venv) and a leading ``~`` expanded."""
+        (sys.executable: the simulator runs in nccl-tune's own venv) and a leading ``~`` expanded;
+        with ``[server.nodes]``, the head's (:meth:`node_argv` of rank 0)."""
+        return self.node_argv(0, self.nodes.head(self.nodes.names()), port)
+
+    def node_argv(self, rank: int, head: str, port: int | None = None) -> list[str]:
+        """Node ``rank``'s command (``head``: the head's address): the node placeholders filled
+        (one host: rank 0 of 1), else, on a server spanning nodes, the kind's node flags appended
+        (:meth:`tuner.servers.ServerKind.node_args`)."""
         p = str(self.port if port is None else port)
+        nodes = self.nodes
+        values = {"node_rank": str(rank), "nnodes": str(nodes.count), "head": head, "dist_port": str(nodes.dist_port)}
         out = []
         for a in self.command:
-            a = a.replace("{port}", p).replace("{python}", sys.executable)
+            a = fill_node(a.replace("{port}", p).replace("{python}", sys.executable), values)
             out.append(os.path.expanduser(a) if a.startswith("~") else a)
+        if nodes.spans and not uses_node_placeholders(self.command):
+            out += self.server_kind().node_args(nodes.count, rank, head, nodes.dist_port) or []
         return out
 
     def server_kind(self) -> ServerKind:

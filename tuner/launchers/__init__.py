@@ -8,10 +8,12 @@ are the host's (``host_path``, ``host_ports``, ``server_argv``) and who holds th
 The leaves: :mod:`~tuner.launchers.base` (the launcher every other one is, and the wrappers in
 front of it), :mod:`~tuner.launchers.process` (a plain process),
 :mod:`~tuner.launchers.container` (``docker run``, ``podman run``),
-:mod:`~tuner.launchers.slurm` (``srun``), :mod:`~tuner.launchers.find` (:func:`launcher_of`).
+:mod:`~tuner.launchers.slurm` (``srun``), :mod:`~tuner.launchers.multiprog` (one ``srun
+--multi-prog`` step for a server spanning nodes), :mod:`~tuner.launchers.find` (:func:`launcher_of`).
 """
 
 from tuner.launchers.base import Launcher, Stopped
 from tuner.launchers.find import launcher_of
+from tuner.launchers.multiprog import allocation_hosts, multiprog_text, split_label, srun_argv
 
-__all__ = ["Launcher", "Stopped", "launcher_of"]
+__all__ = ["Launcher", "Stopped", "allocation_hosts", "launcher_of", "multiprog_text", "split_label", "srun_argv"]

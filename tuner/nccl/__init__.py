@@ -55,7 +55,7 @@ from tuner.nccl.names import (
     name_warning,
 )
 from tuner.nccl.p2p import CPU_KINDS, default_p2p_level, p2p_levels
-from tuner.nccl.proof import SilentWhy, confirmations, unlaunched_echoes
+from tuner.nccl.proof import SilentWhy, confirmations, node_ranks, unlaunched_echoes
 from tuner.nccl.releases import symmetric_kernels_reason
 from tuner.nccl.safety import risky_reason, unsafe_reason, unsafe_set_reason
 from tuner.nccl.sets import (
@@ -134,6 +134,7 @@ __all__ = [
     "machine_from_log",
     "name_warning",
     "nccl_pick",
+    "node_ranks",
     "origin_of",
     "p2p_levels",
     "parse_log",

@@ -17,7 +17,7 @@ from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.values import canonical_value
 from tuner.nccl.variables import VARIABLES
 
-__all__ = ["SilentWhy", "confirmations", "rank_list", "unlaunched_echoes"]
+__all__ = ["SilentWhy", "confirmations", "node_ranks", "rank_list", "unlaunched_echoes"]
 
 P2P_DISABLE_ECHO_FROM = NcclVersion(2, 23, 0)  # src/graph/paths.cc ncclGetLevel echoes the disable env
 #: ``why(name, server_version, copied)``: a server kind's reason its Ray workers never saw ``name``
@@ -34,7 +34,9 @@ class ProofRow(NamedTuple):
     ``unverifiable``), ``echoed`` the ranks whose own line echoed the launched value, ``nranks``
     the communicator size NCCL logged (None when it logged none), ``sources`` how many of those
     ranks each source gave (:data:`tuner.nccl.log.SERVER_LOG` or an NCCL_DEBUG_FILE path),
-    ``echo`` the value as echoed, ``why`` the reason for anything but a full confirmation."""
+    ``echo`` the value as echoed, ``why`` the reason for anything but a full confirmation;
+    ``nodes``: on ranks of several hosts (a server spanning nodes), ``(host, echoed there, ranks
+    there)`` per host, head's first (empty on one host)."""
 
     name: str
     value: str
@@ -44,11 +46,16 @@ class ProofRow(NamedTuple):
     sources: tuple[tuple[str, int], ...]
     echo: str
     why: str
+    nodes: tuple[tuple[str, int, int], ...] = ()
 
     def ranks_text(self) -> str:
-        """``"0-7 (8/8)"``, ``"0, 3 (2/8)"``, ``"none (0/8)"``; ``"-"`` when NCCL logged no ranks."""
+        """``"0-7 (8/8)"``, ``"0, 3 (2/8)"``, ``"none (0/8)"``; ``"-"`` when NCCL logged no ranks;
+        across nodes ``"2 of 2 ranks on 2 nodes (spark-a 1/1, spark-b 1/1)"``."""
         if not self.nranks:
             return rank_list(self.echoed) or "-"
+        if len(self.nodes) > 1:
+            each = ", ".join(f"{host} {n}/{of}" for host, n, of in self.nodes)
+            return f"{len(self.echoed)} of {self.nranks} ranks on {len(self.nodes)} nodes ({each})"
         return f"{rank_list(self.echoed) or 'none'} ({len(self.echoed)}/{self.nranks})"
 
     def source_text(self) -> str:
@@ -58,6 +65,19 @@ class ProofRow(NamedTuple):
             kind = label if label == SERVER_LOG else "NCCL_DEBUG_FILE"
             kinds[kind] = kinds.get(kind, 0) + n
         return " + ".join(f"{k} x{n}" for k, n in kinds.items()) or "-"
+
+
+def node_ranks(parsed: ParsedLog) -> dict[str, list[int]]:
+    """``{host: ranks}``: the ranks of the largest communicator each host's processes stated
+    (the host of NCCL's ``host:pid:tid`` prefix; with ``%h`` a node's name), hosts in the
+    order of their lowest rank; empty when NCCL stated no rank."""
+    found: dict[str, set[int]] = {}
+    for process, pairs in parsed.comm_ranks.items():
+        host = process.rsplit(":", 1)[0] if ":" in process else ""
+        mine = {r for r, n in pairs if n == parsed.nranks}
+        if host and mine:
+            found.setdefault(host, set()).update(mine)
+    return {h: sorted(rs) for h, rs in sorted(found.items(), key=lambda kv: min(kv[1]))}
 
 
 def rank_list(ranks: Iterable[int]) -> str:
@@ -203,8 +223,12 @@ def _row(name: str, value: str, status: str, why: str = "", echo: str = "", ok: 
         for p in ok:
             label = ranks.parsed.echo_source.get(name, {}).get(p, SERVER_LOG)
             counts[label] = counts.get(label, 0) + 1
+    nodes: tuple[tuple[str, int, int], ...] = ()
+    hosts = node_ranks(ranks.parsed) if ranks else {}
+    if len(hosts) > 1:
+        nodes = tuple((h, len(set(rs) & set(echoed)), len(rs)) for h, rs in hosts.items())
     return ProofRow(name, value, status, echoed, ranks.n if ranks else None, tuple(sorted(counts.items())),
-                    echo, why)
+                    echo, why, nodes)
 
 
 def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ranks: _Ranks,

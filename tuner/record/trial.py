@@ -79,6 +79,9 @@ time in seconds):
 ``nccl_library_version`` its version (file name, else its ``NCCL version`` string), ``""``: not known
 ``nccl_build_id``     its GNU build ID (hex), ``""``: not known
 ``nccl_ranks``        ranks (CUDA devices) that logged NCCL lines
+``node_ranks``        a server spanning nodes: host (NCCL's ``%h``, a played node's name) -> how
+                      many ranks of NCCL's largest communicator it stated; ``{}``: one host, or
+                      stored before this field
 ``nccl_channels``     NCCL's channel/ring/tree lines of rank 0, as logged
 ``nccl_warnings``     every ``NCCL WARN`` line
 ``allreduce_backend`` who carries the decode allreduce (``nccl``, ``custom_allreduce``, ...), or
@@ -277,6 +280,7 @@ class TrialRecord:
     nccl_library_version: str = ""
     nccl_build_id: str = ""
     nccl_ranks: list[int] = field(default_factory=list)
+    node_ranks: dict[str, int] = field(default_factory=dict)
     nccl_channels: list[str] = field(default_factory=list)
     nccl_warnings: list[str] = field(default_factory=list)
     allreduce_backend: str = ""
@@ -349,7 +353,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TrialRecord))
 JSON_FIELDS: frozenset[str] = frozenset({"env", "flags", "output_tok_s_runs", "decode_tok_s_runs",
                                          "concurrency", "removed_inherited", "nccl_confirmed",
                                          "nccl_not_applied", "nccl_unverifiable", "nccl_proof",
-                                         "nccl_sources", "nccl_unlaunched", "nccl_unlaunched_from", "nccl_ranks",
+                                         "nccl_sources", "nccl_unlaunched", "nccl_unlaunched_from", "nccl_ranks", "node_ranks",
                                          "nccl_channels", "nccl_warnings", "host", "probe_notes",
                                          "soak_concurrency"})
 #: Columns of trials.csv: the record's fields (``trial`` first), then the report's judgement.

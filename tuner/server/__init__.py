@@ -21,6 +21,8 @@ that may be the machine's, not the set's),
 log says), :mod:`~tuner.server.gpu` (NVML), :mod:`~tuner.server.signals` (SIGHUP/SIGINT/SIGTERM),
 :mod:`~tuner.server.behind` (NCCL settings the server sees that nccl-tune did not set),
 :mod:`~tuner.server.library` (the NCCL library the server mapped),
+:mod:`~tuner.server.nodes` (the other nodes of a server that spans nodes: their processes, logs,
+the srun step's output split),
 :mod:`~tuner.server.preflight` (checks before the wait; its functions are called through the
 module, ``preflight.problems(...)``, as are :mod:`~tuner.server.gpu`'s and
 :mod:`~tuner.server.p2phost`'s: what the host shows about GPU P2P, ``p2phost.read_host()``).
@@ -33,6 +35,7 @@ from tuner.server.behind import behind_lines, settings_behind
 from tuner.server.env import build_env, split_inherited
 from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.logpump import LINE_CAP_BYTES, LogPump
+from tuner.server.nodes import NODE_IDENTITY, node_log, nodes_plan
 from tuner.server.ownership import describe_pid
 from tuner.server.ports import PORT_WAIT_S, port_holder, port_in_use, wait_port_bindable
 from tuner.server.process import ServerProcess
@@ -44,6 +47,7 @@ __all__ = [
     "HANDLED",
     "LINE_CAP_BYTES",
     "MARKER",
+    "NODE_IDENTITY",
     "PORT_WAIT_S",
     "WARMUP_SILENCE_S",
     "LogPump",
@@ -56,6 +60,8 @@ __all__ = [
     "describe_pid",
     "gpu",
     "kill_leftover",
+    "node_log",
+    "nodes_plan",
     "p2phost",
     "port_holder",
     "port_in_use",

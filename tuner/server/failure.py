@@ -42,7 +42,8 @@ from tuner.server.machine import before_nccl, machine_line
 from tuner.server.ports import port_in_use
 from tuner.servers import GENERIC, ServerKind, kind_of
 
-__all__ = ["ELSEWHERE_GRACE_S", "LaunchWatch", "crash_cause", "crash_failure", "log_cause", "request_failure"]
+__all__ = ["ELSEWHERE_GRACE_S", "LaunchWatch", "crash_cause", "crash_failure", "log_cause", "node_failure",
+           "request_failure"]
 
 #: Seconds a server whose log shows a fatal line gets to exit and print the rest of its cause.
 DEATH_GRACE_S = 5.0
@@ -205,6 +206,27 @@ def crash_failure(launch: Launch, context: str = "") -> TrialFailed:
         said = level_and_body(line)[1].strip()[:200]
         return MachineFault(f"{what}: {text}" if said in text else f"{what} ({said}): {text}", timed=True)
     if before_nccl(launch.set_env, launch.flags, nccl_logging=launch.nccl_logging(), nccl_seen=launch.nccl_seen()):
+        return MachineFault(f"a crash before NCCL's first line (the set's NCCL variables cannot act yet): {text}")
+    return TrialFailed(Status.CRASHED, text)
+
+
+def node_failure(launch: Launch, rank: int, name: str, status: str, tail: list[str]) -> TrialFailed:
+    """The error for node ``rank`` (``name``) of a server spanning nodes that ended (``status``,
+    its log's last lines ``tail``) before the head served: by the head's rules (a machine line
+    of its tail, a crash before NCCL's first line under NCCL variables only: a
+    :class:`tuner.errors.MachineFault`; else ``crashed``), its cause or last line said."""
+    kind = _kind(launch)
+    cause = find_cause(tail, kind)
+    said = cause.text if cause is not None else (tail[-1].strip() if tail else "no output")
+    text = f"node {rank} ({name}) ended ({status}) before the server was ready: {said}"
+    if cause is not None and cause.kind is CauseKind.ADDRESS_IN_USE:
+        port = cause.port or launch.server.nodes.dist_port
+        return MachineFault(f"address already in use at start-up on node {rank} (port {port}): {text}", port=port)
+    seen = machine_line(tail, launch.launcher.machine_lines)
+    if seen is not None:
+        return MachineFault(f"{seen[0]}: {text}", timed=True)
+    nccl_seen = any(NCCL_MARK.search(line) for line in tail) or launch.nccl_seen()
+    if before_nccl(launch.set_env, launch.flags, nccl_logging=launch.nccl_logging(), nccl_seen=nccl_seen):
         return MachineFault(f"a crash before NCCL's first line (the set's NCCL variables cannot act yet): {text}")
     return TrialFailed(Status.CRASHED, text)
 

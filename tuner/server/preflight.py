@@ -208,8 +208,15 @@ def launcher_check(server: ServerConfig) -> Check:
     compose``, ``env -i``)."""
     launcher = launcher_of(server.argv())
     said = launcher.plan(sorted(server.env)) or "server.command runs the server as a plain process"
+    refusal = launcher.refusal()
+    if refusal is None and server.nodes.spans and launcher.name != "a plain process":
+        # each node is started here (local) or by one srun step (srun): a launcher inside would nest
+        refusal = (f"server.nodes spans {server.nodes.count} nodes and server.command starts {launcher.name}: "
+                   "with [server.nodes] nccl-tune starts each node's command itself (launch = local: a process "
+                   "group per node here; launch = srun: one srun --multi-prog step), so server.command is the "
+                   "server's own command; remove the launcher from it")
     return Check(said, "server.command", redact_argv(server.command), "a command whose launcher passes the set to the server",
-                 launcher.refusal(), on_host=False, refused=LauncherRefused)
+                 refusal, on_host=False, refused=LauncherRefused)
 
 
 #: The subsystems whose INFO lines the proof reads: ``NAME set by environment to VALUE`` is an

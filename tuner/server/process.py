@@ -25,7 +25,7 @@ import psutil
 
 from tuner.errors import Interrupted, TrialFailed
 from tuner.inputs import ServerConfig
-from tuner.launchers import launcher_of
+from tuner.launchers import allocation_hosts, launcher_of, multiprog_text, srun_argv
 from tuner.nccl import DEBUG_FILE_VAR, LoadedLibrary, find_debug_files, is_tuning_variable, line_pid
 from tuner.record import Status
 from tuner.redaction import argv_secrets, redact, redact_argv, scrub, secret_values
@@ -35,6 +35,7 @@ from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.library import mapped_nccl
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, warn_keys
+from tuner.server.nodes import NODE_VAR, NodeSet, node_env
 from tuner.server.ownership import ListenerCheck
 from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
 from tuner.servers import GENERIC, KINDS, ServerKind, kind_of
@@ -86,7 +87,11 @@ class ServerProcess:
         self._processes = LaunchProcesses(self.marker)
         self._gpu_before: list[int] | None = None
         self._watch = failure.LaunchWatch(server.port)
-        self.launcher = launcher_of(self.argv(), full)
+        self._nodes_problem = ""
+        self._head = self._node_setup(full)
+        if self.nodeset is not None and server.nodes.launch == "local":
+            self._env = full = node_env(full, self.nodeset.names[0])
+        self.launcher = launcher_of(self._multiprog_argv() or self.argv(), full)
         # what the server must get: the set, server.env, NCCL's logging, the inherited NCCL selectors kept
         forward = [k for k in full if k in self.trial_env or k in server.env or is_tuning_variable(k)]
         debug = full.get(DEBUG_FILE_VAR, "")
@@ -118,11 +123,45 @@ class ServerProcess:
         except Exception as err:  # leaving the block must never raise
             self.teardown_report = TeardownReport(error=f"teardown failed: {err!r}")
 
+    # -- nodes ---------------------------------------------------------------------------
+    def _node_setup(self, env: Mapping[str, str]) -> str:
+        """With ``[server.nodes]`` spanning nodes: the nodes' names (srun mode without hosts: the
+        allocation's) and each node's command in :attr:`nodeset`; returns ``{head}``."""
+        nodes = self.server.nodes
+        self.nodeset: NodeSet | None = None
+        self._conf: Path | None = None
+        if not nodes.spans:
+            return nodes.head(nodes.names())
+        allocation: list[str] = []
+        if nodes.launch == "srun" and nodes.hosts is None:
+            allocation, why = allocation_hosts(env)
+            if len(allocation) < nodes.count:
+                self._nodes_problem = (f"server.nodes.count = {nodes.count} but the allocation gives "
+                                       f"{len(allocation)} node(s){f' ({why})' if why else ''}")
+        names = nodes.names(allocation)
+        head = nodes.head(names)
+        commands = [self.server.node_argv(r, head) + self.flags for r in range(nodes.count)]
+        if nodes.launch == "srun":
+            self._conf = self.log_path.with_name(f"{self.log_path.stem}.multiprog.conf")
+            commands = [["env", f"{NODE_VAR}={name}", *argv] for name, argv in zip(names, commands, strict=False)]
+        self.nodeset = NodeSet(names, commands, self.log_path, max_bytes=self.server.log_max_bytes,
+                               secrets=secret_values(env))
+        self._commands = commands
+        return head
+
+    def _multiprog_argv(self) -> list[str] | None:
+        """srun mode: the one step that runs every node (:func:`tuner.launchers.srun_argv`)."""
+        return None if self._conf is None else srun_argv("srun", self.server.nodes.count, self._conf)
+
+    def node_names(self) -> list[str]:
+        """The nodes' names, head first (one host: empty)."""
+        return list(self.nodeset.names) if self.nodeset is not None else []
+
     # -- start ---------------------------------------------------------------------------
     def argv(self) -> list[str]:
-        """The command as written: ``server.argv()`` followed by ``flags`` (:meth:`launch_argv`
-        is what runs)."""
-        return self.server.argv() + self.flags
+        """The command as written: ``server.argv()`` (the head's, with ``[server.nodes]``)
+        followed by ``flags`` (:meth:`launch_argv` is what runs)."""
+        return self.server.node_argv(0, self._head) + self.flags
 
     def launch_argv(self) -> list[str]:
         """The command as launched: :meth:`argv` with what its launcher adds so the set reaches
@@ -143,6 +182,13 @@ class ServerProcess:
                     f"[nccl-tune] trial env: {redact(self.trial_env)}\n"
                     f"[nccl-tune] flags: {self.flags}\n"
                     f"[nccl-tune] removed inherited: {self.removed}\n")
+        if self._nodes_problem:
+            raise TrialFailed(Status.CRASHED, self._nodes_problem)
+        if self._conf is not None:
+            try:
+                self._conf.write_text(multiprog_text(self._commands))
+            except (OSError, ValueError) as exc:
+                raise TrialFailed(Status.CRASHED, f"could not write {self._conf}: {exc}") from None
         self._owner.before_launch()
         self._launched = time.monotonic()
         try:
@@ -159,7 +205,12 @@ class ServerProcess:
         except psutil.Error:
             self.create_time = time.time()
         assert self.proc.stdout is not None
-        self.pump = LogPump(self.proc.stdout, self.log_path, max_bytes=self.server.log_max_bytes,
+        head_out = self.proc.stdout
+        if self.nodeset is not None and self._conf is not None:
+            head_out = self.nodeset.split(self.proc.stdout)
+        elif self.nodeset is not None:
+            self.nodeset.start_local(self._env)
+        self.pump = LogPump(head_out, self.log_path, max_bytes=self.server.log_max_bytes,
                             secrets=self._secrets, watchers=[self._watch.watch, self._see])
 
     def _see(self, line: str) -> None:
@@ -273,6 +324,11 @@ class ServerProcess:
         """Remember the descendants seen so far and raise when the launch cannot become ready
         (:meth:`tuner.server.failure.LaunchWatch.check`)."""
         self._processes.track()
+        ended = self.nodeset.exited() if self.nodeset is not None else None
+        if ended is not None:
+            if ended.pump is not None:
+                ended.pump.drain(1.0)  # its last lines (the cause) may still be in the pipe
+            raise failure.node_failure(self, ended.rank, ended.name, ended.status() or "", ended.tail())
         self._watch.check(self)
 
     def pids(self) -> set[int]:
@@ -393,6 +449,8 @@ class ServerProcess:
                            f"{len(report.survivors)} survivors{said}, port free {report.port_free}, "
                            f"{report.duration_s:.1f} s")
             self.pump.close()
+        if self.nodeset is not None:
+            self.nodeset.close(f"teardown: every node ended with the launch, {len(report.survivors)} survivors")
         self.teardown_report = report
         return report
 

@@ -12,7 +12,7 @@ quirks. No module outside ``tuner/servers/`` names a server kind: it asks the ki
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tuner.nccl import SilentWhy
@@ -120,6 +120,8 @@ class ServerKind:
     ``model_list_note``: why its model list may be
     missing (said when ``GET /v1/models`` answers 404); ``any_model_example``: a name it accepts
     whatever it serves (with ``any_model_name``; said in the message that names ``server.model``).
+    ``node_flags``: ``(nnodes, node_rank, head, dist_port) -> argv items`` that make one node of
+    a server spanning nodes (:meth:`node_args`); None: the kind has no multi-node mode.
     """
 
     name: str
@@ -156,6 +158,7 @@ class ServerKind:
     model_list_note: str = ""
     any_model_example: str = ""
     hang_lines: tuple[str, ...] = HANG_LINES
+    node_flags: Callable[[int, int, str, int], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         for name in ("command", "log_marks", "version_lines", "nccl_version_lines", "fatal_lines", "benign_lines",
@@ -169,6 +172,12 @@ class ServerKind:
     def named_by(self, argv: Sequence[str]) -> bool:
         """True when the server command ``argv`` runs this kind."""
         return self._match("command", " ".join(argv)) is not None
+
+    def node_args(self, nnodes: int, rank: int, head: str, dist_port: int) -> list[str] | None:
+        """The flags that make node ``rank`` of ``nnodes`` (head address ``head``, rendezvous
+        port ``dist_port``), appended to the head's command; None when the kind has no
+        multi-node mode (the command must then write the node placeholders itself)."""
+        return None if self.node_flags is None else list(self.node_flags(nnodes, rank, head, dist_port))
 
     def marks(self, line: str) -> bool:
         """True when a log ``line`` is one only this kind prints."""

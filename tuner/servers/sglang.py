@@ -19,13 +19,22 @@ point at the root error: ``"Scheduler hit an exception"`` (sglang/srt/managers/s
 ones are named: ``"Ignore import error when loading sglang.srt.models.%s: %s"``
 (sglang/srt/models/registry.py, import_model_classes: an optional model's import) and ``"Fail to
 set RLIMIT_NOFILE: %s"`` (sglang/srt/utils.py, set_ulimit).
+
+A server across nodes: ``--nnodes``, ``--node-rank`` and ``--dist-init-addr HOST:PORT`` (alias
+``--nccl-init-addr``; python/sglang/srt/server_args.py, ``ServerArgs.add_cli_args``, v0.4.7 and
+v0.5.x); every node runs the same command, the head (rank 0) serves HTTP.
 """
 
 from __future__ import annotations
 
 from tuner.servers.kind import ModelRoute, ServerKind
 
-__all__ = ["SGLANG"]
+__all__ = ["SGLANG", "node_flags"]
+
+def node_flags(nnodes: int, rank: int, head: str, dist_port: int) -> tuple[str, ...]:
+    """SGLang's flags for node ``rank`` of ``nnodes`` (see the module docstring)."""
+    return ("--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", f"{head}:{dist_port}")
+
 
 SGLANG = ServerKind(
     name="sglang",
@@ -56,4 +65,5 @@ SGLANG = ServerKind(
                    r"It usually means the child failed", r"Initialization failed\. warmup error"),
     sources="sglang v0.4.7, v0.5.x: srt/server_args.py, srt/entrypoints/http_server.py, "
             "srt/model_executor/model_runner.py, srt/distributed/device_communicators/pynccl.py",
+    node_flags=node_flags,
 )

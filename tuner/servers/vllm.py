@@ -23,6 +23,14 @@ check the stack trace above for the root cause"`` (vllm/v1/executor/multiproc_ex
 Harmless lines: ``"Failed to import from vllm._C with %r"`` (vllm/_custom_ops.py, a CPU-only
 import) and ``"Failed to read commit hash"`` (vllm/version.py, a source checkout). Its own variables start with ``VLLM_``
 (vllm/envs.py); ``VLLM_API_KEY`` is read when ``--api-key`` is unset (api_server.py).
+
+A server across nodes (the mp executor, no Ray): ``--nnodes/-n``, ``--node-rank/-r``,
+``--master-addr``, ``--master-port`` (vllm/engine/arg_utils.py, ``EngineArgs.add_cli_args``'s
+parallel group; ``ParallelConfig.nnodes``/``node_rank``/``master_addr``/``master_port``, vllm/config/
+parallel.py), added by vllm-project/vllm PR #23691 "[V1] Support MP Executor for multi node
+distributed inference" (merged 2025-11-14; first release v0.12.0, not re-read at that tag here), and
+``--headless`` (vllm/entrypoints/cli/serve.py: the engine without the API server) on every node
+but the head.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import re
 
 from tuner.servers.kind import ServerKind
 
-__all__ = ["RAY_COPIES_NCCL_FROM", "VLLM", "ray_silent_why"]
+__all__ = ["RAY_COPIES_NCCL_FROM", "VLLM", "node_flags", "ray_silent_why"]
 
 #: vLLM copies ``NCCL_*`` to Ray workers from 0.17.0 (vllm/ray/ray_env.py, vllm-project/vllm PR #34383);
 #: before, only its own registered variables ("Copying the following environment variables to workers",
@@ -58,6 +66,12 @@ def ray_silent_why(name: str, version: str | None, copied: list[str] | None) -> 
     return (f"Ray workers keep the environment of `ray start`, and {who} copies only its own variables to them"
             f"{listed}. Export {name} before `ray start` on every node, or put {name} in Ray's "
             "runtime_env={'env_vars': {...}}; vLLM 0.17.0 and later copy NCCL_* to Ray workers themselves.")
+
+
+def node_flags(nnodes: int, rank: int, head: str, dist_port: int) -> tuple[str, ...]:
+    """vLLM's flags for node ``rank`` of ``nnodes`` (see the module docstring)."""
+    flags = ("--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", head, "--master-port", str(dist_port))
+    return (*flags, "--headless") if rank > 0 else flags
 
 
 VLLM = ServerKind(
@@ -93,4 +107,5 @@ VLLM = ServerKind(
                    r"Exception in worker \S+ while processing method"),
     sources="vllm v0.10.1.1, v0.11.0: entrypoints/cli/serve.py, engine/arg_utils.py, entrypoints/openai/api_server.py, "
             "v1/worker/gpu_worker.py, distributed/device_communicators/pynccl.py",
+    node_flags=node_flags,
 )

@@ -60,7 +60,7 @@ from tuner.planning import (
 )
 from tuner.record import StudyInfo, TrialRecord
 from tuner.redaction import redact
-from tuner.server import split_inherited
+from tuner.server import nodes_plan, split_inherited
 from tuner.servers import BACKEND_SERVERS
 from tuner.study import dry_run_lines
 from tuner.sweep.evidence import debug_env
@@ -137,6 +137,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     said = launcher.plan(sorted(every), sorted(n for n in space.choices() if not n.startswith("-")))
     if said:
         out.append(f"Launcher: {said}.")
+    out += nodes_plan(cfg.server)  # a server spanning nodes: which, how launched
     out += dry_run_lines(cfg, environ)  # the GPUs, and any live worker or process on them
     notes = [*cfg.notices, *space.notices]
     if notes:

@@ -34,6 +34,7 @@ from tuner.nccl import (
     SettingsSource,
     Topology,
     confirmations,
+    node_ranks,
     origin_of,
     read_sources,
     topology_from_log,
@@ -41,6 +42,7 @@ from tuner.nccl import (
 )
 from tuner.planning import flag_params
 from tuner.record import TrialRecord
+from tuner.server import NODE_IDENTITY, node_log
 from tuner.servers import (
     BACKEND_SERVERS,
     Backend,
@@ -53,7 +55,7 @@ from tuner.servers import (
     prove,
 )
 
-__all__ = ["Evidence", "debug_env", "debug_file", "nccl_dir", "read"]
+__all__ = ["Evidence", "debug_env", "debug_file", "nccl_dir", "node_logs", "read"]
 
 
 #: Rank-0 channel lines kept in the record (a TP-8 box logs one per channel per rank).
@@ -63,6 +65,15 @@ CHANNEL_LINES = 8
 def nccl_dir(log: Path) -> Path:
     """The folder of a trial's NCCL files: ``logs/trial-NNNN.nccl`` beside ``logs/trial-NNNN.log``."""
     return log.with_suffix(".nccl")
+
+
+def node_logs(log: Path) -> list[Path]:
+    """The logs of a server's other nodes beside its head's ``log`` (``trial-0003.node1.log``...,
+    :func:`tuner.server.node_log`), in rank order; empty on one host."""
+    found: list[Path] = []
+    while (path := node_log(log, len(found) + 1)).exists():
+        found.append(path)
+    return found
 
 
 def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
@@ -162,6 +173,12 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
         return None
     lines = text.splitlines()
     since = record.started_at - 1.0 if record.started_at else None
+    nodes = node_logs(path)
+    for node in nodes:  # a server spanning nodes: every node's own log (their NCCL lines)
+        try:
+            text += "\n" + node.read_text(errors="replace")
+        except OSError:
+            continue
     parsed = read_sources(text, pattern, since=since, show_from=path.parent.parent, pids=pids or ())
     full_argv = [*argv, *record.flags]
     env = {**server_env, **launched}
@@ -180,11 +197,15 @@ def read(record: TrialRecord, launched: Mapping[str, str], argv: list[str], serv
                           "echo": r.echo, "source": r.source_text(), "why": r.why} for r in conf.rows]
     record.nccl_sources = list(parsed.sources)
     record.nccl_unlaunched = unlaunched_echoes({**server_env, **launched}, parsed)
+    for own in NODE_IDENTITY if nodes else ():  # each node's identity is nccl-tune's (NCCL_HOSTID: its name)
+        record.nccl_unlaunched.pop(own, None)
     record.nccl_unlaunched_from = {k: w for k in record.nccl_unlaunched if (w := origin_of(k, behind))}
     if record.nccl_loaded is False and parsed.info_lines == 0:
         record.nccl_proof = [{**row, "why": NEVER_LOADED} if row["status"] != "confirmed" else row
                              for row in record.nccl_proof]
     record.nccl_ranks = parsed.ranks
+    hosts = node_ranks(parsed)
+    record.node_ranks = {h: len(rs) for h, rs in hosts.items()} if len(hosts) > 1 else {}
     record.nccl_channels = parsed.ring_lines[:CHANNEL_LINES] + parsed.tree_lines[:2]
     record.nccl_warnings = list(parsed.warnings)
     record.allreduce_backend = proof.ran

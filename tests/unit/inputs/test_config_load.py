@@ -169,9 +169,9 @@ def test_program_checked_unless_told_not_to(tmp_path, space):
     ('command = ["vllm", ""]', "server.command", '["vllm", ""]', "a non-empty list of strings"),
     ("command = \"vllm serve 'unclosed\"", "server.command", "\"vllm serve 'unclosed\"", "a string split with shlex"),
     ('command = ["vllm", "serve", "--port", "{prot}"]', "server.command[3]", '"{prot}"',
-     "the placeholders {port} and {python}"),
+     "the placeholders {port}, {python}, {node_rank}, {nnodes}, {head} and {dist_port}"),
     ('command = ["vllm", "serve", "--port={prot}"]', "server.command[2]", '"--port={prot}"',
-     "the placeholders {port} and {python}"),
+     "the placeholders {port}, {python}, {node_rank}, {nnodes}, {head} and {dist_port}"),
     ("port = 70000", "server.port", "70000", "an integer in [1, 65535]"),
     ('port = "8000"', "server.port", '"8000"', "an integer in [1, 65535]"),
     ("port = true", "server.port", "true", "an integer in [1, 65535]"),
@@ -190,7 +190,7 @@ def test_program_checked_unless_told_not_to(tmp_path, space):
     ("env = { NCCL_NTHREADS = 100 }", "server.env.NCCL_NTHREADS", "100", "multiple of 32"),
     ('env = { NCCL_PROTO = "LL128" }', "server.env.NCCL_PROTO", '"LL128"', "pass --allow-unsafe"),
     ('env = { NCCL_PRTO = "LL" }', "server.env.NCCL_PRTO", '"LL"', ""),
-    ("portt = 1", "server.portt", "1", "the keys api_key, command, env, expected_load_s, health_path, host, kind, log_max_bytes, model, port"),
+    ("portt = 1", "server.portt", "1", "the keys api_key, command, env, expected_load_s, health_path, host, kind, log_max_bytes, model, nodes, port"),
 ])
 def test_server_problems(tmp_path, space, server, key, value, accepted):
     base = "[server]\n" if server.startswith("command") else SERVER
