@@ -96,6 +96,13 @@ def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
                 "no SHM connection was needed")
     if name == "NCCL_DEBUG_SUBSYS":
         return "NCCL does not echo NCCL_DEBUG_SUBSYS"
+    var = VARIABLES.get(name)
+    if var is not None and var.read_when:  # a network variable: say whether the log shows its path
+        nets = sorted({t.split("/")[0] + "/" + t.split("/")[1] for t in parsed.transports
+                       if t.startswith("NET/") and "/" in t[4:]} | {t for t in parsed.transports if t == "NET"})
+        seen = (f"this log shows connections via {', '.join(nets)}, so the echo was hidden (NCCL_DEBUG_SUBSYS "
+                "without ENV) or lost" if nets else "this log shows no connection over NET")
+        return f"not proven: NCCL reads {name} {var.read_when}; no rank echoed it, and {seen}"
     return f"NCCL echoes {name} only when it reads it, which this run may not have needed"
 
 
@@ -241,6 +248,10 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
             return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
         if name == "NCCL_SHM_DISABLE" and want == "1" and "SHM" in parsed.transport_kinds:
             return _row(name, value, NOT_APPLIED, "NCCL connected peers over SHM, yet no rank echoed NCCL_SHM_DISABLE=1")
+        if name == "NCCL_IB_DISABLE" and want == "1" and any(t.startswith("NET/IB") for t in parsed.transports):
+            return _row(name, value, NOT_APPLIED, "NCCL connected peers over NET/IB, yet no rank echoed "
+                        "NCCL_IB_DISABLE=1 (src/transport/net_ib/init.cc, ncclIbInitDevices returns before any IB "
+                        "device when it is set)")
         return _row(name, value, UNVERIFIABLE, _why_unverifiable(name, value, parsed), ranks=ranks)
     counted = ranks.processes()
     silent = [p for p in counted if p not in echoes and ranks.complete(p)]

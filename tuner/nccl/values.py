@@ -118,6 +118,9 @@ def max_channels(version: NcclVersion | None = None) -> int:
 
 # -- the per-variable rules ------------------------------------------------------------------
 
+_MAX_QPS = 128  # NCCL_IB_MAX_QPS, src/transport/net_ib.cc v2.18.1-1 to net_ib/common.h v2.30.7-1
+
+
 @dataclass(frozen=True)
 class _Reading:
     """What NCCL makes of one value: canonical text ("" = same as unset), problem, warnings."""
@@ -236,6 +239,43 @@ def _read_nvls(name: str, value: str, version: NcclVersion) -> _Reading:
     return _Reading("1", None, warnings)
 
 
+def _read_nonzero(name: str, value: str, version: NcclVersion) -> _Reading:
+    """An on/off integer NCCL tests as ``if (ncclParamX())``: 0 is the default, any other value is on
+    (src/transport/net_ib/init.cc ncclIbInitDevices for NCCL_IB_DISABLE; net_ib/connect.cc for
+    NCCL_IB_SUBNET_AWARE_ROUTING)."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed == 0:
+        return _Reading("")
+    warnings = () if parsed == 1 else (f"NCCL treats {parsed} like 1 (it tests only for non-zero)",)
+    return _Reading("1", None, warnings)
+
+
+def _read_qps(name: str, value: str, version: NcclVersion) -> _Reading:
+    """Queue pairs per IB connection: 1 (the default) to NCCL_IB_MAX_QPS, 128 (src/transport/net_ib/
+    connect.cc, NCCL_PARAM(IbQpsPerConn) and its qp arrays of NCCL_IB_MAX_QPS)."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if not 1 <= parsed <= _MAX_QPS:
+        return _Reading(value, f"{parsed} queue pairs: NCCL sizes its arrays for 1 to {_MAX_QPS} (NCCL_IB_MAX_QPS, "
+                               "src/transport/net_ib/connect.cc); write a whole number in that range")
+    return _Reading("" if parsed == 1 else str(parsed))
+
+
+def _read_cross_nic(name: str, value: str, version: NcclVersion) -> _Reading:
+    """0, 1 or 2 (the default): src/graph/search.cc tests ``== 0``, ``== 1`` and ``== 2``
+    (ncclTopoCompute, ncclTopoGetNetDev); any other value passes none of those tests."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed not in (0, 1, 2):
+        return _Reading(value, f"{parsed}: NCCL tests NCCL_CROSS_NIC only for 0, 1 and 2 (src/graph/search.cc, "
+                               "ncclTopoCompute); write one of those")
+    return _Reading("" if parsed == 2 else str(parsed))
+
+
 def _read_list(name: str, value: str, version: NcclVersion) -> _Reading:
     reading = read_list(name, value, version)
     if reading.fails_init:
@@ -326,6 +366,9 @@ _RULES = {
     "cuda_connections": _read_cuda_connections,
     "path": _read_path,
     "int": _read_int,
+    "nonzero": _read_nonzero,
+    "qps": _read_qps,
+    "cross_nic": _read_cross_nic,
 }
 
 #: The variables whose values this module judges by a rule of their own (others: names and,
