@@ -228,7 +228,7 @@ _NETWORK: tuple[Variable, ...] = (
                        "set by environment to X' (ENV) and 'NCCL_SOCKET_IFNAME set to X' (NET)",
              accepted="a comma list of interface-name prefixes (enp1s0f1np1, eth); '^' first excludes, '=' first "
                       "matches names exactly"),
-    Variable("NCCL_IB_DISABLE", "int", "src/transport/net_ib/init.cc, ncclIbInitDevices (NCCL_PARAM(IbDisable))",
+    Variable("NCCL_IB_DISABLE", "int", "src/transport/net_ib/init.cc, ncclIbInitDevices (NCCL_PARAM(IbDisable); ncclIbInit in net_ib.cc up to 2.27)",
              acts_on=_NET, rule="nonzero", read_when="when it initializes its IB transport, once per process (not "
              "when NCCL_NET names another network or a net plugin carries it)",
              accepted="1 (IB and RoCE off: NCCL falls back to NET/Socket) or 0 (no effect); any other non-zero "
