@@ -106,11 +106,13 @@ GRAPH_LINE = re.compile(
 #: %s", "Assigned NET plugin %s to comm"), GPU Direct RDMA per HCA (src/graph/topo.cc "NET/%s : GPU Direct
 #: RDMA %s for HCA %d '%s'") and per GPU (src/graph/paths.cc, ncclTopoCheckGdr, INFO up to 2.29), and the
 #: RoCE GID warnings (src/misc/ibvwrap.cc "Call to ibv_modify_qp failed with ..." and "Call to
-#: ibv_query_gid failed ..."; "NET/IB : %s:%d GID table changed").
+#: ibv_query_gid failed ..."; "NET/IB : %s:%d GID table changed"), and no libibverbs to load
+#: (src/misc/ibvsymbols.cc "Failed to open libibverbs.so[.1]").
 NET_LINE = re.compile(
     r"^(?:NET/IB : (?:Using|No device found|No IP interface found|\S+:\d+ GID table changed)|NET/Socket : (?:Using|no interface)"
     r"|Using network \S|Initialized NET plugin |Assigned NET plugin |NET/\S+ : GPU Direct RDMA (?:Enabled|Disabled) for HCA"
-    r"|GPU Direct RDMA (?:Enabled|Disabled) for GPU|Call to ibv_(?:modify_qp|query_gid) failed)")
+    r"|GPU Direct RDMA (?:Enabled|Disabled) for GPU|Call to ibv_(?:modify_qp|query_gid) failed"
+    r"|Failed to open libibverbs)")
 
 #: NCCL's algorithm and protocol indices (src/include/device.h NCCL_ALGO_*, NCCL_PROTO_*).
 _ALGO_INDEX = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")

@@ -35,7 +35,8 @@ class HostNet:
     """What one host's processes said about the network (each tuple: NCCL's lines, quoted whole).
 
     ``ib_devices`` the IB/RoCE devices listed (``rocep1s0f1:1/RoCE``); ``ib_line`` that line;
-    ``no_ib`` the ``NET/IB : No device found.`` (or ``No IP interface found.``) line; ``sockets``
+    ``no_ib`` the ``NET/IB : No device found.`` line (or ``No IP interface found.``, or ``Failed to
+    open libibverbs.so[.1]``: no verbs library, so no IB at all); ``sockets``
     the socket devices listed; ``network`` the network NCCL used (``IB``, ``Socket``, a plugin's
     name; "" not logged) with ``network_line``; ``gdr_off``/``gdr_on`` GPU Direct RDMA lines;
     ``gid`` the RoCE GID warnings."""
@@ -133,7 +134,7 @@ def _kind(msg: str) -> str:
                      ("gdr_gpu", _GDR_GPU), ("gid", _GID)):
         if rx.match(msg):
             return kind
-    return "no_ib" if msg.startswith("NET/IB : No") else "other"
+    return "no_ib" if msg.startswith(("NET/IB : No", "Failed to open libibverbs")) else "other"
 
 
 def _devices(lines: list[str], rx: re.Pattern[str]) -> tuple[str, ...]:

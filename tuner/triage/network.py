@@ -87,6 +87,11 @@ def _sockets(view: NetworkView, echoes: Mapping[str, Mapping[str, str]]) -> Find
                  "opened its IB devices (src/transport/net_ib/init.cc, ncclIbInitDevices). Fix: remove it where the "
                  "processes start (the image's ENV, the node's shell, /etc/nccl.conf), or set NCCL_IB_DISABLE=0 in server.env")
         quote = f"NCCL_IB_DISABLE set by environment to {next(iter(disabled.values()))}."
+    elif verbs := [h for h in none if h.no_ib.startswith("Failed to open libibverbs")]:
+        cause = (f"NCCL could not load libibverbs on {_hosts([h.host for h in verbs])} ('{verbs[0].no_ib}', "
+                 "src/misc/ibvsymbols.cc), so it never looked for an IB/RoCE device. Fix: rdma-core (libibverbs) in "
+                 f"the image or on the host, and the RDMA devices passed in: {_CONTAINER}")
+        quote = verbs[0].no_ib
     elif none:
         cause = (f"NCCL sees no IB/RoCE device on {_hosts([h.host for h in none])} ('{none[0].no_ib}', "
                  "src/transport/net_ib/init.cc, ncclIbInitDevices): in a container the RDMA device was not passed in. "
