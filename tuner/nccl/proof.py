@@ -351,6 +351,8 @@ def _always_read(name: str, env: Mapping[str, str], parsed: ParsedLog, version: 
     """Whether NCCL reads ``name`` at every communicator init in this run (so silence means dropped)."""
     if name not in _ECHOED_AT_INIT:
         return False
+    if name == "NCCL_SOCKET_IFNAME" and len(env.get(name, "")) <= 1:
+        return False  # src/misc/socket.cc, ncclFindInterfaces reads it only when longer than one character
     if name == "NCCL_P2P_LEVEL" and _p2p_disabled(env, version):
         return False  # NCCL_P2P_DISABLE=1 wins before the level is read (src/graph/paths.cc, ncclGetLevel)
     # builds before CUDA 12.1 compile src/transport/nvls.cc's stubs, which never read NCCL_NVLS_ENABLE

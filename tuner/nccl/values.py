@@ -46,6 +46,12 @@ NCCL_NVLS_ENABLE               strtoll; 0 off, 2 automatic (default), any other 
 NCCL_TOPO_FILE,                a file path NCCL opens at init with fopen, kept as written
 NCCL_GRAPH_FILE                (src/graph/topo.cc ncclTopoGetSystem, src/graph/search.cc
                                ncclTopoCompute; the XML each needs: :mod:`tuner.nccl.xmlfiles`)
+NCCL_IB_DISABLE,               strtoll; 0 is the default, any other value is on (``if
+NCCL_IB_SUBNET_AWARE_ROUTING   (ncclParamX())``: src/transport/net_ib; the latter 2.30.7+)
+NCCL_IB_QPS_PER_CONNECTION     strtoll; 1 (default) to 128, NCCL_IB_MAX_QPS (net_ib connect.cc)
+NCCL_CROSS_NIC                 strtoll; 0, 1 or 2 (default) (src/graph/search.cc)
+NCCL_NET_GDR_LEVEL             as NCCL_P2P_LEVEL (ncclGetLevel); default PXB (paths.cc,
+                               ncclTopoCheckGdr)
 CUDA_DEVICE_MAX_CONNECTIONS    CUDA's, not NCCL's: work queues per device, 1-32, default 8
                                (CUDA C++ Programming Guide, "CUDA Environment Variables");
                                NCCL never echoes it

@@ -143,3 +143,21 @@ def test_ib_disable_given_while_ranks_connect_over_net_ib_is_not_applied():
     proof = confirmations({"NCCL_IB_DISABLE": "1"}, parsed)
     assert "NET/IB" in proof.not_applied["NCCL_IB_DISABLE"]
     assert confirmations({"NCCL_IB_DISABLE": "0"}, parsed).unverifiable == ["NCCL_IB_DISABLE"]
+
+
+def test_a_rank_that_logged_its_init_without_the_socket_ifname_echo_did_not_get_it():
+    """NCCL_SOCKET_IFNAME is read at every bootstrap (src/misc/socket.cc, ncclFindInterfaces): rank 1's
+    lines through Init COMPLETE without its echo mean rank 1 never had it; a one-character value is
+    never read (``strlen(env) > 1``), so its silence proves nothing."""
+    lines = []
+    for rank, host in enumerate(("spark-a", "spark-b")):
+        p = f"{host}:{100 + rank}:{100 + rank} [0] NCCL INFO "
+        if rank == 0:
+            lines.append(p + "NCCL_SOCKET_IFNAME set by environment to enp1s0f1np1")
+        lines += [p + f"comm 0xab rank {rank} nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+                  p + f"ncclCommInitRankConfig comm 0xab rank {rank} nranks 2 cudaDev 0 nvmlDev 0 busId f01000 "
+                      "commId 0x1 - Init COMPLETE"]
+    parsed = parse_log(lines)
+    proof = confirmations({"NCCL_SOCKET_IFNAME": "enp1s0f1np1"}, parsed)
+    assert "rank 1" in proof.not_applied["NCCL_SOCKET_IFNAME"]
+    assert confirmations({"NCCL_SOCKET_IFNAME": "e"}, parse_log(lines[1:])).unverifiable == ["NCCL_SOCKET_IFNAME"]
