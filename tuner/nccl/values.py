@@ -124,6 +124,7 @@ def max_channels(version: NcclVersion | None = None) -> int:
 
 # -- the per-variable rules ------------------------------------------------------------------
 
+GID_AUTO_FROM = NcclVersion(2, 21, 5)  # NCCL_IB_GID_INDEX default -1: NCCL picks the GID itself
 _MAX_QPS = 128  # NCCL_IB_MAX_QPS, src/transport/net_ib.cc v2.18.1-1 to net_ib/common.h v2.30.7-1
 
 
@@ -270,6 +271,21 @@ def _read_qps(name: str, value: str, version: NcclVersion) -> _Reading:
     return _Reading("" if parsed == 1 else str(parsed))
 
 
+def _read_gid(name: str, value: str, version: NcclVersion) -> _Reading:
+    """A GID index; a negative one lets NCCL choose from 2.21.5 (default -1, ``if (*gidIndex >= 0)``
+    else its own pick, src/transport/net_ib.cc ncclIbGetGidIndex); before, NCCL passes it to the
+    verbs as the GID index itself (``sgid_index``, a uint8_t) and the connection fails."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed >= 0:
+        return _Reading(str(parsed))
+    if version < GID_AUTO_FROM:
+        return _Reading(value, f"{parsed}: NCCL {version} has no automatic GID (from 2.21.5, src/transport/net_ib.cc, "
+                               "ncclIbGetGidIndex) and passes it as the index; write the GID index (show_gids)")
+    return _Reading("")
+
+
 def _read_cross_nic(name: str, value: str, version: NcclVersion) -> _Reading:
     """0, 1 or 2 (the default): src/graph/search.cc tests ``== 0``, ``== 1`` and ``== 2``
     (ncclTopoCompute, ncclTopoGetNetDev); any other value passes none of those tests."""
@@ -375,6 +391,7 @@ _RULES = {
     "nonzero": _read_nonzero,
     "qps": _read_qps,
     "cross_nic": _read_cross_nic,
+    "gid": _read_gid,
 }
 
 #: The variables whose values this module judges by a rule of their own (others: names and,

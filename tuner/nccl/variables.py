@@ -234,7 +234,7 @@ _NETWORK: tuple[Variable, ...] = (
              accepted="1 (IB and RoCE off: NCCL falls back to NET/Socket) or 0 (no effect); any other non-zero "
                       "integer acts as 1"),
     Variable("NCCL_IB_GID_INDEX", "int", "src/transport/net_ib/connect.cc, ncclIbGetGidIndex (NCCL_PARAM(IbGidIndex))",
-             acts_on=_NET, read_when=_IB_CONNECT + "; from 2.22.3 only on a RoCE port",
+             acts_on=_NET, rule="gid", read_when=_IB_CONNECT + "; from 2.22.3 only on a RoCE port",
              accepted="a whole number: the GID index of the RoCE port (show_gids lists them; 3 is RoCE v2 IPv4 on a "
                       "typical ConnectX), or -1 to let NCCL choose (2.21.5+, its default)",
              facts=(VersionFact("2.21.5", "default -1 (was 0): NCCL picks the GID of NCCL_IB_ADDR_FAMILY and "

@@ -64,12 +64,23 @@ def test_subnet_aware_routing_is_read_from_2_30_7_only():
     ("NCCL_CROSS_NIC", "2", ""), ("NCCL_CROSS_NIC", "1", "1"), ("NCCL_CROSS_NIC", "0", "0"),
     ("NCCL_IB_QPS_PER_CONNECTION", "1", ""), ("NCCL_IB_QPS_PER_CONNECTION", "4", "4"),
     ("NCCL_IB_QPS_PER_CONNECTION", "0x10", "16"),
-    ("NCCL_IB_GID_INDEX", "3", "3"), ("NCCL_IB_GID_INDEX", "-1", "-1"),
+    ("NCCL_IB_GID_INDEX", "3", "3"), ("NCCL_IB_GID_INDEX", "0x3", "3"),
     ("NCCL_NET_GDR_LEVEL", "0", "LOC"), ("NCCL_NET_GDR_LEVEL", "LOC", "LOC"), ("NCCL_NET_GDR_LEVEL", "2", "PXB"),
 ])
 def test_values_read_as_nccl_reads_them(name, value, canonical):
     assert check_value(name, value) is None
     assert canonical_value(name, value) == canonical
+
+
+def test_a_negative_gid_is_nccls_own_pick_from_2_21_5_and_an_index_before():
+    """NCCL_PARAM(IbGidIndex, "IB_GID_INDEX", -1) from v2.21.5-1 (0 before): ncclIbGetGidIndex picks the
+    GID itself unless the value is >= 0; 2.20 passes -1 to the verbs as the index."""
+    new = NcclVersion(2, 28, 9)
+    assert check_value("NCCL_IB_GID_INDEX", "-1", new) is None and canonical_value("NCCL_IB_GID_INDEX", "-1", new) == ""
+    assert canonical_value("NCCL_IB_GID_INDEX", "-2", new) == ""
+    why = check_value("NCCL_IB_GID_INDEX", "-1", NcclVersion(2, 20, 5))
+    assert why is not None and "2.21.5" in why
+    assert check_value("NCCL_IB_GID_INDEX", "0", NcclVersion(2, 20, 5)) is None
 
 
 @pytest.mark.parametrize(("name", "value", "says"), [
