@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from tuner.nccl.log import SERVER_LOG, ParsedLog
+from tuner.nccl.names import is_hardware_selector
 from tuner.nccl.p2p import LEVEL_VARIABLES, read_level
 from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.values import canonical_value
@@ -382,11 +383,14 @@ def unlaunched_echoes(launched_env: Mapping[str, str], parsed: ParsedLog) -> dic
 
     Each came from where the processes were started (a Ray node's ``ray start``, a container's
     image, the server itself: vLLM sets NCCL_CUMEM_ENABLE, SGLang NCCL_CUMEM_ENABLE and
-    NCCL_NVLS_ENABLE); in a baseline they mean it is not untuned on those ranks."""
+    NCCL_NVLS_ENABLE); in a baseline they mean it is not untuned on those ranks. The variables that
+    name the machine's devices (:data:`tuner.nccl.names.HARDWARE_SELECTORS`: NCCL_SOCKET_IFNAME,
+    NCCL_IB_HCA, NCCL_HOSTID, ...) are kept from the runner's environment on purpose and tune
+    nothing, so their echoes are not counted."""
     ranks = _Ranks(parsed)
     out: dict[str, str] = {}
     for name, by_process in sorted(parsed.echoes.items()):
-        if name in launched_env or name in _LOGGING or not name.startswith("NCCL_"):
+        if name in launched_env or name in _LOGGING or not name.startswith("NCCL_") or is_hardware_selector(name):
             continue
         values: dict[str, list[str]] = {}
         for process, value in by_process.items():

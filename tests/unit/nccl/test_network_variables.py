@@ -15,6 +15,7 @@ from tuner.nccl import (
     confirmations,
     is_tuning_variable,
     parse_log,
+    unlaunched_echoes,
 )
 from tuner.nccl.names import name_problem
 from tuner.server.env import split_inherited
@@ -172,3 +173,12 @@ def test_a_rank_that_logged_its_init_without_the_socket_ifname_echo_did_not_get_
     proof = confirmations({"NCCL_SOCKET_IFNAME": "enp1s0f1np1"}, parsed)
     assert "rank 1" in proof.not_applied["NCCL_SOCKET_IFNAME"]
     assert confirmations({"NCCL_SOCKET_IFNAME": "e"}, parse_log(lines[1:])).unverifiable == ["NCCL_SOCKET_IFNAME"]
+
+
+def test_the_machines_own_selectors_echoed_are_not_settings_behind_the_launch():
+    """04 echoes NCCL_SOCKET_IFNAME, kept from the runner's environment (the machine's); NCCL_HOSTID
+    (src/misc/utils.cc, getHostHash echoes it) likewise; an NCCL_IB_DISABLE nobody launched is counted."""
+    parsed = parse_log([*(REAL / "04-dgxspark-allgather-2.28.9.log").read_text().splitlines(),
+                        "spark-fb97:23491:23491 [0] NCCL INFO NCCL_HOSTID set by environment to spark-fb97",
+                        "spark-fb97:23491:23491 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1."])
+    assert list(unlaunched_echoes({}, parsed)) == ["NCCL_IB_DISABLE"]
