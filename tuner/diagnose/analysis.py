@@ -32,11 +32,12 @@ from tuner.nccl import (
     launch,
     machine_from_log,
     parse_log,
+    read_network,
     topology_from_log,
 )
 from tuner.redaction import is_secret
 from tuner.servers import Backend, allreduce_backend
-from tuner.triage import Triage, triage
+from tuner.triage import Triage, network_triage, triage, with_network
 
 __all__ = ["PROBE_MARK", "build_diagnosis"]
 
@@ -102,7 +103,8 @@ def build_diagnosis(lines: Sequence[str], *, argv: Sequence[str] = (), env: Mapp
         tuning=_tuning_rows(parsed.tuning),
         sizes=sizes, decode=decode, prefill_bytes=prefill, notes=notes,
         probe=dict(probe_info or {}), created_at=time.time(),
-        triage=_triage(parsed, topo, nbytes, prefill, env, space_files).to_dict())
+        triage=with_network(_triage(parsed, topo, nbytes, prefill, env, space_files),
+                            network_triage(read_network(parsed), parsed.echoes)).to_dict())
 
 
 def _triage(parsed: ParsedLog, topo: Topology | None, nbytes: int | None, prefill: Sequence[int],

@@ -27,7 +27,8 @@ The leaves, lowest first:
   patterns and the files a run left; :mod:`~tuner.nccl.sources`: files first, then the server log
   (:func:`read_sources`); :mod:`~tuner.nccl.proof`: :func:`confirmations` of what a trial
   launched, rank by rank; :mod:`~tuner.nccl.machine`: NCCL's model of the machine
-  (:func:`machine_from_log`); :mod:`~tuner.nccl.xmlfiles`: the topology and graph XML files
+  (:func:`machine_from_log`); :mod:`~tuner.nccl.netlog`: the network across nodes from its NET
+  lines (:func:`read_network`: devices per host, transport per cross-node pair); :mod:`~tuner.nccl.xmlfiles`: the topology and graph XML files
   NCCL_TOPO_FILE/NCCL_GRAPH_FILE name (:func:`read_xml_file`);
 * :mod:`~tuner.nccl.conf`: the settings NCCL takes besides its environment (conf files, plugins:
   :func:`conf_files`, :func:`parse_conf`, :func:`plugin_sources`); :mod:`~tuner.nccl.library`: the
@@ -54,6 +55,7 @@ from tuner.nccl.names import (
     is_tuning_variable,
     name_warning,
 )
+from tuner.nccl.netlog import CrossPair, NetworkView, read_network
 from tuner.nccl.p2p import CPU_KINDS, default_p2p_level, p2p_levels
 from tuner.nccl.proof import SilentWhy, confirmations, node_ranks, unlaunched_echoes
 from tuner.nccl.releases import symmetric_kernels_reason
@@ -90,6 +92,7 @@ __all__ = [
     "TRIAL_PATTERN",
     "VARIABLES",
     "CostTable",
+    "CrossPair",
     "DebugFile",
     "DecodeChoice",
     "DiagResult",
@@ -98,6 +101,7 @@ __all__ = [
     "ModelGraph",
     "NcclMachine",
     "NcclVersion",
+    "NetworkView",
     "Operation",
     "ParsedLog",
     "Pick",
@@ -142,6 +146,7 @@ __all__ = [
     "plugin_sources",
     "read_conf",
     "read_diag",
+    "read_network",
     "read_sources",
     "read_xml_file",
     "risky_reason",

@@ -28,6 +28,8 @@ from tuner.nccl.tuning import TuningTable, TuningTableReader
 from tuner.nccl.types import NcclVersion, Topology
 
 __all__ = [
+    "LINK",
+    "NET_LINE",
     "SERVER_LOG",
     "LogSource",
     "Operation",
@@ -55,7 +57,7 @@ _RING = re.compile(r"^Channel (?P<c>\d+)/(?P<n>\d+) :\s+(?P<order>(?:\d+\s*)+)$"
 #: ``... [send] via NET/%s/%d...`` and ``[receive]`` (net.cc). The transport runs to the end of the line
 #: and may hold spaces (``P2P/direct pointer/read``, ``NET/NCCL RDMA Plugin v6/0/GDRDMA/Shared``).
 #: P2P, SHM and ``[send]`` lines are logged by ``src``, ``[receive]`` lines by ``dst``.
-_LINK = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[-?[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[-?[0-9a-fA-Fx]+\]"
+LINK = re.compile(r"^Channel (?P<c>\d+)(?:/\d+)? : (?P<src>\d+)\[-?[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[-?[0-9a-fA-Fx]+\]"
                    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)(?: comm 0x[0-9a-f]+ nRanks \d+)?\s*$")
 #: ``Init timings: rank %d nranks %d ...`` (2.22, src/init.cc) and ``Init timings - %s: rank %d nranks %d``
 #: (2.26+): a line stating its thread's rank.
@@ -95,6 +97,22 @@ GRAPH_LINE = re.compile(
     r"^(?:=== System : |Pattern \d+, crossNic |Could not find a path for pattern "
     r"|\s*\d+ :(?: (?:GPU|NET)/\S+)+\s*$|(?:GPU|NET|GIN|RMA)/[0-9A-Fa-f]+(?:-[0-9a-f]+)? :"
     r"|\s*(?:\+ [A-Z0-9]*\[[\d.]+\] - )?(?:GPU|PCI|NVS|CPU|NIC|NET|GIN|RMA|DEV|CXB)/[0-9A-Fa-f]+)")
+
+#: NCCL's NET lines kept whole per process for :func:`tuner.nccl.netlog.read_network`, spelled alike
+#: v2.18.1-1 to v2.30.7-1: the transports' init (src/transport/net_ib.cc, net_ib/init.cc from 2.30,
+#: ncclIbInitDevices "NET/IB : Using%s %s; OOB %s:%s" and "NET/IB : No device found.", WARN "NET/IB :
+#: No IP interface found."; src/transport/net_socket.cc "NET/Socket : Using%s", WARN "NET/Socket : no
+#: interface found"), the network chosen (src/init.cc "Using network %s"; 2.28+ "Initialized NET plugin
+#: %s", "Assigned NET plugin %s to comm"), GPU Direct RDMA per HCA (src/graph/topo.cc "NET/%s : GPU Direct
+#: RDMA %s for HCA %d '%s'") and per GPU (src/graph/paths.cc, ncclTopoCheckGdr, INFO up to 2.29), and the
+#: RoCE GID warnings (src/misc/ibvwrap.cc "Call to ibv_modify_qp failed with ..." and "Call to
+#: ibv_query_gid failed ..."; "NET/IB : %s:%d GID table changed"), and no libibverbs to load
+#: (src/misc/ibvsymbols.cc "Failed to open libibverbs.so[.1]").
+NET_LINE = re.compile(
+    r"^(?:NET/IB : (?:Using|No device found|No IP interface found|\S+:\d+ GID table changed)|NET/Socket : (?:Using|no interface)"
+    r"|Using network \S|Initialized NET plugin |Assigned NET plugin |NET/\S+ : GPU Direct RDMA (?:Enabled|Disabled) for HCA"
+    r"|GPU Direct RDMA (?:Enabled|Disabled) for GPU|Call to ibv_(?:modify_qp|query_gid) failed"
+    r"|Failed to open libibverbs)")
 
 #: NCCL's algorithm and protocol indices (src/include/device.h NCCL_ALGO_*, NCCL_PROTO_*).
 _ALGO_INDEX = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -198,7 +216,9 @@ class ParsedLog:
     without a tid); ``thread_ranks[thread]`` the ranks a thread's own lines state (an init or comm
     line, ``Init timings``, or a connection it logged); ``ranks_of[process]`` is their union per
     process. ``peers[(src, dst, via)]`` counts channels per connection; ``diag`` the ``NCCL DIAG``
-    messages (2.31+ init diagnostics, NCCL_RUN_DIAGNOSTICS).
+    messages (2.31+ init diagnostics, NCCL_RUN_DIAGNOSTICS); ``net_lines[process]`` its NET lines
+    (:data:`NET_LINE`: the network's init, the network chosen, GPU Direct RDMA, RoCE GID warnings),
+    WARN or INFO, in order.
     """
 
     nccl_version: NcclVersion | None = None
@@ -245,6 +265,7 @@ class ParsedLog:
     thread_ranks: dict[str, set[int]] = field(default_factory=dict)
     peers: dict[tuple[int, int, str], int] = field(default_factory=dict)
     diag: list[str] = field(default_factory=list)
+    net_lines: dict[str, list[NcclLine]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -333,6 +354,8 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
         if line.level == "DIAG":
             parsed.diag.append(line.message.strip())
             continue
+        if NET_LINE.match(line.message.strip()):
+            parsed.net_lines.setdefault(line.process, []).append(line)
         if line.level == "WARN":
             parsed.warnings.append(line.message.strip())
             if GRAPH_LINE.match(line.message):  # the search fallback is a WARN up to 2.26
@@ -405,7 +428,7 @@ def _read_message(parsed: ParsedLog, line: NcclLine, table: TuningTableReader,
         parsed.ring_lines.append(msg)
     elif msg.startswith("Trees"):
         parsed.tree_lines.append(msg)
-    elif m := _LINK.match(msg):
+    elif m := LINK.match(msg):
         via, src, dst = m.group("via"), int(m.group("src")), int(m.group("dst"))
         parsed.transports.add(via)
         key = (src, dst, via)

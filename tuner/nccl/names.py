@@ -37,6 +37,9 @@ KNOWN_NAMES: frozenset[str] = frozenset(VARIABLES)
 # Not here, though they name a file or library: NCCL_CONF_FILE (src/misc/param.cc, initEnv: a
 # file of further variables, tuning included) and NCCL_TUNER_PLUGIN (src/plugin/tuner.cc: a
 # tuner changes NCCL's algorithm choice): both tune, so an inherited one never reaches a trial.
+# Nor NCCL's network knobs (NCCL_IB_GID_INDEX, NCCL_IB_DISABLE, NCCL_NET_GDR_LEVEL, ...): they say
+# how NCCL uses the fabric, not which device, so they are tuned (docs/NCCL.md, "Network settings
+# across nodes"); NCCL_IB_HCA and NCCL_SOCKET_IFNAME name devices of one machine and stay here.
 HARDWARE_SELECTORS: dict[str, str] = {v.name: f"{v.source} ({v.hardware})" for v in VARIABLES.values() if v.hardware}
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from tuner.nccl.log import SERVER_LOG, ParsedLog
+from tuner.nccl.names import is_hardware_selector
 from tuner.nccl.p2p import LEVEL_VARIABLES, read_level
 from tuner.nccl.types import NcclVersion, judged_version
 from tuner.nccl.values import canonical_value
@@ -116,6 +117,13 @@ def _why_unverifiable(name: str, value: str, parsed: ParsedLog) -> str:
                 "no SHM connection was needed")
     if name == "NCCL_DEBUG_SUBSYS":
         return "NCCL does not echo NCCL_DEBUG_SUBSYS"
+    var = VARIABLES.get(name)
+    if var is not None and var.read_when:  # a network variable: say whether the log shows its path
+        nets = sorted({t.split("/")[0] + "/" + t.split("/")[1] for t in parsed.transports
+                       if t.startswith("NET/") and "/" in t[4:]} | {t for t in parsed.transports if t == "NET"})
+        seen = (f"this log shows connections via {', '.join(nets)}, so the echo was hidden (NCCL_DEBUG_SUBSYS "
+                "without ENV) or lost" if nets else "this log shows no connection over NET")
+        return f"not proven: NCCL reads {name} {var.read_when}; no rank echoed it, and {seen}"
     return f"NCCL echoes {name} only when it reads it, which this run may not have needed"
 
 
@@ -265,6 +273,10 @@ def _prove(name: str, value: str, env: Mapping[str, str], parsed: ParsedLog, ran
             return _row(name, value, CONFIRMED, echo=echo, ok=ok, ranks=ranks)
         if name == "NCCL_SHM_DISABLE" and want == "1" and "SHM" in parsed.transport_kinds:
             return _row(name, value, NOT_APPLIED, "NCCL connected peers over SHM, yet no rank echoed NCCL_SHM_DISABLE=1")
+        if name == "NCCL_IB_DISABLE" and want == "1" and any(t.startswith("NET/IB") for t in parsed.transports):
+            return _row(name, value, NOT_APPLIED, "NCCL connected peers over NET/IB, yet no rank echoed "
+                        "NCCL_IB_DISABLE=1 (src/transport/net_ib/init.cc, ncclIbInitDevices returns before any IB "
+                        "device when it is set)")
         return _row(name, value, UNVERIFIABLE, _why_unverifiable(name, value, parsed), ranks=ranks)
     counted = ranks.processes()
     silent = [p for p in counted if p not in echoes and ranks.complete(p)]
@@ -364,6 +376,8 @@ def _always_read(name: str, env: Mapping[str, str], parsed: ParsedLog, version: 
     """Whether NCCL reads ``name`` at every communicator init in this run (so silence means dropped)."""
     if name not in _ECHOED_AT_INIT:
         return False
+    if name == "NCCL_SOCKET_IFNAME" and len(env.get(name, "")) <= 1:
+        return False  # src/misc/socket.cc, ncclFindInterfaces reads it only when longer than one character
     if name == "NCCL_P2P_LEVEL" and _p2p_disabled(env, version):
         return False  # NCCL_P2P_DISABLE=1 wins before the level is read (src/graph/paths.cc, ncclGetLevel)
     # builds before CUDA 12.1 compile src/transport/nvls.cc's stubs, which never read NCCL_NVLS_ENABLE
@@ -393,11 +407,14 @@ def unlaunched_echoes(launched_env: Mapping[str, str], parsed: ParsedLog) -> dic
 
     Each came from where the processes were started (a Ray node's ``ray start``, a container's
     image, the server itself: vLLM sets NCCL_CUMEM_ENABLE, SGLang NCCL_CUMEM_ENABLE and
-    NCCL_NVLS_ENABLE); in a baseline they mean it is not untuned on those ranks."""
+    NCCL_NVLS_ENABLE); in a baseline they mean it is not untuned on those ranks. The variables that
+    name the machine's devices (:data:`tuner.nccl.names.HARDWARE_SELECTORS`: NCCL_SOCKET_IFNAME,
+    NCCL_IB_HCA, NCCL_HOSTID, ...) are kept from the runner's environment on purpose and tune
+    nothing, so their echoes are not counted."""
     ranks = _Ranks(parsed)
     out: dict[str, str] = {}
     for name, by_process in sorted(parsed.echoes.items()):
-        if name in launched_env or name in _LOGGING or not name.startswith("NCCL_"):
+        if name in launched_env or name in _LOGGING or not name.startswith("NCCL_") or is_hardware_selector(name):
             continue
         values: dict[str, list[str]] = {}
         for process, value in by_process.items():

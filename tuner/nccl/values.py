@@ -46,6 +46,12 @@ NCCL_NVLS_ENABLE               strtoll; 0 off, 2 automatic (default), any other 
 NCCL_TOPO_FILE,                a file path NCCL opens at init with fopen, kept as written
 NCCL_GRAPH_FILE                (src/graph/topo.cc ncclTopoGetSystem, src/graph/search.cc
                                ncclTopoCompute; the XML each needs: :mod:`tuner.nccl.xmlfiles`)
+NCCL_IB_DISABLE,               strtoll; 0 is the default, any other value is on (``if
+NCCL_IB_SUBNET_AWARE_ROUTING   (ncclParamX())``: src/transport/net_ib; the latter 2.30.7+)
+NCCL_IB_QPS_PER_CONNECTION     strtoll; 1 (default) to 128, NCCL_IB_MAX_QPS (net_ib connect.cc)
+NCCL_CROSS_NIC                 strtoll; 0, 1 or 2 (default) (src/graph/search.cc)
+NCCL_NET_GDR_LEVEL             as NCCL_P2P_LEVEL (ncclGetLevel); default PXB (paths.cc,
+                               ncclTopoCheckGdr)
 CUDA_DEVICE_MAX_CONNECTIONS    CUDA's, not NCCL's: work queues per device, 1-32, default 8
                                (CUDA C++ Programming Guide, "CUDA Environment Variables");
                                NCCL never echoes it
@@ -117,6 +123,10 @@ def max_channels(version: NcclVersion | None = None) -> int:
 
 
 # -- the per-variable rules ------------------------------------------------------------------
+
+GID_AUTO_FROM = NcclVersion(2, 21, 5)  # NCCL_IB_GID_INDEX default -1: NCCL picks the GID itself
+_MAX_QPS = 128  # NCCL_IB_MAX_QPS, src/transport/net_ib.cc v2.18.1-1 to net_ib/common.h v2.30.7-1
+
 
 @dataclass(frozen=True)
 class _Reading:
@@ -236,6 +246,58 @@ def _read_nvls(name: str, value: str, version: NcclVersion) -> _Reading:
     return _Reading("1", None, warnings)
 
 
+def _read_nonzero(name: str, value: str, version: NcclVersion) -> _Reading:
+    """An on/off integer NCCL tests as ``if (ncclParamX())``: 0 is the default, any other value is on
+    (src/transport/net_ib/init.cc ncclIbInitDevices for NCCL_IB_DISABLE; net_ib/connect.cc for
+    NCCL_IB_SUBNET_AWARE_ROUTING)."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed == 0:
+        return _Reading("")
+    warnings = () if parsed == 1 else (f"NCCL treats {parsed} like 1 (it tests only for non-zero)",)
+    return _Reading("1", None, warnings)
+
+
+def _read_qps(name: str, value: str, version: NcclVersion) -> _Reading:
+    """Queue pairs per IB connection: 1 (the default) to NCCL_IB_MAX_QPS, 128 (src/transport/net_ib/
+    connect.cc, NCCL_PARAM(IbQpsPerConn) and its qp arrays of NCCL_IB_MAX_QPS)."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if not 1 <= parsed <= _MAX_QPS:
+        return _Reading(value, f"{parsed} queue pairs: NCCL sizes its arrays for 1 to {_MAX_QPS} (NCCL_IB_MAX_QPS, "
+                               "src/transport/net_ib/connect.cc); write a whole number in that range")
+    return _Reading("" if parsed == 1 else str(parsed))
+
+
+def _read_gid(name: str, value: str, version: NcclVersion) -> _Reading:
+    """A GID index; a negative one lets NCCL choose from 2.21.5 (default -1, ``if (*gidIndex >= 0)``
+    else its own pick, src/transport/net_ib.cc ncclIbGetGidIndex); before, NCCL passes it to the
+    verbs as the GID index itself (``sgid_index``, a uint8_t) and the connection fails."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed >= 0:
+        return _Reading(str(parsed))
+    if version < GID_AUTO_FROM:
+        return _Reading(value, f"{parsed}: NCCL {version} has no automatic GID (from 2.21.5, src/transport/net_ib.cc, "
+                               "ncclIbGetGidIndex) and passes it as the index; write the GID index (show_gids)")
+    return _Reading("")
+
+
+def _read_cross_nic(name: str, value: str, version: NcclVersion) -> _Reading:
+    """0, 1 or 2 (the default): src/graph/search.cc tests ``== 0``, ``== 1`` and ``== 2``
+    (ncclTopoCompute, ncclTopoGetNetDev); any other value passes none of those tests."""
+    parsed, problem = read_int_param(value)
+    if parsed is None:
+        return _Reading(value, _misread(name, value, problem))
+    if parsed not in (0, 1, 2):
+        return _Reading(value, f"{parsed}: NCCL tests NCCL_CROSS_NIC only for 0, 1 and 2 (src/graph/search.cc, "
+                               "ncclTopoCompute); write one of those")
+    return _Reading("" if parsed == 2 else str(parsed))
+
+
 def _read_list(name: str, value: str, version: NcclVersion) -> _Reading:
     reading = read_list(name, value, version)
     if reading.fails_init:
@@ -326,6 +388,10 @@ _RULES = {
     "cuda_connections": _read_cuda_connections,
     "path": _read_path,
     "int": _read_int,
+    "nonzero": _read_nonzero,
+    "qps": _read_qps,
+    "cross_nic": _read_cross_nic,
+    "gid": _read_gid,
 }
 
 #: The variables whose values this module judges by a rule of their own (others: names and,

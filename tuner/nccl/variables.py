@@ -72,7 +72,9 @@ class Variable:
     ``hardware`` what hardware it selects (non-empty: a hardware
     selector, kept from the inherited environment and checked only for its name); ``facts``
     what releases changed; ``plugin`` (a variable naming a plugin library) what that library can
-    do in NCCL's place: the tool names it as a source of settings it did not set.
+    do in NCCL's place: the tool names it as a source of settings it did not set; ``read_when``
+    when NCCL reads it, for a variable read only on some paths (the network's: an absent echo
+    then proves nothing unless the log shows that path was taken).
     """
 
     name: str
@@ -93,6 +95,7 @@ class Variable:
     hardware: str = ""
     facts: tuple[VersionFact, ...] = ()
     plugin: str = ""
+    read_when: str = ""
 
     @property
     def label(self) -> str:
@@ -177,9 +180,6 @@ _DETAILED: tuple[Variable, ...] = (
              accepted="1 (disable P2P) or 0 (no effect)"),
     Variable("NCCL_SHM_DISABLE", "int", "src/transport/shm.cc, shmCanConnect (NCCL_PARAM)", acts_on=_DP,
              rule="only_one", accepted="1 (disable SHM) or 0 (no effect)"),
-    Variable("NCCL_NET_GDR_LEVEL", "level", "src/graph/paths.cc, ncclTopoCheckGdr/ncclGetLevel (ncclGetEnv)",
-             acts_on=_NET, rule="level", legacy_levels=_LEGACY,
-             accepted="one of {levels} (exact case), or a legacy level 0-5"),
     Variable("NCCL_DEBUG", "enum", "src/debug.cc, ncclDebugInit", acts_on=_NONE, rule="debug",
              values=("VERSION", "WARN", "INFO", "ABORT", "TRACE")),
     Variable("NCCL_TOPO_FILE", "path", "src/graph/topo.cc, ncclTopoGetSystem (ncclGetEnv)", acts_on=_DP,
@@ -208,6 +208,63 @@ _DETAILED: tuple[Variable, ...] = (
              reader="plugin", acts_on=_NONE),
 )
 
+#: NCCL's network settings across nodes (read at every tag v2.18.1-1 to v2.30.7-1 unless ``first``
+#: says). Tunable: how NCCL uses the fabric it found (which GID, GDR or not, how many QPs, NIC
+#: crossing, IB or sockets), so an inherited one is stripped from the baseline like any tuning
+#: variable. The machine's (``hardware``): NCCL_IB_HCA and NCCL_SOCKET_IFNAME name devices of one
+#: machine; a wrong one leaves NCCL no device ("NET/IB : No device found.") or no interface
+#: ("NET/Socket : no interface found") and fails or falls back rather than slows, so they are kept
+#: from the runner's environment unless a space names them (docs/NCCL.md, "Network settings across nodes").
+_IB_CONNECT = "when it opens an IB/RoCE connection (a peer on another node over NET/IB)"
+_NETWORK: tuple[Variable, ...] = (
+    Variable("NCCL_IB_HCA", "string", "src/transport/net_ib/init.cc, ncclIbInitDevices (ncclGetEnv; "
+             "src/transport/net_ib.cc up to 2.29)", acts_on=_NET, hardware="which InfiniBand/RoCE adapters and ports to use",
+             read_when="when it initializes its IB transport, once per process; echoed as 'NCCL_IB_HCA set to X'",
+             accepted="a comma list of HCA[:port] names (mlx5_0:1,mlx5_1:1); '^' first excludes, '=' first matches "
+                      "names exactly"),
+    Variable("NCCL_SOCKET_IFNAME", "string", "src/misc/socket.cc, ncclFindInterfaces (ncclGetEnv)", echoed_at_init=True,
+             acts_on=_NET, hardware="network interfaces for bootstrap and sockets",
+             read_when="at every bootstrap, once per process, when longer than one character; echoed as 'NCCL_SOCKET_IFNAME "
+                       "set by environment to X' (ENV) and 'NCCL_SOCKET_IFNAME set to X' (NET)",
+             accepted="a comma list of interface-name prefixes (enp1s0f1np1, eth); '^' first excludes, '=' first "
+                      "matches names exactly"),
+    Variable("NCCL_IB_DISABLE", "int", "src/transport/net_ib/init.cc, ncclIbInitDevices (NCCL_PARAM(IbDisable); ncclIbInit in net_ib.cc up to 2.27)",
+             acts_on=_NET, rule="nonzero", read_when="when it initializes its IB transport, once per process (not "
+             "when NCCL_NET names another network or a net plugin carries it)",
+             accepted="1 (IB and RoCE off: NCCL falls back to NET/Socket) or 0 (no effect); any other non-zero "
+                      "integer acts as 1"),
+    Variable("NCCL_IB_GID_INDEX", "int", "src/transport/net_ib/connect.cc, ncclIbGetGidIndex (NCCL_PARAM(IbGidIndex))",
+             acts_on=_NET, rule="gid", read_when=_IB_CONNECT + "; from 2.22.3 only on a RoCE port",
+             accepted="a whole number: the GID index of the RoCE port (show_gids lists them; 3 is RoCE v2 IPv4 on a "
+                      "typical ConnectX), or -1 to let NCCL choose (2.21.5+, its default)",
+             facts=(VersionFact("2.21.5", "default -1 (was 0): NCCL picks the GID of NCCL_IB_ADDR_FAMILY and "
+                                "NCCL_IB_ROCE_VERSION_NUM (RoCE v2 IPv4 by default)",
+                                "src/transport/net_ib.cc, ncclIbGetGidIndex, v2.21.5-1"),
+                    VersionFact("2.22.3", "read on RoCE ports only: an InfiniBand port takes "
+                                "NCCL_IB_ROUTABLE_FLID_GID_INDEX or 0", "src/transport/net_ib.cc, ncclIbGetGidIndex, "
+                                "v2.22.3-1"))),
+    Variable("NCCL_IB_QPS_PER_CONNECTION", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbQpsPerConn)",
+             acts_on=_NET, rule="qps", read_when=_IB_CONNECT,
+             accepted="a whole number of queue pairs per connection, 1 (the default) to 128 (NCCL_IB_MAX_QPS)"),
+    Variable("NCCL_CROSS_NIC", "int", "src/graph/search.cc, ncclTopoCompute/ncclTopoGetNetDev (NCCL_PARAM(CrossNic))",
+             acts_on=_NET, rule="cross_nic", read_when="when its graph search sees more than one NIC, or picks a "
+             "peer's NIC for a send or receive",
+             accepted="0 (each ring keeps one NIC rail on every node), 1 (rings may cross NIC rails), 2 (the "
+                      "default: search without crossing first, then allow it)"),
+    Variable("NCCL_NET_GDR_LEVEL", "level", "src/graph/paths.cc, ncclTopoCheckGdr/ncclGetLevel (ncclGetEnv)",
+             acts_on=_NET, rule="level", legacy_levels=_LEGACY,
+             read_when="when it checks GPU Direct RDMA for a GPU and NIC (a peer over NET); echoed with the level's "
+                       "name, 'NCCL_NET_GDR_LEVEL set by environment to LOC'",
+             accepted="one of {levels} (exact case), or a legacy level 0-5 (0 = LOC: GPU Direct RDMA off; "
+                      "the default is PXB)",
+             facts=(VersionFact("2.30.7", "the 'GPU Direct RDMA Enabled/Disabled for GPU ... / HCA ...' lines are TRACE "
+                                "(were INFO)", "src/graph/paths.cc, ncclTopoCheckGdr, v2.30.7-1"),)),
+    Variable("NCCL_IB_SUBNET_AWARE_ROUTING", "int", "src/transport/net_ib/connect.cc, ncclIbConnect/ncclIbAccept "
+             "(NCCL_PARAM(IbSubnetAwareRouting))", first="2.30.7", acts_on=_NET, rule="nonzero",
+             read_when=_IB_CONNECT, accepted="1 (a RoCE connection picks the local NIC on the peer's subnet, "
+             "NCCL_IB_SUBNET_PREFIX_LEN bits) or 0 (off, the default)"),
+)
+
 _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_AGG_CHANNEL_SIZE", "int", "src/init.cc, NCCL_PARAM(AggChannelSize)", last="2.19.4"),
     _v("NCCL_ALLGATHERV_ENABLE", "int", "src/enqueue.cc, NCCL_PARAM(AllgathervEnable)", first="2.29.2"),
@@ -225,7 +282,6 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_CONF_FILE", "string", "src/misc/param.cc, getenv", first="2.23.4"),
     _v("NCCL_CONNECT_ROUND_MAX_PEERS", "int", "src/transport.cc, NCCL_PARAM(ConnectRoundMaxPeers)", first="2.19.4"),
     _v("NCCL_CREATE_THREAD_CONTEXT", "int", "src/proxy.cc, NCCL_PARAM(CreateThreadContext)", last="2.30.4"),
-    _v("NCCL_CROSS_NIC", "int", "src/graph/search.cc, NCCL_PARAM(CrossNic)"),
     _v("NCCL_CTA_POLICY", "string", "src/init.cc, ncclGetEnv (policy names; NCCL_PARAM up to 2.28)", first="2.27.3"),
     _v("NCCL_CUDA_PATH", "string", "src/misc/cudawrap.cc, ncclGetEnv", last="2.20.5", hardware="which libcuda to load, up to 2.20"),
     _v("NCCL_CUMEM_HOST_ENABLE", "int", "src/misc/cudawrap.cc, NCCL_PARAM(CuMemHostEnable)", first="2.23.4"),
@@ -277,11 +333,8 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_IB_AR_THRESHOLD", "int", "src/transport/net_ib/p2p.cc, NCCL_PARAM(IbArThreshold)"),
     _v("NCCL_IB_DATA_DIRECT", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbDataDirect)", first="2.27.3"),
     _v("NCCL_IB_DEVICE_PCI_ORDER", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbDevicePciOrder)", first="2.29.7"),
-    _v("NCCL_IB_DISABLE", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbDisable)"),
     _v("NCCL_IB_ECE_ENABLE", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbEceEnable)", first="2.23.4"),
     _v("NCCL_IB_FIFO_TC", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbFifoTc)", first="2.22.3"),
-    _v("NCCL_IB_GID_INDEX", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbGidIndex)", hardware="RoCE GID of the port"),
-    _v("NCCL_IB_HCA", "string", "src/transport/net_ib/init.cc, ncclGetEnv", hardware="which InfiniBand/RoCE adapters and ports to use"),
     _v("NCCL_IB_MERGE_NICS", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbMergeNics)", first="2.20.3"),
     _v("NCCL_IB_MERGE_VFS", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbMergeVfs)"),
     _v("NCCL_IB_MQP_RETRY_ALL", "int", "src/misc/ibvwrap.cc, NCCL_PARAM(IbMQpRetryAll)", first="2.24.3"),
@@ -291,7 +344,6 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_IB_PCI_RELAXED_ORDERING", "int", "src/transport/net_ib/init.cc, NCCL_PARAM(IbPciRelaxedOrdering)"),
     _v("NCCL_IB_PKEY", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbPkey)", hardware="InfiniBand partition key"),
     _v("NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS", "int", "src/transport/net_ib/common.cc, NCCL_PARAM(IbPrepostReceiveWorkRequests)", first="2.29.7"),
-    _v("NCCL_IB_QPS_PER_CONNECTION", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbQpsPerConn)"),
     _v("NCCL_IB_QUERY_PORT_SPEED", "int", "src/misc/ibvwrap.cc, NCCL_PARAM(IbQueryPortSpeed)", first="2.30.7"),
     _v("NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "int", "src/transport/net_ib/p2p.cc, NCCL_PARAM(IbReceiverSideMatchingScheme)", first="2.29.7"),
     _v("NCCL_IB_RESILIENCY_PORT_FAILOVER", "int", "src/transport/net_ib/p2p_resiliency.cc, NCCL_PARAM(IbResiliencyPortFailover)", first="2.29.7"),
@@ -311,7 +363,6 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_IB_ROUTABLE_FLID_GID_INDEX", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbRoutableFlidIbGidIndex)", first="2.22.3", hardware="routable FLID GID index"),
     _v("NCCL_IB_SL", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbSl)"),
     _v("NCCL_IB_SPLIT_DATA_ON_QPS", "int", "src/transport/net_ib/common.cc, NCCL_PARAM(IbSplitDataOnQps)"),
-    _v("NCCL_IB_SUBNET_AWARE_ROUTING", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbSubnetAwareRouting)", first="2.30.7"),
     _v("NCCL_IB_SUBNET_PREFIX_LEN", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbSubnetPrefixLen)", first="2.30.7"),
     _v("NCCL_IB_TC", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbTc)"),
     _v("NCCL_IB_TIMEOUT", "int", "src/transport/net_ib/connect.cc, NCCL_PARAM(IbTimeout)"),
@@ -413,7 +464,6 @@ _PLAIN: tuple[Variable, ...] = (
     _v("NCCL_SHM_LOCALITY", "int", "src/transport/shm.cc, NCCL_PARAM(ShmLocality)"),
     _v("NCCL_SINGLE_PROC_MEM_REG_ENABLE", "int", "src/group.cc, NCCL_PARAM(SingleProcMemRegEnable)", first="2.28.3"),
     _v("NCCL_SOCKET_FAMILY", "string", "src/misc/socket.cc, ncclGetEnv", hardware="IPv4 or IPv6 for sockets"),
-    _v("NCCL_SOCKET_IFNAME", "string", "src/misc/socket.cc, ncclGetEnv", hardware="network interfaces for bootstrap and sockets"),
     _v("NCCL_SOCKET_INLINE", "int", "src/transport/net_socket.cc, NCCL_PARAM(SocketInlineSize)", first="2.27.3"),
     _v("NCCL_SOCKET_MAGIC", "string", "src/misc/socket.cc, ncclGetEnv", first="2.30.7"),
     _v("NCCL_SOCKET_MIN_TASKSIZE", "int", "src/transport/net_socket.cc, NCCL_PARAM(SocketMinTaskSize)", first="2.27.3"),
@@ -481,7 +531,7 @@ _PLAIN: tuple[Variable, ...] = (
 )
 
 #: Every variable nccl-tune knows, by name; the one table.
-VARIABLES: dict[str, Variable] = {v.name: v for v in (*_DETAILED, *_PLAIN)}
+VARIABLES: dict[str, Variable] = {v.name: v for v in (*_DETAILED, *_NETWORK, *_PLAIN)}
 
 
 def variable(name: str) -> Variable | None:

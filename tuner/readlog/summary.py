@@ -21,12 +21,12 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner.errors import InputError
-from tuner.nccl import LogSource, NcclVersion, machine_from_log, parse_sources, version_in_text
+from tuner.nccl import LogSource, NcclVersion, machine_from_log, parse_sources, read_network, version_in_text
 from tuner.plaintext import plain_table
 from tuner.screen import parse_output
 from tuner.server import LINE_CAP_BYTES
 from tuner.servers import KINDS, allreduce_backend
-from tuner.triage import triage
+from tuner.triage import network_triage, triage, with_network
 
 __all__ = ["LogSummary", "read_logs", "render"]
 
@@ -42,7 +42,8 @@ class LogSummary:
     ``peers``: ``{"from", "to", "via"}`` once per pair and transport, channels folded;
     ``nccl_tests``: ``{"size": bytes, "busbw": out-of-place GB/s}`` per row; ``backend``: the
     server's decode-allreduce backend (``nccl``, ``custom_allreduce``...), None without a server;
-    ``triage``: the findings on NCCL's model of the machine; ``diag``: NCCL DIAG messages (2.31+);
+    ``triage``: the findings on NCCL's model of the machine (and on the network across nodes);
+    ``network``: across nodes, each cross-node pair of hosts and its transport; ``diag``: NCCL DIAG messages (2.31+);
     ``nccl_versions``: every NCCL version the files name (more than one: ranks or files that ran
     different NCCLs); ``empty``: the files held no NCCL, nccl-tests or server line at all.
     """
@@ -57,6 +58,7 @@ class LogSummary:
     backend: str | None = None
     triage: list[dict[str, Any]] = field(default_factory=list)
     triage_summary: str = ""
+    network: list[str] = field(default_factory=list)
     diag: list[str] = field(default_factory=list)
     nccl_versions: list[str] = field(default_factory=list)
 
@@ -71,7 +73,7 @@ class LogSummary:
         return {"files": self.files, "nccl_version": self.nccl_version, "ranks": self.ranks,
                 "processes": self.processes, "echoes": self.echoes, "peers": self.peers,
                 "nccl_tests": self.nccl_tests, "backend": self.backend, "triage": self.triage,
-                "triage_summary": self.triage_summary, "diag": self.diag, "nccl_versions": self.nccl_versions,
+                "triage_summary": self.triage_summary, "network": self.network, "diag": self.diag, "nccl_versions": self.nccl_versions,
                 "empty": self.empty}
 
 
@@ -139,8 +141,10 @@ def read_logs(paths: list[Path]) -> LogSummary:
     machine = machine_from_log(parsed, version)
     judged = triage(machine, version=version or (NcclVersion.parse(server_v) if server_v else None),
                     nranks=parsed.nranks or max(1, len(summary.ranks)), nnodes=parsed.nnodes or max(1, len(parsed.hosts)))
+    judged = with_network(judged, network_triage(read_network(parsed), parsed.echoes))
     summary.triage = [f.to_dict() for f in judged.findings]
     summary.triage_summary = judged.summary
+    summary.network = list(judged.network)
     summary.diag = list(parsed.diag)
     return summary
 
@@ -189,6 +193,8 @@ def render(summary: LogSummary, console: Console | None = None, *, as_json: bool
     console.out(f"triage: {summary.triage_summary}", highlight=False)
     for finding in summary.triage:
         console.out(f"- {finding.get('sentence', '')}", highlight=False)
+    for line in summary.network:
+        console.out(f"- {line}", highlight=False)
 
 
 def _processes(threads: list[str]) -> str:

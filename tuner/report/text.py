@@ -543,12 +543,14 @@ def summary_table(df: pd.DataFrame, story: Story, columns: Sequence[str] | None 
 
 
 def triage_section(info: StudyInfo) -> Section | None:
-    """The "NCCL's model of the machine" section: the stored triage's lines (None for a study
-    judged before the triage existed, so an older study's report is unchanged)."""
+    """The "NCCL's model of the machine" section: the stored triage's lines, across nodes each
+    cross-node pair's transport among them (None for a study judged before the triage existed, so
+    an older study's report is unchanged)."""
     if not info.triage:
         return None
-    return Section("machine", "NCCL's model of the machine",
-                   (Block("list", items=tuple(Triage.from_dict(info.triage).lines())),))
+    judged = Triage.from_dict(info.triage)
+    title = "NCCL's model of the machine" + (" and its network across nodes" if judged.network else "")
+    return Section("machine", title, (Block("list", items=tuple(judged.lines())),))
 
 
 def p2p_section(info: StudyInfo) -> Section | None:

@@ -31,14 +31,14 @@ from tuner.judging import (
     stats,
 )
 from tuner.launchers import launcher_of
-from tuner.nccl import NEVER_LOADED, NcclVersion, Topology, machine_from_log
+from tuner.nccl import NEVER_LOADED, NcclVersion, Topology, machine_from_log, read_network
 from tuner.planning import Planner, night_sizes
 from tuner.record import Kind, Metric, StudyInfo, TopologyRecord, TrialRecord
 from tuner.servers import BACKEND_SERVERS, kind_named
 from tuner.study import StudyStore
 from tuner.sweep import evidence
 from tuner.sweep.p2p import night_health
-from tuner.triage import Triage, triage
+from tuner.triage import Triage, network_triage, triage, with_network
 
 __all__ = ["backend_check", "baseline_failed", "host_judgement", "learn", "measure_backends", "plan_fixes"]
 
@@ -98,6 +98,8 @@ def learn(store: StudyStore, found: evidence.Evidence, cfg: ExperimentConfig, sp
     detail(f"baseline: NCCL {version or '(version not logged)'}, {where}; decode allreduce: "
            f"{backend.name} ({backend.reason})")
     judged = _triage(found, topo, cfg, space, study_dir)
+    if not found.never_loaded:  # across nodes: each pair's transport, a socket fallback and its cause
+        judged = with_network(judged, network_triage(read_network(found.parsed), found.parsed.echoes))
     store.update_info(triage=judged.to_dict())
     for i, line in enumerate(judged.lines()):
         (log if i == 0 else detail)(f"triage: {line}")

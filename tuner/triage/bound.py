@@ -18,7 +18,8 @@ from tuner.triage.findings import EXCLUSIVE, FIX_VALUES
 __all__ = ["FixBound", "fix_bound"]
 
 _WORDS = {"fallback": "the search fallback", "simple-at-decode": "Simple at the decode size",
-          "shm-by-level": "SHM pairs kept off P2P by the level", "few-channels": "too few channels"}
+          "shm-by-level": "SHM pairs kept off P2P by the level", "few-channels": "too few channels",
+          "net-gid": "a RoCE GID problem"}
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from tuner.nccl import (
     risky_reason,
 )
 from tuner.triage.model import FILES, Finding, FixSet, Triage
+from tuner.triage.network import NET_FIX_VALUES
 
 __all__ = ["EXCLUSIVE", "FIX_VALUES", "NO_GRAPH", "triage"]
 
@@ -70,6 +71,7 @@ FIX_VALUES: dict[str, dict[str, frozenset[str]]] = {
     "simple-at-decode": {"NCCL_PROTO": frozenset({"LL"})},
     "shm-by-level": {"NCCL_P2P_LEVEL": frozenset({"SYS", "PHB"})},
     "few-channels": {"NCCL_MIN_NCHANNELS": frozenset(str(2 * n) for n in range(1, MIN_CHANNELS_FIX + 1))},
+    **NET_FIX_VALUES,
 }
 #: Finding kinds of which one triage holds at most one (``simple-at-decode`` is judged only where
 #: the search did not fall back).

@@ -45,7 +45,7 @@ class Finding:
     """Where NCCL's model of the machine may be wrong.
 
     ``kind``: ``fallback``, ``inter-cpu``, ``simple-at-decode``, ``shm-by-level``,
-    ``few-channels`` or :data:`FILES` (the space's graph/topology files, one set each); ``sentence``: the plain sentence shown (it quotes ``quote``, cites
+    ``few-channels``, the network's ``net-sockets``, ``net-no-gdr``, ``net-gid`` or :data:`FILES` (the space's graph/topology files, one set each); ``sentence``: the plain sentence shown (it quotes ``quote``, cites
     ``source`` and says ``cost``); ``quote``: the NCCL log line it rests on; ``source``: the
     NCCL source file and function; ``cost``: what it costs at the night's sizes by NCCL's own
     model (:mod:`tuner.nccl.costmodel`); ``fixes``: the sets that address it.
@@ -77,17 +77,20 @@ class Triage:
 
     ``findings`` in a fixed order; ``model_right``: no finding applies; ``summary``: one line
     (the model looks right, no GRAPH lines were logged, or how many findings); ``notes``: lines
-    said once beside the findings (e.g. no decode size known).
+    said once beside the findings (e.g. no decode size known); ``network``: across nodes, the
+    transport of each cross-node pair of hosts (:func:`tuner.triage.network.network_triage`;
+    empty on one node and in a triage stored before it existed).
     """
 
     findings: tuple[Finding, ...]
     model_right: bool
     summary: str
     notes: tuple[str, ...] = field(default=())
+    network: tuple[str, ...] = field(default=())
 
     def lines(self) -> list[str]:
-        """What is printed: the summary, each finding's sentence, each note."""
-        return [self.summary, *(f.sentence for f in self.findings), *self.notes]
+        """What is printed: the summary, each finding's sentence, each cross-node pair's transport, each note."""
+        return [self.summary, *(f.sentence for f in self.findings), *self.network, *self.notes]
 
     def fix_sets(self) -> list[FixSet]:
         """The sets to relaunch first: the combination of every finding's fixes (when more than
@@ -120,11 +123,15 @@ class Triage:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (stored in the study and in diagnose.json)."""
-        return {"findings": [f.to_dict() for f in self.findings], "model_right": self.model_right,
-                "summary": self.summary, "notes": list(self.notes)}
+        out: dict[str, Any] = {"findings": [f.to_dict() for f in self.findings], "model_right": self.model_right,
+               "summary": self.summary, "notes": list(self.notes)}
+        if self.network:  # only across nodes: a one-node triage stores what it stored before
+            out["network"] = list(self.network)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Triage:
         """Read :meth:`to_dict`'s JSON back."""
         return cls(tuple(Finding.from_dict(f) for f in d.get("findings") or ()), bool(d.get("model_right")),
-                   str(d.get("summary", "")), tuple(str(n) for n in d.get("notes") or ()))
+                   str(d.get("summary", "")), tuple(str(n) for n in d.get("notes") or ()),
+                   tuple(str(n) for n in d.get("network") or ()))

@@ -49,7 +49,7 @@ def test_a_relative_space_is_found_next_to_the_file_first_then_in_the_working_di
     with pytest.raises(InputError) as err:
         load_config(night)
     assert (err.value.key, err.value.value, err.value.why) == ("sweep.space", '"mine.toml"', "file not found")
-    assert "a bundled space's name (cpu-smoke, default, exhaustive, safe, " in err.value.accepted
+    assert "a bundled space's name (cpu-smoke, default, exhaustive, network, safe, " in err.value.accepted
 
 
 @pytest.mark.parametrize("written", ["safe", "safe.toml", "search_spaces/safe.toml", "~/../../search_spaces/safe.toml"])

@@ -191,8 +191,8 @@ def test_integers_are_read_as_strtoll_reads_them(name, value, says):
 
 
 def test_hardware_selectors_are_checked_for_their_name_only():
-    assert check_value("NCCL_IB_GID_INDEX", "auto") is None  # an int, but a deployment's choice
     assert check_value("NCCL_SOCKET_IFNAME", "^docker,lo") is None
+    assert check_value("NCCL_IB_HCA", "=mlx5_0:1") is None
     assert "did you mean NCCL_SOCKET_IFNAME?" in check_value("NCCL_SOCKET_IFNAM", "eth0")
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from tests.helpers import ROOT
 from tuner.readlog import read_logs
+from tuner.readlog.summary import render
 
 
 def test_torchrun_log_with_diag_lines_and_a_server_version(tmp_path):
@@ -57,3 +59,14 @@ def test_a_line_of_megabytes_is_cut_as_a_night_cuts_it(tmp_path):
                    + "x" * 5_000_000 + "\n")
     summary = read_logs([log])
     assert summary.ranks == [0] and len(json.dumps(summary.to_dict())) < 100_000
+
+
+def test_a_two_node_socket_fallback_is_said_with_each_pairs_transport(capsys):
+    """The real two-host log on sockets: read-log's triage says the fallback, its cause and each pair."""
+    summary = read_logs([ROOT / "tests" / "fixtures" / "nccl_logs" / "nccl-2.11.4-two-node-socket.log"])
+    d = summary.to_dict()
+    assert [f["kind"] for f in d["triage"]] == ["net-sockets"]
+    assert d["network"][0].startswith("network: ip-10-0-139-244 -> ip-10-0-142-242 via NET/Socket")
+    render(summary)
+    out = capsys.readouterr().out
+    assert "- Network fallback to sockets" in out and "- network: ip-10-0-142-242 -> ip-10-0-139-244 via NET/Socket" in out
