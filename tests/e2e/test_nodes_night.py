@@ -43,10 +43,12 @@ def _left(names: tuple[str, ...]) -> list[str]:
     return found
 
 
-def _night(cfg: Path, study_dir: Path, names: tuple[str, ...], needle: str) -> dict:
+def _night(cfg: Path, study_dir: Path, names: tuple[str, ...], needle: str, *, confirm: bool = False) -> dict:
     """Start the night, SIGKILL the runner while trial 2 loads, check its nodes outlived it,
-    resume with the same command; returns the resumed run's ``--json`` answer."""
-    args = ["sweep", str(cfg), "--results", str(study_dir.parent), "--study", study_dir.name, "--no-confirm"]
+    resume with the same command; returns the resumed run's ``--json`` answer. ``confirm``: the
+    night confirms its best set (a recommendation needs it), else ``--no-confirm``."""
+    args = ["sweep", str(cfg), "--results", str(study_dir.parent), "--study", study_dir.name,
+            *(() if confirm else ("--no-confirm",))]
     proc = start_cli(*args)
     wait_for_log(study_dir, 2, needle, timeout=120)
     proc.kill()  # the runner, SIGKILLed mid-trial: no teardown of its own
@@ -94,7 +96,7 @@ def test_the_simulated_two_node_night_finds_the_network_fix(tmp_path):
                         f'space = "{space if space.exists() else FIXTURE_SPACE}"')
     cfg = tmp_path / "sim-2node.toml"
     cfg.write_text(text)
-    answer = _night(cfg, tmp_path / "r" / "sim2", ("spark-a", "spark-b"), "SIM ENV")
+    answer = _night(cfg, tmp_path / "r" / "sim2", ("spark-a", "spark-b"), "SIM ENV", confirm=True)
     rec = answer["recommended"]
     assert rec is not None, answer["decision"]
     assert set(rec["env"]) & NETWORK, rec

@@ -26,14 +26,14 @@ MEASURED_WITHOUT = '"--noise", "0.01", '
 
 #: trials.csv columns added since f0e244d (the per-rank proof, the backend proof of format 6, the launches
 #: and probe notes of format 7, the unlaunched variables' sources and the loaded library of issue 33, the soak
-#: of issue 34); an old
+#: of issue 34, the ranks per node of issue 36); an old
 #: store has them at their defaults.
 ADDED_COLUMNS = {"nccl_proof": "[]", "nccl_sources": "[]", "nccl_unlaunched": "{}", "warmup_s": "",
                  "backend_choice": "", "backend_applied": "", "backend_reason": "", "launches": "1",
                  "probe_notes": "[]", "nccl_unlaunched_from": "{}", "nccl_loaded": "", "nccl_library": "",
                  "nccl_library_version": "", "nccl_build_id": "", "soak_s": "", "soak_failure": "",
                  "soak_concurrency": "[]", "soak_requests": "0", "soak_tok_s": "", "answers_checked": "False",
-                 "answers_diverge": ""}
+                 "answers_diverge": "", "node_ranks": "{}"}
 #: trials.csv columns computed by today's judgement, not stored (issue 21 changed how they are judged).
 JUDGED_COLUMNS = ("vs_baseline", "vs_baseline_ci_low", "vs_baseline_ci_high", "verdict", "verdict_note")
 
@@ -130,7 +130,7 @@ def test_a_night_stored_by_the_previous_format_resumes_and_is_upgraded(tmp_path)
               "--no-confirm", "--no-final-baseline")
     assert res.returncode == 0, res.stderr
     after = optuna.load_study(study_name="output", storage=f"sqlite:///{out / 'study.db'}")
-    assert after.user_attrs["format_version"] == FORMAT_VERSION == 10
+    assert after.user_attrs["format_version"] == FORMAT_VERSION == 11
     assert after.user_attrs["config_path"] == str(path)  # format 9: the check command a decision names
     assert {t.number: t.values for t in after.trials if t.number in kept} == kept  # nothing recorded is lost
     assert len(after.trials) > len(kept)  # and the night went on

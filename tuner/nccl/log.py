@@ -114,6 +114,11 @@ NET_LINE = re.compile(
     r"|GPU Direct RDMA (?:Enabled|Disabled) for GPU|Call to ibv_(?:modify_qp|query_gid) failed"
     r"|Failed to open libibverbs)")
 
+#: A warning of NCCL's network transports (``NET/IB: open failed in ncclIbRoceGetVersionNum: ...``,
+#: ``NET/IB : Got async event ...``, ``NET/Socket : ...``; src/transport/net_ib*, net_socket.cc):
+#: kept with the NET lines whatever its words, so the triage can quote why NCCL left IB.
+NET_WARN = re.compile(r"^NET/(?:IB|Socket)\s*:")
+
 #: NCCL's algorithm and protocol indices (src/include/device.h NCCL_ALGO_*, NCCL_PROTO_*).
 _ALGO_INDEX = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 _PROTO_INDEX = ("LL", "LL128", "Simple")
@@ -354,7 +359,7 @@ def _parse_lines(parsed: ParsedLog, lines: Iterable[str], label: str, joined: fr
         if line.level == "DIAG":
             parsed.diag.append(line.message.strip())
             continue
-        if NET_LINE.match(line.message.strip()):
+        if NET_LINE.match(line.message.strip()) or (line.level == "WARN" and NET_WARN.match(line.message.strip())):
             parsed.net_lines.setdefault(line.process, []).append(line)
         if line.level == "WARN":
             parsed.warnings.append(line.message.strip())

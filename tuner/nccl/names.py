@@ -157,5 +157,9 @@ def name_warning(name: str, version: NcclVersion | None = None) -> str | None:
         return (f"{name} is not in nccl-tune's record of NCCL {OLDEST_SUPPORTED}-{NEWEST_VERIFIED}: let through by "
                 f"--allow-unknown as a variable of a newer NCCL{guess}; NCCL ignores it if it does not read it")
     if not var.read_by(judged_version(version)):
-        return f"NCCL {judged_version(version)} does not read {name} (another release does)"
+        span = (f"from {var.first}" if var.first and not var.last else f"up to {var.last}" if var.last and not var.first
+                else f"from {var.first} to {var.last}")
+        if version is None:  # before the baseline: the oldest supported release stands in for the unknown one
+            return f"{name} is read by NCCL {span} only: the baseline's NCCL version says whether it acts here"
+        return f"NCCL {version} does not read {name} (NCCL {span} does)"
     return None

@@ -26,6 +26,9 @@ _USING = re.compile(r"^(?:Using network|Assigned NET plugin) (?P<net>.+?)(?: to 
 _GDR_HCA = re.compile(r"^NET/\S+ : GPU Direct RDMA (?P<on>Enabled|Disabled) for HCA")
 _GDR_GPU = re.compile(r"^GPU Direct RDMA (?P<on>Enabled|Disabled) for GPU")
 _GID = re.compile(r"^(?:Call to ibv_(?:modify_qp|query_gid) failed|NET/IB : \S+:\d+ GID table changed)")
+#: Words of a NET/IB warning about the RoCE GID (its index, type or RoCE version: ncclIbGetGidIndex,
+#: ncclIbRoceGetVersionNum, ncclIbExtractLocalSubnet... in src/transport/net_ib*).
+_GID_WORDS = re.compile(r"(?i)gid|roce ?v\d|roce ?version|rocegetversion")
 #: Where a cross-node pair's peer is on a host no line of this log named.
 ELSEWHERE = "another host"
 
@@ -39,7 +42,8 @@ class HostNet:
     open libibverbs.so[.1]``: no verbs library, so no IB at all); ``sockets``
     the socket devices listed; ``network`` the network NCCL used (``IB``, ``Socket``, a plugin's
     name; "" not logged) with ``network_line``; ``gdr_off``/``gdr_on`` GPU Direct RDMA lines;
-    ``gid`` the RoCE GID warnings."""
+    ``gid`` the RoCE GID warnings; ``ib_warnings`` every other warning of NCCL's IB transport
+    (why it may have left IB for sockets)."""
 
     host: str
     ib_devices: tuple[str, ...] = ()
@@ -51,6 +55,7 @@ class HostNet:
     gdr_off: tuple[str, ...] = ()
     gdr_on: tuple[str, ...] = ()
     gid: tuple[str, ...] = ()
+    ib_warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,10 @@ def read_network(parsed: ParsedLog) -> NetworkView:
         facts = by_host.setdefault(host, {})
         for ln in lines:
             msg = ln.message.strip()
-            facts.setdefault(_kind(msg), []).append(msg)
+            kind = _kind(msg)
+            if kind == "other" and ln.level == "WARN" and msg.startswith("NET/IB"):
+                kind = "gid" if _GID_WORDS.search(msg) else "ib_warn"
+            facts.setdefault(kind, []).append(msg)
     hosts = [_host(name, facts) for name, facts in sorted(by_host.items())]
     named = {h.host for h in hosts}
     hosts += [HostNet(h) for h in sorted(parsed.hosts - named)]
@@ -153,7 +161,8 @@ def _host(name: str, facts: dict[str, list[str]]) -> HostNet:
     return HostNet(name, _devices(ib, _IB_USING), ib[0] if ib else "", next(iter(facts.get("no_ib", [])), ""),
                    _devices(facts.get("sock", []), _SOCK_USING), used.group("net") if used else "",
                    nets[-1] if nets else "", tuple(g for g in gdr if "Disabled" in g),
-                   tuple(g for g in gdr if "Enabled" in g), tuple(facts.get("gid", [])))
+                   tuple(g for g in gdr if "Enabled" in g), tuple(facts.get("gid", [])),
+                   tuple(facts.get("ib_warn", [])))
 
 
 def _rank_hosts(parsed: ParsedLog) -> dict[int, str]:

@@ -82,6 +82,9 @@ Versions:
     blocks GPU peer-to-peer). A version-9 trial reads them as no soak (None, ``""``, ``[]``, 0,
     None) and not checked (False, ``""``); a version-9 study reads ``p2p_health`` as ``{}`` (not
     judged).
+11. A server spanning nodes (issue 36): each trial stores ``node_ranks``
+    (:attr:`tuner.record.trial.TrialRecord.node_ranks`, ``{host: ranks seen}`` over every node's
+    NCCL lines). A version-10 trial reads it as ``{}`` (one host, or not counted per node).
 
 A later change that adds or changes a stored field bumps :data:`FORMAT_VERSION` by one, adds
 its line above (what is new, and what an older study reads as), and gives the new field a
@@ -96,7 +99,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "UNVERSIONED", "newer_than_known", "stored_version"]
 
 #: The format this nccl-tune writes (and the newest it reads).
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 #: The version of a study stored without one.
 UNVERSIONED = 1
 

@@ -6,8 +6,9 @@ each pair of hosts is connected) and says, one plain sentence each, quoting NCCL
 * ``net-sockets``: cross-node pairs run over NCCL's socket transport (``via NET/Socket/0``), with
   the likely cause read from the lines: ``NET/IB : No device found.`` (no IB/RoCE device visible:
   in a container the device was not passed in), IB devices listed yet ``Using network Socket``
-  (NCCL_IB_DISABLE or NCCL_NET=Socket set where the processes start), NCCL_IB_DISABLE echoed, or
-  no line that says why. The fix is the machine's (a container flag, a variable to remove), so no
+  (NCCL_IB_DISABLE or NCCL_NET=Socket set where the processes start), NCCL_IB_DISABLE echoed, a
+  warning of NCCL's IB transport quoted as it is (a RoCE GID it could not read: the GID finding's
+  fix), or no line that says why. The fix is the machine's (a container flag, a variable to remove), so no
   set is proposed: NCCL_IB_DISABLE=0 does what unset does, and the baseline already runs unset.
 * ``net-no-gdr``: pairs over NET/IB without GPU Direct RDMA (no ``/GDRDMA`` in the transport), the
   cause from ``NET/IB : GPU Direct RDMA Disabled for HCA`` (src/graph/topo.cc: the NIC cannot reach
@@ -16,7 +17,8 @@ each pair of hosts is connected) and says, one plain sentence each, quoting NCCL
   Said, not fixed by a set: on GB10 (DGX Spark) GDR is off by design (NCCL_NET_GDR_LEVEL=0,
   timothystewart6/vllm-gb10 PR #24).
 * ``net-gid``: a RoCE GID warning (``Call to ibv_modify_qp failed ...``, ``Call to ibv_query_gid
-  failed ...``, ``NET/IB : dev:port GID table changed``; src/misc/ibvwrap.cc, src/transport/net_ib).
+  failed ...``, ``NET/IB : dev:port GID table changed``, any NET/IB warning about the GID or the RoCE
+  version such as ``open failed in ncclIbRoceGetVersionNum``; src/misc/ibvwrap.cc, src/transport/net_ib).
   Fix: NCCL_IB_GID_INDEX=3 (:data:`NET_FIX_VALUES`).
 
 The transport of every cross-node pair is said too (:attr:`NetTriage.pairs`), one line per pair.
@@ -97,6 +99,16 @@ def _sockets(view: NetworkView, echoes: Mapping[str, Mapping[str, str]]) -> Find
                  "src/transport/net_ib/init.cc, ncclIbInitDevices): in a container the RDMA device was not passed in. "
                  f"Fix: {_CONTAINER}; on bare metal, the RDMA driver and rdma-core (ibv_devices lists the devices)")
         quote = none[0].no_ib
+    elif warned := [h for h in view.hosts if h.gid or h.ib_warnings]:
+        said = (warned[0].gid or warned[0].ib_warnings)[0]
+        gid = any(h.gid for h in warned)
+        cause = (f"NCCL's IB transport failed on {_hosts([h.host for h in warned])} ('{said}', src/transport/net_ib) and "
+                 "NCCL fell back to sockets"
+                 + (": it could not read or use the RoCE GID it picked (in an unprivileged container the port's "
+                    "gid_attrs in sysfs may not be readable). Fix: NCCL_IB_GID_INDEX names the RoCE v2 GID (relaunched "
+                    f"first, see the GID finding), or run the container with the RDMA device and its sysfs ({_CONTAINER})"
+                    if gid else f". Fix: what the warning names; in a container, the RDMA device passed in ({_CONTAINER})"))
+        quote = said
     elif listed:
         cause = (f"NCCL listed IB devices on {_hosts([h.host for h in listed])} ('{listed[0].ib_line}') yet used "
                  "sockets: NCCL_IB_DISABLE or NCCL_NET=Socket is set where the processes start (src/init.cc, "

@@ -140,3 +140,33 @@ def test_one_node_says_nothing_and_a_stored_triage_reads_back():
     assert joined.lines()[1].startswith("Network fallback to sockets") and joined.lines()[2].startswith("network: ")
     assert Triage.from_dict(joined.to_dict()) == joined
     assert "network" not in base.to_dict() and Triage.from_dict(base.to_dict()) == base
+
+
+def _warned(warning: str) -> list[str]:
+    """Two hosts that listed their RoCE devices, then warned from NCCL's IB transport and used sockets."""
+    lines = []
+    for line in _two_nodes("NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.15<0>",
+                           "Using network Socket"):
+        lines.append(line)
+        if "NET/IB : Using" in line:
+            host = line.split(":", 1)[0]
+            lines.append(f"[2026-12-06 21:52:23] {host}:1:1 [0] transport/net_ib.cc:403 NCCL WARN {warning}")
+    return lines
+
+
+def test_a_warning_of_the_ib_transport_is_the_socket_fallbacks_cause_and_a_gid_one_proposes_the_gid():
+    """The kind: NCCL left IB for sockets after a warning of its IB transport. The warning is quoted
+    as the likely cause (not a guess about NCCL_IB_DISABLE); one about the RoCE GID (its index, type or
+    RoCE version) is also the GID finding, whose fix set relaunches first."""
+    for warning in ("NET/IB: open failed in ncclIbRoceGetVersionNum: Permission denied",
+                    "NET/IB : ncclIbGetGidIndex failed for mlx5_0:1",
+                    "NET/IB: Unable to read the RoCE v2 GID of rocep1s0f1:1"):
+        net = _judge(_warned(warning))
+        kinds = {f.kind: f for f in net.findings}
+        assert set(kinds) == {"net-sockets", "net-gid"}, (warning, kinds)
+        assert warning in kinds["net-sockets"].sentence and "NCCL_IB_DISABLE" not in kinds["net-sockets"].sentence
+        assert kinds["net-gid"].fixes[0].env == {"NCCL_IB_GID_INDEX": "3"}
+    net = _judge(_warned("NET/IB : Unable to open device rocep1s0f1: Operation not permitted"))
+    [finding] = net.findings
+    assert finding.kind == "net-sockets" and "Unable to open device rocep1s0f1" in finding.sentence
+    assert finding.quote == "NET/IB : Unable to open device rocep1s0f1: Operation not permitted"
