@@ -28,6 +28,7 @@ GOLDEN = {
     8: ("4e7ab52", "output"),
     9: ("5022a40", "output"),
     10: ("8f4159a", "output"),
+    11: ("bcab1d6", "output"),
 }
 
 
@@ -61,7 +62,7 @@ def test_a_golden_store_reads_typed_and_is_judged(tmp_path, version):
     check_format(store, url, GOLDEN[version][1])
     info = store.info()
     assert info.format_version == version and info.metric is Metric.OUTPUT
-    assert info.topology is not None and info.topology.nranks == 8 and info.nccl_version
+    assert info.topology is not None and info.topology.nranks == (2 if version >= 11 else 8) and info.nccl_version
     records = store.records()
     assert all(isinstance(r, TrialRecord) for r in records)
     ok = [r for r in records if r.status is Status.OK]
@@ -104,6 +105,8 @@ def test_each_version_reads_what_it_stored_and_defaults_the_rest(tmp_path, versi
     tuned = [r for r in ok if r.kind is not Kind.BASELINE]
     assert tuned and all(r.answers_checked == (version >= 10) and r.answers_diverge == "" for r in tuned)
     assert all(r.soak_s is None and r.soak_failure == "" for r in records)
+    # 11: the ranks of each node (written from the two-node example; one host before)
+    assert all((r.node_ranks == {"spark-a": 1, "spark-b": 1}) == (version >= 11) for r in ok)
 
 
 @pytest.mark.parametrize("version", sorted(GOLDEN))
