@@ -17,6 +17,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from tests import readme_commands
 from tests.helpers import ROOT, cli, free_port, start_cli, wait_for_log
 
 FIXTURE_SPACE = ROOT / "tests" / "fixtures" / "spaces" / "network-2node.toml"
@@ -88,6 +89,9 @@ def test_a_two_node_night_against_the_stand_in_survives_a_runner_kill(tmp_path):
 @pytest.mark.skipif(not _sim_has_nodes(), reason="tuner.sim serve has no --nnodes yet (the simulator's node mode, "
                                                  "issue 36): runs once it is merged")
 def test_the_simulated_two_node_night_finds_the_network_fix(tmp_path):
+    """The README's two-node night (its command, examples/sim-2node.toml, with free ports)."""
+    assert readme_commands.command_starting("nccl-tune sweep examples/sim-2node.toml") == \
+        "nccl-tune sweep examples/sim-2node.toml"
     text = (ROOT / "examples" / "sim-2node.toml").read_text()
     text = re.sub(r"^port = \d+", f"port = {free_port()}", text, flags=re.M)
     text = re.sub(r"^dist_port = \d+", f"dist_port = {free_port()}", text, flags=re.M)
