@@ -435,6 +435,8 @@ class Sweep:
             rec.runner = runner_id()
             if decision.launch and self.runners.taken(trial, launch.key, self.rules.key_of):
                 self.store.drop(trial, "its set is in flight on an earlier trial (another runner's)")
+                self.progress.detail(f"trial {trial.number} {json.dumps(dict(launch.env))} not launched: its set is in "
+                                     "flight on an earlier trial (another runner's)")
                 if planned is None:  # a named set is passed over once in flight: only proposals repeat
                     skipped += 1
                 continue
