@@ -150,10 +150,13 @@ class ServerConfig(FileModel):
     nodes: Annotated[NodesConfig, Field(description="a [server.nodes] table")] = Field(default_factory=NodesConfig)
 
     @model_validator(mode="after")
-    def _nodes(self) -> ServerConfig:
+    def _nodes(self, info: ValidationInfo) -> ServerConfig:
         nodes = self.nodes
         if not nodes.spans:
             return self
+        if nodes.launch == "srun" and load_context(info).check_program and (why := program_problem("srun")):
+            raise_all("server", [detail(("nodes", "launch"), nodes.launch, "srun on PATH (the runner starts each "
+                                        "trial's step itself, inside the allocation)", f"srun is {why}")])
         if not uses_node_placeholders(self.command) and self.server_kind().node_flags is None:
             kind = self.server_kind()
             raise_all("server", [detail(("command",), list(self.command),
@@ -162,6 +165,10 @@ class ServerConfig(FileModel):
                                         + " or ".join(f'"{k.name}"' for k in KINDS if k.node_flags) + ")",
                                         f"server.nodes.count = {nodes.count} but {kind.title} has no multi-node "
                                         "flags nccl-tune knows")])
+        if nodes.dist_port == self.port:  # the head would bind its rendezvous on its own HTTP port
+            raise_all("server", [detail(("nodes", "dist_port"), nodes.dist_port,
+                                        f"a port other than server.port ({self.port}): the head listens on both",
+                                        "the head's rendezvous and its HTTP server would take the same port")])
         if nodes.launch == "srun" and nodes.hosts is None and not os.environ.get("SLURM_JOB_NODELIST"):
             raise_all("server", [detail(("nodes", "launch"), nodes.launch,
                                         "srun inside a Slurm allocation (salloc, sbatch: SLURM_JOB_NODELIST set), "

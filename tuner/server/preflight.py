@@ -22,6 +22,7 @@ import dataclasses
 import os
 import re
 import shutil
+import socket
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,15 @@ def port_held(server: ServerConfig) -> str | None:
     there (named by :func:`tuner.server.ports.port_holder`: pid, name, command line); None when
     nothing does. The sweep raises it as MachineNotClean (exit 3) after its recovery."""
     host, port = server.host, server.port
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:  # a name this machine cannot resolve: the file's, not the machine's
+        nodes = server.nodes
+        head = (" (in srun mode it defaults to the first of server.nodes.hosts, the head: set server.host to the "
+                "address the head answers on from this machine)") if nodes is not None and nodes.count > 1 else ""
+        raise InputError("the experiment file", "server.host", host,
+                         f"a host name or address this machine resolves, where the server (the head) answers{head}",
+                         str(exc.strerror or exc)) from None
     if not port_in_use(host, port):
         return None
     return (f"port {port} on {host} already answers, held by {port_holder(port)}; "
@@ -154,11 +164,14 @@ def port_held(server: ServerConfig) -> str | None:
 
 
 def program_checks(cfg: ExperimentConfig) -> list[Check]:
-    """Whether each program nccl-tune starts (``server.command[0]``, ``screen.command[0]``) is
+    """Whether each program nccl-tune starts (``server.command[0]``, ``screen.command[0]``, srun
+    for ``server.nodes.launch = "srun"``) is
     an executable file or on PATH (:func:`tuner.inputs.config.program_problem`, what loading the
     experiment file refuses unless ``check_program=False``)."""
     commands = [("server.command", cfg.server.command)] + ([("screen.command", cfg.screen.command)]
                                                           if cfg.screen is not None else [])
+    if cfg.server.nodes.spans and cfg.server.nodes.launch == "srun":  # the step nccl-tune starts itself
+        commands.append(("server.nodes.launch", ["srun"]))
     out = []
     for key, command in commands:
         program = command[0]

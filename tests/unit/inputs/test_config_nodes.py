@@ -3,11 +3,13 @@ paragraph naming the key, the value and what is accepted; each node's command as
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import ROOT, cli
 from tuner.errors import ExitCode, InputError
 from tuner.inputs.config import load_config
 
@@ -21,6 +23,18 @@ def _server(command: str, nodes: str, kind: str = "") -> str:
 VLLM = f'["{PY}", "-m", "vllm.entrypoints.cli.main", "serve", "m", "--port", "{{port}}"]'
 SGLANG = f'["{PY}", "-m", "sglang.launch_server", "--model-path", "m", "--port", "{{port}}"]'
 PLAIN = f'["{PY}", "serve.py", "--port", "{{port}}"]'
+
+
+@pytest.fixture(autouse=True)
+def _srun_on_path(monkeypatch):
+    """srun mode needs srun on PATH: the stand-in (tests/launchers/srun) is, as on a Slurm login node."""
+    monkeypatch.setenv("PATH", f"{ROOT / 'tests' / 'launchers'}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_srun_mode_without_srun_on_path_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun here: the night would crash at its baseline
+    why = _refused(tmp_path, _server(VLLM, 'count = 2\nhosts = ["a", "b"]\nlaunch = "srun"'))
+    assert "server.nodes.launch" in why and "srun is not on PATH" in why
 
 
 def _load(tmp_path: Path, text: str):
@@ -117,3 +131,28 @@ def test_srun_outside_an_allocation_needs_hosts(tmp_path, monkeypatch):
 def test_unknown_placeholders_are_refused(tmp_path, arg):
     said = _refused(tmp_path, _server(f'["{PY}", "s.py", "{arg}"]', "count = 2"))
     assert "is not a placeholder nccl-tune fills" in said and "{dist_port}" in said
+
+
+def test_a_rendezvous_port_that_is_the_http_port_is_refused(tmp_path):
+    """The head binds both: the same port would fail the first launch as a held port (the
+    machine's, exit 8) after its whole load; it is the file's mistake, said before anything runs."""
+
+    text = (ROOT / "examples" / "sim-2node.toml").read_text().replace("dist_port = 29581", "dist_port = 8481")
+    cfg = tmp_path / "same.toml"
+    cfg.write_text(text)
+    res = cli("sweep", str(cfg), "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 2, res.stderr
+    assert "server.nodes.dist_port" in res.stderr and "8481" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_head_host_this_machine_cannot_resolve_is_bad_input(tmp_path):
+    """srun mode names the head as server.host; on a machine that cannot resolve it the dry run
+    (and the sweep) say so as bad input, not a traceback."""
+
+    text = (ROOT / "examples" / "sim-2node.toml").read_text().replace('launch = "local"', 'launch = "srun"')
+    text = text.replace('hosts = ["spark-a", "spark-b"]', 'hosts = ["no-such-node.invalid", "spark-b.invalid"]')
+    cfg = tmp_path / "srun.toml"
+    cfg.write_text(text)
+    res = cli("sweep", str(cfg), "--dry-run", "--results", str(tmp_path / "r"))
+    assert res.returncode == 2, res.stderr
+    assert "server.host" in res.stderr and "no-such-node.invalid" in res.stderr and "Traceback" not in res.stderr
