@@ -133,6 +133,8 @@ def port_warning(server: ServerConfig) -> str | None:
     server kind's, :meth:`tuner.servers.ServerKind.port`, when it names one)."""
     if any("{port}" in a for a in server.command) or str(server.port) in " ".join(server.argv()):
         return None
+    if server.nodes.spans and server.nodes.launch == "lws":
+        return None  # the command is kubectl: port-forward takes server.port, the template its container port
     kind = server.server_kind()
     default = kind.port(launcher_of(server.argv()).server_argv())
     if default is not None and default != server.port:
