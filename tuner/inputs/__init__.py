@@ -12,8 +12,8 @@ from tuner.inputs.config import (
     server_tls,
 )
 from tuner.inputs.locate import find_path
-from tuner.inputs.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.lws import read_template
+from tuner.inputs.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.nodes import NodesConfig
 from tuner.inputs.schema import LoadContext, as_written, check_nccl
 from tuner.inputs.space import BACKEND_SPACE, UNSET, Preset, SearchSpace, backend_space_path, load_space
@@ -39,9 +39,9 @@ __all__ = [
     "find_path",
     "load_config",
     "load_model_shape",
-    "read_template",
     "load_space",
     "prefill_allreduce_bytes",
     "program_problem",
+    "read_template",
     "server_tls",
 ]

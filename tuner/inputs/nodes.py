@@ -14,14 +14,13 @@ template's own commands run, the node flags are its: LWS fills ``$(LWS_*)``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
-
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from tuner.inputs.lws import template_problem
 from tuner.inputs.locate import find_path
+from tuner.inputs.lws import template_problem
 from tuner.inputs.schema import FileModel, load_context, problem
 
 __all__ = ["DEFAULT_DIST_PORT", "LOCAL_HEAD", "NODE_PLACEHOLDERS", "NodesConfig", "fill_node", "uses_node_placeholders"]

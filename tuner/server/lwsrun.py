@@ -18,8 +18,7 @@ from typing import Any
 
 import yaml
 
-from tuner.inputs import ServerConfig
-from tuner.inputs import read_template
+from tuner.inputs import ServerConfig, read_template
 from tuner.launchers import lws_manifest, lws_name, manifest_path, pod_names, run_quiet, wait_running
 from tuner.nccl import DEBUG_FILE_VAR
 from tuner.redaction import is_secret
