@@ -211,6 +211,8 @@ class ServerProcess:
                                          stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         except OSError as exc:
+            if self._lws is not None:
+                os.close(out)
             with open(self.log_path, "a") as f:
                 f.write(f"[nccl-tune] could not start: {exc}\n")
             raise TrialFailed(Status.CRASHED, f"could not start {argv[0]}: {exc.strerror or exc}") from None
