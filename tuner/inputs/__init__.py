@@ -12,6 +12,7 @@ from tuner.inputs.config import (
     server_tls,
 )
 from tuner.inputs.locate import find_path
+from tuner.inputs.lws import read_template
 from tuner.inputs.model import allreduces_per_token, decode_allreduce_bytes, load_model_shape, prefill_allreduce_bytes
 from tuner.inputs.nodes import NodesConfig
 from tuner.inputs.schema import LoadContext, as_written, check_nccl
@@ -41,5 +42,6 @@ __all__ = [
     "load_space",
     "prefill_allreduce_bytes",
     "program_problem",
+    "read_template",
     "server_tls",
 ]

@@ -46,6 +46,7 @@ from tuner.inputs.schema import (
 from tuner.inputs.schema import read_toml as read_toml
 from tuner.nccl import CPU_KINDS, NcclVersion
 from tuner.record import Metric
+from tuner.redaction import is_secret
 from tuner.servers import KIND_NAMES, KINDS, ServerKind, kind_of
 
 __all__ = [
@@ -157,7 +158,7 @@ class ServerConfig(FileModel):
         if nodes.launch == "srun" and load_context(info).check_program and (why := program_problem("srun")):
             raise_all("server", [detail(("nodes", "launch"), nodes.launch, "srun on PATH (the runner starts each "
                                         "trial's step itself, inside the allocation)", f"srun is {why}")])
-        if not uses_node_placeholders(self.command) and self.server_kind().node_flags is None:
+        if nodes.launch != "lws" and not uses_node_placeholders(self.command) and self.server_kind().node_flags is None:
             kind = self.server_kind()
             raise_all("server", [detail(("command",), list(self.command),
                                         "the node placeholders {node_rank}, {nnodes}, {head} and {dist_port} in "
@@ -165,10 +166,19 @@ class ServerConfig(FileModel):
                                         + " or ".join(f'"{k.name}"' for k in KINDS if k.node_flags) + ")",
                                         f"server.nodes.count = {nodes.count} but {kind.title} has no multi-node "
                                         "flags nccl-tune knows")])
-        if nodes.dist_port == self.port:  # the head would bind its rendezvous on its own HTTP port
+        if nodes.launch != "lws" and nodes.dist_port == self.port:  # the head would bind its rendezvous on its own HTTP port
             raise_all("server", [detail(("nodes", "dist_port"), nodes.dist_port,
                                         f"a port other than server.port ({self.port}): the head listens on both",
                                         "the head's rendezvous and its HTTP server would take the same port")])
+        secret = sorted(k for k in self.env if is_secret(k))
+        if nodes.launch == "lws" and secret:
+            # the trial's manifest holds server.env in plain text: the project never writes a secret to a file
+            raise_all("server", [detail(("env", secret[0]), "***",
+                                        "no secret-named variable (TOKEN, KEY, SECRET, PASSWORD) in server.env "
+                                        'with launch = "lws"',
+                                        "the trial's LeaderWorkerSet manifest would hold it in plain text; put it "
+                                        "in a Kubernetes Secret and reference it from the template's env "
+                                        "(valueFrom.secretKeyRef)")])
         if nodes.launch == "srun" and nodes.hosts is None and not os.environ.get("SLURM_JOB_NODELIST"):
             raise_all("server", [detail(("nodes", "launch"), nodes.launch,
                                         "srun inside a Slurm allocation (salloc, sbatch: SLURM_JOB_NODELIST set), "
@@ -214,7 +224,7 @@ class ServerConfig(FileModel):
         for a in self.command:
             a = fill_node(a.replace("{port}", p).replace("{python}", sys.executable), values)
             out.append(os.path.expanduser(a) if a.startswith("~") else a)
-        if nodes.spans and not uses_node_placeholders(self.command):
+        if nodes.spans and nodes.launch != "lws" and not uses_node_placeholders(self.command):
             out += self.server_kind().node_args(nodes.count, rank, head, nodes.dist_port) or []
         return out
 

@@ -6,17 +6,22 @@ uses none of them gets its server kind's own node flags (:meth:`tuner.servers.Se
 vLLM's ``--nnodes/--node-rank/--master-addr/--master-port`` and ``--headless``, SGLang's
 ``--nnodes/--node-rank/--dist-init-addr``). ``launch``: ``local`` plays every node on this machine
 (each its own process group; the simulator and the tests), ``srun`` runs one Slurm step across
-the allocation's nodes (:mod:`tuner.launchers.multiprog`).
+the allocation's nodes (:mod:`tuner.launchers.multiprog`), ``lws`` applies a Kubernetes
+LeaderWorkerSet per trial from the template ``manifest`` (:mod:`tuner.launchers.lws`; the
+template's own commands run, the node flags are its: LWS fills ``$(LWS_*)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from tuner.inputs.schema import FileModel, problem
+from tuner.inputs.locate import find_path
+from tuner.inputs.lws import template_problem
+from tuner.inputs.schema import FileModel, load_context, problem
 
 __all__ = ["DEFAULT_DIST_PORT", "LOCAL_HEAD", "NODE_PLACEHOLDERS", "NodesConfig", "fill_node", "uses_node_placeholders"]
 
@@ -39,8 +44,28 @@ class NodesConfig(FileModel):
     hosts: Annotated[tuple[Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")], ...] | None,
                      BeforeValidator(lambda raw: tuple(raw) if isinstance(raw, list) else raw), Field(
         description="a list of node names (letters, digits, '.', '-', '_', ':'), one per node, first = head")] = None
-    launch: Annotated[Literal["local", "srun"], Field(description="local or srun")] = "local"
+    launch: Annotated[Literal["local", "srun", "lws"], Field(description="local, srun or lws")] = "local"
     dist_port: Annotated[int, Field(ge=1, le=65535, description="an integer in [1, 65535]")] = DEFAULT_DIST_PORT
+    manifest: Annotated[Path | None, Field(description=(
+        "a LeaderWorkerSet template (YAML or JSON: apiVersion leaderworkerset.x-k8s.io/v1, kind "
+        "LeaderWorkerSet), a path next to the experiment file or in the working directory"))] = None
+    namespace: Annotated[str | None, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63,
+                                           description="a Kubernetes namespace name (RFC 1123 label)")] = None
+    container_port: Annotated[int | None, Field(ge=1, le=65535, description="an integer in [1, 65535]")] = None
+
+    @field_validator("manifest", mode="before")
+    @classmethod
+    def _manifest(cls, raw: object, info: ValidationInfo) -> Path | None:
+        if raw is None:
+            return None
+        accepted = cls.model_fields["manifest"].description or ""
+        if not isinstance(raw, str) or not raw:
+            raise problem(accepted)
+        ctx = load_context(info)
+        found = find_path(raw, None if str(ctx.file) == "(code)" else ctx.file)
+        if found is None:
+            raise problem(accepted, "file not found")
+        return found[0]
 
     @model_validator(mode="after")
     def _hosts_match(self) -> NodesConfig:
@@ -49,6 +74,15 @@ class NodesConfig(FileModel):
                           f"{len(self.hosts)} hosts for count = {self.count}")
         if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
             raise problem("distinct node names", "a host is named twice")
+        if self.launch == "lws":
+            if self.manifest is None:
+                raise problem('launch = "lws" with manifest = "<a LeaderWorkerSet template>"', "no manifest given")
+            why = template_problem(self.manifest, self.count)
+            if why:
+                raise problem("manifest = a LeaderWorkerSet template whose leaderWorkerTemplate.size is count "
+                              f"({self.count}) or absent", f"{self.manifest}: {why}")
+        elif self.manifest is not None:
+            raise problem('manifest only with launch = "lws"', f"launch = {self.launch!r}")
         return self
 
     @property

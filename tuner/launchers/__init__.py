@@ -9,11 +9,14 @@ The leaves: :mod:`~tuner.launchers.base` (the launcher every other one is, and t
 front of it), :mod:`~tuner.launchers.process` (a plain process),
 :mod:`~tuner.launchers.container` (``docker run``, ``podman run``),
 :mod:`~tuner.launchers.slurm` (``srun``), :mod:`~tuner.launchers.multiprog` (one ``srun
---multi-prog`` step for a server spanning nodes), :mod:`~tuner.launchers.find` (:func:`launcher_of`).
+--multi-prog`` step for a server spanning nodes), :mod:`~tuner.launchers.lws` (a LeaderWorkerSet
+per trial), :mod:`~tuner.launchers.find` (:func:`launcher_of`).
 """
 
-from tuner.launchers.base import Launcher, Stopped
+from tuner.launchers.base import Launcher, Stopped, run_quiet
 from tuner.launchers.find import launcher_of
+from tuner.launchers.lws import lws_manifest, lws_name, manifest_path, pod_names, wait_running
 from tuner.launchers.multiprog import allocation_hosts, multiprog_text, split_label, srun_argv
 
-__all__ = ["Launcher", "Stopped", "allocation_hosts", "launcher_of", "multiprog_text", "split_label", "srun_argv"]
+__all__ = ["Launcher", "Stopped", "allocation_hosts", "launcher_of", "lws_manifest", "lws_name", "manifest_path",
+           "multiprog_text", "pod_names", "run_quiet", "split_label", "srun_argv", "wait_running"]

@@ -42,7 +42,7 @@ class ServerIdentity:
         "port", "launcher"}``, or ``{"marker"}`` alone before the start. The launcher's handle
         is a client and a name (:meth:`tuner.launchers.Launcher.handle`), no secret; redacted
         all the same (:func:`tuner.redaction.redact_argv`): a file must never hold one."""
-        if self.pid is None and self.pgid is None:
+        if self.pid is None and self.pgid is None and not self.launcher:
             return {"marker": self.marker}
         found: dict[str, object] = {"pid": self.pid, "pgid": self.pgid, "create_time": self.create_time,
                                     "marker": self.marker, "port": self.port}

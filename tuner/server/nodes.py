@@ -52,6 +52,13 @@ def nodes_plan(server: ServerConfig) -> list[str]:
     nodes = server.nodes
     if not nodes.spans:
         return []
+    if nodes.launch == "lws":
+        return [f"Nodes: the server spans {nodes.count} nodes as a Kubernetes LeaderWorkerSet per trial "
+                f"(launch = lws): {nodes.manifest} with metadata.name nccl-tune-<id>, size {nodes.count}, the set "
+                "and NCCL's logging variables in every container's env (logged to the pods' stdout), applied with "
+                f"{shlex.join(server.command)} apply -f <trial>.lws.yaml; readiness and the probe through kubectl "
+                f"port-forward pod/nccl-tune-<id>-0 {server.port}:{nodes.container_port or server.port}; each "
+                "pod's log followed (kubectl logs -f) into the trial's node logs; teardown: kubectl delete lws."]
     names = nodes.names()
     if nodes.launch == "srun" and nodes.hosts is None:
         shown = "the allocation's first nodes (scontrol show hostnames $SLURM_JOB_NODELIST), the first the head"

@@ -134,6 +134,8 @@ def port_warning(server: ServerConfig) -> str | None:
     server kind's, :meth:`tuner.servers.ServerKind.port`, when it names one)."""
     if any("{port}" in a for a in server.command) or str(server.port) in " ".join(server.argv()):
         return None
+    if server.nodes.spans and server.nodes.launch == "lws":
+        return None  # the command is kubectl: port-forward takes server.port, the template its container port
     kind = server.server_kind()
     default = kind.port(launcher_of(server.argv()).server_argv())
     if default is not None and default != server.port:
@@ -156,7 +158,7 @@ def port_held(server: ServerConfig) -> str | None:
                 "address the head answers on from this machine)") if nodes is not None and nodes.count > 1 else ""
         raise InputError("the experiment file", "server.host", host,
                          f"a host name or address this machine resolves, where the server (the head) answers{head}",
-                         str(exc.strerror or exc)) from None
+                         str(getattr(exc, "strerror", None) or exc)) from None
     if not port_in_use(host, port):
         return None
     return (f"port {port} on {host} already answers, held by {port_holder(port)}; "
@@ -171,7 +173,7 @@ def program_checks(cfg: ExperimentConfig) -> list[Check]:
     commands = [("server.command", cfg.server.command)] + ([("screen.command", cfg.screen.command)]
                                                           if cfg.screen is not None else [])
     if cfg.server.nodes.spans and cfg.server.nodes.launch == "srun":  # the step nccl-tune starts itself
-        commands.append(("server.nodes.launch", ["srun"]))
+        commands.append(("server.nodes.launch", ("srun",)))
     out = []
     for key, command in commands:
         program = command[0]

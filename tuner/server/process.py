@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 import psutil
 
@@ -35,6 +36,7 @@ from tuner.server.identity import MARKER, ServerIdentity
 from tuner.server.library import mapped_nccl
 from tuner.server.logpump import LogPump
 from tuner.server.logtail import Cause, warn_keys
+from tuner.server.lwsrun import LwsRun
 from tuner.server.nodes import NODE_VAR, NodeSet, node_env
 from tuner.server.ownership import ListenerCheck
 from tuner.server.teardown import LaunchProcesses, TeardownReport, tear_down
@@ -130,8 +132,15 @@ class ServerProcess:
         nodes = self.server.nodes
         self.nodeset: NodeSet | None = None
         self._conf: Path | None = None
+        self._lws: LwsRun | None = None
+        self._lws_applied = False
         if not nodes.spans:
             return nodes.head(nodes.names())
+        if nodes.launch == "lws":
+            self._lws = lws = LwsRun.of(self.server, self.log_path, self.marker[:12])
+            self.nodeset = NodeSet(lws.pods, [lws.log_argv(r) for r in range(nodes.count)], self.log_path,
+                                   max_bytes=self.server.log_max_bytes, secrets=secret_values(env))
+            return "127.0.0.1"
         allocation: list[str] = []
         if nodes.launch == "srun" and nodes.hosts is None:
             allocation, why = allocation_hosts(env)
@@ -150,7 +159,10 @@ class ServerProcess:
         return head
 
     def _multiprog_argv(self) -> list[str] | None:
-        """srun mode: the one step that runs every node (:func:`tuner.launchers.srun_argv`)."""
+        """srun mode: the one step that runs every node (:func:`tuner.launchers.srun_argv`); lws
+        mode: the port-forward to the leader pod."""
+        if self._lws is not None:
+            return self._lws.forward_argv(self.server.port)
         return None if self._conf is None else srun_argv("srun", self.server.nodes.count, self._conf)
 
     def node_names(self) -> list[str]:
@@ -191,11 +203,16 @@ class ServerProcess:
                 raise TrialFailed(Status.CRASHED, f"could not write {self._conf}: {exc}") from None
         self._owner.before_launch()
         self._launched = time.monotonic()
+        out: int = subprocess.PIPE
+        if self._lws is not None:
+            out = self._apply_lws()
         try:
             self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         except OSError as exc:
+            if self._lws is not None:
+                os.close(out)
             with open(self.log_path, "a") as f:
                 f.write(f"[nccl-tune] could not start: {exc}\n")
             raise TrialFailed(Status.CRASHED, f"could not start {argv[0]}: {exc.strerror or exc}") from None
@@ -204,14 +221,45 @@ class ServerProcess:
             self.create_time = psutil.Process(self.proc.pid).create_time()
         except psutil.Error:
             self.create_time = time.time()
-        assert self.proc.stdout is not None
-        head_out = self.proc.stdout
-        if self.nodeset is not None and self._conf is not None:
-            head_out = self.nodeset.split(self.proc.stdout)
-        elif self.nodeset is not None:
-            self.nodeset.start_local(self._env)
+        if self._lws is not None:
+            head_out = self._follow_lws(out)
+        else:
+            assert self.proc.stdout is not None
+            head_out = self.proc.stdout
+            if self.nodeset is not None and self._conf is not None:
+                head_out = self.nodeset.split(self.proc.stdout)
+            elif self.nodeset is not None:
+                self.nodeset.start_local(self._env)
         self.pump = LogPump(head_out, self.log_path, max_bytes=self.server.log_max_bytes,
                             secrets=self._secrets, watchers=[self._watch.watch, self._see])
+
+    def _apply_lws(self) -> int:
+        """lws mode: apply the trial's LWS and wait for its pods (raises TrialFailed crashed);
+        returns the write end of the head log's pipe (the port-forward's and the leader's log)."""
+        assert self._lws is not None
+        self._lws_applied = True
+        said, why = self._lws.apply({**self.server.env, **self.trial_env}, self.marker, self.server.ready_timeout_s)
+        with open(self.log_path, "a") as f:
+            f.write(f"[nccl-tune] LeaderWorkerSet {self._lws.name} ({self._lws.manifest.name}): "
+                    f"{scrub(said, self._secrets) or 'not applied'}\n")
+        if why:
+            raise TrialFailed(Status.CRASHED, why)
+        self._lws_pipe = os.pipe()
+        return self._lws_pipe[1]
+
+    def _follow_lws(self, write_fd: int) -> IO[bytes]:
+        """lws mode: the leader's ``kubectl logs -f`` into the head's pipe, each worker's into
+        its node log; returns the head's pipe."""
+        assert self._lws is not None and self.nodeset is not None
+        try:
+            subprocess.Popen(self._lws.log_argv(0), env=self._env, stdin=subprocess.DEVNULL, stdout=write_fd,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            os.write(write_fd, f"[nccl-tune] could not follow the leader's log: {exc}\n".encode())
+        finally:
+            os.close(write_fd)
+        self.nodeset.start_local(self._env)
+        return os.fdopen(self._lws_pipe[0], "rb")
 
     def _see(self, line: str) -> None:
         """Keep the log line with when it came (s since the launch): the kind and its warm-up."""
@@ -253,8 +301,8 @@ class ServerProcess:
     def identity(self) -> ServerIdentity:
         """What a later runner needs to find this server again: pid, pgid, start time, marker,
         port; only the marker before :meth:`start`."""
-        if self.proc is None:
-            return ServerIdentity(self.marker)
+        if self.proc is None:  # an LWS is applied before its port-forward starts: its handle already
+            return ServerIdentity(self.marker, launcher=tuple(self.launcher.handle()) if self._lws_applied else ())
         return ServerIdentity(self.marker, pid=self.pid, pgid=self.pid, create_time=self.create_time,
                               port=self.server.port, launcher=tuple(self.launcher.handle()))
 
@@ -443,6 +491,9 @@ class ServerProcess:
         report = tear_down(self._processes, host=self.server.host, port=self.server.port, grace_s=grace,
                            kill_wait_s=kill_wait_s, gpu_before=self._gpu_before, gpu_timeout_s=gpu_timeout_s,
                            launcher=self.launcher if self.proc is not None else None)
+        if self.proc is None and self._lws_applied:  # applied, never forwarded: the LWS still goes
+            stopped = self.launcher.stop(grace)
+            report.launcher, report.left = stopped.said, list(stopped.left)
         if self.pump:
             said = f", {report.launcher}" if report.launcher else ""
             self.pump.note(f"teardown: {_what_ended(code, left, report.killed)}, "

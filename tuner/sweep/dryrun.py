@@ -63,7 +63,7 @@ from tuner.redaction import redact
 from tuner.server import nodes_plan, split_inherited
 from tuner.servers import BACKEND_SERVERS
 from tuner.study import dry_run_lines
-from tuner.sweep.evidence import debug_env
+from tuner.sweep.evidence import debug_env, debug_file
 from tuner.sweep.p2p import plan_p2p_lines
 
 __all__ = ["p2p_default_line", "plan_lines"]
@@ -128,7 +128,7 @@ def plan_lines(cfg: ExperimentConfig, space: SearchSpace, *, allow_unsafe: bool 
     out = [f"Values checked by the rules of {rules_text}; nothing is launched (--dry-run)."]
     removed, kept = split_inherited(environ if environ is not None else dict(os.environ), frozenset(space.choices()))
     every = {**cfg.server.env, **debug_env(cfg)}
-    if cfg.nccl.debug and DEBUG_FILE_VAR not in cfg.server.env:
+    if cfg.nccl.debug and DEBUG_FILE_VAR not in cfg.server.env and debug_file(cfg, Path("trial-0000.log")):
         every[DEBUG_FILE_VAR] = f"<study>/logs/trial-NNNN.nccl/{TRIAL_PATTERN}"
     out.append("Every launch, the baseline included: " + (_env_text(redact(every)) if every else "no added variable")
                + (f"; inherited {', '.join(removed)} removed" if removed else "")

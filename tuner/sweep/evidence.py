@@ -81,7 +81,13 @@ def debug_file(cfg: ExperimentConfig, log: Path) -> str | None:
     else ``<nccl_dir>/%h.%p.log``; None when ``[nccl] debug = false`` and ``server.env`` names none."""
     if DEBUG_FILE_VAR in cfg.server.env:
         return cfg.server.env[DEBUG_FILE_VAR]
-    return str(nccl_dir(log).resolve() / TRIAL_PATTERN) if cfg.nccl.debug else None
+    return str(nccl_dir(log).resolve() / TRIAL_PATTERN) if cfg.nccl.debug and not _in_pods(cfg) else None
+
+
+def _in_pods(cfg: ExperimentConfig) -> bool:
+    """True when the server runs in Kubernetes pods (launch = "lws"): a file NCCL writes there is
+    not readable here, so NCCL logs to the pods' stdout, which nccl-tune follows."""
+    return cfg.server.nodes.spans and cfg.server.nodes.launch == "lws"
 
 
 def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
@@ -100,7 +106,7 @@ def debug_env(cfg: ExperimentConfig, log: Path | None = None) -> dict[str, str]:
         theirs = [x.strip() for x in user["NCCL_DEBUG_SUBSYS"].split(",") if x.strip()]
         env["NCCL_DEBUG_SUBSYS"] = ",".join(theirs + [x for x in DEBUG_ENV["NCCL_DEBUG_SUBSYS"].split(",")
                                                     if x not in {t.upper() for t in theirs}])
-    if log is not None and DEBUG_FILE_VAR not in user:
+    if log is not None and DEBUG_FILE_VAR not in user and not _in_pods(cfg):
         folder = nccl_dir(log)
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob("*.log"):

@@ -105,7 +105,7 @@ def test_placeholders_on_one_host_are_rank_zero_of_one(tmp_path):
     ('count = 2\nhosts = ["a", "b c"]', ["server.nodes.hosts"]),
     ("count = 2\ndist_port = 0", ["server.nodes.dist_port", "an integer in [1, 65535]"]),
     ("count = 2\ndist_port = 70000", ["server.nodes.dist_port", "an integer in [1, 65535]"]),
-    ('count = 2\nlaunch = "ssh"', ["server.nodes.launch", "local or srun"]),
+    ('count = 2\nlaunch = "ssh"', ["server.nodes.launch", "local, srun or lws"]),
     ("count = 2\nnodes = 3", ["server.nodes.nodes"]),
 ])
 def test_bad_values_are_refused_with_the_key(tmp_path, nodes, words):
