@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -30,6 +31,12 @@ def _sim_has_nodes() -> bool:
     done = subprocess.run([sys.executable, "-m", "tuner.sim", "serve", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, check=False)
     return "--nnodes" in done.stdout
+
+
+def _names() -> tuple[str, str]:
+    """Two node names no other test (nor a README run beside it) plays: leftovers are found by name."""
+    tag = uuid.uuid4().hex[:6]
+    return f"spark-a-{tag}", f"spark-b-{tag}"
 
 
 def _left(names: tuple[str, ...]) -> list[str]:
@@ -71,10 +78,11 @@ def _night(cfg: Path, study_dir: Path, names: tuple[str, ...], needle: str, *, c
 
 
 def test_a_two_node_night_against_the_stand_in_survives_a_runner_kill(tmp_path):
-    names = ("spark-a", "spark-b")
+    names = _names()
     text = (ROOT / "tests" / "fixtures" / "nodes-standin.toml").read_text()  # docs/USAGE.md's example
     text = re.sub(r"^port = \d+", f"port = {free_port()}\nenv = {{ NODE_SERVER_LOAD_S = \"1.5\" }}", text, flags=re.M)
     text = re.sub(r"^dist_port = \d+", f"dist_port = {free_port()}", text, flags=re.M)
+    text = text.replace('hosts = ["spark-a", "spark-b"]', f'hosts = ["{names[0]}", "{names[1]}"]')
     text = text.replace('"tests/', f'"{ROOT}/tests/')
     cfg = tmp_path / "nodes.toml"
     cfg.write_text(text)
@@ -83,7 +91,7 @@ def test_a_two_node_night_against_the_stand_in_survives_a_runner_kill(tmp_path):
     df = pd.read_csv(tmp_path / "r" / "nodes" / "trials.csv")
     assert all(json.loads(u) == {} for u in df[df["status"] == "ok"]["nccl_unlaunched"])  # NCCL_HOSTID is ours
     proof = (tmp_path / "r" / "nodes" / "trials.csv").read_text()
-    assert "2 of 2 ranks on 2 nodes (spark-a 1/1, spark-b 1/1)" in proof
+    assert f"2 of 2 ranks on 2 nodes ({names[0]} 1/1, {names[1]} 1/1)" in proof
 
 
 @pytest.mark.skipif(not _sim_has_nodes(), reason="tuner.sim serve has no --nnodes yet (the simulator's node mode, "
@@ -95,12 +103,14 @@ def test_the_simulated_two_node_night_finds_the_network_fix(tmp_path):
     text = (ROOT / "examples" / "sim-2node.toml").read_text()
     text = re.sub(r"^port = \d+", f"port = {free_port()}", text, flags=re.M)
     text = re.sub(r"^dist_port = \d+", f"dist_port = {free_port()}", text, flags=re.M)
+    names = _names()
+    text = text.replace('hosts = ["spark-a", "spark-b"]', f'hosts = ["{names[0]}", "{names[1]}"]')
     space = ROOT / "search_spaces" / "network.toml"
     text = text.replace('space = "search_spaces/network.toml"',
                         f'space = "{space if space.exists() else FIXTURE_SPACE}"')
     cfg = tmp_path / "sim-2node.toml"
     cfg.write_text(text)
-    answer = _night(cfg, tmp_path / "r" / "sim2", ("spark-a", "spark-b"), "SIM ENV", confirm=True)
+    answer = _night(cfg, tmp_path / "r" / "sim2", names, "SIM ENV", confirm=True)
     rec = answer["recommended"]
     assert rec is not None, answer["decision"]
     assert set(rec["env"]) & NETWORK, rec

@@ -171,7 +171,11 @@ def use_lines(use: pd.Series | None, info: StudyInfo) -> list[str]:
     file's notes on its variables; none when no set held."""
     if use is None:
         return []
-    return [*export_lines(use["env"], info.server_command, use["flags"] or ()), *note_lines(use["env"], info.space_notes)]
+    nodes = info.topology.nnodes if info.topology is not None else 1
+    every = ([f"# a server across {nodes} nodes: the same set on every node (each node's command, the head's and "
+              "the others')"] if nodes > 1 and (use["env"] or use["flags"]) else [])
+    return [*export_lines(use["env"], info.server_command, use["flags"] or ()), *every,
+            *note_lines(use["env"], info.space_notes)]
 
 
 def verdict_paragraph(df: pd.DataFrame, info: StudyInfo, *, min_effect: float | None = None,
@@ -454,8 +458,9 @@ def _console_row(r: pd.Series, min_effect: float, metric: Metric) -> list[str]:
     ok = r["status"] == Status.OK
     has_ratio = ok and not math.isnan(r["vs_baseline"])
     value = r[metric.value]
+    kept = ok or Status(r["status"]).gated  # a gate failed it after its probe: its tok/s were measured
     return [str(int(r["trial"])), str(r["kind"]), str(r["status"]),
-            f"{value:.1f}" if ok and not math.isnan(value) else "-",
+            f"{value:.1f}" if kept and not math.isnan(value) else "-",
             f"{r['vs_baseline']:.3f}" if has_ratio else "-",
             f"{r['vs_baseline_ci_low']:.3f}..{r['vs_baseline_ci_high']:.3f}" if has_ratio else "",
             verdict_text(r, min_effect) if ok else r["cause"][:_CAUSE_CHARS],

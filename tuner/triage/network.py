@@ -166,8 +166,12 @@ def with_network(judged: Triage, net: NetTriage) -> Triage:
     summary = judged.summary
     if net.findings:
         n = len(net.findings)
-        summary = (f"{summary}; the network across nodes: {n} finding{'s' if n != 1 else ''}" if judged.findings
-                   else f"The network across nodes may cost speed ({n} finding{'s' if n != 1 else ''}); "
+        fixes = any(f.fixes for f in net.findings)
+        if fixes:  # the network's fixes change the plan: not "as planned"
+            summary = summary.replace("; the night goes on as planned", "")
+        first = "; its fixes are relaunched first" if fixes else ""
+        summary = (f"{summary}; the network across nodes: {n} finding{'s' if n != 1 else ''}{first}" if judged.findings
+                   else f"The network across nodes may cost speed ({n} finding{'s' if n != 1 else ''}{first}); "
                         f"NCCL's model of one node: {summary}")
     return Triage((*judged.findings, *net.findings), judged.model_right and not net.findings, summary, judged.notes,
                   (*judged.network, *net.pairs))

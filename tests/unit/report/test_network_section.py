@@ -27,3 +27,20 @@ def test_report_md_lists_the_fallback_and_each_pairs_transport(tmp_path):
     assert items[1].startswith("- Network fallback to sockets: ip-10-0-139-244 -> ip-10-0-142-242")
     assert items[2].startswith("- network: ip-10-0-139-244 -> ip-10-0-142-242 via NET/Socket")
     assert items[3].startswith("- network: ip-10-0-142-242 -> ip-10-0-139-244 via NET/Socket")
+
+
+def test_the_use_lines_of_a_server_across_nodes_say_every_node():
+    """A set for a server spanning nodes works only when every node runs it: the "Use it" lines
+    say so; on one host they do not."""
+    import pandas as pd
+
+    from tuner.record.study import StudyInfo, TopologyRecord
+    from tuner.report.text import use_lines
+
+    use = pd.Series({"env": {"NCCL_IB_GID_INDEX": "3"}, "flags": []})
+    across = StudyInfo(server_command=["vllm", "serve", "m"], topology=TopologyRecord(nranks=2, nnodes=2))
+    lines = use_lines(use, across)
+    assert "export NCCL_IB_GID_INDEX=3" in lines
+    assert any(line.startswith("# a server across 2 nodes: the same set on every node") for line in lines), lines
+    one = StudyInfo(server_command=["vllm", "serve", "m"], topology=TopologyRecord(nranks=8, nnodes=1))
+    assert not any("every node" in line for line in use_lines(use, one))
