@@ -472,6 +472,13 @@ def _teardown_problem(report: TeardownReport, port: int) -> str:
     return "; ".join(problems)
 
 
+def _needs_tpot(ctx: TrialContext, record: TrialRecord) -> bool:
+    """True when this launch's per-token times are a figure the night uses, so a run whose tokens
+    came in a burst (a starved host) is made again: the study's metric is decode tok/s (1 / TPOT),
+    or this is a baseline whose TPOT the screen's bound needs (tuner.screen.limit, ``bound_for``)."""
+    return ctx.cfg.probe.metric is Metric.DECODE or (record.kind is Kind.BASELINE and ctx.cfg.screen is not None)
+
+
 def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_phase: PhaseCallback,
              want: int, found: ModelName | None = None,
              ) -> tuple[ProbeResult, list[LevelResult], list[Answer], SoakResult | None]:
@@ -510,7 +517,7 @@ def _measure(ctx: TrialContext, server: ServerProcess, record: TrialRecord, on_p
             result = run_probe(url, model=model, prompt=pc.prompt, max_tokens=pc.max_tokens,
                                warmup=pc.warmup, repeats=want, stall_timeout_s=pc.stall_timeout_s,
                                endpoint=pc.endpoint, client=client, on_event=on_event,
-                               redo_bursts=want if pc.metric is Metric.DECODE else 0)
+                               redo_bursts=want if _needs_tpot(ctx, record) else 0)
         except ProbeError as exc:
             raise server.request_failure(refused_guess(exc, named) if named else exc, f"during {phase[0]}") from None
         if pc.metric is Metric.DECODE and not result.decode_measurable:
