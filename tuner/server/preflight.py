@@ -148,7 +148,8 @@ def port_warning(server: ServerConfig) -> str | None:
 def port_held(server: ServerConfig) -> str | None:
     """Why the first launch cannot have ``server.host:server.port``: something already answers
     there (named by :func:`tuner.server.ports.port_holder`: pid, name, command line); None when
-    nothing does. The sweep raises it as MachineNotClean (exit 3) after its recovery."""
+    nothing does. The sweep raises it as MachineNotClean (exit 3) after its recovery. A
+    ``server.host`` this machine cannot resolve is the file's: InputError (exit 2)."""
     host, port = server.host, server.port
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)

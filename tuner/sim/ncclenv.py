@@ -288,14 +288,17 @@ def load_conf_file(environ: dict) -> dict:
     return merged
 
 
-def _load_int(env: dict, name: str, msgs: list) -> int | None:
-    """``ncclLoadParam``: None when unset or empty, else the strtoll value (default on ERANGE)."""
+def load_int(env: dict, name: str, msgs: list, default: int | None = None) -> int | None:
+    """``ncclLoadParam`` (src/misc/param.cc): None when unset or empty (or out of range: NCCL
+    then says it keeps ``default``, by default :data:`INT_PARAMS`'s), else the strtoll value,
+    echoed with a period into ``msgs``."""
     text = env.get(name)
     if text is None or text == "":
         return None
     value, erange = strtoll_checked(text)
     if erange:
-        msgs.append(info(f"Invalid value {text} for {name}, using default {INT_PARAMS[name]}."))
+        msgs.append(info(f"Invalid value {text} for {name}, using default "
+                         f"{INT_PARAMS[name] if default is None else default}."))
         return None
     msgs.append(info(f"{name} set by environment to {value}.", "ENV"))
     return value
@@ -352,7 +355,7 @@ def read_env(environ: dict, version: str = "2.27.3") -> EnvReport:
     msgs: list[Message] = []
     if (host_id := env.get("NCCL_HOSTID")) is not None:  # src/misc/utils.cc getHostHashOnce
         msgs.append(info(f"NCCL_HOSTID set by environment to {host_id}", "ENV"))
-    ints = {name: _load_int(env, name, msgs) for name in INT_PARAMS}
+    ints = {name: load_int(env, name, msgs) for name in INT_PARAMS}
     p2p_disable, p2p_level = _p2p(env, version, msgs)
     names_algo = algos(version)
     proto_default = {"LL": 1, "LL128": 2, "Simple": 1}

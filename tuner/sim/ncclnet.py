@@ -39,7 +39,7 @@ import functools
 import math
 
 from .ncclconst import OLD_P2P_LEVELS, path_types
-from .ncclenv import Message, NcclInitError, info, strtoll_checked, to_int32, warn
+from .ncclenv import Message, NcclInitError, info, load_int, strtoll_checked, to_int32, warn
 from .profiles import Profile
 
 __all__ = ["NetChoice", "check_net", "gdr_level", "net_choice", "qps_per_connection", "qps_us", "via"]
@@ -60,17 +60,10 @@ class NetChoice:
 
 
 def _int_param(raw: dict, name: str, default: int, msgs: list) -> int:
-    """``ncclLoadParam`` (src/misc/param.cc): strtoll, echoed with a period; unset keeps
-    ``default``."""
-    text = raw.get(name)
-    if text is None or text == "":
-        return default
-    value, erange = strtoll_checked(text)
-    if erange:
-        msgs.append(info(f"Invalid value {text} for {name}, using default {default}."))
-        return default
-    msgs.append(info(f"{name} set by environment to {value}.", "ENV"))
-    return value
+    """``ncclLoadParam`` of a network parameter (:func:`tuner.sim.ncclenv.load_int`); unset
+    keeps ``default``."""
+    value = load_int(raw, name, msgs, default)
+    return default if value is None else value
 
 
 def gdr_level(raw: dict, version: str, msgs: list | None = None) -> str | None:

@@ -339,6 +339,17 @@ def _lost_unasked(watched: Head | Member, signalled: threading.Event) -> bool:
     return watched.lost is not None and not signalled.wait(0.3)
 
 
+def _not_joined(log, stop: threading.Event, error: str) -> int:
+    """The exit of a node whose rendezvous did not complete: 0 when it was told to stop meanwhile,
+    else 1 with ``error`` in vLLM's executor words."""
+    if stop.is_set():
+        _exit_line(log, "code=0")
+        return 0
+    log.line(f"ERROR [multiproc_executor.py] {error}")
+    _exit_line(log, "code=1 reason=rendezvous")
+    return 1
+
+
 def _exit_line(log: NcclLog, text: str) -> None:
     """``SIM EXIT``, after what a normal exit writes out of NCCL's buffered output."""
     log.flush_nccl()
@@ -544,13 +555,8 @@ def _serve(opts: ServeOptions, head: Head | None = None) -> int:
     if head is not None:
         comm_id = head.gather(log.host, stop, rendezvous_timeout_s())
         if comm_id is None:
-            if stop.is_set():
-                _exit_line(log, "code=0")
-                return 0
-            log.line(f"ERROR [multiproc_executor.py] Timed out waiting for {head.spec.nnodes - 1} "
-                     f"node(s) to join at {head.spec.where}; joined: {sorted(head.conns)}")
-            _exit_line(log, "code=1 reason=rendezvous")
-            return 1
+            return _not_joined(log, stop, f"Timed out waiting for {head.spec.nnodes - 1} node(s) to join at "
+                                          f"{head.spec.where}; joined: {sorted(head.conns)}")
         log.sim("NODES", {"nnodes": head.spec.nnodes, "hosts": head.hosts, "master": head.spec.where})
         head.watch(lambda _rank: stop.set())
     model, workers, outcome, monitor, speed = _start(opts, p, log, debug, environ, plan, comm_id)
@@ -658,13 +664,7 @@ def _serve_member(opts: ServeOptions, member: Member) -> int:
         return 1
     answer = member.join(log.host, stop, rendezvous_timeout_s())
     if answer is None:
-        if stop.is_set():
-            _exit_line(log, "code=0")
-            return 0
-        log.line(f"ERROR [multiproc_executor.py] Node {spec.node_rank} could not join the head at "
-                 f"{spec.where}: no answer")
-        _exit_line(log, "code=1 reason=rendezvous")
-        return 1
+        return _not_joined(log, stop, f"Node {spec.node_rank} could not join the head at {spec.where}: no answer")
     member.watch(lambda _rank: stop.set())
     _model, workers, outcome, monitor, _speed = _start(opts, p, log, debug, environ, plan,
                                                        int(answer.get("comm_id", 0)))
