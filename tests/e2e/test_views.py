@@ -131,7 +131,10 @@ def test_status_names_the_trial_in_flight_and_its_phase(tmp_path):
                     seen = status
                     break
             time.sleep(0.2)
-        assert seen is not None, f"status never showed a trial loading; sweep rc {sweep.poll()}"
+        if seen is None:
+            ended = sweep.poll() is not None
+            err = sweep.communicate(timeout=120)[1] if ended else ""
+            raise AssertionError(f"status never showed a trial loading; sweep rc {sweep.poll()}:\n{err}")
         assert seen["study"] == "slow" and seen["relaunches_planned"] == 3
         trial = seen["in_flight"][0]
         assert (trial["trial"], trial["label"], trial["set"], trial["relaunch"]) == (0, "baseline", "(untuned)", 1)

@@ -264,16 +264,30 @@ def study_names(storage: str) -> list[str]:
 SCHEMA_ATTEMPTS = 6
 
 
+#: How each database words the loss of a race to create Optuna's tables or stamp their version
+#: (PostgreSQL "duplicate key value", MySQL "Duplicate entry", SQLite "UNIQUE constraint failed"
+#: on alembic_version, any "table ... already exists").
+_SCHEMA_RACE = ("already exists", "duplicate key", "duplicate entry", "unique constraint failed")
+
+
+def _lost_schema_race(exc: sqlalchemy.exc.SQLAlchemyError) -> bool:
+    """Whether ``exc``, raised while opening an RDB storage, is a lost race to create the schema:
+    any integrity error (a unique row of Optuna's tables or of alembic_version written twice), or
+    a duplicate table or type in any database's words (:data:`_SCHEMA_RACE`)."""
+    return isinstance(exc, sqlalchemy.exc.IntegrityError) or any(w in str(exc).lower() for w in _SCHEMA_RACE)
+
+
 def _rdb_storage(url: str, interval_s: int, grace_s: int, engine: dict[str, Any]) -> optuna.storages.RDBStorage:
-    """Optuna's RDBStorage of ``url``. Runners started together on an empty database all create
-    Optuna's tables at once, and all but one fail (a duplicate type or table: optuna/optuna#1092);
-    the tables exist once the winner committed, so a loser opens again after a short random wait."""
+    """Optuna's RDBStorage of ``url``. Processes opening an empty database together all create
+    Optuna's tables and stamp their version at once, and all but one fail (optuna/optuna#1092):
+    runners started together, or a runner and a ``status`` reading the study.db it just made. The
+    tables exist once the winner committed, so a loser opens again after a short random wait."""
     for attempt in range(1, SCHEMA_ATTEMPTS + 1):
         try:
             return optuna.storages.RDBStorage(url, heartbeat_interval=interval_s, grace_period=grace_s,
                                               engine_kwargs=engine)
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError, sqlalchemy.exc.OperationalError) as exc:
-            if attempt == SCHEMA_ATTEMPTS or ("already exists" not in str(exc) and "duplicate key" not in str(exc)):
+            if attempt == SCHEMA_ATTEMPTS or not _lost_schema_race(exc):
                 raise
             time.sleep(random.uniform(0.2, 1.0) * attempt)
     raise AssertionError("unreachable")

@@ -30,9 +30,20 @@ def _store(url: str, **kwargs) -> StudyStore:
 def test_runners_opening_an_empty_database_at_once_all_start(pg_url: str):
     """Six runners started in the same second on an empty database all create Optuna's tables
     at once (optuna/optuna#1092); each opens the study, none fails."""
+    _open_together(pg_url)
+
+
+def test_runners_opening_an_empty_sqlite_file_at_once_all_start(tmp_path):
+    """The same on a new SQLite file, whose loser's words differ ("UNIQUE constraint failed:
+    alembic_version.version_num": a ``status`` polling the study.db a sweep had just made failed
+    the sweep with exit 2 that way)."""
+    _open_together(f"sqlite:///{tmp_path}/study.db")
+
+
+def _open_together(url: str) -> None:
     code = ("import sys; from tuner.study.storage import open_study; print('ready', flush=True); "
             "sys.stdin.readline(); open_study('s', sys.argv[1]); print('opened')")
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, text=True, stdin=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], cwd=ROOT, text=True, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
     for p in procs:  # all have imported Optuna: then they are let go together
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
@@ -44,7 +55,7 @@ def test_runners_opening_an_empty_database_at_once_all_start(pg_url: str):
     failed = [err[-1500:] for p, (_, err) in zip(procs, results, strict=True) if p.returncode != 0]
     assert not failed, failed[0]
     assert [out.strip() for out, _ in results] == ["opened"] * 6
-    assert len(open_study("s", pg_url, create=False).trials) == 0
+    assert len(open_study("s", url, create=False).trials) == 0
 
 
 @pytest.mark.postgres
