@@ -62,16 +62,19 @@ def test_installed_the_tool_runs_from_any_directory(wheel: Path, tmp_path: Path,
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")  # this environment's dependencies
+    # without PYTHONPATH: a checkout on it (its nccl_tune.egg-info) reads as the tool already installed
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--quiet",
-                    "--disable-pip-version-check", str(wheel)], check=True, timeout=300)
+                    "--disable-pip-version-check", str(wheel)], check=True, timeout=300, env=env)
     elsewhere = tmp_path / "home"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["NCCL_TUNE_WORKERS_DIR"] = str(workers_dir)
     tool = str(venv / "bin" / "nccl-tune")
 
-    where = subprocess.run([str(python), "-c", "import tuner; print(tuner.__file__)"], capture_output=True,
-                           text=True, env=env, cwd=elsewhere, check=True).stdout
+    imported = subprocess.run([str(python), "-c", "import tuner; print(tuner.__file__)"], capture_output=True,
+                              text=True, env=env, cwd=elsewhere, timeout=120)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    where = imported.stdout
     assert where.startswith(str(site)), where  # the installed copy, not the repository's
     res = subprocess.run([tool, "--version"], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)
     assert res.returncode == 0 and res.stdout.startswith("nccl-tune 0.") and str(python) in res.stdout, res
