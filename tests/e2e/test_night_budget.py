@@ -107,8 +107,16 @@ def test_the_bundled_examples_reach_their_presets(tmp_path):
     assert vllm.returncode == 0, vllm.stderr
     assert "no tuned set" not in vllm.stdout and "NOT REACHED" not in vllm.stdout, vllm.stdout
     assert re.search(r"^Budget: \d+ relaunches: the baseline, up to [1-9]\d* sets?, ", vllm.stdout, re.M), vllm.stdout
-    assert re.search(r"the budget of \d+ relaunches holds the baseline, up to [1-9]\d* sets? and the reserved checks",
-                     vllm.stdout), vllm.stdout
+    assert re.search(r"the budget of \d+ relaunches holds the baseline, [1-9]\d* slots for sets and baseline re-measures "
+                     r"and the reserved checks", vllm.stdout), vllm.stdout
+    # with baseline re-measures (the default), the check's slots are the Budget line's sets and re-measures together
+    sim = run_cli("sweep", "examples/sim.toml", "--dry-run", "--results", str(tmp_path / "r"))
+    assert sim.returncode == 0, sim.stderr
+    plan = re.search(r"^Budget: 12 relaunches: the baseline, (\d+) baseline re-measures, up to (\d+) sets, ", sim.stdout, re.M)
+    held = re.search(r"the budget of 12 relaunches holds the baseline, (\d+) slots for sets and baseline re-measures "
+                     r"and the reserved checks", sim.stdout)
+    assert plan and held, sim.stdout
+    assert int(held.group(1)) == int(plan.group(1)) + int(plan.group(2))
 
 
 def test_a_budget_without_room_for_a_set_says_so_and_never_that_it_holds_one(tmp_path):

@@ -210,7 +210,8 @@ def _dry_run(args: argparse.Namespace, cfg: Any, space: Any) -> int:
         study = None
     fill = _fills_clock(args, cfg)
     checked = start_checks(cfg, space, args.results, study=study, trials=None if fill else args.trials or cfg.sweep.trials,
-                           storage=args.storage, confirm=not args.no_confirm, final_baseline=not args.no_final_baseline)
+                           storage=args.storage, confirm=not args.no_confirm, final_baseline=not args.no_final_baseline,
+                           baseline_every=args.baseline_every)
     check_workers(gpus_of(cfg), workers_dir())  # a live worker on these GPUs refuses the sweep: exit 3 here too
     _say_until(args)
     study_dir = args.results / study if study is not None else None

@@ -109,30 +109,40 @@ def _missing_words(key: str, program: str) -> str:
             "version")
 
 
-def budget_words(trials: int | None, confirm: bool, final_baseline: bool) -> tuple[str, str]:
+def budget_words(trials: int | None, confirm: bool, final_baseline: bool, *, reference: bool = False,
+                 remeasured: bool = False) -> tuple[str, str]:
     """What the budget holds, as a passed check, and a warning when it holds no tuned set (``""``
-    otherwise): never that it holds a set when its first stage is the baseline alone."""
+    otherwise): never that it holds a set when its first stage is the baseline alone.
+    ``reference``: the correctness gate's reference check takes a first-stage slot (as
+    :class:`tuner.planning.budget.Budget` counts it); ``remeasured``: the night re-measures the
+    baseline between sets (``baseline_every`` > 0), whose re-measures share the sets' slots. How
+    many re-measures come is the plan's to say (the dry run's Budget line): the slots are then
+    given as shared, so the two lines add up instead of contradicting each other."""
     if trials is None:
         return "the budget: what fits before the deadline (no --trials or sweep.trials given)", ""
-    budget = Budget(trials, confirm, final_baseline)
+    budget = Budget(trials, confirm, final_baseline, reference)
     checks = " and the reserved checks" if budget.reserved else ""
-    sets = budget.screening - 1
+    first = "the baseline, the reference check" if reference else "the baseline"
+    sets = budget.screening - 1 - int(reference)
+    if sets > 1 and remeasured:
+        return f"the budget of {trials} relaunches holds {first}, {sets} slots for sets and baseline re-measures{checks}", ""
     if sets > 0:
-        return f"the budget of {trials} relaunches holds the baseline, up to {sets} set{'s' if sets != 1 else ''}{checks}", ""
-    return (f"the budget of {trials} relaunches holds the baseline{checks}",
+        return f"the budget of {trials} relaunches holds {first}, up to {sets} set{'s' if sets != 1 else ''}{checks}", ""
+    return (f"the budget of {trials} relaunches holds {first}{checks}",
             f"the budget of {trials} relaunches holds no tuned set: the night measures the untuned baseline only "
             f"(--trials {trials + 1 - sets} leaves room for one set)")
 
 
 def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, study: str | None,
                  trials: int | None, storage: str | None = None, environ: Mapping[str, str] | None = None,
-                 confirm: bool = True, final_baseline: bool = True) -> StartChecks:
+                 confirm: bool = True, final_baseline: bool = True, baseline_every: int | None = None) -> StartChecks:
     """Make the sweep's checks before its first launch (see the module docstring) on ``cfg``
     and ``space`` (loaded without the program check: ``load_config(check_program=False)``; the
     budget and ``server.env`` already held to the space), ``results`` (``--results``), the
     study ``study`` (None: a name the sweep would refuse, so no runner file is looked for),
-    ``trials`` (the budget, in relaunches, with ``confirm`` and ``final_baseline`` as the sweep's
-    options; None: what fits before the deadline, no trials given) and ``storage`` (``--storage``; never opened here).
+    ``trials`` (the budget, in relaunches, with ``confirm``, ``final_baseline`` and
+    ``baseline_every`` as the sweep's options, the last None for ``sweep.baseline_every``; None:
+    what fits before the deadline, no trials given) and ``storage`` (``--storage``; never opened here).
     Writes nothing. Raises InputError (exit 2) with every refusal at once, then MachineNotClean
     (exit 3) for a live runner of the study on this host and port or a port that answers, in
     the sweep's order and words; off the night's host (a program not found) the machine's
@@ -151,7 +161,9 @@ def start_checks(cfg: ExperimentConfig, space: SearchSpace, results: Path, *, st
     if refused:
         raise InputError.combine(refused)
     heartbeat_settings(env)  # a bad test setting is refused as the sweep refuses it
-    held, no_set = budget_words(trials, confirm, final_baseline)
+    every = cfg.sweep.baseline_every if baseline_every is None else baseline_every
+    held, no_set = budget_words(trials, confirm, final_baseline, reference=cfg.gates.answers and cfg.gates.reference,
+                                remeasured=every > 0)
     found.passed[:0] = [f"the experiment file and {space.path}: every key, the command's placeholders and every value "
                         "as NCCL reads it (above)", f"server.env fixes no variable the space varies; {held}"]
     found.warnings += [no_set] if no_set else []

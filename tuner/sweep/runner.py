@@ -267,7 +267,8 @@ class Sweep:
         found = reach(self.space, self._plan_rules(), budget=self.budget, baseline_every=self.opt.baseline_every or 0,
                       screen_top_k=self.cfg.screen.top_k if self.cfg.screen else None, confirm=self.opt.confirm,
                       final_baseline=self.opt.final_baseline)
-        no_set = budget_words(self.budget, self.opt.confirm, self.opt.final_baseline)[1]
+        no_set = budget_words(self.budget, self.opt.confirm, self.opt.final_baseline,
+                              reference=self.planner.budget.reference)[1]
         return ([f"clock: {line}" for line in left if line] + ([f"warning: {no_set}"] if no_set else [])
                 + [f"warning: {line}" for line in reach_lines(found, self._per(), time.time(), self.limits)])
 
