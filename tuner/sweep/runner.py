@@ -205,10 +205,11 @@ class Sweep:
         """Ok baseline launches of this runner's host type, oldest first."""
         return self.store.ok_baselines(self.host.host_type)
 
-    def _spent(self) -> int:
+    def _spent(self, besides: int | None = None) -> int:
         """Relaunches the budget counts: every relaunch of the whole study, finished or in flight
-        on any runner (a resumed sweep continues the count); interrupted trials not."""
-        return sum(1 for r in self.store.records() if counts_in_budget(r))
+        on any runner (a resumed sweep continues the count); interrupted trials not, nor trial
+        ``besides`` (one about to be launched, whose claim is stored already)."""
+        return sum(1 for r in self.store.records() if counts_in_budget(r) and r.trial != besides)
 
     def _per(self) -> RelaunchTime:
         """One relaunch's time, measured (else configured)."""
@@ -223,9 +224,10 @@ class Sweep:
         return self.limits.allows(self._spent(), time.time(), guard, step=step, made=self._check_at or 0,
                                   count_budget=count_budget, what=what, soak_s=per.soak_s)
 
-    def _clock(self) -> NightClock:
-        """The rest of the night from now, on the measured (else configured) relaunch time."""
-        return self.limits.clock(self._per(), time.time(), self._spent(), stage2=self._check_at is not None,
+    def _clock(self, besides: int | None = None) -> NightClock:
+        """The rest of the night from now, on the measured (else configured) relaunch time;
+        ``besides``: a trial about to be launched, not yet counted as spent (:meth:`_spent`)."""
+        return self.limits.clock(self._per(), time.time(), self._spent(besides), stage2=self._check_at is not None,
                                  made=self._check_at or 0, first_free=not self._baselines())
 
     def _plan_rules(self) -> Rules:
@@ -441,7 +443,7 @@ class Sweep:
                 if planned is None:  # a named set is passed over once in flight: only proposals repeat
                     skipped += 1
                 continue
-            if decision.launch and self.runners.over_budget(trial, self.limits.budget.screening):
+            if decision.launch and self.runners.over_budget(trial, self.limits.budget.screening, rec):
                 self.store.drop(trial, _SPENT_BEFORE)
                 self.outcome.stop_reason = self.limits.budget.spent_words()
                 return False
@@ -476,7 +478,7 @@ class Sweep:
         with ``limit``, not when trials asked before it (any runner's) spend that many relaunches
         (then None)."""
         trial, launch, rec = self._ask(TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=recheck))
-        if limit is not None and self.runners.over_budget(trial, limit):
+        if limit is not None and self.runners.over_budget(trial, limit, rec):
             self.store.drop(trial, _SPENT_BEFORE)
             return None
         return self._relaunch(trial, launch, rec, checking=checking, soak_s=soak_s)
@@ -500,7 +502,7 @@ class Sweep:
         left ``machine_fault`` (the baseline's own, or a set's whose baseline check failed) ends
         the night with MachineFailed (exit 8), unless ``checking`` (the check itself: its set says it)."""
         self.outcome.relaunches += 1
-        night = self._clock()  # before the store counts this one: it is the first relaunch of the rest
+        night = self._clock(besides=trial.number)  # this one not counted: it is the first relaunch of the rest
         index = night.done + 1  # the study's count, every relaunch included: a resumed night counts on
         of = max(night.total, index)
         self.progress.plan(of, night.end_at)
@@ -647,7 +649,7 @@ class Sweep:
         if self.runners.taken(trial, launch.key, self.rules.key_of):
             self.store.drop(trial, "the confirmation of this set is in flight on an earlier trial")
             return
-        if self.runners.over_budget(trial, self.budget):
+        if self.runners.over_budget(trial, self.budget, rec):
             self.store.drop(trial, _SPENT_BEFORE)
             self.outcome.confirm_skipped = "the budget was spent by other runners' trials"
             return

@@ -13,6 +13,7 @@ silent rather than leave them unretried (:meth:`Runners.await_silent`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
@@ -73,19 +74,24 @@ class Runners:
         set ``key``: the earlier one measures it, ``trial`` is dropped."""
         return any(key_of(*split_params(p)) == key for p in self.store.pending_params(before=trial.number))
 
-    def over_budget(self, trial: optuna.Trial, limit: int) -> bool:
+    def over_budget(self, trial: optuna.Trial, limit: int, claim: TrialRecord) -> bool:
         """True when trials asked before ``trial`` (any runner's) already spend ``limit``
         relaunches: the earlier trial wins, so runners that check at the same moment never launch
         one relaunch too many, nor both take the last slot. Trials still being decided by their
-        runner are waited for (milliseconds; at most :data:`UNDECIDED_WAIT_S`: a runner starved of
-        CPU can take seconds to write what it launches, and going on without it spent one relaunch
-        too many once on 2 busy cores)."""
+        runner are waited for (milliseconds; at most :data:`UNDECIDED_WAIT_S`, after which they
+        are taken as not launched). False (within the budget) stores ``claim``, the record
+        ``trial`` will relaunch, at once (status running): from then on every runner counts it.
+        Its runner used to write it only when the launch began, after the clock, the reaping of
+        dead runners' servers and the launch's own checks; on 2 busy cores that outlasted the
+        wait, and a runner that checked meanwhile took the same last slot (a three-worker night
+        made 11 relaunches of 10)."""
         deadline = time.monotonic() + UNDECIDED_WAIT_S
         while True:
             before = sum(1 for r in self.store.records() if r.trial < trial.number and counts_in_budget(r))
             if before >= limit:
                 return True
             if before + self.store.undecided(trial.number) < limit or time.monotonic() > deadline:
+                self.store.start(trial, dataclasses.replace(claim, status=Status.RUNNING))
                 return False
             time.sleep(0.05)
 
