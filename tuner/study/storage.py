@@ -389,11 +389,22 @@ class StudyStore:
                 return out
             time.sleep(0.05)
 
-    def undecided(self, before: int) -> int:
+    def undecided(self, before: int, *, beating_within_s: float | None = None) -> int:
         """RUNNING trials numbered below ``before`` that hold no record yet: asked by a runner
-        that has not yet written what it launches (or dropped it; milliseconds)."""
+        that has not yet written what it launches (or dropped it; milliseconds). With
+        ``beating_within_s``, only those whose last heartbeat is at most that old (s): their
+        runner is alive (the first beat is recorded at the ask); without heartbeats (the journal
+        file) none is known alive, so none is counted."""
+        ages = self.heartbeat_ages() if beating_within_s is not None else None
+        if beating_within_s is not None and ages is None:
+            return 0
         return sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                   if t.number < before and "kind" not in t.user_attrs)
+                   if t.number < before and "kind" not in t.user_attrs
+                   and (ages is None or ages.get(t.number, float("inf")) <= (beating_within_s or 0.0)))
+
+    def beat(self, trial: optuna.Trial) -> None:
+        """Record one heartbeat for ``trial`` now (RDB storages; nothing for the journal file)."""
+        self._beat(trial._trial_id)
 
     def heartbeat_ages(self) -> dict[int, float] | None:
         """Seconds since the last heartbeat of each RUNNING trial that has one, by trial number

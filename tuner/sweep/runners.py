@@ -77,22 +77,30 @@ class Runners:
     def over_budget(self, trial: optuna.Trial, limit: int, claim: TrialRecord) -> bool:
         """True when trials asked before ``trial`` (any runner's) already spend ``limit``
         relaunches: the earlier trial wins, so runners that check at the same moment never launch
-        one relaunch too many, nor both take the last slot. Trials still being decided by their
-        runner are waited for (milliseconds; at most :data:`UNDECIDED_WAIT_S`, after which they
-        are taken as not launched). False (within the budget) stores ``claim``, the record
-        ``trial`` will relaunch, at once (status running): from then on every runner counts it.
-        Its runner used to write it only when the launch began, after the clock, the reaping of
-        dead runners' servers and the launch's own checks; on 2 busy cores that outlasted the
-        wait, and a runner that checked meanwhile took the same last slot (a three-worker night
-        made 11 relaunches of 10)."""
-        deadline = time.monotonic() + UNDECIDED_WAIT_S
+        one relaunch too many, nor both take the last slot.
+
+        Trials still being decided by their runner (asked, not yet claimed) are waited for:
+        milliseconds, unless that runner is starved of CPU. After :data:`UNDECIDED_WAIT_S` only
+        those whose runner still beats (a heartbeat within the grace period) are waited for; a
+        trial whose runner died before claiming it is then taken as not launched. Meanwhile this
+        runner beats for ``trial``, so its own wait never reads as its death. False (within the
+        budget) stores ``claim``, the record ``trial`` will relaunch, at once (status running):
+        from then on every runner counts it. It used to be written only when the launch began,
+        and after a 30 s wait a runner went on without it: a three-worker night made 11 relaunches
+        of 10, a two-worker one 7 of 6."""
+        deadline = beaten = time.monotonic()
+        deadline += UNDECIDED_WAIT_S
         while True:
             before = sum(1 for r in self.store.records() if r.trial < trial.number and counts_in_budget(r))
             if before >= limit:
                 return True
-            if before + self.store.undecided(trial.number) < limit or time.monotonic() > deadline:
+            waited = time.monotonic() > deadline
+            if before + self.store.undecided(trial.number, beating_within_s=self.grace_s if waited else None) < limit:
                 self.store.start(trial, dataclasses.replace(claim, status=Status.RUNNING))
                 return False
+            if time.monotonic() - beaten >= self.heartbeat_s:
+                self.store.beat(trial)
+                beaten = time.monotonic()
             time.sleep(0.05)
 
     def earlier_baseline(self, number: int) -> bool:

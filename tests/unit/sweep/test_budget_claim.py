@@ -5,20 +5,24 @@ waiting for the first one's launch to begin (tuner.sweep.runners.Runners.over_bu
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from tuner.record import Kind, Status, TrialRecord
 from tuner.study import RunnerFile
 from tuner.study.storage import StudyStore, open_study
+from tuner.sweep import runners as runners_module
 from tuner.sweep.runners import UNDECIDED_WAIT_S, Runners
 
 CHOICES = {"NCCL_PROTO": ("unset", "LL", "Simple")}
 
 
-def _runners(url: str, folder: Path) -> tuple[StudyStore, Runners]:
-    store = StudyStore(open_study("s", url), CHOICES)
-    return store, Runners(store, RunnerFile(folder, 8000), "vm", heartbeat_s=1, grace_s=5, log=lambda _: None)
+def _runners(url: str, folder: Path, grace_s: int = 5) -> tuple[StudyStore, Runners]:
+    store = StudyStore(open_study("s", url, heartbeat_interval_s=1, grace_period_s=grace_s), CHOICES)
+    return store, Runners(store, RunnerFile(folder, 8000), "vm", heartbeat_s=1, grace_s=grace_s, log=lambda _: None)
 
 
 def _spend(store: StudyStore, n: int) -> None:
@@ -43,3 +47,42 @@ def test_the_last_slot_is_taken_once_and_the_second_runner_does_not_wait(tmp_pat
     assert b.over_budget(tb, 10, rb)  # the later one counts the claim: over, at once
     assert time.monotonic() - started < UNDECIDED_WAIT_S / 2
     assert not any(r.trial == tb.number for r in b_store.records())  # nothing stored for the refused one
+
+
+@pytest.mark.postgres
+def test_an_unclaimed_trial_is_waited_for_while_its_runner_beats_and_not_once_it_stops(pg_url, tmp_path, monkeypatch):
+    """Past the first wait, an earlier trial asked but not claimed still holds the last slot while its
+    runner beats (a runner starved of CPU, alive): the later runner waits and is refused once it is
+    claimed. A trial whose runner stopped beating (it died before claiming) holds nothing after the
+    grace period: the later runner then takes the slot."""
+    monkeypatch.setattr(runners_module, "UNDECIDED_WAIT_S", 0.3)
+    a_store, _ = _runners(pg_url, tmp_path / "a", grace_s=2)
+    b_store, b = _runners(pg_url, tmp_path / "b", grace_s=2)
+    _spend(a_store, 9)
+    final = TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=True)
+
+    ta, _, ra = a_store.ask_fixed(a_store.params_of({}), final)  # alive: beats, claims after 3 s
+
+    def slow_claim() -> None:
+        for _ in range(6):
+            time.sleep(0.5)
+            a_store.beat(ta)
+        a_store.start(ta, TrialRecord(trial=ra.trial, kind=Kind.BASELINE, recheck=True))
+    thread = threading.Thread(target=slow_claim)
+    thread.start()
+    tb, _, rb = b_store.ask_fixed(b_store.params_of({}), final)
+    started = time.monotonic()
+    assert b.over_budget(tb, 10, rb)  # waited past its first 0.3 s for the live runner's claim
+    assert time.monotonic() - started >= 2.5
+    thread.join()
+    b_store.drop(tb, "spent")
+
+    dead_store = _runners(pg_url, tmp_path / "c", grace_s=2)[0]
+    td, _, _ = dead_store.ask_fixed(dead_store.params_of({}), final)  # its runner dies before claiming
+    tc, _, rc = b_store.ask_fixed(b_store.params_of({}), final)
+    assert td.number < tc.number
+    started = time.monotonic()
+    # 10 spent and the dead runner's trial would be the 11th: it holds the last slot until its heartbeat is
+    # older than the grace period, then the slot is this runner's
+    assert not b.over_budget(tc, 11, rc)
+    assert 1.5 <= time.monotonic() - started < 20
