@@ -101,7 +101,7 @@ class Runners:
             if time.monotonic() - beaten >= self.heartbeat_s:
                 self.store.beat(trial)
                 beaten = time.monotonic()
-            time.sleep(0.05)
+            time.sleep(0.5 if waited else 0.05)  # past the first wait: a starved runner, read less often
 
     def earlier_baseline(self, number: int) -> bool:
         """True when a first (not re-measure) baseline of this host type, ok or still running,
