@@ -60,8 +60,9 @@ def test_an_unclaimed_trial_is_waited_for_while_its_runner_beats_and_not_once_it
     claimed. A trial whose runner stopped beating (it died before claiming) holds nothing after the
     grace period: the later runner then takes the slot."""
     monkeypatch.setattr(runners_module, "UNDECIDED_WAIT_S", 0.3)
-    a_store, _ = _runners(pg_url, tmp_path / "a", grace_s=2)
-    b_store, b = _runners(pg_url, tmp_path / "b", grace_s=2)
+    # the live part under a grace no starved thread outlasts, the dead part under a 2 s one: neither reads a clock
+    a_store, _ = _runners(pg_url, tmp_path / "a", grace_s=3600)
+    b_store, b = _runners(pg_url, tmp_path / "b", grace_s=3600)
     _spend(a_store, 9)
     final = TrialRecord(trial=-1, kind=Kind.BASELINE, recheck=True)
 
@@ -85,6 +86,7 @@ def test_an_unclaimed_trial_is_waited_for_while_its_runner_beats_and_not_once_it
     b_store.drop(tb, "spent")
 
     dead_store = _runners(pg_url, tmp_path / "c", grace_s=2)[0]
+    b = _runners(pg_url, tmp_path / "b2", grace_s=2)[1]
     td, _, _ = dead_store.ask_fixed(dead_store.params_of({}), final)  # its runner dies before claiming
     tc, _, rc = b_store.ask_fixed(b_store.params_of({}), final)
     assert td.number < tc.number
